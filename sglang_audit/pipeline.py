@@ -1,0 +1,123 @@
+"""The pipeline the commands call: locate the source → read the model and flags →
+resolve → (rules, render elsewhere).  Knows nothing of output formats."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .cliargs import FlagTable, extract_flags, parse_launch, parse_set
+from .device import parse_device
+from .errors import InputError
+from .evaluator import Interpreter
+from .frontend import SourceCache
+from .resolver import ModelInput, Resolver, Target
+from .result import Resolution
+from .source import SourceTree, locate_source
+from .values import Class, ModuleObj
+
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "models"
+
+
+@dataclass
+class Request:
+    source: str | None
+    arch: str
+    model: str | None
+    cuda: str = "12.9"
+    sets: list[str] = field(default_factory=list)
+    launch: str | None = None
+    env: list[str] = field(default_factory=list)
+    with_packages: list[str] = field(default_factory=list)
+    without_packages: list[str] = field(default_factory=list)
+    use_cache: bool = True
+
+
+def bundled_profiles() -> list[str]:
+    if not PROFILES_DIR.is_dir():
+        return []
+    return sorted(p.name for p in PROFILES_DIR.iterdir() if (p / "config.json").is_file())
+
+
+def locate_model(spec: str) -> ModelInput:
+    path = Path(spec).expanduser()
+    if not path.exists() and (PROFILES_DIR / spec).is_dir():
+        path = PROFILES_DIR / spec
+    if not path.exists():
+        raise InputError(f"model not found: {spec!r} (a directory with config.json, or one of: {', '.join(bundled_profiles())})")
+    if path.is_file() and path.name == "config.json":
+        path = path.parent
+    config = path / "config.json"
+    if not config.is_file():
+        raise InputError(f"no config.json in model directory {path}")
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{config}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{config}: JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{config}: expected a JSON object, found {type(data).__name__}")
+    archs = data.get("architectures")
+    if not (isinstance(archs, list) and archs and isinstance(archs[0], str)):
+        raise InputError(f"{config}: no \"architectures\" list naming the model class")
+    hfq = path / "hf_quant_config.json"
+    if hfq.exists():
+        try:
+            json.loads(hfq.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise InputError(f"{hfq}: not valid JSON ({exc})") from None
+    name = spec if (PROFILES_DIR / spec).is_dir() and path == PROFILES_DIR / spec else path.name
+    return ModelInput(name, path.resolve())
+
+
+def parse_env(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise InputError(f"bad --env {item!r}: expected NAME=VALUE")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
+    interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
+    mod = interp.load_module("sglang.srt.server_args")
+    if not isinstance(mod, ModuleObj) or mod.failed:
+        raise InputError(f"cannot read sglang/srt/server_args.py in {tree.package_dir}: {getattr(mod, 'failed', 'missing')}")
+    cls = mod.globals.get("ServerArgs")
+    if not isinstance(cls, Class):
+        raise InputError(f"no ServerArgs class in {tree.package_dir}/srt/server_args.py: unsupported layout")
+    return extract_flags(interp, cls)
+
+
+def resolve(request: Request, progress: Callable[[str], None] | None = None) -> Resolution:
+    tree = locate_source(request.source, progress=progress)
+    device = parse_device(request.arch, request.cuda)
+    env = parse_env(request.env)
+    cache = SourceCache(use_disk=request.use_cache)
+    model_spec = request.model
+    # the flag table needs an evaluator; build the target in two steps
+    placeholder = locate_model(model_spec) if model_spec else None
+    target = Target(tree, device, placeholder or ModelInput("?", Path(".").resolve()), {}, env,
+                    frozenset(request.with_packages), frozenset(request.without_packages))
+    resolver = Resolver(target, cache)
+    flags: dict[str, Any] = {}
+    if request.launch or request.sets:
+        table = flag_table(tree, resolver)
+        if request.launch:
+            launch_flags, launch_model = parse_launch(table, request.launch)
+            flags.update(launch_flags)
+            if model_spec is None and launch_model:
+                model_spec = launch_model
+        if request.sets:
+            flags.update(parse_set(table, request.sets))
+    if model_spec is None:
+        raise InputError("no model: pass --model DIR|PROFILE (or --model-path inside --launch)")
+    model = placeholder if placeholder is not None and model_spec == request.model else locate_model(model_spec)
+    target = Target(tree, device, model, flags, env, frozenset(request.with_packages), frozenset(request.without_packages))
+    return Resolver(target, cache).resolve()

@@ -1,0 +1,575 @@
+"""Evaluate one release for one target: build ServerArgs as SGLang would, run its own
+resolution, then the scheduler's runtime initialisers, and turn what the evaluator saw
+into ``result.Resolution``.
+
+Branches on unknown inputs are explored by re-running the evaluation once per outcome
+(depth-first over the decisions, bounded by ``max_paths``); results that differ between
+paths are reported as unknown with each candidate and its conditions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .device import Device, Environment
+from .errors import InputError
+from .evaluator import Bounds, Interpreter, PyRaise, Unmodelled
+from .frontend import SourceCache
+from .natives import NativeWorld, load_toml
+from .result import (
+    STATUS_REJECTED,
+    STATUS_RESOLVED,
+    STATUS_UNKNOWN,
+    STATUS_UNSUPPORTED,
+    Candidate,
+    ChainStep,
+    LogLine,
+    ModelSummary,
+    Rejection,
+    Resolution,
+    Setting,
+    UnknownValue,
+)
+from .source import SourceTree
+from .values import AnalysisBound, Decision, Event, HFConfig, Instance, ModuleObj, Unknown
+
+ABSENT = object()  # the release has no such field
+
+
+@dataclass
+class ModelInput:
+    name: str
+    path: Path
+
+
+@dataclass
+class PathResult:
+    taken: list[tuple[Decision, bool]]
+    config: dict[str, Any] = field(default_factory=dict)
+    config_events: dict[str, Event | None] = field(default_factory=dict)
+    runtime: dict[str, Any] = field(default_factory=dict)
+    runtime_events: dict[str, list[Event]] = field(default_factory=dict)
+    rejected: Rejection | None = None
+    aborted: str | None = None
+    model: dict[str, Any] = field(default_factory=dict)
+    logs: list[Any] = field(default_factory=list)
+    parse_failures: dict[str, str] = field(default_factory=dict)
+    new_decisions: list[Decision] = field(default_factory=list)
+
+
+@dataclass
+class Target:
+    source: SourceTree
+    device: Device
+    model: ModelInput
+    flags: dict[str, Any]
+    env: dict[str, str]
+    with_packages: frozenset[str] = frozenset()
+    without_packages: frozenset[str] = frozenset()
+
+
+class Resolver:
+    def __init__(self, target: Target, cache: SourceCache | None = None, max_paths: int = 24, bounds: Bounds | None = None) -> None:
+        self.target = target
+        self.cache = cache or SourceCache()
+        self.max_paths = max_paths
+        self.bounds = bounds or Bounds()
+        self.settings_spec = load_toml("settings.toml")
+        self.root = target.source.package_dir.parent
+        self.environment = build_environment(target)
+        self.world = NativeWorld(target.device, self.environment, [target.model.path], torch_version=_torch_version(self.environment))
+        self.world.source_root = self.root.resolve()
+
+    # ---- exploring paths --------------------------------------------------------------
+    def resolve(self) -> Resolution:
+        paths: list[PathResult] = []
+        pending: list[dict[str, bool]] = [{}]
+        explored_all = True
+        while pending:
+            decisions = pending.pop()
+            if len(paths) >= self.max_paths:
+                explored_all = False
+                break
+            result = self.run_path(decisions)
+            paths.append(result)
+            # every decision first taken on this path opens the other outcome
+            prefix = dict(decisions)
+            for d in result.new_decisions:
+                alt = dict(prefix)
+                alt[d.key] = False
+                pending.append(alt)
+                prefix[d.key] = True
+        return self.join(paths, explored_all)
+
+    def run_path(self, decisions: dict[str, bool]) -> PathResult:
+        interp = Interpreter(self.root, self.cache, self.world, decisions, self.bounds)
+        result = PathResult(taken=interp.taken)
+        old_limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(old_limit, 20000))
+        stage = "config"
+        try:
+            server_args = self.build_server_args(interp)
+            stage = "model"
+            self.read_config(interp, server_args, result)
+            self.read_model(interp, server_args, result)
+            stage = "runtime"
+            self.run_runtime(interp, server_args, result)
+        except PyRaise as raised:
+            if raised.explicit:
+                result.rejected = self.rejection(interp, raised, stage)
+            else:
+                r = self.rejection(interp, raised, stage)
+                result.aborted = f"evaluation stopped: {r.exception}: {r.message} at {r.file}:{r.line} (not an explicit raise or assert in SGLang; treated as unknown)"
+        except (Unmodelled, AnalysisBound) as exc:
+            result.aborted = str(exc)
+        except RecursionError:
+            result.aborted = "analysis bound reached: recursion too deep"
+        finally:
+            sys.setrecursionlimit(old_limit)
+        result.logs = interp.logs
+        result.parse_failures = dict(interp.parse_failures)
+        result.new_decisions = list(interp.new_decisions)
+        result.taken = list(interp.taken)
+        return result
+
+    def rejection(self, interp: Interpreter, raised: PyRaise, stage: str) -> Rejection:
+        exc = raised.exc
+        name = exc.cls.name if isinstance(exc, Instance) else "Exception"
+        args = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
+        message = interp.to_str(args[0]) if len(args) == 1 else ", ".join(interp.to_str(a) for a in args)
+        return Rejection(message, raised.file, raised.line, name, stage, raised.text)
+
+    # ---- building ServerArgs ----------------------------------------------------------
+    def entry_module(self, interp: Interpreter) -> ModuleObj:
+        entry = self.settings_spec["entry"]
+        mod = interp.load_module(entry["module"])
+        if not isinstance(mod, ModuleObj):
+            raise InputError(f"{entry['module']} not found in the source tree")
+        return mod
+
+    def build_server_args(self, interp: Interpreter) -> Instance:
+        entry = self.settings_spec["entry"]
+        mod = self.entry_module(interp)
+        cls = interp.getattr(mod, entry["class"])
+        kwargs = {"model_path": str(self.target.model.path), **self.target.flags}
+        server_args = interp.call(cls, [], kwargs)
+        if not isinstance(server_args, Instance):
+            raise Unmodelled(f"{entry['class']}(...) did not produce an instance ({server_args!r})")
+        for method in entry["after_init"]:
+            found, _ = server_args.cls.lookup(method)
+            if found:
+                interp.call(interp.getattr(server_args, method), [], {})
+        return server_args
+
+    def read_config(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
+        reader = self.settings_spec["entry"]["resolution_reader"]
+        read_fn = None
+        if interp.find_module_file(reader["module"]) is not None:
+            mod = interp.load_module(reader["module"])
+            if isinstance(mod, ModuleObj) and reader["function"] in mod.globals:
+                read_fn = interp.getattr(mod, reader["function"])
+        for name in self.settings_spec["settings"]:
+            if read_fn is not None:
+                saved = interp.reads
+                interp.reads = []
+                value = interp.call(read_fn, [server_args, name], {})
+                reads = interp.reads
+                interp.reads = saved
+                result.config[name] = value
+                result.config_events[name] = reads[-1] if reads else server_args.events.get(name)
+            elif name in server_args.attrs:
+                result.config[name] = server_args.attrs[name]
+                result.config_events[name] = server_args.events.get(name)
+            else:
+                result.config[name] = ABSENT
+                result.config_events[name] = None
+
+    def read_model(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
+        spec = self.settings_spec["entry"]["model_config"]
+        model_config = server_args.attrs.get("model_config")
+        if not isinstance(model_config, Instance):
+            found, _ = server_args.cls.lookup("get_model_config")
+            if found:
+                model_config = interp.call(interp.getattr(server_args, "get_model_config"), [], {})
+            else:
+                mod = interp.load_module(spec["module"])
+                mc_cls = interp.getattr(mod, spec["class"])
+                model_config = interp.call(interp.getattr(mc_cls, spec["factory"]), [server_args], {})
+        if isinstance(model_config, Instance):
+            hf = model_config.attrs.get("hf_config")
+            archs = hf.attrs.get("architectures") if isinstance(hf, HFConfig) else None
+            result.model["architecture"] = archs[0] if isinstance(archs, list) and archs else None
+            result.model["quantization"] = model_config.attrs.get("quantization")
+            result.model["model_config"] = model_config
+        spec_algo = result.config.get("speculative_algorithm")
+        if spec_algo not in (None, ABSENT) and not isinstance(spec_algo, Unknown):
+            draft_path = server_args.attrs.get("speculative_draft_model_path") or str(self.target.model.path)
+            try:
+                mod = interp.load_module(spec["module"])
+                mc_cls = interp.getattr(mod, spec["class"])
+                draft = interp.call(interp.getattr(mc_cls, spec["factory"]), [server_args], {"model_path": draft_path, "is_draft_model": True})
+            except PyRaise as raised:
+                result.model["draft_error"] = self.rejection(interp, raised, "model").message
+                return
+            if isinstance(draft, Instance):
+                hf = draft.attrs.get("hf_config")
+                archs = hf.attrs.get("architectures") if isinstance(hf, HFConfig) else None
+                result.model["draft_architecture"] = archs[0] if isinstance(archs, list) and archs else None
+                result.model["draft_quantization"] = draft.attrs.get("quantization")
+
+    def run_runtime(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
+        model_config = result.model.get("model_config")
+        hf = model_config.attrs.get("hf_config") if isinstance(model_config, Instance) else None
+        check = hf.attrs.get("text_config", hf) if isinstance(hf, HFConfig) else None
+        for step in self.settings_spec["runtime"]:
+            if interp.find_module_file(step["module"]) is None:
+                continue
+            mod = interp.load_module(step["module"])
+            if not isinstance(mod, ModuleObj) or step["initializer"] not in mod.globals:
+                continue
+            wanted = step.get("when_model_has")
+            if wanted and not (isinstance(check, HFConfig) and any(w in check.attrs for w in wanted)):
+                continue
+            saved = interp.reads
+            interp.reads = []
+            interp.call(interp.getattr(mod, step["initializer"]), [server_args], {})
+            init_reads = interp.reads
+            interp.reads = saved
+            for setting, getter in step["getters"].items():
+                if getter not in mod.globals:
+                    continue
+                interp.reads = []
+                value = interp.call(interp.getattr(mod, getter), [], {})
+                reads = interp.reads
+                interp.reads = saved
+                if isinstance(value, Instance) and "enum" in value.cls.flags:
+                    value = value.attrs.get("_value_")
+                result.runtime[setting] = value
+                result.runtime_events[setting] = [*init_reads, *reads]
+
+    # ---- joining paths into a Resolution ----------------------------------------------
+    def join(self, paths: list[PathResult], explored_all: bool) -> Resolution:
+        names = self.settings_spec["settings"]
+        complete = [p for p in paths if p.aborted is None]
+        settings: dict[str, Setting] = {}
+        notes: list[str] = []
+        for p in paths:
+            if p.aborted:
+                notes.append(f"path {_when(p)}: {p.aborted}" if p.taken else p.aborted)
+            for _f, msg in p.parse_failures.items():
+                if msg not in notes:
+                    notes.append(msg)
+        if not explored_all:
+            notes.append(f"analysis bound reached: more than {self.max_paths} paths; unexplored outcomes exist")
+        all_rejected = bool(paths) and all(p.rejected is not None for p in paths)
+        rejected = None
+        conditional: list[Rejection] = []
+        if all_rejected and len({(p.rejected.message, p.rejected.file, p.rejected.line) for p in paths}) == 1:
+            rejected = paths[0].rejected
+        else:
+            for p in paths:
+                if p.rejected is not None:
+                    r = p.rejected
+                    conditional.append(Rejection(r.message, r.file, r.line, r.exception, r.stage, r.code, tuple(_when(p))))
+        for name in names:
+            settings[name] = self.join_setting(name, paths, complete, explored_all, rejected)
+        first = paths[0]
+        model = ModelSummary(
+            name=self.target.model.name,
+            path=str(self.target.model.path),
+            architecture=self.join_model_value(paths, "architecture"),
+            quantization=self.join_model_value(paths, "quantization"),
+            config_quant_method=_config_quant_method(self.target.model.path),
+            draft_architecture=self.join_model_value(paths, "draft_architecture"),
+            draft_quantization=self.join_model_value(paths, "draft_quantization"),
+        )
+        logs = tuple(LogLine(rec.file, rec.line, rec.level, rec.message) for rec in first.logs)
+        return Resolution(
+            source=self.target.source.to_json(),
+            structure=detect_structure(self.root),
+            device=self.target.device.to_json(),
+            model=model,
+            flags=dict(self.target.flags),
+            env=dict(self.target.env),
+            rejected=rejected,
+            settings=settings,
+            rejections=tuple(conditional),
+            paths=len(paths),
+            analysis_notes=tuple(notes),
+            logs=logs,
+            files_read=tuple(sorted({p.as_posix() for p in self.cache.files_read})),
+        )
+
+    def join_model_value(self, paths: list[PathResult], key: str) -> Any:
+        values = [p.model.get(key) for p in paths if p.aborted is None and key in p.model]
+        values = [_public(v) for v in values]
+        distinct = _distinct(values)
+        if len(distinct) == 1 and len(values) == len([p for p in paths if p.aborted is None]):
+            return distinct[0]
+        if not values:
+            return None
+        return UnknownValue("differs between unknown inputs", tuple(Candidate(v) for v in distinct))
+
+    def join_setting(self, name: str, paths: list[PathResult], complete: list[PathResult], explored_all: bool, rejected: Rejection | None) -> Setting:
+        if rejected is not None:
+            return Setting(name, None, None, STATUS_REJECTED, (), note=f"configuration rejected: {rejected.message}")
+        present = any(p.config.get(name, ABSENT) is not ABSENT for p in complete)
+        if complete and not present:
+            return Setting(name, None, None, STATUS_RESOLVED, (), note="this release has no such setting", present=False)
+        outcomes: list[tuple[Any, Any, PathResult]] = []
+        for p in paths:
+            if p.aborted is not None:
+                outcomes.append((_AbortedValue(p.aborted), _AbortedValue(p.aborted), p))
+            elif p.rejected is not None:
+                outcomes.append((f"rejected: {p.rejected.message}", f"rejected: {p.rejected.message}", p))
+            else:
+                cfg = _public(p.config.get(name))
+                rt = _public(p.runtime[name]) if name in p.runtime else cfg
+                outcomes.append((cfg, rt, p))
+        cfg_values = _distinct([o[0] for o in outcomes])
+        rt_values = _distinct([o[1] for o in outcomes])
+        base = next((p for p in complete if p.rejected is None), paths[0])
+        chain = tuple(self.chain_for(name, base))
+        single = len(cfg_values) == 1 and len(rt_values) == 1 and explored_all
+        if single and not isinstance(cfg_values[0], (_AbortedValue, Unknown)) and not isinstance(rt_values[0], (_AbortedValue, Unknown)):
+            runtime = rt_values[0]
+            status = STATUS_RESOLVED
+            note = ""
+            unsupported = _unsupported_note(name, base)
+            if unsupported:
+                status = STATUS_UNSUPPORTED
+                note = unsupported
+            return Setting(name, cfg_values[0], runtime if name in base.runtime else None, status, chain, note=note)
+        cfg = self.unknown_of(outcomes, 0, explored_all)
+        rt = self.unknown_of(outcomes, 1, explored_all)
+        return Setting(name, cfg, rt, STATUS_UNKNOWN, chain)
+
+    def unknown_of(self, outcomes: list[tuple[Any, Any, PathResult]], idx: int, explored_all: bool) -> Any:
+        values = _distinct([o[idx] for o in outcomes])
+        if len(values) == 1 and explored_all and not isinstance(values[0], (_AbortedValue, Unknown)):
+            return values[0]
+        candidates = []
+        reasons: list[str] = []
+        for value in values:
+            when: list[str] = []
+            for o in outcomes:
+                if _same(o[idx], value):
+                    when.append(" and ".join(_when(o[2])) or "always")
+            shown = value
+            if isinstance(value, _AbortedValue):
+                shown = f"unknown: {value.reason}"
+                reasons.append(value.reason)
+            elif isinstance(value, Unknown):
+                shown = f"unknown: {value.reason}"
+                reasons.append(value.reason)
+            candidates.append(Candidate(shown, tuple(sorted(set(when)))))
+        decision_reasons = sorted({d.reason for o in outcomes for d, _ in o[2].taken})
+        reason = "; ".join(_unique([*reasons, *decision_reasons])) or "differs between paths"
+        if not explored_all:
+            reason += f"; analysis bound reached ({self.max_paths} paths)"
+        return UnknownValue(reason, tuple(candidates))
+
+    # ---- evidence ---------------------------------------------------------------------
+    def chain_for(self, name: str, path: PathResult) -> list[ChainStep]:
+        steps: list[ChainStep] = []
+        ev = path.config_events.get(name)
+        if ev is not None:
+            steps.extend(_flatten(ev, "config"))
+        for rev in path.runtime_events.get(name, []):
+            steps.extend(_flatten(rev, "runtime"))
+        seen: set[tuple[str, int, str, str]] = set()
+        out: list[ChainStep] = []
+        for s in steps:
+            key = (s.file, s.line, s.layer, repr(s.value))
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(s)
+        return out
+
+
+class _AbortedValue:
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _AbortedValue) and other.reason == self.reason
+
+    def __hash__(self) -> int:
+        return hash(self.reason)
+
+
+def _public(value: Any) -> Any:
+    """A value as it is shown: enum members by value, plain data as is."""
+    if value is ABSENT:
+        return None
+    if isinstance(value, Instance) and "enum" in value.cls.flags:
+        return value.attrs.get("_value_")
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    if isinstance(value, Unknown):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_public(v) for v in value]
+    return repr(value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, Unknown) and isinstance(b, Unknown):
+        return a.reason == b.reason
+    return type(a) is type(b) and a == b
+
+
+def _distinct(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        if not any(_same(v, o) for o in out):
+            out.append(v)
+    return out
+
+
+def _unique(items: list[str]) -> list[str]:
+    out: list[str] = []
+    for i in items:
+        if i not in out:
+            out.append(i)
+    return out
+
+
+def _when(path: PathResult) -> list[str]:
+    return [f"{d.text} [{d.reason}] is {'true' if truth else 'false'} ({d.file}:{d.line})" for d, truth in path.taken]
+
+
+def _unsupported_note(name: str, path: PathResult) -> str:
+    return ""
+
+
+def _value_text(value: Any) -> Any:
+    value = _public(value)
+    if isinstance(value, Unknown):
+        return f"unknown: {value.reason}"
+    return value
+
+
+def _flatten(ev: Event, layer: str, depth: int = 0, seen: set[int] | None = None) -> list[ChainStep]:
+    """Events that produced a value, oldest first: sources, guard sources, the write."""
+    seen = seen if seen is not None else set()
+    if id(ev) in seen or depth > 12:
+        return []
+    seen.add(id(ev))
+    out: list[ChainStep] = []
+    for g in ev.guards:
+        for src in g.sources:
+            out.extend(_flatten(src, layer, depth + 1, seen))
+    for src in ev.sources:
+        out.extend(_flatten(src, layer, depth + 1, seen))
+    if ev.kind == "return" and not ev.guards:
+        return out  # a plain return adds nothing a reader needs
+    if not _is_data(ev.value):
+        return out  # functions, classes, modules bound to names are not decisions
+    guard = " and ".join(g.describe() for g in ev.guards if g.file == ev.file) or ("default" if ev.kind == "default" else "")
+    if ev.kind == "flag":
+        guard = "set by the user"
+    out.append(ChainStep(ev.file, ev.line, guard, _value_text(ev.value), ev.text, layer, ev.kind))
+    return out
+
+
+def _is_data(value: Any) -> bool:
+    if isinstance(value, (str, int, float, bool, type(None), Unknown)):
+        return True
+    if isinstance(value, Instance) and "enum" in value.cls.flags:
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_data(v) for v in value)
+    return False
+
+
+def detect_structure(root: Path) -> str:
+    """Name the resolution structure from what the tree contains (never the version)."""
+    srt = root / "sglang" / "srt"
+    server_args = srt / "server_args.py"
+    text = server_args.read_text(encoding="utf-8", errors="replace") if server_args.is_file() else ""
+    if "def resolve_once" in text and (srt / "arg_groups" / "pipeline.py").is_file():
+        fields_dir = srt / "arg_groups" / "fields"
+        return "E6 pipeline with run_hook and msgspec fields" if fields_dir.is_dir() else "E5 pipeline (resolve_once)"
+    if "run_post_process_pass" in text or "_resolved_overrides" in text:
+        return "E4 hybrid with declaration stash"
+    if (srt / "arg_groups").is_dir() and re.search(r"_hook\b|hook\.", text):
+        return "E3 _handle_* steps and arg_groups hooks"
+    if re.search(r"self\._handle_\w+\(", text):
+        return "E2 ordered _handle_* steps"
+    if "def __post_init__" in text:
+        return "E0/E1 monolithic __post_init__"
+    return "unrecognised"
+
+
+def _config_quant_method(model_dir: Path) -> Any:
+    try:
+        data = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    q = data.get("quantization_config") if isinstance(data, dict) else None
+    return q.get("quant_method") if isinstance(q, dict) else None
+
+
+_REQ = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*([^;]*)(;\s*(.*))?$")
+
+
+def build_environment(target: Target) -> Environment:
+    """Installed import names and versions: the release's own unconditional requirements."""
+    spec = load_toml("packages.toml")
+    import_names: dict[str, str] = spec["import_names"]
+    installed: set[str] = set(spec["base"]["installed"])
+    versions: list[tuple[str, str]] = []
+    for dist, _extra, version_spec, marker in _requirements(target.source.package_dir):
+        if marker and ("extra ==" in marker or "aarch64" in marker and "!=" not in marker or "darwin" in marker):
+            continue
+        name = import_names.get(dist, import_names.get(dist.lower(), dist.lower().replace("-", "_")))
+        installed.add(name)
+        m = re.match(r"==\s*([^,\s]+)", version_spec.strip())
+        if m:
+            versions.append((dist, m.group(1)))
+    if target.device.platform != "cuda":
+        # GPU-vendor packages pinned for CUDA are not what a ROCm/NPU/XPU/CPU image carries
+        installed -= {"flashinfer", "sgl_kernel", "flash_attn", "deep_gemm", "cutlass", "cuda", "quack"}
+    return Environment(
+        env=tuple(sorted(target.env.items())),
+        installed=frozenset(installed),
+        versions=tuple(versions),
+        extra=target.with_packages,
+        missing=target.without_packages,
+    )
+
+
+def _requirements(package_dir: Path) -> list[tuple[str, str, str, str]]:
+    parent = package_dir.parent
+    out: list[tuple[str, str, str, str]] = []
+    for meta in sorted(parent.glob("sglang-*.dist-info/METADATA")) + sorted(parent.glob("*/METADATA")):
+        for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
+            m = _REQ.match(line.strip())
+            if m:
+                out.append((m.group(1), m.group(2) or "", m.group(3) or "", m.group(5) or ""))
+        if out:
+            return out
+    pyproject = parent / "pyproject.toml"
+    if pyproject.is_file():
+        text = pyproject.read_text(encoding="utf-8", errors="replace")
+        block = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, re.S | re.M)
+        if block:
+            for item in re.findall(r'"([^"]+)"', block.group(1)):
+                m = re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*([^;]*)(;\s*(.*))?", item)
+                if m:
+                    out.append((m.group(1), m.group(2) or "", m.group(3) or "", m.group(5) or ""))
+    return out
+
+
+def _torch_version(env: Environment) -> str:
+    for dist, ver in env.versions:
+        if dist.lower() == "torch":
+            return ver
+    return "2.9.1"

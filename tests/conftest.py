@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sglang_audit.source import SourceTree, locate_source
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+MINI_E2 = FIXTURES / "checkouts" / "mini_e2"
+
+
+@pytest.fixture(scope="session")
+def release():
+    """Real SGLang releases from the package index, downloaded once into the user cache
+    dir (SGLANG_AUDIT_CACHE_DIR, else the platform cache) and never installed."""
+    cache: dict[str, SourceTree] = {}
+
+    def get(version: str) -> SourceTree:
+        if version not in cache:
+            cache[version] = locate_source(f"sglang=={version}")
+        return cache[version]
+
+    return get
+
+
+@pytest.fixture()
+def isolated_cache(tmp_path, monkeypatch):
+    """A private cache dir for tests that must not share state (real releases excluded)."""
+    monkeypatch.setenv("SGLANG_AUDIT_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def pytest_configure(config):
+    os.environ.setdefault("PYTHONHASHSEED", "0")

@@ -1,0 +1,86 @@
+"""The core user story on real SGLang releases (wheels from the package index).
+
+Each expectation was derived by reading the release and confirmed with the oracle in
+../shared/oracle (SGLang's own ServerArgs run with the GPU faked); see docs/fidelity.md.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sglang_audit.pipeline import Request, resolve
+
+pytestmark = pytest.mark.real_release
+
+NEXTN = [
+    "tp_size=8", "speculative_algorithm=NEXTN", "speculative_num_steps=3",
+    "speculative_eagle_topk=1", "speculative_num_draft_tokens=4",
+]
+
+
+def run(release, version, arch, model, sets=(), launch=None):
+    tree = release(version)
+    return resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=list(sets), launch=launch))
+
+
+def test_0510_sm120_qwen35_nextn_is_rejected_with_sglangs_message(release):
+    res = run(release, "0.5.10", "sm120", "qwen3.5-397b-a17b-nvfp4", NEXTN)
+    assert res.rejected is not None
+    assert "not compatible with radix cache" in res.rejected.message
+    assert "no_buffer" in res.rejected.message
+    assert res.rejected.file == "sglang/srt/server_args.py"
+    assert res.rejected.exception == "ValueError"
+    assert res.rejected.line > 0
+    assert all(s.status == "rejected" for s in res.settings.values())
+
+
+def test_0510_sm120_qwen35_nextn_no_radix(release):
+    res = run(release, "0.5.10", "sm120", "qwen3.5-397b-a17b-nvfp4", [*NEXTN, "disable_radix_cache=true"])
+    assert res.rejected is None
+    s = res.settings
+    assert s["moe_runner_backend"].config == "auto"
+    assert s["speculative_moe_runner_backend"].config == "auto"
+    assert s["speculative_algorithm"].config == "EAGLE"
+    fp4 = s["fp4_gemm_runner_backend"]
+    assert (fp4.config, fp4.runtime, fp4.status) == ("auto", "flashinfer_cudnn", "resolved")
+    deciding = [c for c in fp4.chain if c.value == "flashinfer_cudnn" and c.file.endswith("fp4_utils.py")]
+    assert deciding, fp4.chain
+    assert "is_sm120_supported()" in deciding[0].guard
+    assert res.model.quantization == "modelopt_fp4"  # the 0.5.10 in-place modelopt → modelopt_fp4
+    assert res.model.draft_architecture == "Qwen3_5ForCausalLMMTP"
+
+
+@pytest.mark.parametrize(
+    "moe, draft",
+    [("flashinfer_cutlass", "flashinfer_cutlass"), ("flashinfer_trtllm", "auto")],
+)
+def test_0510_draft_moe_runner_follows_target(release, moe, draft):
+    res = run(release, "0.5.10", "sm120", "qwen3.5-397b-a17b-nvfp4",
+              [*NEXTN, "disable_radix_cache=true", f"moe_runner_backend={moe}"])
+    assert res.settings["moe_runner_backend"].config == moe
+    assert res.settings["speculative_moe_runner_backend"].config == draft
+    chain = res.settings["speculative_moe_runner_backend"].chain
+    assert any(c.file == "sglang/srt/server_args.py" and "speculative_moe_runner_backend is None" in c.guard for c in chain)
+
+
+@pytest.mark.parametrize("version, expected", [("0.5.10", "flashinfer_trtllm"), ("0.5.5", "auto")])
+def test_sm100_deepseek_r1_nvfp4_moe(release, version, expected):
+    res = run(release, version, "sm100", "deepseek-r1-nvfp4", ["tp_size=8"])
+    assert res.rejected is None
+    assert res.settings["moe_runner_backend"].config == expected
+    assert res.settings["moe_runner_backend"].status == "resolved"
+    if version == "0.5.5":
+        # before 0.5.10 the config.json quant_method "modelopt" is not rewritten
+        assert res.model.quantization == "modelopt"
+        assert not res.settings["fp4_gemm_runner_backend"].present
+
+
+def test_launch_command_equals_set(release):
+    a = run(release, "0.5.10", "sm120", "qwen3.5-397b-a17b-nvfp4",
+            ["tp_size=8", "moe_runner_backend=flashinfer_cutlass", "fp4_gemm_runner_backend=flashinfer_trtllm"])
+    b = run(release, "0.5.10", "sm120", None, launch=(
+        "python -m sglang.launch_server --model-path qwen3.5-397b-a17b-nvfp4 --tp 8 "
+        "--moe-runner-backend flashinfer_cutlass --fp4-gemm-backend flashinfer_trtllm"))
+    assert a.flags == b.flags
+    assert a.to_json()["settings"] == b.to_json()["settings"]
+    assert a.settings["fp4_gemm_runner_backend"].runtime == "flashinfer_trtllm"
