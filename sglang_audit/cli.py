@@ -93,6 +93,31 @@ def resolve_cmd(fmt: str, verbose: bool, **kw: Any) -> None:
 resolve_cmd.name = "resolve"
 
 
+@main.command(epilog="Exit codes: 0 listed, 2 usage or input error.")
+@click.option("--source", "-s", help="SGLang source (see `resolve --help`).")
+@click.option("--arch", "-a", required=True, help=f"GPU architecture: {', '.join(ARCH_CHOICES)}, or a pair like 12.0.")
+@click.option("--cuda", default="12.9", show_default=True, help="CUDA version that torch reports.")
+@click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable. Repeatable.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def guards(source: str | None, arch: str, cuda: str, env: tuple[str, ...], fmt: str) -> None:
+    """List the hardware predicates of a release and their value on a device.
+
+    Each predicate is interpreted from its definition in the analysed release (e.g.
+    lru_cache(partial(_check_cuda_device_version, device_capability_majors=[12], ...)))."""
+    from .pipeline import guards as run_guards
+
+    req = Request(source=source, arch=arch, model=None, cuda=cuda, env=list(env))
+    tree, facts = _run(lambda: run_guards(req, progress=_progress))
+    if fmt == "json":
+        click.echo(json.dumps({"source": tree.to_json() | {"package_dir": None}, "arch": arch, "cuda": cuda,
+                               "guards": [f.to_json() for f in facts]}, indent=2))
+        return
+    click.echo(f"SGLang {tree.version}: hardware predicates on {arch} (CUDA {cuda})")
+    width = max((len(f.name) for f in facts), default=10)
+    for f in facts:
+        click.echo(f"  {f.name:{width}}  {str(f.value):6}  {f.file}:{f.line}  {f.definition}")
+
+
 def _run(fn: Any) -> Any:
     try:
         return fn()

@@ -985,7 +985,7 @@ _BUILTIN_TYPES: dict[str, type] = {
 }
 _KNOWN_PRESENT = {"torch", "transformers", "triton", "numpy", "packaging", "typing_extensions"}
 # attributes that do not exist on a plain torch (GPU vendors' extensions)
-_ABSENT_ATTRS = {"torch.hpu", "torch.musa", "torch.cuda.is_musa"}
+_ABSENT_ATTRS = {"torch.hpu", "torch.musa", "torch.cuda.is_musa", "torch.version.musa", "torch.version.xpu"}
 _PLATFORM_ATTRS = {"torch.npu": ("npu",)}
 _NATIVE_CALLS: set[str] = set()
 _SM_COUNT = {"sm80": 108, "sm86": 84, "sm89": 142, "sm90": 132, "sm100": 148, "sm103": 148, "sm110": 20, "sm120": 188, "sm121": 48, "gfx942": 304, "gfx950": 256}

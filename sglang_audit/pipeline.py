@@ -121,3 +121,13 @@ def resolve(request: Request, progress: Callable[[str], None] | None = None) -> 
     model = placeholder if placeholder is not None and model_spec == request.model else locate_model(model_spec)
     target = Target(tree, device, model, flags, env, frozenset(request.with_packages), frozenset(request.without_packages))
     return Resolver(target, cache).resolve()
+
+
+def guards(request: Request, progress: Callable[[str], None] | None = None) -> tuple[SourceTree, list[Any]]:
+    from .guards import list_guards
+
+    tree = locate_source(request.source, progress=progress)
+    device = parse_device(request.arch, request.cuda)
+    target = Target(tree, device, ModelInput("-", Path(".").resolve()), {}, parse_env(request.env),
+                    frozenset(request.with_packages), frozenset(request.without_packages))
+    return tree, list_guards(Resolver(target, SourceCache(use_disk=request.use_cache)))

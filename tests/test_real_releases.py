@@ -84,3 +84,24 @@ def test_launch_command_equals_set(release):
     assert a.flags == b.flags
     assert a.to_json()["settings"] == b.to_json()["settings"]
     assert a.settings["fp4_gemm_runner_backend"].runtime == "flashinfer_trtllm"
+
+
+def _guards(release, version, arch, cuda="12.9"):
+    from sglang_audit.pipeline import guards
+
+    tree = release(version)
+    _, facts = guards(Request(source=str(tree.package_dir), arch=arch, model=None, cuda=cuda))
+    return {f.name: f for f in facts}
+
+
+def test_guards_are_interpreted_from_the_release(release):
+    g = _guards(release, "0.5.10", "sm121")
+    assert g["is_sm120_supported"].value is True  # GB10 counts as SM120 in this release
+    assert g["is_sm100_supported"].value is False
+    assert g["is_musa"].value is False
+    assert g["is_sm120_supported"].file == "sglang/srt/utils/common.py"
+    assert "device_capability_majors=[12]" in g["is_sm120_supported"].definition
+    # 0.5.5 compares the CUDA version as a string: "12.10" >= "12.8" is False there
+    old = _guards(release, "0.5.5", "sm120", cuda="12.10")
+    assert old["is_sm120_supported"].value is False
+    assert _guards(release, "0.5.5", "sm120", cuda="12.9")["is_sm120_supported"].value is True

@@ -1,0 +1,75 @@
+"""Hardware predicates of a release, interpreted for a device (the `guards` command)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .evaluator import Interpreter, PyRaise, Unmodelled
+from .natives import load_toml
+from .resolver import Resolver
+from .values import AnalysisBound, Cached, Function, ModuleObj, Partial, Unknown
+
+
+@dataclass(frozen=True)
+class GuardFact:
+    name: str
+    value: Any  # the predicate's result on this device, or "unknown: ..."
+    file: str
+    line: int
+    definition: str  # e.g. "partial(_check_cuda_device_version, device_capability_majors=[12], ...)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "file": self.file, "line": self.line, "definition": self.definition}
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, Cached):
+        return f"lru_cache({_describe(value.func)})"
+    if isinstance(value, Partial):
+        kws = ", ".join(f"{k}={v!r}" for k, v in value.kwargs.items())
+        return f"partial({_describe(value.func)}{', ' + kws if kws else ''})"
+    if isinstance(value, Function):
+        return value.qualname
+    return type(value).__name__
+
+
+def _where(value: Any, mod: ModuleObj, name: str) -> tuple[str, int]:
+    ev = mod.events.get(name)
+    if ev is not None:
+        return ev.file, ev.line
+    inner = value
+    while isinstance(inner, (Cached, Partial)):
+        inner = inner.func
+    if isinstance(inner, Function):
+        return inner.module.file, inner.line
+    return mod.file, 0
+
+
+def list_guards(resolver: Resolver) -> list[GuardFact]:
+    spec = load_toml("predicates.toml")
+    interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
+    mods = []
+    for m in spec["modules"]:
+        if interp.find_module_file(m) is not None:
+            loaded = interp.load_module(m)
+            if isinstance(loaded, ModuleObj):
+                mods.append(loaded)
+    out: list[GuardFact] = []
+    for name in spec["names"]:
+        mod = next((m for m in mods if name in m.globals), None)
+        if mod is None:
+            continue
+        fn = interp.getattr(mod, name)
+        try:
+            value = interp.call(fn, [], {})
+        except (PyRaise, Unmodelled, AnalysisBound) as exc:
+            value = Unknown(f"evaluation stopped: {exc}")
+        if interp.new_decisions:
+            value = Unknown("; ".join(d.reason for d in interp.new_decisions))
+            interp.new_decisions.clear()
+            interp.decisions.clear()
+        shown = f"unknown: {value.reason}" if isinstance(value, Unknown) else value
+        file, line = _where(fn, mod, name)
+        out.append(GuardFact(name, shown, file, line, _describe(fn)))
+    return out
