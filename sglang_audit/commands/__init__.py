@@ -1,0 +1,1 @@
+"""One module per sub-command beyond resolve/guards; each defines a click command."""
