@@ -43,6 +43,7 @@ from .values import (
     Scope,
     StaticMethod,
     SuperProxy,
+    TypeForm,
     Unknown,
 )
 
@@ -193,6 +194,7 @@ class Interpreter:
         self.depth = 0
         self.logs: list[LogRecord] = []
         self.notes: list[str] = []
+        self.handling: list[PyRaise] = []  # exceptions being handled (for a bare `raise`)
         self.builtins: dict[str, Any] = natives.builtins(self)
         self.exc_classes: dict[str, Class] = natives.exception_classes
 
@@ -316,7 +318,17 @@ class Interpreter:
             mod.failed = exc.message
             return
         frame = Frame(module=mod)
-        self.exec_block(tree.body, frame)
+        for stmt in tree.body:
+            try:
+                self.exec_block([stmt], frame)
+            except Unmodelled as exc:
+                # one top-level statement the evaluator cannot follow (e.g. a loop over a
+                # third-party object) does not sink the whole module: the names it would
+                # bind become unknown, the rest of the module still loads
+                reason = f"{mod.file}:{stmt.line} not evaluated ({exc})"
+                self.notes.append(reason)
+                for name in bound_names(stmt):
+                    mod.globals[name] = Unknown(reason, f"unbound:{mod.name}.{name}")
 
     def module_attr(self, mod: ModuleObj, name: str) -> Any:
         if name in mod.globals:
@@ -326,6 +338,10 @@ class Interpreter:
                 mod.globals[name] = value
             self.note_read(mod.events.get(name))
             return value
+        getattr_hook = mod.globals.get("__getattr__")
+        if isinstance(getattr_hook, Function) and not name.startswith("__"):
+            # PEP 562 module __getattr__ (e.g. a lazily created current_platform)
+            return self.call(getattr_hook, [name], {})
         if mod.is_package:
             sub = self.load_module(f"{mod.name}.{name}")
             if isinstance(sub, ModuleObj) or name not in ("__path__",):
@@ -347,6 +363,8 @@ class Interpreter:
         sub = self.load_module(f"{lazy.module}.{lazy.attr}")
         if isinstance(sub, ModuleObj):
             return sub
+        if isinstance(mod.globals.get("__getattr__"), Function):
+            return self.module_attr(mod, lazy.attr)
         if mod.failed:
             return Unknown(f"{mod.file} could not be parsed ({mod.failed})", f"parse:{mod.file}")
         return Unknown(f"{lazy.module}.{lazy.attr} not found in the source", f"missing:{lazy.module}.{lazy.attr}")
@@ -422,7 +440,9 @@ class Interpreter:
                     if isinstance(n, str) and n in mod.globals:
                         self.bind_name(frame, n, mod.globals[n], node.line, "")
             return
-        lazy = frame.scope is None and frame.class_ns is None
+        # only imports inside the analysed tree are deferred; an outside import is cheap and
+        # must fail where it stands (inside its `try: ... except ImportError`)
+        lazy = frame.scope is None and frame.class_ns is None and module.split(".")[0] == self.natives.package_name
         for name, asname in node.names:
             target = asname or name
             if lazy:
@@ -487,7 +507,7 @@ class Interpreter:
             value = self.evaluate(b, frame)
             if isinstance(value, External):
                 external.append(value.path)
-            elif isinstance(value, Native) and value.name in ("str", "int", "dict", "object", "Exception"):
+            elif isinstance(value, Native) and value.name in ("str", "int", "dict", "float", "tuple", "list"):
                 external.append(value.name)
             bases.append(value)
         real_bases = tuple(b for b in bases if isinstance(b, Class))
@@ -537,6 +557,8 @@ class Interpreter:
             ann = node.annotation
             ann_text = _annotation_text(ann)
             frame.class_obj.annotations.append((node.target.id, node.line, ann_text))
+            # evaluated on demand (get_type_hints, __annotations__), in the class's module
+            frame.class_obj.annotation_nodes[node.target.id] = ann
         if node.value is None:
             return
         value, reads = self.collect(lambda: self.evaluate(node.value, frame))
@@ -681,7 +703,11 @@ class Interpreter:
                     raise
                 if handler.name:
                     self.bind_name(frame, handler.name, raised.exc, handler.line, "")
-                self.exec_block(handler.body, frame)
+                self.handling.append(raised)
+                try:
+                    self.exec_block(handler.body, frame)
+                finally:
+                    self.handling.pop()
             else:
                 self.exec_block(node.orelse, frame)
         finally:
@@ -720,7 +746,9 @@ class Interpreter:
 
     def s_Raise(self, node: ir.Node, frame: Frame) -> None:
         if node.exc is None:
-            raise self.make_raise("RuntimeError", "re-raise")
+            if self.handling:
+                raise self.handling[-1]
+            raise self.make_raise("RuntimeError", "No active exception to reraise")
         exc = self.eval_message_expr(node.exc, frame)
         if isinstance(exc, Class):
             exc = self.instantiate_exception(exc, [])
@@ -932,8 +960,8 @@ class Interpreter:
             return self.data_op(lambda: fn(left, right))
         if isinstance(left, Instance) and "enum" in left.cls.flags and op == "|":
             return Unknown("enum flag combination")
-        if isinstance(left, (Class, External, Native)) and op == "|":
-            return Unknown("type union")  # annotations like `int | None`
+        if op == "|" and (isinstance(left, (Class, External, Native, TypeForm)) or left is None) and (isinstance(right, (Class, External, Native, TypeForm)) or right is None):
+            return TypeForm(External("typing.Union"), tuple(x if x is not None else External("builtins.NoneType") for x in (left, right)))
         for obj, name, other, _reflected in ((left, _DUNDER.get(op), right, False), (right, _RDUNDER.get(op), left, True)):
             if isinstance(obj, Instance) and name:
                 found, meth = obj.cls.lookup(name)
@@ -1007,6 +1035,8 @@ class Interpreter:
                 u = left if isinstance(left, Unknown) else right
                 return Unknown(u.reason, (u.key + f" {op} {right!r}") if u.key else None)
             same = left is right or (left is None and right is None)
+            if isinstance(left, External) and isinstance(right, External):
+                same = left.path == right.path  # outside objects are named, not allocated
             if isinstance(left, bool) and isinstance(right, bool):
                 same = left == right
             return same if op == "is" else not same
@@ -1252,6 +1282,8 @@ class Interpreter:
         if isinstance(func, Native):
             return func.fn(self, args, kwargs)
         if isinstance(func, Class):
+            if func is self.natives.object_class and not args:
+                return Instance(func)
             return self.instantiate(func, args, kwargs)
         if isinstance(func, Partial):
             return self.call(func.func, [*func.args, *args], {**func.kwargs, **kwargs})
@@ -1398,7 +1430,8 @@ class Interpreter:
         if "enum" in cls.flags:
             return self.natives.enum_lookup(self, cls, args)
         found, new = cls.lookup("__new__")
-        if found and isinstance(new, (Function, StaticMethod)):
+        custom_new = found and (isinstance(new, Function) or isinstance(new, StaticMethod) and isinstance(new.func, Function))
+        if custom_new:
             fn = new.func if isinstance(new, StaticMethod) else new
             result = self.call(fn, [cls, *args], kwargs)
             if not (isinstance(result, Instance) and result.cls.is_subclass_of(cls)):
@@ -1506,6 +1539,21 @@ class Interpreter:
         return self.natives.native_attr(self, obj, name)
 
     def instance_attr(self, obj: Instance, name: str) -> Any:
+        found, custom = obj.cls.lookup("__getattribute__")
+        if found and isinstance(custom, Function):
+            try:
+                return self.call(BoundMethod(custom, obj), [name], {})
+            except PyRaise as raised:
+                hook_found, getattr_fn = obj.cls.lookup("__getattr__")
+                if hook_found and isinstance(raised.exc, Instance) and raised.exc.cls.name == "AttributeError":
+                    return self.call(self.bind(getattr_fn, obj, obj.cls), [name], {})
+                raise
+        return self.default_instance_attr(obj, name)
+
+    def default_instance_attr(self, obj: Any, name: str) -> Any:
+        """``object.__getattribute__`` followed by ``__getattr__``."""
+        if not isinstance(obj, Instance):
+            return self.getattr(obj, name)
         if name in obj.attrs:
             self.note_read(obj.events.get(name))
             return obj.attrs[name]
@@ -1677,6 +1725,44 @@ class Interpreter:
 _DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "|": "__or__", "&": "__and__", "/": "__truediv__"}
 _RDUNDER = {"+": "__radd__", "-": "__rsub__", "*": "__rmul__", "|": "__ror__", "&": "__rand__"}
 _CMP_DUNDER = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
+
+
+def bound_names(stmt: ir.Node) -> list[str]:
+    """Names a statement may bind at its own level (for marking them unknown)."""
+    out: list[str] = []
+
+    def targets(node: ir.Node | None) -> None:
+        if isinstance(node, ir.Name):
+            out.append(node.id)
+        elif isinstance(node, (ir.TupleExpr, ir.ListExpr)):
+            for e in node.elts:
+                targets(e)
+        elif isinstance(node, ir.Starred):
+            targets(node.value)
+
+    kind = stmt.kind
+    if kind in ("FunctionDef", "ClassDef"):
+        out.append(stmt.name)
+    elif kind == "Assign":
+        for t in stmt.targets:
+            targets(t)
+    elif kind in ("AnnAssign", "AugAssign"):
+        targets(stmt.target)
+    elif kind == "Import":
+        out.extend(asname or dotted.split(".")[0] for dotted, asname in stmt.names)
+    elif kind == "ImportFrom" and stmt.names != "*":
+        out.extend(asname or name for name, asname in stmt.names)
+    elif kind == "For":
+        targets(stmt.target)
+    for block in ("body", "orelse", "finalbody"):
+        if kind in ("If", "For", "While", "Try", "With") and hasattr(stmt, block):
+            for sub in getattr(stmt, block):
+                out.extend(bound_names(sub))
+    if kind == "Try":
+        for h in stmt.handlers:
+            for sub in h.body:
+                out.extend(bound_names(sub))
+    return out
 
 
 def _stable_key(value: Any) -> tuple[str, str]:

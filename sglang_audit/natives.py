@@ -35,6 +35,7 @@ from .values import (
     Property,
     StaticMethod,
     SuperProxy,
+    TypeForm,
     Unknown,
 )
 
@@ -92,6 +93,37 @@ def _make_exception_classes() -> dict[str, Class]:
     return classes
 
 
+def _make_object_class() -> Class:
+    """``object``: the default attribute protocol, callable explicitly as
+    ``object.__getattribute__(self, name)`` / ``object.__setattr__(self, name, value)``."""
+    cls = Class("object", (), {}, None, 0)
+
+    def getattribute(interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        return interp.default_instance_attr(args[0], args[1])
+
+    def setattr_(interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        obj, name, value = args[0], args[1], args[2]
+        if isinstance(obj, Instance):
+            obj.attrs[name] = value
+            site = getattr(interp, "_call_site", ("?", 0))
+            obj.events[name] = interp.event("write", name, value, site[0], site[1], f"object.__setattr__(..., {name!r}, ...)")
+        return None
+
+    def delattr_(interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if isinstance(args[0], Instance):
+            args[0].attrs.pop(args[1], None)
+        return None
+
+    cls.ns.update(
+        __init__=Native("object.__init__", lambda i, a, k: None, bind_self=True),
+        __getattribute__=Native("object.__getattribute__", getattribute, bind_self=True),
+        __setattr__=Native("object.__setattr__", setattr_, bind_self=True),
+        __delattr__=Native("object.__delattr__", delattr_, bind_self=True),
+        __new__=StaticMethod(Native("object.__new__", lambda i, a, k: Instance(a[0]) if a and isinstance(a[0], Class) else Unknown("object.__new__"))),
+    )
+    return cls
+
+
 def load_toml(name: str) -> dict[str, Any]:
     with (RULES_DIR / name).open("rb") as fh:
         return tomllib.load(fh)
@@ -125,6 +157,7 @@ class NativeWorld:
         self.model_dirs = [p.resolve() for p in model_dirs]
         self.torch_version = torch_version
         self.exception_classes = _make_exception_classes()
+        self.object_class = _make_object_class()
         hf = load_toml("hf_config.toml")
         self.subconfig_keys: list[str] = hf["subconfig_keys"]
         self.text_config_keys: list[str] = hf["text_config_keys"]
@@ -162,6 +195,11 @@ class NativeWorld:
         native("set", lambda i, a, k: set() if not a else self._seq(i, a[0], set))
         native("frozenset", lambda i, a, k: frozenset() if not a else self._seq(i, a[0], frozenset))
         native("dict", self._dict)
+        native("bytes", lambda i, a, k: self._plain_call(i, bytes, a, k))
+        native("bytearray", lambda i, a, k: Unknown("bytearray"))
+        native("complex", lambda i, a, k: self._plain_call(i, complex, a, k))
+        native("slice", lambda i, a, k: self._plain_call(i, slice, a, k))
+        native("memoryview", lambda i, a, k: Unknown("memoryview"))
         native("isinstance", lambda i, a, k: self._isinstance(i, a[0], a[1]))
         native("issubclass", lambda i, a, k: self._issubclass(i, a[0], a[1]))
         native("getattr", self._getattr)
@@ -201,7 +239,7 @@ class NativeWorld:
         native("property", lambda i, a, k: Property(a[0] if a else k.get("fget"), a[1] if len(a) > 1 else k.get("fset")))
         native("staticmethod", lambda i, a, k: StaticMethod(a[0]))
         native("classmethod", lambda i, a, k: ClassMethod(a[0]))
-        native("object", lambda i, a, k: Instance(Class("object", (), {}, None)))
+        b["object"] = self.object_class
         native("globals", lambda i, a, k: Unknown("globals()"))
         native("locals", lambda i, a, k: Unknown("locals()"))
         native("exec", lambda i, a, k: Unknown("exec() in analysed code is not followed"))
@@ -647,7 +685,13 @@ class NativeWorld:
             "dataclasses.is_dataclass": Native("is_dataclass", lambda i, a, k: isinstance(a[0], (Instance, Class)) and "dataclass" in (a[0].cls.flags if isinstance(a[0], Instance) else a[0].flags)),
             "dataclasses.replace": Native("replace", _dc_replace),
             "typing.cast": Native("cast", lambda i, a, k: a[1]),
-            "typing.get_args": Native("get_args", lambda i, a, k: Unknown("typing.get_args")),
+            "typing.get_args": Native("get_args", self.get_args),
+            "typing.get_origin": Native("get_origin", self.get_origin),
+            "typing.get_type_hints": Native("get_type_hints", self.type_hints),
+            "typing_extensions.get_args": Native("get_args", self.get_args),
+            "typing_extensions.get_origin": Native("get_origin", self.get_origin),
+            "typing_extensions.get_type_hints": Native("get_type_hints", self.type_hints),
+            "types.NoneType": NONE_TYPE,
             "logging.getLogger": Native("getLogger", lambda i, a, k: External("logging.Logger")),
             "json.loads": Native("json.loads", _json_loads),
             "json.load": Native("json.load", lambda i, a, k: _json_loads(i, [a[0].text] if isinstance(a[0], OpenFile) else [Unknown("json.load of an unknown file")], {})),
@@ -672,6 +716,8 @@ class NativeWorld:
             "platform.processor": Native("platform.processor", lambda i, a, k: "x86_64"),
             "importlib.util.find_spec": Native("find_spec", self._find_spec),
             "importlib.metadata.version": Native("metadata.version", self._dist_version),
+            # a plain install has no plugin packages: no entry points in any group
+            "importlib.metadata.entry_points": Native("entry_points", lambda i, a, k: []),
             "importlib.metadata.PackageNotFoundError": self.exception_classes["PackageNotFoundError"],
             "importlib.import_module": Native("import_module", lambda i, a, k: i.load_module(a[0]) if isinstance(a[0], str) else Unknown("import_module of an unknown name")),
             "json.JSONDecodeError": self.exception_classes["JSONDecodeError"],
@@ -877,11 +923,69 @@ class NativeWorld:
         return None
 
     def external_item(self, interp: Interpreter, obj: Any, index: Any) -> Any:
-        if isinstance(obj, External) and obj.path.startswith("typing"):
-            return External(obj.path)
+        args = index if isinstance(index, tuple) else (index,)
+        if isinstance(obj, External):
+            leaf = obj.path.rsplit(".", 1)[-1]
+            if leaf == "Optional":
+                return TypeForm(External("typing.Union"), (args[0], NONE_TYPE))
+            if obj.path.startswith(("typing", "collections")) or leaf in _TYPING_NAMES:
+                origin = External("typing.Annotated") if leaf == "Annotated" else obj
+                return TypeForm(origin, tuple(args))
         if isinstance(obj, Native):
-            return obj  # generic alias such as list[int]
+            return TypeForm(obj, tuple(args))  # a builtin generic such as list[int]
         return Unknown(f"subscript of {obj!r}")
+
+    # ---- typing -----------------------------------------------------------------------
+    def annotations_of(self, interp: Interpreter, cls: Class) -> dict[str, Any]:
+        """The class's own annotations, evaluated in its module (like get_type_hints)."""
+        assigned = cls.ns.get("__annotations__")
+        if isinstance(assigned, dict):
+            return assigned
+        if cls.annotation_values is None:
+            from .evaluator import Frame, PyRaise, Unmodelled
+
+            values: dict[str, Any] = {}
+            for name, node in cls.annotation_nodes.items():
+                try:
+                    values[name] = interp.evaluate(node, Frame(module=cls.module)) if cls.module else Unknown("annotation")
+                except (PyRaise, Unmodelled) as exc:
+                    values[name] = Unknown(f"annotation of {cls.name}.{name} ({exc})")
+            cls.annotation_values = values
+        return cls.annotation_values
+
+    def type_hints(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        target = args[0]
+        cls = target.cls if isinstance(target, Instance) else target
+        if not isinstance(cls, Class):
+            return Unknown("get_type_hints of a non-class")
+        out: dict[str, Any] = {}
+        for klass in reversed(cls.mro()):
+            if klass is self.object_class:
+                continue
+            for name, value in self.annotations_of(interp, klass).items():
+                if not kwargs.get("include_extras") and isinstance(value, TypeForm) and _leaf(value.origin) == "Annotated":
+                    value = value.args[0]
+                out[name] = value
+        return out
+
+    def get_origin(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        tp = args[0]
+        if isinstance(tp, TypeForm):
+            leaf = _leaf(tp.origin)
+            if leaf in ("List", "Dict", "Set", "Tuple", "FrozenSet", "Type"):
+                return interp.builtins.get(leaf.lower(), tp.origin)
+            return tp.origin
+        if isinstance(tp, Unknown):
+            return tp
+        return None
+
+    def get_args(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        tp = args[0]
+        if isinstance(tp, TypeForm):
+            return tuple(tp.args)
+        if isinstance(tp, Unknown):
+            return tp
+        return ()
 
     def native_item(self, interp: Interpreter, obj: Any, index: Any) -> Any:
         if isinstance(obj, Environ):
@@ -916,7 +1020,9 @@ class NativeWorld:
         if "enum" in cls.flags and name == "_value2member_map_":
             return {m.attrs["_value_"]: m for m in cls.ns.get("__members_list__", [])}
         if name == "__dataclass_fields__" and "dataclass" in cls.flags:
-            return {f: None for f, _, _ in _dataclass_fields(cls)}
+            return {f.attrs["name"]: f for f in _fields(interp, [cls], {})}
+        if name == "__annotations__":
+            return self.annotations_of(interp, cls)
         return None
 
     def before_instance_write(self, interp: Interpreter, obj: Instance, name: str, value: Any, event: Any) -> None:
@@ -978,10 +1084,17 @@ class NativeWorld:
 
 # ---- small native helpers ---------------------------------------------------------------
 _MISSING = object()
+NONE_TYPE = External("builtins.NoneType")
+_TYPING_NAMES = {"Annotated", "Optional", "Union", "List", "Dict", "Tuple", "Set", "Literal", "Callable", "Type", "FrozenSet", "Sequence", "Mapping", "Iterable"}
+
+
+def _leaf(origin: Any) -> str:
+    path = getattr(origin, "path", None) or getattr(origin, "name", "")
+    return path.rsplit(".", 1)[-1]
 _DC_MISSING = External("dataclasses.MISSING")
 _BUILTIN_TYPES: dict[str, type] = {
     "str": str, "int": int, "float": float, "bool": bool, "list": list, "tuple": tuple,
-    "dict": dict, "set": set, "frozenset": frozenset, "bytes": bytes,
+    "dict": dict, "set": set, "frozenset": frozenset, "bytes": bytes, "complex": complex,
 }
 _KNOWN_PRESENT = {"torch", "transformers", "triton", "numpy", "packaging", "typing_extensions"}
 # attributes that do not exist on a plain torch (GPU vendors' extensions)
@@ -1263,7 +1376,12 @@ def _fields(interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any
     for name, _line, _owner in _dataclass_fields(cls):
         f = Instance(field_cls)
         ok, default = dataclass_default(interp, cls, name)
-        f.attrs.update(name=name, default=default if ok else _DC_MISSING, type=Unknown("field type"))
+        ann = interp.natives.annotations_of(interp, _owner).get(name, Unknown("field type"))
+        spec_found, spec = cls.lookup(name)
+        factory = spec.default_factory if isinstance(spec, FieldSpec) and spec.default_factory is not None else _DC_MISSING
+        if isinstance(spec, FieldSpec) and spec.default_factory is not None:
+            ok, default = False, None
+        f.attrs.update(name=name, default=default if ok else _DC_MISSING, type=ann, default_factory=factory, metadata={}, init=True)
         out.append(f)
     return tuple(out)
 

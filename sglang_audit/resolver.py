@@ -525,9 +525,13 @@ def build_environment(target: Target) -> Environment:
     spec = load_toml("packages.toml")
     import_names: dict[str, str] = spec["import_names"]
     installed: set[str] = set(spec["base"]["installed"])
+    default_extras = set(spec["base"]["default_extras"])
     versions: list[tuple[str, str]] = []
     for dist, _extra, version_spec, marker in _requirements(target.source.package_dir):
-        if marker and ("extra ==" in marker or "aarch64" in marker and "!=" not in marker or "darwin" in marker):
+        extra_name = re.search(r"extra\s*==\s*[\"']([^\"']+)", marker or "")
+        if extra_name and extra_name.group(1) not in default_extras:
+            continue
+        if marker and not extra_name and ("aarch64" in marker and "!=" not in marker or "darwin" in marker):
             continue
         name = import_names.get(dist, import_names.get(dist.lower(), dist.lower().replace("-", "_")))
         installed.add(name)

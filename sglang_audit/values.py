@@ -150,6 +150,8 @@ class Class:
     line: int = 0
     annotations: list[tuple[str, int]] = field(default_factory=list)  # (field, line)
     flags: set[str] = field(default_factory=set)  # "enum", "dataclass", "exception", ...
+    annotation_nodes: dict[str, Any] = field(default_factory=dict)  # name -> IR expression
+    annotation_values: dict[str, Any] | None = None  # evaluated (or assigned __annotations__)
     mro_cache: tuple[Class, ...] | None = None
     external_bases: tuple[str, ...] = ()
 
@@ -282,6 +284,17 @@ class HFConfig:
 
     def __repr__(self) -> str:
         return f"<hf_config {self.attrs.get('model_type')!r} from {self.origin}>"
+
+
+@dataclass(eq=False)
+class TypeForm:
+    """A subscripted type such as ``Annotated[str, Arg(...)]`` or ``Optional[int]``."""
+
+    origin: Any  # External("typing.Annotated"), External("typing.Union"), a builtin Native, ...
+    args: tuple[Any, ...]
+
+    def __repr__(self) -> str:
+        return f"<type {getattr(self.origin, 'path', getattr(self.origin, 'name', '?'))}[...]>"
 
 
 class AnalysisBound(Exception):
