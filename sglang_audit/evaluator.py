@@ -114,11 +114,17 @@ _BIN = {
     "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "<<": operator.lshift,
     ">>": operator.rshift, "|": operator.or_, "&": operator.and_, "^": operator.xor,
 }
+_IBIN = {
+    "+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv,
+    "//": operator.ifloordiv, "%": operator.imod, "**": operator.ipow, "<<": operator.ilshift,
+    ">>": operator.irshift, "|": operator.ior, "&": operator.iand, "^": operator.ixor,
+}
 _CMP = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
     ">": operator.gt, ">=": operator.ge,
 }
 PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset, range)
+_SCALARS = (type(None), bool, int, float, complex)  # plain values that are neither containers nor iterable
 # data-method names safe to call on plain values (no callbacks into analysed code except key=)
 _SAFE_METHODS = {
     str: {
@@ -225,6 +231,8 @@ class Interpreter:
         if is_plain(value):
             return bool(value)
         if isinstance(value, External):
+            if value.path.startswith("torch.ops.") and "(" not in value.path:
+                return True  # an op namespace object (always truthy, like any module)
             return Unknown(f"value of {value.path} (outside the analysed source)", f"truth:{value.path}")
         if isinstance(value, Instance):
             found, meth = value.cls.lookup("__bool__")
@@ -528,6 +536,7 @@ class Interpreter:
         self.exec_block(node.body, body_frame)
         if "enum" in cls.flags:
             self.natives.make_enum(self, cls)
+        self.natives.class_created(self, cls)
         for attr_name, attr_value in list(ns.items()):
             if isinstance(attr_value, Instance):
                 found, set_name = attr_value.cls.lookup("__set_name__")
@@ -577,6 +586,10 @@ class Interpreter:
             if isinstance(current, dict) and node.op == "|" and isinstance(rhs, dict):
                 current.update(rhs)
                 return current
+            if is_plain(current) and is_plain(rhs) and node.op in _IBIN:
+                # in place, as CPython: `lst += "ab"` extends, errors name the operator "+="
+                self.check_size(node.op, current, rhs)
+                return self.data_op(lambda: _IBIN[node.op](current, rhs))
             return self.binop(node.op, current, rhs)
 
         value, reads = self.collect(compute)
@@ -850,13 +863,14 @@ class Interpreter:
             return "<?>"
         if conversion == "r":
             text = repr(value) if is_plain(value) else self.to_str(value)
+        elif conversion == "a":
+            text = ascii(value) if is_plain(value) else self.to_str(value)
         else:
             text = self.to_str(value)
         if spec and isinstance(spec, str) and is_plain(value):
-            try:
-                return format(value, spec)
-            except (ValueError, TypeError):
-                return text
+            # as CPython: f"{x!r:>8}" formats the converted text, f"{None:>3}" is a TypeError
+            subject = text if conversion in ("r", "s", "a") else value
+            return self.data_op(lambda: format(subject, spec))
         return text
 
     def to_str(self, value: Any) -> str:
@@ -871,6 +885,8 @@ class Interpreter:
                 return f"{value.cls.name}.{value.attrs['_name_']}"
             if "exception" in value.cls.flags:
                 args = value.attrs.get("args", ())
+                if len(args) == 1 and is_plain(args[0]) and value.cls.is_subclass_of(self.exc_classes["KeyError"]):
+                    return repr(args[0])
                 return self.to_str(args[0]) if len(args) == 1 else str(tuple(self.to_str(a) for a in args)) if args else ""
             found, meth = value.cls.lookup("__str__")
             if found and isinstance(meth, Function):
@@ -1111,6 +1127,8 @@ class Interpreter:
     def contains(self, container: Any, item: Any) -> Any:
         if isinstance(container, Unknown):
             return container
+        if isinstance(container, (dict, set, frozenset)) and is_plain(item):
+            self.data_op(lambda: hash(item))  # TypeError: unhashable type: 'list'
         if isinstance(container, (dict, set, frozenset)) and (is_plain(item) and not isinstance(item, (list, dict, set))):
             if isinstance(item, Unknown):
                 return item
@@ -1132,7 +1150,8 @@ class Interpreter:
                 return item
             item_v = self.plain_of(item)
             if not isinstance(item_v, str):
-                raise self.make_raise("TypeError", "'in <string>' requires string as left operand")
+                name = item_v.cls.name if isinstance(item_v, Instance) else type(item_v).__name__
+                raise self.make_raise("TypeError", f"'in <string>' requires string as left operand, not {name}")
             return item_v in container
         if isinstance(container, (list, tuple, set, frozenset, dict, range)):
             seen_unknown: Unknown | None = None
@@ -1160,6 +1179,9 @@ class Interpreter:
             return Unknown(f"membership in {container.path} is not modelled", f"in:{container.path}")
         if self.natives.is_environ(container):
             return self.natives.environ_contains(self, item)
+        if isinstance(container, _SCALARS):
+            # `x in None`: CPython's own TypeError (the item is never looked at)
+            return self.data_op(lambda: operator.contains(container, None))
         return Unknown(f"membership in {type(container).__name__} is not modelled")
 
     def e_IfExp(self, node: ir.Node, frame: Frame) -> Any:
@@ -1351,6 +1373,8 @@ class Interpreter:
         try:
             return fn()
         except (KeyError, IndexError, ValueError, TypeError, AttributeError, ZeroDivisionError, OverflowError) as exc:
+            if isinstance(exc, KeyError) and len(exc.args) == 1:
+                raise self.make_raise("KeyError", exc.args[0]) from None
             raise self.make_raise(type(exc).__name__, str(exc.args[0]) if exc.args else "") from None
 
     def call_function(self, func: Function, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -1453,7 +1477,7 @@ class Interpreter:
         inst.attrs["args"] = tuple(args)
         return inst
 
-    def make_raise(self, exc_name: str, message: str) -> PyRaise:
+    def make_raise(self, exc_name: str, message: Any) -> PyRaise:
         cls = self.exc_classes.get(exc_name, self.exc_classes["Exception"])
         exc = self.instantiate_exception(cls, [message])
         file, line = getattr(self, "_call_site", ("?", 0))
@@ -1496,8 +1520,9 @@ class Interpreter:
             for klass in full[start:]:
                 if name in klass.ns:
                     return self.bind(klass.ns[name], obj.obj, cls_of_obj)
-            if name == "__init__":
-                return Native("object.__init__", lambda i, a, k: None)
+            if name in self.natives.object_class.ns:
+                # every class ends in object (also those built on outside bases like msgspec.Struct)
+                return self.bind(self.natives.object_class.ns[name], obj.obj, cls_of_obj)
             if name == "__post_init__":
                 return Native("object.__post_init__", lambda i, a, k: None)
             return Unknown(f"super().{name} resolves outside the analysed tree")
@@ -1649,9 +1674,9 @@ class Interpreter:
             try:
                 return obj[key]
             except KeyError:
-                raise self.make_raise("KeyError", repr(key) if is_plain(key) else self.to_str(key)) from None
-            except TypeError:
-                raise self.make_raise("TypeError", "unhashable key") from None
+                raise self.make_raise("KeyError", key) from None  # args == (key,), as in CPython
+            except TypeError as exc:
+                raise self.make_raise("TypeError", str(exc)) from None
         if isinstance(obj, Instance):
             found, meth = obj.cls.lookup("__getitem__")
             if found:
@@ -1665,6 +1690,9 @@ class Interpreter:
             return self.natives.external_item(self, obj, index)
         if isinstance(obj, HFConfig):
             return Unknown("subscript of a config object")
+        if isinstance(obj, (*_SCALARS, set, frozenset)):
+            # `None[0]`: CPython's own TypeError (the index is never looked at)
+            return self.data_op(lambda: operator.getitem(obj, 0))
         return self.natives.native_item(self, obj, index)
 
     def setitem(self, obj: Any, key: Any, value: Any) -> None:
@@ -1709,6 +1737,8 @@ class Interpreter:
         native = self.natives.iterate_native(self, value)
         if native is not None:
             return native
+        if isinstance(value, _SCALARS):
+            self.data_op(lambda: iter(value))  # TypeError: 'int' object is not iterable
         raise Unmodelled(f"iteration over {type(value).__name__} ({value!r}) at line {line}")
 
     def mapping_items(self, value: Any) -> dict[str, Any]:

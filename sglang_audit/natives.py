@@ -233,7 +233,7 @@ class NativeWorld:
         native("callable", lambda i, a, k: isinstance(a[0], (Function, BoundMethod, Native, Class, Partial, Cached, External)))
         native("iter", lambda i, a, k: list(i.iterate(a[0], None, 0)))
         native("next", self._next)
-        native("vars", lambda i, a, k: a[0].attrs if isinstance(a[0], (Instance, HFConfig)) else Unknown("vars()"))
+        native("vars", lambda i, a, k: a[0].attrs if isinstance(a[0], (Instance, HFConfig)) else a[0].ns if isinstance(a[0], Class) else Unknown("vars()"))
         native("open", self._open)
         native("super", self._super)
         native("property", lambda i, a, k: Property(a[0] if a else k.get("fget"), a[1] if len(a) > 1 else k.get("fset")))
@@ -265,6 +265,8 @@ class NativeWorld:
                 return interp.call(interp.bind(meth, value, value.cls), [], {})
         if isinstance(value, Environ):
             return len(value.values)
+        if value is None or isinstance(value, (bool, int, float, complex)):
+            return interp.data_op(lambda: len(value))  # TypeError: object of type 'int' has no len()
         return Unknown(f"len() of {type(value).__name__}")
 
     def _convert(self, interp: Interpreter, typ: type, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -376,6 +378,8 @@ class NativeWorld:
                 return isinstance(v, pytype)
             if typ.name == "object":
                 return True
+            if typ.name == "type":
+                return isinstance(value, Class) or (isinstance(value, Native) and value.name in _BUILTIN_TYPES)
             return False
         if isinstance(typ, Class):
             if isinstance(value, Instance):
@@ -402,8 +406,24 @@ class NativeWorld:
         return self._type_matches(interp, value, typ)
 
     def _issubclass(self, interp: Interpreter, sub: Any, typ: Any) -> Any:
+        if isinstance(typ, tuple):
+            results = [self._issubclass(interp, sub, t) for t in typ]
+            if any(r is True for r in results):
+                return True
+            return next((r for r in results if isinstance(r, Unknown)), False)
         if isinstance(sub, Class) and isinstance(typ, Class):
             return sub.is_subclass_of(typ)
+        if isinstance(sub, Class) and isinstance(typ, External):
+            if typ.path == "msgspec.Struct":
+                return "msgspec_struct" in sub.flags
+            leaf = typ.path.rsplit(".", 1)[-1]
+            return any(p == typ.path or p.rsplit(".", 1)[-1] == leaf for c in sub.mro() for p in c.external_bases)
+        if isinstance(sub, Class) and isinstance(typ, Native):
+            if typ.name == "object":
+                return True
+            return any(p == typ.name for c in sub.mro() for p in c.external_bases)
+        if isinstance(sub, Class) and typ is self.object_class:
+            return True
         return Unknown("issubclass()")
 
     def _getattr(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -492,6 +512,17 @@ class NativeWorld:
             if p == root or root in p.parents:
                 return p
         return None
+
+    def _glob(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        import glob as _globmod
+
+        pattern = args[0].text if isinstance(args[0], PathValue) else args[0]
+        if not isinstance(pattern, str):
+            return Unknown("glob of an unknown pattern")
+        base = pattern.split("*", 1)[0].split("[", 1)[0].rsplit("/", 1)[0] or "."
+        if self.inside_model_dir(base) is None:
+            return Unknown(f"glob({pattern!r}) outside the model directory", f"glob:{pattern}")
+        return sorted(_globmod.glob(pattern))[:10_000]
 
     def path_probe(self, interp: Interpreter, fn_name: str, path: Any) -> Any:
         path = path.text if isinstance(path, PathValue) else path
@@ -711,6 +742,7 @@ class NativeWorld:
             "os.path.isdir": Native("os.path.isdir", lambda i, a, k: self.path_probe(i, "isdir", a[0])),
             "pathlib.Path": Native("Path", lambda i, a, k: PathValue(_posix_join(*[_path_text(i, x) for x in a]) if a else ".") if all(isinstance(x, (str, PathValue)) for x in a) else Unknown("Path of an unknown")),
             "os.fspath": Native("fspath", lambda i, a, k: _path_text(i, a[0])),
+            "glob.glob": Native("glob.glob", self._glob),
             "platform.machine": Native("platform.machine", lambda i, a, k: "x86_64"),
             "platform.system": Native("platform.system", lambda i, a, k: "Linux"),
             "platform.processor": Native("platform.processor", lambda i, a, k: "x86_64"),
@@ -718,6 +750,15 @@ class NativeWorld:
             "importlib.metadata.version": Native("metadata.version", self._dist_version),
             # a plain install has no plugin packages: no entry points in any group
             "importlib.metadata.entry_points": Native("entry_points", lambda i, a, k: []),
+            "msgspec.defstruct": Native("msgspec.defstruct", self.defstruct),
+            "msgspec.field": Native("msgspec.field", _field),
+            "msgspec.NODEFAULT": MSGSPEC_NODEFAULT,
+            "msgspec.UNSET": External("msgspec.UNSET"),
+            "msgspec.structs.fields": Native("msgspec.structs.fields", self.struct_fields),
+            "msgspec.structs.asdict": Native("msgspec.structs.asdict", lambda i, a, k: {f.attrs["name"]: a[0].attrs.get(f.attrs["name"]) for f in _fields(i, [a[0]], {})} if isinstance(a[0], Instance) else Unknown("asdict")),
+            "msgspec.Struct.__setattr__": self.object_class.ns["__setattr__"],
+            "msgspec.Struct.__getattribute__": self.object_class.ns["__getattribute__"],
+            "msgspec.Struct.__init__": self.object_class.ns["__init__"],
             "importlib.metadata.PackageNotFoundError": self.exception_classes["PackageNotFoundError"],
             "importlib.import_module": Native("import_module", lambda i, a, k: i.load_module(a[0]) if isinstance(a[0], str) else Unknown("import_module of an unknown name")),
             "json.JSONDecodeError": self.exception_classes["JSONDecodeError"],
@@ -727,7 +768,7 @@ class NativeWorld:
             "warnings.warn": Native("warnings.warn", lambda i, a, k: None),
             "warnings.filterwarnings": Native("filterwarnings", lambda i, a, k: None),
             "collections.OrderedDict": Native("OrderedDict", self._dict),
-            "collections.defaultdict": Native("defaultdict", lambda i, a, k: {}),
+            "collections.defaultdict": Native("defaultdict", lambda i, a, k: DefaultDict(i, a[0] if a else None, a[1] if len(a) > 1 else {})),
             "collections.namedtuple": Native("namedtuple", lambda i, a, k: Unknown("namedtuple class")),
             "itertools.chain": Native("chain", lambda i, a, k: [x for it in a for x in i.iterate(it, None, 0)]),
             "re.match": Native("re.match", lambda i, a, k: _regex(i, "match", a)),
@@ -755,9 +796,19 @@ class NativeWorld:
             "torch.xpu.is_available": Native("xpu.is_available", lambda i, a, k: d.platform == "xpu"),
             "torch.npu.is_available": Native("npu.is_available", lambda i, a, k: d.platform == "npu"),
             "torch.cpu.is_available": Native("cpu.is_available", lambda i, a, k: d.platform == "cpu"),
+            "torch.mps.is_available": Native("mps.is_available", lambda i, a, k: False),
             "torch.backends.mps.is_available": Native("mps.is_available", lambda i, a, k: False),
             "torch.distributed.is_initialized": Native("dist.is_initialized", lambda i, a, k: False),
-            "torch._C._cpu._is_amx_tile_supported": Native("amx", lambda i, a, k: d.platform == "cpu" and Unknown("AMX support of the CPU") or False),
+            "torch._C._cpu._is_amx_tile_supported": Native("amx", lambda i, a, k: Unknown("AMX support of the CPU", "cpu:amx") if d.platform == "cpu" else False),
+            "torch.cpu._is_amx_tile_supported": Native("amx", lambda i, a, k: Unknown("AMX support of the CPU", "cpu:amx") if d.platform == "cpu" else False),
+            # NVML (0.5.21+ reads the compute capability through it first)
+            "pynvml.nvmlInit": Native("nvmlInit", lambda i, a, k: None),
+            "pynvml.nvmlShutdown": Native("nvmlShutdown", lambda i, a, k: None),
+            "pynvml.nvmlDeviceGetCount": Native("nvmlDeviceGetCount", lambda i, a, k: d.gpu_count),
+            "pynvml.nvmlDeviceGetHandleByIndex": Native("nvmlDeviceGetHandleByIndex", lambda i, a, k: External("pynvml.handle")),
+            "pynvml.nvmlDeviceGetCudaComputeCapability": Native("nvmlDeviceGetCudaComputeCapability", lambda i, a, k: (d.major, d.minor) if d.platform == "cuda" else Unknown("NVML on a non-NVIDIA device")),
+            "pynvml.nvmlDeviceGetName": Native("nvmlDeviceGetName", lambda i, a, k: d.name),
+            "pynvml.nvmlSystemGetDriverVersion": Native("nvmlSystemGetDriverVersion", lambda i, a, k: d.driver),
             "torch.get_device_module": Native("get_device_module", lambda i, a, k: External("torch.cuda")),
             "transformers.AutoConfig.from_pretrained": Native("AutoConfig.from_pretrained", self.load_hf_config),
         }
@@ -991,7 +1042,7 @@ class NativeWorld:
         if isinstance(obj, Environ):
             if index in obj.values:
                 return obj.values[index]
-            raise interp.make_raise("KeyError", repr(index))
+            raise interp.make_raise("KeyError", index)
         if isinstance(obj, RegexMatch) and isinstance(index, int):
             return obj.groups[index]
         return Unknown(f"subscript of {type(obj).__name__}")
@@ -1023,10 +1074,71 @@ class NativeWorld:
             return {f.attrs["name"]: f for f in _fields(interp, [cls], {})}
         if name == "__annotations__":
             return self.annotations_of(interp, cls)
+        if name == "__struct_fields__" and "msgspec_struct" in cls.flags:
+            return tuple(f for f, _, _ in _dataclass_fields(cls))
         return None
 
     def before_instance_write(self, interp: Interpreter, obj: Instance, name: str, value: Any, event: Any) -> None:
         return None
+
+    # ---- msgspec structs (0.5.20+ ServerArgs) -------------------------------------------
+    def class_created(self, interp: Interpreter, cls: Class) -> None:
+        if any(p == "msgspec.Struct" or p.endswith(".Struct") and p.startswith("msgspec") for p in cls.external_bases) or (
+            any("msgspec_struct" in b.flags for b in cls.bases if isinstance(b, Class))
+        ):
+            cls.flags |= {"dataclass", "msgspec_struct"}
+            if "__init__" not in cls.ns:
+                cls.ns["__init__"] = Native("__dataclass_init__", _dataclass_init, bind_self=True)
+
+    def defstruct(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        name = args[0]
+        fields = interp.iterate(args[1], None, 0) if len(args) > 1 else []
+        ns = dict(kwargs.get("namespace") or {})
+        bases = kwargs.get("bases") or ()
+        real_bases = tuple(b for b in (bases if isinstance(bases, tuple) else ()) if isinstance(b, Class))
+        module = None
+        for v in ns.values():
+            if isinstance(v, Function):
+                module = v.module
+                break
+        cls = Class(str(name), real_bases, ns, module, 0)
+        cls.flags |= {"dataclass", "msgspec_struct"}
+        values: dict[str, Any] = {}
+        for spec in fields:
+            items = interp.iterate(spec, None, 0) if not isinstance(spec, str) else [spec]
+            fname = items[0]
+            ann = items[1] if len(items) > 1 else Unknown("field type")
+            cls.annotations.append((fname, 0, ""))
+            values[fname] = ann
+            if len(items) > 2:
+                ns[fname] = items[2]
+            else:
+                ns.pop(fname, None)
+        cls.annotation_values = values
+        ns["__init__"] = Native("__dataclass_init__", _dataclass_init, bind_self=True)
+        for v in ns.values():
+            if isinstance(v, Function) and isinstance(v.attrs.get("__class__"), Class):
+                v.attrs["__class__"] = cls  # zero-argument super() inside the new class
+        return cls
+
+    def struct_fields(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        target = args[0]
+        cls = target.cls if isinstance(target, Instance) else target
+        if not isinstance(cls, Class):
+            return Unknown("msgspec.structs.fields of a non-struct")
+        out = []
+        for f in _fields(interp, [cls], {}):
+            info = Instance(Class("FieldInfo", (), {}, None))
+            default = f.attrs["default"]
+            factory = f.attrs["default_factory"]
+            info.attrs.update(
+                name=f.attrs["name"], encode_name=f.attrs["name"], type=f.attrs["type"],
+                default=MSGSPEC_NODEFAULT if default is _DC_MISSING else default,
+                default_factory=MSGSPEC_NODEFAULT if factory is _DC_MISSING else factory,
+                required=default is _DC_MISSING and factory is _DC_MISSING,
+            )
+            out.append(info)
+        return tuple(out)
 
     # ---- enums ------------------------------------------------------------------------
     def make_enum(self, interp: Interpreter, cls: Class) -> None:
@@ -1079,12 +1191,13 @@ class NativeWorld:
         for m in cls.ns.get("__members_list__", []):
             if m.attrs["_name_"] == name:
                 return m
-        raise interp.make_raise("KeyError", repr(name))
+        raise interp.make_raise("KeyError", name)
 
 
 # ---- small native helpers ---------------------------------------------------------------
 _MISSING = object()
 NONE_TYPE = External("builtins.NoneType")
+MSGSPEC_NODEFAULT = External("msgspec.NODEFAULT")
 _TYPING_NAMES = {"Annotated", "Optional", "Union", "List", "Dict", "Tuple", "Set", "Literal", "Callable", "Type", "FrozenSet", "Sequence", "Mapping", "Iterable"}
 
 
@@ -1148,6 +1261,22 @@ class PathValue:
 
     def __repr__(self) -> str:
         return f"Path({self.text!r})"
+
+
+class DefaultDict(dict):
+    """``collections.defaultdict`` whose factory is an analysed or native callable."""
+
+    def __init__(self, interp: Any, factory: Any, initial: Any) -> None:
+        super().__init__(initial if isinstance(initial, dict) else {})
+        self._interp = interp
+        self._factory = factory
+
+    def __missing__(self, key: Any) -> Any:
+        if self._factory is None:
+            raise KeyError(key)
+        value = self._interp.call(self._factory, [], {})
+        self[key] = value
+        return value
 
 
 class EnumAuto:

@@ -56,6 +56,7 @@ class PathResult:
     runtime_events: dict[str, list[Event]] = field(default_factory=dict)
     rejected: Rejection | None = None
     aborted: str | None = None
+    runtime_failed: str | None = None
     model: dict[str, Any] = field(default_factory=dict)
     logs: list[Any] = field(default_factory=list)
     parse_failures: dict[str, str] = field(default_factory=dict)
@@ -80,6 +81,7 @@ class Resolver:
         self.max_paths = max_paths
         self.bounds = bounds or Bounds()
         self.settings_spec = load_toml("settings.toml")
+        self.runtime_settings = {k for step in self.settings_spec["runtime"] for k in step["getters"]}
         self.root = target.source.package_dir.parent
         self.environment = build_environment(target)
         self.world = NativeWorld(target.device, self.environment, [target.model.path], torch_version=_torch_version(self.environment))
@@ -111,24 +113,15 @@ class Resolver:
         result = PathResult(taken=interp.taken)
         old_limit = sys.getrecursionlimit()
         sys.setrecursionlimit(max(old_limit, 20000))
-        stage = "config"
         try:
-            server_args = self.build_server_args(interp)
-            stage = "model"
-            self.read_config(interp, server_args, result)
-            self.read_model(interp, server_args, result)
-            stage = "runtime"
-            self.run_runtime(interp, server_args, result)
-        except PyRaise as raised:
-            if raised.explicit:
-                result.rejected = self.rejection(interp, raised, stage)
-            else:
-                r = self.rejection(interp, raised, stage)
-                result.aborted = f"evaluation stopped: {r.exception}: {r.message} at {r.file}:{r.line} (not an explicit raise or assert in SGLang; treated as unknown)"
-        except (Unmodelled, AnalysisBound) as exc:
-            result.aborted = str(exc)
-        except RecursionError:
-            result.aborted = "analysis bound reached: recursion too deep"
+            server_args = self.stage(interp, result, "config", lambda: self.build_server_args(interp))
+            if server_args is not None:
+                self.stage(interp, result, "config", lambda: self.read_config(interp, server_args, result))
+            if server_args is not None and result.rejected is None and result.aborted is None:
+                # the model summary and the runtime layer fail on their own: a gap there
+                # leaves the config-level values standing
+                self.stage(interp, result, "model", lambda: self.read_model(interp, server_args, result))
+                self.stage(interp, result, "runtime", lambda: self.run_runtime(interp, server_args, result))
         finally:
             sys.setrecursionlimit(old_limit)
         result.logs = interp.logs
@@ -136,6 +129,28 @@ class Resolver:
         result.new_decisions = list(interp.new_decisions)
         result.taken = list(interp.taken)
         return result
+
+    def stage(self, interp: Interpreter, result: PathResult, stage: str, fn: Any) -> Any:
+        reason: str | None = None
+        try:
+            return fn()
+        except PyRaise as raised:
+            r = self.rejection(interp, raised, stage)
+            if raised.explicit and stage != "model":
+                result.rejected = r
+                return None
+            reason = f"evaluation stopped: {r.exception}: {r.message} at {r.file}:{r.line} (not an explicit raise or assert in SGLang; treated as unknown)"
+        except (Unmodelled, AnalysisBound) as exc:
+            reason = str(exc)
+        except RecursionError:
+            reason = "analysis bound reached: recursion too deep"
+        if stage == "config":
+            result.aborted = reason
+        elif stage == "runtime":
+            result.runtime_failed = f"runtime layer: {reason}"
+        else:
+            result.model["error"] = reason
+        return None
 
     def rejection(self, interp: Interpreter, raised: PyRaise, stage: str) -> Rejection:
         exc = raised.exc
@@ -222,7 +237,23 @@ class Resolver:
                 result.model["draft_architecture"] = archs[0] if isinstance(archs, list) and archs else None
                 result.model["draft_quantization"] = draft.attrs.get("quantization")
 
+    def publish(self, interp: Interpreter, server_args: Instance) -> None:
+        spec = self.settings_spec.get("publish")
+        if not spec or interp.find_module_file(spec["module"]) is None:
+            return
+        mod = interp.load_module(spec["module"])
+        if not isinstance(mod, ModuleObj) or spec["function"] not in mod.globals:
+            return
+        fn = interp.getattr(mod, spec["function"])
+        params = {p.name for p in getattr(fn, "params", [])}
+        kwargs: dict[str, Any] = {k: v for k, v in spec.get("kwargs", {}).items() if k in params}
+        for key, (cls_name, *args) in spec.get("constructed", {}).items():
+            if key in params and cls_name in mod.globals:
+                kwargs[key] = interp.call(interp.getattr(mod, cls_name), [None if a == "__none__" else a for a in args], {})
+        interp.call(fn, [server_args], kwargs)
+
     def run_runtime(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
+        self.publish(interp, server_args)
         model_config = result.model.get("model_config")
         hf = model_config.attrs.get("hf_config") if isinstance(model_config, Instance) else None
         check = hf.attrs.get("text_config", hf) if isinstance(hf, HFConfig) else None
@@ -237,7 +268,9 @@ class Resolver:
                 continue
             saved = interp.reads
             interp.reads = []
-            interp.call(interp.getattr(mod, step["initializer"]), [server_args], {})
+            init = interp.getattr(mod, step["initializer"])
+            positional = [p for p in getattr(init, "params", []) if p.star == ""]
+            interp.call(init, [server_args] if positional else [], {})
             init_reads = interp.reads
             interp.reads = saved
             for setting, getter in step["getters"].items():
@@ -330,12 +363,18 @@ class Resolver:
             else:
                 cfg = _public(p.config.get(name))
                 rt = _public(p.runtime[name]) if name in p.runtime else cfg
+                if p.runtime_failed and name in self.runtime_settings and name not in p.runtime:
+                    rt = _AbortedValue(p.runtime_failed)
                 outcomes.append((cfg, rt, p))
         cfg_values = _distinct([o[0] for o in outcomes])
         rt_values = _distinct([o[1] for o in outcomes])
         base = next((p for p in complete if p.rejected is None), paths[0])
         chain = tuple(self.chain_for(name, base))
         single = len(cfg_values) == 1 and len(rt_values) == 1 and explored_all
+        if len(cfg_values) == 1 and explored_all and not isinstance(cfg_values[0], (_AbortedValue, Unknown)) and not single:
+            # the config value is known; only the runtime layer is not
+            rt = self.unknown_of(outcomes, 1, explored_all)
+            return Setting(name, cfg_values[0], rt, STATUS_UNKNOWN, chain, note="runtime value unknown")
         if single and not isinstance(cfg_values[0], (_AbortedValue, Unknown)) and not isinstance(rt_values[0], (_AbortedValue, Unknown)):
             runtime = rt_values[0]
             status = STATUS_RESOLVED
