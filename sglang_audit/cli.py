@@ -77,10 +77,21 @@ def guards(source: str | None, arch: str, cuda: str, env: tuple[str, ...], fmt: 
     width = max((len(f.name) for f in facts), default=10)
     for f in facts:
         click.echo(f"  {f.name:{width}}  {str(f.value):6}  {f.file}:{f.line}  {f.definition}")
+        for site in f.controls:
+            click.echo(f"  {'':{width}}    controls {site}")
 
 
 # Commands that live in their own modules (sglang_audit/commands/) register here,
 # one import and one add_command line each.
+from .commands.explain import explain  # noqa: E402
+
+main.add_command(explain)
+from .commands.graph import graph  # noqa: E402
+
+main.add_command(graph)
+from .commands.check import check  # noqa: E402
+
+main.add_command(check)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

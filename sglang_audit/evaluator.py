@@ -453,11 +453,19 @@ class Interpreter:
         lazy = frame.scope is None and frame.class_ns is None and module.split(".")[0] == self.natives.package_name
         for name, asname in node.names:
             target = asname or name
-            if lazy:
+            # `from package import submodule` runs the submodule now, as CPython does: its
+            # body may register providers (decorators) whose order is import order
+            if lazy and not self.is_submodule(module, name):
                 value: Any = LazyImport(module, name)
             else:
                 value = self.resolve_lazy(LazyImport(module, name))
             self.bind_name(frame, target, value, node.line, "")
+
+    def is_submodule(self, package: str, name: str) -> bool:
+        if package.split(".")[0] != self.natives.package_name:
+            return False
+        found = self.find_module_file(package)
+        return found is not None and found[1] and self.find_module_file(f"{package}.{name}") is not None
 
     def absolute_module(self, module: str, level: int, current: ModuleObj) -> str:
         if level == 0:
@@ -862,7 +870,7 @@ class Interpreter:
         if isinstance(value, Unknown):
             return "<?>"
         if conversion == "r":
-            text = repr(value) if is_plain(value) else self.to_str(value)
+            text = self.repr_of(value)
         elif conversion == "a":
             text = ascii(value) if is_plain(value) else self.to_str(value)
         else:
@@ -872,6 +880,20 @@ class Interpreter:
             subject = text if conversion in ("r", "s", "a") else value
             return self.data_op(lambda: format(subject, spec))
         return text
+
+    def repr_of(self, value: Any) -> str:
+        """``repr(value)``: plain data as CPython; an exception as ``ValueError('x')``."""
+        if is_plain(value):
+            return repr(value)
+        if isinstance(value, Instance):
+            found, meth = value.cls.lookup("__repr__")
+            if found and isinstance(meth, Function):
+                result = self.call(self.bind(meth, value, value.cls), [], {})
+                return result if isinstance(result, str) else "<?>"
+            if "exception" in value.cls.flags:
+                args = value.attrs.get("args", ())
+                return f"{value.cls.name}({', '.join(self.repr_of(a) for a in args)})"
+        return self.to_str(value)
 
     def to_str(self, value: Any) -> str:
         if isinstance(value, str):
@@ -887,7 +909,10 @@ class Interpreter:
                 args = value.attrs.get("args", ())
                 if len(args) == 1 and is_plain(args[0]) and value.cls.is_subclass_of(self.exc_classes["KeyError"]):
                     return repr(args[0])
-                return self.to_str(args[0]) if len(args) == 1 else str(tuple(self.to_str(a) for a in args)) if args else ""
+                if len(args) == 1:
+                    return self.to_str(args[0])
+                # several arguments: str() of the exception is the repr of the args tuple
+                return "(" + ", ".join(self.repr_of(a) for a in args) + ")" if args else ""
             found, meth = value.cls.lookup("__str__")
             if found and isinstance(meth, Function):
                 result = self.call(self.bind(meth, value, value.cls), [], {})

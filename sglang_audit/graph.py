@@ -77,7 +77,7 @@ def _args_text(args: list[tuple[str, ir.Node]]) -> str:
     return ", ".join(parts)
 
 
-def _expr_text(node: ir.Node | None) -> str:  # noqa: C901 - one branch per IR kind
+def _expr_text(node: ir.Node | None) -> str:
     if node is None:
         return ""
     k = node.kind
@@ -549,9 +549,17 @@ class _Builder:
         scope = _Scope(parent=None, is_module=True)
         self.prepare_scope(scope, module.body, module_level=True)
         self.returns.setdefault(rel, {})
+        # module constants a guard anywhere in the file reads (`model_arch in DEEPSEEK_ARCHS`)
+        for stmt in _all_statements(module.body):
+            tests = [stmt.test] if stmt.kind in ("If", "Assert") else []
+            for e in _statement_exprs(stmt):
+                tests.extend(sub.test for sub in walk_expr(e) if sub.kind == "IfExp")
+            for t in tests:
+                scope.decision_names.update(n.id for n in walk_expr(t) if n.kind == "Name")
         w = _Walker(self, rel, scope)
         w.block(module.body, [], "")
-        w.link_scope(scope)
+        for sc in [scope, *w.scopes]:  # after the whole file: a constant may follow its readers
+            w.link_scope(sc)
 
     def prepare_scope(self, scope: _Scope, body: list[ir.Node], module_level: bool = False) -> None:
         for stmt in _scope_statements(body):
@@ -742,6 +750,7 @@ class _Walker:
         self.module_scope = module_scope
         self.layer = "runtime" if rel in b.runtime_files else "config"
         self.globals_map = b.runtime_globals.get(rel, {})
+        self.scopes: list[_Scope] = []  # function scopes, linked once the file is walked
 
     # -- name resolution ------------------------------------------------------------------
     def name_sources(self, name: str, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[tuple[str, str]]:
@@ -815,7 +824,7 @@ class _Walker:
         for stmt in body:
             self.statement(stmt, stack, fn, scope)
 
-    def statement(self, stmt: ir.Node, stack: list[tuple[str, str]], fn: str, scope: _Scope) -> None:  # noqa: C901
+    def statement(self, stmt: ir.Node, stack: list[tuple[str, str]], fn: str, scope: _Scope) -> None:
         k = stmt.kind
         if k == "FunctionDef":
             inner = _Scope(parent=scope)
@@ -825,7 +834,7 @@ class _Walker:
             qual = f"{fn}.{stmt.name}" if fn else stmt.name
             self.b.returns[self.rel].setdefault(stmt.name, [])
             self.block(stmt.body, [], qual, inner)
-            self.link_scope(inner)
+            self.scopes.append(inner)
             return
         if k == "ClassDef":
             qual = f"{fn}.{stmt.name}" if fn else stmt.name
@@ -852,6 +861,8 @@ class _Walker:
             return
         if k == "Return":
             self.ret(stmt, stack, fn, scope)
+            return
+        if k == "ExprStmt" and self.setattr_write(stmt, stack, fn, scope):
             return
         for e in _statement_exprs(stmt):
             self.ifexps(e, stack, fn, scope, None)
@@ -947,14 +958,38 @@ class _Walker:
             self.value_edges(wid, value, scope)
             if fld is not None:
                 self.writes_edge(wid, fld, wid, value, "")
-                if stack:
+                if stack and value.kind != "IfExp":  # a conditional value: its arms carry the edges
                     d, branch = stack[-1]
                     self.writes_edge(d, fld, wid, value, branch)
-            if write_kind == "local":
+            if write_kind in ("local", "module"):
                 scope.local_writes.setdefault(target, []).append(wid)
             self.ifexps(value, stack, fn, scope, (wid, fld))
         if not recorded:
             self.ifexps(value, stack, fn, scope, None)
+
+    def setattr_write(self, stmt: ir.Node, stack: list[tuple[str, str]], fn: str, scope: _Scope) -> bool:
+        """``setattr(server_args, name, value)``: a write of that field, or of whichever
+        field ``name`` holds (later releases materialise declared overrides this way)."""
+        call = stmt.value
+        if not (call.kind == "Call" and call.func.kind == "Name" and call.func.id == "setattr"
+                and len(call.args) == 3 and all(k == "" for k, _ in call.args) and _is_args_base(call.args[0][1])):
+            return False
+        name, value = call.args[1][1], call.args[2][1]
+        fld = name.value if name.kind == "Const" and isinstance(name.value, str) else None
+        target = fld or f"setattr({expr_text(name)})"
+        wid = self.b.new_id(f"write:{self.rel}:{stmt.line}:{target}")
+        ok, const = _const_value(value)
+        self.g.add_node(wid, kind="write", write_kind="field" if fld else "dynamic", file=self.rel, line=stmt.line,
+                        target=target, field=fld or "", value=const if ok else None, constant=ok,
+                        value_text=expr_text(value), code=expr_text(call), function=fn, layer=self.layer)
+        self.guard_edges(wid, stack)
+        self.value_edges(wid, value, scope)
+        if fld is not None:
+            self.writes_edge(wid, fld, wid, value, "")
+            if stack:
+                d, branch = stack[-1]
+                self.writes_edge(d, fld, wid, value, branch)
+        return True
 
     def classify_target(self, t: ir.Node, fn: str, scope: _Scope) -> tuple[str | None, str, str | None]:
         if t.kind == "Attribute" and _is_args_base(t.value):
@@ -963,11 +998,14 @@ class _Walker:
             return "field", t.attr, t.attr
         if t.kind == "Subscript" and t.value.kind == "Name" and t.value.id in ARG_BASES:
             return None, "", None
-        if t.kind != "Name" or not fn:
+        if t.kind != "Name":
             return None, "", None
         name = t.id
-        if name in self.globals_map and name in scope.globals_decl:
-            return "global", name, self.globals_map[name]
+        if not fn:
+            return ("module", name, None) if scope.is_module and name in scope.decision_names else (None, "", None)
+        if name in scope.globals_decl:
+            # a module global: only the ones a runtime getter returns are settings
+            return ("global", name, self.globals_map[name]) if name in self.globals_map else (None, "", None)
         if name in scope.field_alias:
             return "local", name, scope.field_alias[name]
         if name in scope.decision_names:
@@ -993,7 +1031,9 @@ class _Walker:
     def ret(self, stmt: ir.Node, stack: list[tuple[str, str]], fn: str, scope: _Scope) -> None:
         if stmt.value is None:
             return
-        if not stack or not fn:
+        # a guarded return decides a helper's result; an unguarded one matters when it
+        # passes a setting or a predicate on (the caller's guards then apply)
+        if not fn or not stack and not self.reads(stmt.value, scope):
             self.ifexps(stmt.value, stack, fn, scope, None)
             return
         wid = self.b.new_id(f"write:{self.rel}:{stmt.line}:return:{fn}")
@@ -1016,7 +1056,7 @@ class _Walker:
                 for wid in owner.local_writes.get(name, []):
                     # flow-insensitive, but a write after its reader (the usual
                     # `if x == "auto": x = ...`) does not feed it
-                    if wid != consumer and self.g.nodes[wid]["line"] <= self.g.nodes[consumer]["line"]:
+                    if wid != consumer and (owner.is_module or self.g.nodes[wid]["line"] <= self.g.nodes[consumer]["line"]):
                         self.g.add_edge(wid, consumer, key=f"feeds:{consumer}", kind="feeds", via=name)
 
 
@@ -1046,7 +1086,7 @@ def build_graph(package_dir: Path, cache: SourceCache | None = None) -> Decision
     for rel, tree in trees:
         b.declare_fields(rel, tree)
         b.collect_attr_writes(tree)
-    for name in b.settings:
+    for name in [*b.settings, *b.fields]:
         b.field_node(name)
     b.define_predicates()
     for rel, tree in trees:
@@ -1057,7 +1097,7 @@ def build_graph(package_dir: Path, cache: SourceCache | None = None) -> Decision
             for rid in b.returns.get(rel, {}).get(name, []):
                 b.g.add_edge(rid, wid, key=f"feeds:{wid}", kind="feeds", via=name)
     files = tuple(rel for rel, _ in trees)
-    b.g.graph.update(schema=GRAPH_SCHEMA, files=list(files))
+    b.g.graph.update(schema=GRAPH_SCHEMA, files=list(files), notes=list(b.notes))
     return DecisionGraph(b.g, files, b.formulas, b.strings, b.notes)
 
 

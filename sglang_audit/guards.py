@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .evaluator import Interpreter, PyRaise, Unmodelled
+from .graph import DecisionGraph, predicate_controls
 from .natives import load_toml
 from .resolver import Resolver
 from .values import AnalysisBound, Cached, Function, ModuleObj, Partial, Unknown
@@ -18,9 +19,13 @@ class GuardFact:
     file: str
     line: int
     definition: str  # e.g. "partial(_check_cuda_device_version, device_capability_majors=[12], ...)"
+    # decision sites it controls, from the decision graph:
+    # "sglang/srt/layers/quantization/fp4_utils.py:66 writes fp4_gemm_runner_backend"
+    controls: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "value": self.value, "file": self.file, "line": self.line, "definition": self.definition}
+        return {"name": self.name, "value": self.value, "file": self.file, "line": self.line,
+                "definition": self.definition, "controls": list(self.controls)}
 
 
 def _describe(value: Any) -> str:
@@ -46,7 +51,7 @@ def _where(value: Any, mod: ModuleObj, name: str) -> tuple[str, int]:
     return mod.file, 0
 
 
-def list_guards(resolver: Resolver) -> list[GuardFact]:
+def list_guards(resolver: Resolver, graph: DecisionGraph | None = None) -> list[GuardFact]:
     spec = load_toml("predicates.toml")
     interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
     mods = []
@@ -71,5 +76,6 @@ def list_guards(resolver: Resolver) -> list[GuardFact]:
             interp.decisions.clear()
         shown = f"unknown: {value.reason}" if isinstance(value, Unknown) else value
         file, line = _where(fn, mod, name)
-        out.append(GuardFact(name, shown, file, line, _describe(fn)))
+        controls = predicate_controls(graph, name) if graph is not None else ()
+        out.append(GuardFact(name, shown, file, line, _describe(fn), controls))
     return out

@@ -186,7 +186,7 @@ class NativeWorld:
             b[name] = self.exception_classes[name]
         native("len", lambda i, a, k: self._len(i, a[0]))
         native("str", lambda i, a, k: "" if not a else (a[0] if isinstance(a[0], str) else (a[0] if isinstance(a[0], Unknown) else i.to_str(a[0]))))
-        native("repr", lambda i, a, k: a[0] if isinstance(a[0], Unknown) else repr(a[0]) if _plain(a[0]) else i.to_str(a[0]))
+        native("repr", lambda i, a, k: a[0] if isinstance(a[0], Unknown) else i.repr_of(a[0]))
         native("int", lambda i, a, k: self._convert(i, int, a, k))
         native("float", lambda i, a, k: self._convert(i, float, a, k))
         native("bool", lambda i, a, k: False if not a else i.truth_value(a[0]))
@@ -467,6 +467,8 @@ class NativeWorld:
             return External("transformers.PretrainedConfig")
         if isinstance(value, bool):
             return interp.builtins["bool"]
+        if value is None:
+            return _NONE_TYPE  # `isinstance(x, (str, type(None)))`
         for name, typ in _BUILTIN_TYPES.items():
             if type(value) is typ:
                 return interp.builtins[name]
@@ -1208,7 +1210,9 @@ _DC_MISSING = External("dataclasses.MISSING")
 _BUILTIN_TYPES: dict[str, type] = {
     "str": str, "int": int, "float": float, "bool": bool, "list": list, "tuple": tuple,
     "dict": dict, "set": set, "frozenset": frozenset, "bytes": bytes, "complex": complex,
+    "NoneType": type(None),
 }
+_NONE_TYPE = Native("NoneType", lambda i, a, k: None)  # type(None); not a builtin name
 _KNOWN_PRESENT = {"torch", "transformers", "triton", "numpy", "packaging", "typing_extensions"}
 # attributes that do not exist on a plain torch (GPU vendors' extensions)
 _ABSENT_ATTRS = {"torch.hpu", "torch.musa", "torch.cuda.is_musa", "torch.version.musa", "torch.version.xpu"}

@@ -34,6 +34,7 @@ class Request:
     with_packages: list[str] = field(default_factory=list)
     without_packages: list[str] = field(default_factory=list)
     use_cache: bool = True
+    flags: dict[str, Any] = field(default_factory=dict)  # already-typed field values (scripts)
 
 
 def bundled_profiles() -> list[str]:
@@ -95,20 +96,33 @@ def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
     return extract_flags(interp, cls)
 
 
-def resolve(request: Request, progress: Callable[[str], None] | None = None) -> Resolution:
+@dataclass
+class Prepared:
+    """A request turned into a target (and, when asked for or needed, the flag table)."""
+
+    tree: SourceTree
+    target: Target
+    table: FlagTable | None
+
+
+def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None] | None = None,
+            want_table: bool = False) -> Prepared:
     tree = locate_source(request.source, progress=progress)
     device = parse_device(request.arch, request.cuda)
     env = parse_env(request.env)
-    cache = SourceCache(use_disk=request.use_cache)
     model_spec = request.model
     # the flag table needs an evaluator; build the target in two steps
     placeholder = locate_model(model_spec) if model_spec else None
     target = Target(tree, device, placeholder or ModelInput("?", Path(".").resolve()), {}, env,
                     frozenset(request.with_packages), frozenset(request.without_packages))
     resolver = Resolver(target, cache)
-    flags: dict[str, Any] = {}
-    if request.launch or request.sets:
+    flags: dict[str, Any] = dict(request.flags)
+    table: FlagTable | None = None
+    if request.launch or request.sets or want_table or request.flags:
         table = flag_table(tree, resolver)
+        unknown = sorted(set(request.flags) - set(table.fields))
+        if unknown:
+            raise InputError(f"unknown setting {unknown[0]!r} for this release")
         if request.launch:
             launch_flags, launch_model = parse_launch(table, request.launch)
             flags.update(launch_flags)
@@ -120,7 +134,25 @@ def resolve(request: Request, progress: Callable[[str], None] | None = None) -> 
         raise InputError("no model: pass --model DIR|PROFILE (or --model-path inside --launch)")
     model = placeholder if placeholder is not None and model_spec == request.model else locate_model(model_spec)
     target = Target(tree, device, model, flags, env, frozenset(request.with_packages), frozenset(request.without_packages))
-    return Resolver(target, cache).resolve()
+    return Prepared(tree, target, table)
+
+
+def resolve(request: Request, progress: Callable[[str], None] | None = None,
+            cache: SourceCache | None = None) -> Resolution:
+    # a shared cache lets callers that resolve repeatedly (explain) parse each file once
+    cache = cache or SourceCache(use_disk=request.use_cache)
+    return Resolver(prepare(request, cache, progress).target, cache).resolve()
+
+
+def graph(source: str | None, use_cache: bool = True, progress: Callable[[str], None] | None = None,
+          cache: SourceCache | None = None) -> tuple[SourceTree, Any]:
+    """The release's decision graph (``graph.DecisionGraph``); no target needed."""
+    from .graph import build_graph
+
+    tree = locate_source(source, progress=progress)
+    dg = build_graph(tree.package_dir, cache or SourceCache(use_disk=use_cache))
+    dg.graph.graph.update(version=tree.version or "", origin=tree.origin)
+    return tree, dg
 
 
 def guards(request: Request, progress: Callable[[str], None] | None = None) -> tuple[SourceTree, list[Any]]:
@@ -130,4 +162,8 @@ def guards(request: Request, progress: Callable[[str], None] | None = None) -> t
     device = parse_device(request.arch, request.cuda)
     target = Target(tree, device, ModelInput("-", Path(".").resolve()), {}, parse_env(request.env),
                     frozenset(request.with_packages), frozenset(request.without_packages))
-    return tree, list_guards(Resolver(target, SourceCache(use_disk=request.use_cache)))
+    from .graph import build_graph
+
+    cache = SourceCache(use_disk=request.use_cache)
+    # the graph says which decisions each predicate controls
+    return tree, list_guards(Resolver(target, cache), build_graph(tree.package_dir, cache))

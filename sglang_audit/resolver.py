@@ -20,7 +20,7 @@ from .device import Device, Environment
 from .errors import InputError
 from .evaluator import Bounds, Interpreter, PyRaise, Unmodelled
 from .frontend import SourceCache
-from .natives import NativeWorld, load_toml
+from .natives import NativeWorld, _dataclass_fields, load_toml
 from .result import (
     STATUS_REJECTED,
     STATUS_RESOLVED,
@@ -188,8 +188,12 @@ class Resolver:
             mod = interp.load_module(reader["module"])
             if isinstance(mod, ModuleObj) and reader["function"] in mod.globals:
                 read_fn = interp.getattr(mod, reader["function"])
+        declared = {f for f, _line, _owner in _dataclass_fields(server_args.cls)}
         for name in self.settings_spec["settings"]:
-            if read_fn is not None:
+            if declared and name not in declared and name not in server_args.attrs:
+                result.config[name] = ABSENT  # not a field of this release
+                result.config_events[name] = None
+            elif read_fn is not None:
                 saved = interp.reads
                 interp.reads = []
                 value = interp.call(read_fn, [server_args, name], {})

@@ -665,7 +665,10 @@ def evaluate(node: Any, facts: Facts, rule: Rule, subject: str | None, unknown: 
 def _deciding(setting: Setting, value: Any) -> ChainStep | None:
     """The chain step that produced ``value``: the last guarded write of it in the layer
     that decided it, else the first step with that value (a default or a user flag)."""
-    if isinstance(value, (Unknown, UnknownValue)):
+    if isinstance(value, Unknown):
+        # decided through agreeing candidates: look for the step that wrote that value
+        value = value.candidates[0] if len(value.candidates) == 1 else None
+    elif isinstance(value, UnknownValue):
         value = None
     layer = "runtime" if setting.runtime is not None and any(s.layer == "runtime" for s in setting.chain) else "config"
     steps = [s for s in setting.chain if s.layer == layer and s.value == value]

@@ -1,0 +1,183 @@
+"""explain FIELD: resolved value and chain, every choice forced, and the branches in the
+code with the guard that keeps each from firing; on the fixture checkout and on 0.5.10."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sglang_audit.cli import main
+from sglang_audit.errors import InputError
+from sglang_audit.explain import (
+    BRANCH_BLOCKED,
+    BRANCH_FIRED,
+    OUTCOME_ACCEPTED,
+    OUTCOME_REJECTED,
+    OUTCOME_REWRITTEN,
+    explain,
+)
+from sglang_audit.pipeline import Request
+from sglang_audit.render_explain import render_text
+
+MINI_E2 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e2"
+SA = "sglang/srt/server_args.py"
+FP4 = "sglang/srt/layers/quantization/fp4_utils.py"
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def by_choice(exp):
+    return {c.choice: c for c in exp.choices}
+
+
+# ---- fixture checkout -------------------------------------------------------------------
+@pytest.fixture()
+def fixture_req(isolated_cache):
+    def make(arch: str, model: str, sets=(), env=()):
+        return Request(source=str(MINI_E2), arch=arch, model=model, sets=list(sets), env=list(env))
+
+    return make
+
+
+def test_fixture_fp4_auto_becomes_cudnn_on_sm120(fixture_req):
+    exp = explain(fixture_req("sm120", "deepseek-r1-nvfp4"), "fp4_gemm_runner_backend")
+    assert (exp.setting.config, exp.setting.runtime) == ("auto", "flashinfer_cudnn")
+    assert exp.choices_source == "release"
+    assert [c.choice for c in exp.choices] == ["auto", "flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_trtllm"]
+    auto = by_choice(exp)["auto"]
+    assert (auto.outcome, auto.layer, auto.runtime, auto.overridden) == (OUTCOME_REWRITTEN, "runtime", "flashinfer_cudnn", False)
+    assert (auto.where.file, auto.where.line) == (FP4, 22)
+    assert ("is_sm120_supported", True) in [p for c in auto.reason for p in c.predicates]
+    assert all(by_choice(exp)[c].outcome == OUTCOME_ACCEPTED for c in ("flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_trtllm"))
+    # the resolved value's reason: the sm120 guard, true on this device
+    assert (exp.deciding.file, exp.deciding.line) == (FP4, 22)
+    sm120 = [c for c in exp.reason if c.line == 21]
+    assert sm120 and sm120[0].value is True and sm120[0].holds is True
+    branches = {(b.line, b.value): b for b in exp.branches}
+    assert branches[(22, "flashinfer_cudnn")].status == BRANCH_FIRED
+    cutlass = branches[(24, "flashinfer_cutlass")]
+    assert cutlass.status == BRANCH_BLOCKED and [(c.line, c.needed, c.value) for c in cutlass.blocked_by] == [(21, False, True)]
+
+
+def test_fixture_moe_sm100_branch_is_blocked_on_sm120(fixture_req):
+    exp = explain(fixture_req("sm120", "deepseek-r1-nvfp4"), "moe_runner_backend")
+    assert exp.setting.config == "auto" and exp.deciding.kind == "default"
+    trtllm = [b for b in exp.branches if b.value == "flashinfer_trtllm"]
+    assert len(trtllm) == 1 and trtllm[0].status == BRANCH_BLOCKED and trtllm[0].applies_to_model
+    (blocked,) = trtllm[0].blocked_by
+    assert (blocked.guard, blocked.value, blocked.predicates) == ("is_sm100_supported()", False, (("is_sm100_supported", False),))
+    text = render_text(exp)
+    assert "server_args.py:51 → 'flashinfer_trtllm'" in text and "is_sm100_supported() = False" in text
+    # on sm100 the same branch fires
+    exp100 = explain(fixture_req("sm100", "deepseek-r1-nvfp4"), "moe_runner_backend")
+    assert [b.status for b in exp100.branches if b.value == "flashinfer_trtllm"] == [BRANCH_FIRED]
+    assert exp100.setting.config == "flashinfer_trtllm" and not exp100.overridden
+
+
+def test_fixture_user_flag_overridden(fixture_req):
+    req = fixture_req("sm120", "deepseek-r1-nvfp4", ["moe_runner_backend=flashinfer_cutlass"], ["SGLANG_FIXTURE_FORCE_TRITON=1"])
+    exp = explain(req, "moe_runner_backend")
+    assert exp.user_set and exp.user_value == "flashinfer_cutlass"
+    assert exp.overridden and exp.setting.config == "triton"
+    assert (exp.deciding.file, exp.deciding.line, exp.deciding.value) == (SA, 58, "triton")
+    forced = by_choice(exp)
+    assert forced["flashinfer_trtllm"].outcome == OUTCOME_REWRITTEN and forced["flashinfer_trtllm"].overridden
+    assert forced["flashinfer_trtllm"].where.line == 58
+    assert forced["auto"].outcome == OUTCOME_REWRITTEN and not forced["auto"].overridden  # auto: SGLang's to pick
+    assert forced["triton"].outcome == OUTCOME_ACCEPTED
+    assert "OVERRIDDEN: you set 'flashinfer_cutlass'" in render_text(exp)
+
+
+def test_fixture_forced_choice_rejected(fixture_req):
+    exp = explain(fixture_req("sm100", "gpt-oss-120b", ["quantization=mxfp4"]), "moe_runner_backend")
+    rej = by_choice(exp)["flashinfer_cutlass"]
+    assert rej.outcome == OUTCOME_REJECTED
+    assert (rej.rejection.file, rej.rejection.line) == (SA, 56)
+    assert rej.rejection.message == "modelopt_fp4 quantization is required for Flashinfer Cutlass MOE"
+    assert by_choice(exp)["triton"].outcome == OUTCOME_ACCEPTED
+
+
+def test_fixture_unknown_field(fixture_req):
+    with pytest.raises(InputError, match="did you mean moe_runner_backend"):
+        explain(fixture_req("sm120", "deepseek-r1-nvfp4"), "moe_runner_backnd")
+
+
+def test_cli_explain_text_and_json(isolated_cache):
+    args = ["explain", "fp4_gemm_runner_backend", "-s", str(MINI_E2), "-a", "sm120", "-m", "deepseek-r1-nvfp4"]
+    code, out, _ = cli(*args)
+    assert code == 0
+    assert "Resolved: fp4_gemm_runner_backend = auto → runtime flashinfer_cudnn" in out
+    assert f"decided at {FP4}:22" in out and "If you force it" in out and "✗ blocked" in out
+    code, out, _ = cli(*args, "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["field"] == "fp4_gemm_runner_backend" and data["setting"]["runtime"] == "flashinfer_cudnn"
+    assert {c["choice"]: c["outcome"] for c in data["choices"]}["auto"] == "rewritten"
+    assert any(b["status"] == "blocked" and b["blocked_by"] == [f"{FP4}:21"] for b in data["branches"])
+    code, _out, err = cli("explain", "nope", "-s", str(MINI_E2), "-a", "sm120", "-m", "deepseek-r1-nvfp4")
+    assert code == 2 and "cannot explain 'nope'" in err
+
+
+# ---- real releases ------------------------------------------------------------------------
+def real_req(release, arch: str, model: str, sets=()):
+    return Request(source=str(release("0.5.10").package_dir), arch=arch, model=model, sets=list(sets))
+
+
+@pytest.mark.real_release
+def test_0510_sm120_qwen35_fp4_every_choice_and_the_sm120_branch(release):
+    exp = explain(real_req(release, "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"]), "fp4_gemm_runner_backend")
+    assert exp.choices_source == "release"
+    forced = by_choice(exp)
+    assert set(forced) == {"auto", "flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_trtllm", "cutlass"}
+    auto = forced["auto"]
+    assert (auto.outcome, auto.layer, auto.runtime) == (OUTCOME_REWRITTEN, "runtime", "flashinfer_cudnn")
+    assert auto.where.file == FP4 and "is_sm120_supported()" in auto.where.guard
+    for choice in ("flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_trtllm", "cutlass"):
+        assert forced[choice].outcome == OUTCOME_ACCEPTED, forced[choice]
+    # the reason auto becomes flashinfer_cudnn: the is_sm120_supported() branch in fp4_utils.py
+    assert exp.deciding.file == FP4 and exp.deciding.value == "flashinfer_cudnn"
+    sm120 = [c for c in exp.reason if c.file == FP4 and c.guard == "is_sm120_supported()"]
+    assert sm120 and sm120[0].holds is True and sm120[0].predicates == (("is_sm120_supported", True),)
+    fired = [b for b in exp.branches if b.status == BRANCH_FIRED]
+    assert [(b.file, b.value) for b in fired] == [(FP4, "flashinfer_cudnn")]
+    text = render_text(exp)
+    for choice in forced:
+        assert f"  {choice} " in text
+    assert "fp4_utils.py:66 if is_sm120_supported()" in text
+
+
+@pytest.mark.real_release
+def test_0510_sm120_qwen35_moe_names_the_sm100_branch(release):
+    exp = explain(real_req(release, "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"]), "moe_runner_backend")
+    assert exp.setting.config == "auto"
+    assert len(exp.choices) >= 8 and all(c.outcome in (OUTCOME_ACCEPTED, OUTCOME_REWRITTEN, OUTCOME_REJECTED) for c in exp.choices)
+    sm100 = [b for b in exp.branches
+             if b.value == "flashinfer_trtllm" and b.status == BRANCH_BLOCKED and b.applies_to_model
+             and any(c.guard == "is_sm100_supported()" for c in b.blocked_by)]
+    assert sm100, [(b.line, b.status, b.value) for b in exp.branches]
+    cond = next(c for c in sm100[0].blocked_by if c.guard == "is_sm100_supported()")
+    assert cond.needed is True and cond.value is False and cond.predicates == (("is_sm100_supported", False),)
+    text = render_text(exp)
+    assert f"server_args.py:{sm100[0].line} → 'flashinfer_trtllm'" in text
+    assert "must be true, but is false on sm120 (is_sm100_supported() = False)" in text
+
+
+@pytest.mark.real_release
+def test_0510_mxfp8_overrides_the_users_moe_runner(release):
+    # 0.5.10 _handle_moe_kernel_config: mxfp8 rewrites any runner but cutlass/flashinfer_trtllm(_routed)
+    exp = explain(real_req(release, "sm100", "qwen3-30b-a3b", ["quantization=mxfp8", "moe_runner_backend=triton"]), "moe_runner_backend")
+    assert exp.overridden and exp.setting.config == "flashinfer_trtllm"
+    assert exp.deciding.file == SA and exp.deciding.code == 'self.moe_runner_backend = "flashinfer_trtllm"'
+    assert "mxfp8" in exp.deciding.guard
+    forced = by_choice(exp)
+    assert forced["triton"].outcome == OUTCOME_REWRITTEN and forced["triton"].overridden
+    assert forced["triton"].where.line == exp.deciding.line
+    assert forced["cutlass"].outcome == OUTCOME_ACCEPTED and forced["flashinfer_trtllm"].outcome == OUTCOME_ACCEPTED
+    assert forced["auto"].outcome == OUTCOME_REWRITTEN and not forced["auto"].overridden
+    assert "OVERRIDDEN: you set 'triton'" in render_text(exp)

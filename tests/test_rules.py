@@ -1,0 +1,330 @@
+"""Known-bad rules as data: every shipped rule's inline examples (the Fixit pattern), the
+rule-file validator's one-line errors, three-valued matching over resolved facts, and code
+fingerprints read from release source text."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sglang_audit.result import (
+    Candidate,
+    ChainStep,
+    ModelSummary,
+    Rejection,
+    Resolution,
+    Setting,
+    UnknownValue,
+)
+from sglang_audit.rules import (
+    SHIPPED_RULES_DIR,
+    Fingerprint,
+    RuleError,
+    check_example,
+    check_resolution,
+    load_rule_file,
+    load_rules,
+    probe_fingerprint,
+)
+
+RULES = load_rules()
+ROOT = Path(__file__).resolve().parent.parent
+MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2" / "python"
+FAMILIES = {"1": "fp4-gemm", "2": "moe", "3": "flashinfer-version", "4": "attention"}
+
+
+def _examples():
+    for rule in RULES:
+        for kind, items in (("flag", rule.examples_flag), ("pass", rule.examples_pass)):
+            for i, example in enumerate(items):
+                yield pytest.param(rule, kind, example, id=f"{rule.id}-{kind}{i}")
+
+
+@pytest.mark.parametrize("rule, kind, example", list(_examples()))
+def test_rule_example(rule, kind, example):
+    # a flag example must be decided True, a pass example decided False (not merely undecided)
+    assert check_example(rule, example) is (kind == "flag"), f"{rule.path}: {kind} example {example}"
+
+
+def test_at_least_15_shipped_rules_in_every_family():
+    assert len(RULES) >= 15
+    assert {r.id[3] for r in RULES} == set(FAMILIES)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+def test_shipped_rule_conventions(rule):
+    assert re.fullmatch(r"SGA[1-4]\d\d", rule.id)
+    assert Path(rule.path).name == f"{rule.id}-{rule.slug}.yaml"
+    assert rule.family == FAMILIES[rule.id[3]]
+    assert rule.examples_flag and rule.examples_pass
+    # each rule records what was checked in which release's code
+    assert re.search(r"\b0\.\d+\.\d+\b", rule.checked), rule.checked
+    assert rule.fix and rule.sources
+
+
+def test_shipped_rules_parse_as_plain_yaml_mappings():
+    for path in sorted(SHIPPED_RULES_DIR.glob("*.yaml")):
+        assert isinstance(yaml.safe_load(path.read_text()), dict)
+
+
+# ---- validator ---------------------------------------------------------------------------
+
+GOOD = """\
+id: XYZ901
+slug: my-rule
+severity: warning
+confidence: low
+title: a title
+message: "{setting} is {value} on {arch}"
+fix: do something else
+sources: [acme/repo#1]
+subject: moe_runner_backend
+when:
+  all:
+    - arch_family: sm12x
+    - fact: subject
+      eq: triton
+checked: read nothing in 0.0.0
+examples:
+  flag: [{arch: sm120, settings.moe_runner_backend: triton}]
+  pass: [{arch: sm100, settings.moe_runner_backend: triton}]
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "XYZ901-my-rule.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_good_user_rule_loads(tmp_path):
+    rule = load_rule_file(_write(tmp_path, GOOD))
+    assert rule.id == "XYZ901" and rule.subjects == ("moe_runner_backend",)
+    assert check_example(rule, rule.examples_flag[0]) is True
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (lambda t: t.replace("severity: warning", "severity: fatal"), "severity"),
+        (lambda t: t.replace("id: XYZ901", "id: nope"), "id"),
+        (lambda t: t.replace("slug: my-rule", "slug: My Rule"), "slug"),
+        (lambda t: t.replace("fix: do something else\n", ""), "fix"),
+        (lambda t: t.replace("acme/repo#1", "issue 1"), "sources[0]"),
+        (lambda t: t.replace("subject: moe_runner_backend", "subject: moe_backend"), "subject"),
+        (lambda t: t.replace("fact: subject", "fact: settings.nonexistent"), "when.all[1].fact"),
+        (lambda t: t.replace("fact: subject", "fact: model.colour"), "when.all[1].fact"),
+        (lambda t: t.replace("eq: triton", "equals: triton"), "when.all[1]"),
+        (lambda t: t.replace("- arch_family: sm12x", "- release: 'not a spec'"), "when.all[0].release"),
+        (lambda t: t.replace("- arch_family: sm12x", "- code: missing_fp"), "when.all[0].code"),
+        (lambda t: t.replace("eq: triton", "regex: '('"), "when.all[1].regex"),
+        (lambda t: t.replace("  pass: [{arch: sm100, settings.moe_runner_backend: triton}]\n", ""), "examples.pass"),
+        (lambda t: t.replace("  flag: [{arch: sm120,", "  flag: [{arch: sm120, settings.bogus: 1,"), "examples.flag[0].settings.bogus"),
+        (lambda t: t + "colour: red\n", "colour"),
+    ],
+)
+def test_bad_rule_file_is_one_line_error_naming_file_and_field(tmp_path, change, field):
+    path = _write(tmp_path, change(GOOD))
+    with pytest.raises(RuleError) as exc:
+        load_rule_file(path)
+    msg = str(exc.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"{path}: {field}:"), msg
+
+
+def test_bad_yaml_syntax_names_file_and_line(tmp_path):
+    path = _write(tmp_path, "id: [unclosed\n")
+    with pytest.raises(RuleError, match=re.escape(str(path)) + r": line \d+ not valid YAML"):
+        load_rule_file(path)
+
+
+def test_bad_fingerprint_regex(tmp_path):
+    text = GOOD + textwrap.dedent("""\
+        fingerprints:
+          fix_present:
+            file: sglang/srt/x.py
+            regex: '(unclosed'
+        """)
+    with pytest.raises(RuleError, match=r": fingerprints\.fix_present\.regex: bad regex"):
+        load_rule_file(_write(tmp_path, text))
+
+
+def test_duplicate_id_across_dirs(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _write(tmp_path / "a", GOOD)
+    _write(tmp_path / "b", GOOD)
+    with pytest.raises(RuleError, match=r"id: XYZ901 is already defined in"):
+        load_rules([tmp_path / "a", tmp_path / "b"], shipped=False)
+
+
+def test_user_dir_adds_to_shipped(tmp_path):
+    _write(tmp_path, GOOD)
+    ids = [r.id for r in load_rules([tmp_path])]
+    assert "XYZ901" in ids and "SGA101" in ids
+
+
+# ---- matching over a Resolution -----------------------------------------------------------
+
+
+def _resolution(settings: dict[str, Setting], *, arch: str = "sm120", major: int = 12, quant: object = "modelopt_fp4",
+                flags: dict | None = None, rejected: Rejection | None = None, package_dir: str | None = None) -> Resolution:
+    return Resolution(
+        source={"version": "0.5.13", "flashinfer": "0.6.12", "origin": "test", "package_dir": package_dir},
+        structure="test", device={"platform": "cuda", "arch": arch, "major": major, "minor": 0, "cuda": "12.9"},
+        model=ModelSummary("m", "/m", "Qwen3_5MoeForConditionalGeneration", quant, "modelopt"),
+        flags=flags or {}, env={}, rejected=rejected, settings=settings,
+    )
+
+
+def _fp4(runtime: object, config: object = "auto") -> Setting:
+    chain = (
+        ChainStep("sglang/srt/server_args.py", 590, "default", "auto", "fp4_gemm_runner_backend default", "config", "default"),
+        ChainStep("sglang/srt/layers/quantization/fp4_utils.py", 160, 'backend == "auto"', runtime, 'backend = "x"', "runtime", "write"),
+    )
+    return Setting("fp4_gemm_runner_backend", config, runtime, "resolved", chain)
+
+
+def _rule(rid: str):
+    return next(r for r in RULES if r.id == rid)
+
+
+def test_finding_carries_setting_value_chain_and_deciding_line(tmp_path):
+    res = _resolution({"fp4_gemm_runner_backend": _fp4("flashinfer_cutlass")}, package_dir=str(tmp_path / "sglang"))
+    result = check_resolution(res, [_rule("SGA101")])
+    (f,) = result.findings
+    assert (f.rule_id, f.severity, f.setting, f.value) == ("SGA101", "error", "fp4_gemm_runner_backend", "flashinfer_cutlass")
+    assert (f.deciding.file, f.deciding.line) == ("sglang/srt/layers/quantization/fp4_utils.py", 160)
+    assert f.chain and f.sources == ("sgl-project/sglang#20043", "sgl-project/sglang#20047")
+    assert "flashinfer_cutlass" in f.message and "sm120" in f.message
+    assert [(c.fingerprint, c.found) for c in f.code] == [("pr20047_sm120_cudnn", False)]
+    assert result.exit_code("error") == 1 and result.exit_code("never") == 0
+
+
+def test_fix_fingerprint_in_the_release_suppresses_the_rule(tmp_path):
+    fp4 = tmp_path / "sglang" / "srt" / "layers" / "quantization"
+    fp4.mkdir(parents=True)
+    (fp4 / "fp4_utils.py").write_text(
+        (MINI_E2 / "sglang" / "srt" / "layers" / "quantization" / "fp4_utils.py").read_text())
+    res = _resolution({"fp4_gemm_runner_backend": _fp4("flashinfer_cutlass")}, package_dir=str(tmp_path / "sglang"))
+    assert check_resolution(res, [_rule("SGA101")]).findings == ()
+
+
+def test_unknown_value_decided_when_all_running_candidates_agree():
+    # candidates where SGLang rejects the configuration are ignored: nothing runs there
+    unknown = UnknownValue("differs", (Candidate("flashinfer_cutlass", ("a",)), Candidate("rejected: boom", ("b",))))
+    res = _resolution({"fp4_gemm_runner_backend": Setting("fp4_gemm_runner_backend", "auto", unknown, "unknown")})
+    result = check_resolution(res, [_rule("SGA103"), _rule("SGA102")])
+    assert result.findings == () and result.undecided == ()
+    res = _resolution({"fp4_gemm_runner_backend": Setting("fp4_gemm_runner_backend", "auto", UnknownValue(
+        "differs", (Candidate("flashinfer_trtllm"),)), "unknown")})
+    assert [f.rule_id for f in check_resolution(res, [_rule("SGA103")]).findings] == ["SGA103"]
+
+
+def test_unknown_value_with_disagreeing_candidates_is_undecided():
+    unknown = UnknownValue("torch.ops unknown", (Candidate("flashinfer_trtllm"), Candidate("flashinfer_cudnn")))
+    res = _resolution({"fp4_gemm_runner_backend": Setting("fp4_gemm_runner_backend", "auto", unknown, "unknown")})
+    result = check_resolution(res, [_rule("SGA103")])
+    assert result.findings == ()
+    (u,) = result.undecided
+    assert u.rule_id == "SGA103" and u.facts == (("settings.fp4_gemm_runner_backend", "torch.ops unknown"),)
+    assert result.exit_code("error") == 3 and result.exit_code("never") == 0
+
+
+def test_a_decided_false_conjunct_decides_despite_unknowns():
+    # arch is sm100: SGA103 cannot fire whatever the unknown FP4 backend is
+    unknown = UnknownValue("?", (Candidate("flashinfer_trtllm"), Candidate("flashinfer_cudnn")))
+    res = _resolution({"fp4_gemm_runner_backend": Setting("fp4_gemm_runner_backend", "auto", unknown, "unknown")},
+                      arch="sm100", major=10)
+    result = check_resolution(res, [_rule("SGA103")])
+    assert result.findings == () and result.undecided == ()
+
+
+def test_fact_the_resolution_does_not_provide_makes_rule_undecided():
+    attn = Setting("attention_backend", "trtllm_mha", None, "resolved")
+    none = Setting("prefill_attention_backend", None, None, "resolved")
+    res = _resolution({"attention_backend": attn, "prefill_attention_backend": none})
+    result = check_resolution(res, [_rule("SGA402")])
+    assert [u.facts[0][0] for u in result.undecided] == ["model.kv_cache_quant_algo"]
+    # an explicit KV dtype decides it
+    res = _resolution({"attention_backend": attn, "prefill_attention_backend": none}, flags={"kv_cache_dtype": "bf16"})
+    result = check_resolution(res, [_rule("SGA402")])
+    assert result.findings == () and result.undecided == ()
+    res = _resolution({"attention_backend": attn, "prefill_attention_backend": none}, flags={"kv_cache_dtype": "fp8_e4m3"})
+    assert [(f.rule_id, f.setting) for f in check_resolution(res, [_rule("SGA402")]).findings] == [("SGA402", "attention_backend")]
+
+
+def test_rejection_is_reported_as_sga001():
+    rej = Rejection("no no", "sglang/srt/server_args.py", 42, "ValueError")
+    res = _resolution({}, rejected=rej)
+    result = check_resolution(res, RULES)
+    (f,) = result.findings
+    assert f.rule_id == "SGA001" and f.severity == "error" and "no no" in f.message
+    assert (f.deciding.file, f.deciding.line) == ("sglang/srt/server_args.py", 42)
+    assert result.exit_code("error") == 1
+
+
+def test_target_and_draft_subjects_give_one_finding_each():
+    moe = Setting("moe_runner_backend", "flashinfer_trtllm", "flashinfer_trtllm", "resolved")
+    spec = Setting("speculative_moe_runner_backend", "flashinfer_trtllm", "flashinfer_trtllm", "resolved")
+    res = _resolution({"moe_runner_backend": moe, "speculative_moe_runner_backend": spec})
+    result = check_resolution(res, [_rule("SGA201")])
+    assert [(f.rule_id, f.setting) for f in result.findings] == [
+        ("SGA201", "moe_runner_backend"), ("SGA201", "speculative_moe_runner_backend")]
+    assert "--speculative-moe-runner-backend" in result.findings[1].fix
+
+
+# ---- code fingerprints --------------------------------------------------------------------
+
+
+def test_probe_fingerprint_reads_text_and_reports_line(tmp_path):
+    (tmp_path / "sglang").mkdir()
+    (tmp_path / "sglang" / "a.py").write_text("x = 1\n\nif is_sm120_supported():\n    backend = 'flashinfer_cudnn'\n")
+    fp = next(f for f in _rule("SGA101").fingerprints)
+    fp = Fingerprint(fp.id, "sglang/a.py", fp.regex, None, fp.description)
+    ev = probe_fingerprint(tmp_path, fp)
+    assert ev.found and ev.line == 3
+    assert not probe_fingerprint(tmp_path, Fingerprint("x", "sglang/missing.py", None, "y")).found
+    # never outside the release tree
+    assert not probe_fingerprint(tmp_path / "sglang", Fingerprint("x", "sglang/../../etc/passwd", None, "root")).found
+
+
+def test_sga101_fingerprint_matches_the_mini_e2_shape():
+    fp = _rule("SGA101").fingerprints[0]
+    assert probe_fingerprint(MINI_E2, fp).found
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version, present", [("0.5.10", True), ("0.5.13", False)])
+def test_sga101_fingerprint_on_real_releases(release, version, present):
+    tree = release(version)
+    ev = probe_fingerprint(Path(tree.package_dir).parent, _rule("SGA101").fingerprints[0])
+    assert ev.found is present
+    if present:
+        text = (Path(tree.package_dir) / "srt/layers/quantization/fp4_utils.py").read_text().splitlines()
+        assert "is_sm120_supported()" in text[ev.line - 1]
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(
+    "version, arch, model, flags, expected",
+    [
+        # pins flashinfer 0.6.17 (tile-192 NaN); DeepSeek NVFP4 on SM100 resolves to flashinfer_trtllm
+        ("0.5.18", "sm100", "deepseek-r1-nvfp4", ["tp_size=8"], {("SGA301", "moe_runner_backend")}),
+        # pins flashinfer 0.6.14 (SM103 hang); the hybrid-GDN SM100 allow-list lacks flashinfer
+        ("0.5.16", "sm103", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8", "attention_backend=flashinfer"],
+         {("SGA302", None), ("SGA403", "attention_backend")}),
+    ],
+)
+def test_flashinfer_and_attention_rules_on_real_releases(release, version, arch, model, flags, expected):
+    from sglang_audit.pipeline import Request, resolve
+
+    tree = release(version)
+    res = resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=list(flags)))
+    result = check_resolution(res, RULES)
+    assert {(f.rule_id, f.setting) for f in result.findings} == expected
+    assert result.undecided == ()
