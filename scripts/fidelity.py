@@ -28,7 +28,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sglang_audit.errors import AuditError  # noqa: E402
+from sglang_audit.frontend import SourceCache  # noqa: E402
 from sglang_audit.pipeline import Request, resolve  # noqa: E402
+
+_CACHES: dict[str, SourceCache] = {}  # per worker process: parse each file once per release
 
 FIELDS = [
     "moe_runner_backend", "speculative_moe_runner_backend", "fp4_gemm_runner_backend",
@@ -72,8 +75,9 @@ def model_dir(model: str) -> str:
 def run_tool(case: dict[str, Any]) -> dict[str, Any]:
     req = Request(source=f"sglang=={case['version']}", arch=case["arch"], cuda=case.get("cuda", "12.9"),
                   model=model_dir(case["model"]), flags=dict(case.get("flags", {})))
+    cache = _CACHES.setdefault(case["version"], SourceCache())
     try:
-        return resolve(req).to_json()
+        return resolve(req, cache=cache).to_json()
     except AuditError as exc:
         return {"input_error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - a crash is a finding of this script

@@ -201,6 +201,8 @@ class Interpreter:
         self.logs: list[LogRecord] = []
         self.notes: list[str] = []
         self.handling: list[PyRaise] = []  # exceptions being handled (for a bare `raise`)
+        self.tracked_keys: frozenset[str] = frozenset()  # settings whose declarations are evidence
+        self.keyed_events: dict[str, list[Event]] = {}
         self.builtins: dict[str, Any] = natives.builtins(self)
         self.exc_classes: dict[str, Class] = natives.exception_classes
 
@@ -251,6 +253,14 @@ class Interpreter:
     ) -> Event:
         self.seq += 1
         return Event(self.seq, kind, target, value, file, line, text, tuple(self.guards), tuple(sources))
+
+    def note_keyed(self, key: str, value: Any, frame: Frame, line: int, reads: list[Event]) -> None:
+        """A tracked setting named as a dict key or keyword (a declaration such as
+        ``declare_resolution(sa, src, moe_runner_backend=...)`` or a pass's ``return {...}``):
+        kept as evidence, since the value later travels through containers."""
+        ev = self.event("declare", key, value, frame.module.file, line, f"{key}=...", reads)
+        self.keyed_events.setdefault(key, []).append(ev)
+        self.note_read(ev)
 
     def note_read(self, event: Event | None) -> None:
         if event is not None and self.reads is not None:
@@ -614,6 +624,8 @@ class Interpreter:
         elif kind == "Subscript":
             obj = self.evaluate(target.value, frame)
             key = self.evaluate(target.index, frame)
+            if isinstance(key, str) and key in self.tracked_keys:
+                self.note_keyed(key, value, frame, line, reads)
             self.setitem(obj, key, value)
         elif kind in ("TupleExpr", "ListExpr"):
             items = self.unpack(value, target.elts, frame, line)
@@ -632,15 +644,19 @@ class Interpreter:
         star = [i for i, t in enumerate(targets) if isinstance(t, ir.Starred)]
         if isinstance(value, Unknown):
             return [value] * n
+        if isinstance(value, _SCALARS):
+            raise self.make_raise("TypeError", f"cannot unpack non-iterable {type(value).__name__} object")
         items = self.iterate(value, frame, line)
         if star:
             i = star[0]
             after = n - i - 1
             if len(items) < n - 1:
-                raise self.make_raise("ValueError", "not enough values to unpack")
+                raise self.make_raise("ValueError", f"not enough values to unpack (expected at least {n - 1}, got {len(items)})")
             return items[:i] + [list(items[i: len(items) - after])] + items[len(items) - after:]
-        if len(items) != n:
-            raise self.make_raise("ValueError", f"cannot unpack {len(items)} values into {n}")
+        if len(items) < n:
+            raise self.make_raise("ValueError", f"not enough values to unpack (expected {n}, got {len(items)})")
+        if len(items) > n:
+            raise self.make_raise("ValueError", f"too many values to unpack (expected {n})")
         return items
 
     def bind_name(
@@ -905,7 +921,8 @@ class Interpreter:
                 if "str_mixin" in value.cls.flags:
                     return str(value.attrs.get("_value_"))
                 return f"{value.cls.name}.{value.attrs['_name_']}"
-            if "exception" in value.cls.flags:
+            found, meth = value.cls.lookup("__str__")
+            if "exception" in value.cls.flags and not (found and isinstance(meth, Function)):
                 args = value.attrs.get("args", ())
                 if len(args) == 1 and is_plain(args[0]) and value.cls.is_subclass_of(self.exc_classes["KeyError"]):
                     return repr(args[0])
@@ -972,7 +989,11 @@ class Interpreter:
                     out.update(self.mapping_items(value))
                 continue
             key = self.evaluate(key_node, frame)
-            value = self.evaluate(value_node, frame)
+            if isinstance(key, str) and key in self.tracked_keys:
+                value, reads = self.collect(lambda v=value_node: self.evaluate(v, frame))
+                self.note_keyed(key, value, frame, value_node.line, reads)
+            else:
+                value = self.evaluate(value_node, frame)
             if isinstance(key, Unknown):
                 raise Unmodelled(f"dict with an unknown key at {frame.module.file}:{node.line}")
             self.data_op(lambda k=key, v=value: out.__setitem__(k, v))
@@ -1304,6 +1325,10 @@ class Interpreter:
                 if isinstance(value, Unknown):
                     return Unknown(f"call with **{value.reason}")
                 kwargs.update(self.mapping_items(value))
+            elif kind in self.tracked_keys:
+                value, reads = self.collect(lambda e=expr: self.evaluate(e, frame))
+                self.note_keyed(kind, value, frame, expr.line, reads)
+                kwargs[kind] = value
             else:
                 kwargs[kind] = self.evaluate(expr, frame)
         self._call_site = (frame.module.file, node.line)

@@ -2,24 +2,37 @@
 
 libcst gives exact source positions and the guard text as written; the converted IR is
 small and picklable, so the cache lets a warm run skip libcst entirely.
+
+Speed (see docs/performance.md): line numbers come from a line-only codegen pass
+(``_LineState``) that reproduces libcst's ``PositionProvider`` lines about ten times
+faster, and cache entries are pickled through one module-level constructor with the
+cyclic GC paused while loading (GC passes over a half-built tree were most of the load).
 """
 
 from __future__ import annotations
 
+import codecs
+import copyreg
+import gc
 import hashlib
+import io
+import os
 import pickle
+import re
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from . import __version__, ir
 from .cachedir import writable_subdir
 
 # Bumped whenever the IR or the converter changes, so a cache never serves stale trees.
-IR_FORMAT = f"{__version__}-ir7"
+IR_FORMAT = f"{__version__}-ir8"
 MAX_SOURCE_BYTES = 8 * 1024 * 1024  # a config module is never this large; bounds the work
 MAX_TEXT = 240  # guard/assignment text kept as evidence is truncated to this
 
@@ -50,18 +63,18 @@ _UNOPS = {"Not": "not", "Minus": "-", "Plus": "+", "BitInvert": "~"}
 class _Converter:
     """Walks one libcst module; one ``c_<NodeType>`` method per libcst node type."""
 
-    def __init__(self, module: cst.Module, positions: Any) -> None:
+    def __init__(self, module: cst.Module, spans: dict[cst.CSTNode, tuple[int, int]]) -> None:
         self.module = module
-        self.positions = positions
+        self.spans = spans  # node -> (start line, end line), see line_spans()
 
     # -- helpers ------------------------------------------------------------------------
     def line(self, node: cst.CSTNode) -> int:
-        pos = self.positions.get(node)
-        return pos.start.line if pos is not None else 0
+        span = self.spans.get(node)
+        return span[0] if span is not None else 0
 
     def end_line(self, node: cst.CSTNode) -> int:
-        pos = self.positions.get(node)
-        return pos.end.line if pos is not None else 0
+        span = self.spans.get(node)
+        return span[1] if span is not None else 0
 
     def text(self, node: cst.CSTNode) -> str:
         code = self.module.code_for_node(node)
@@ -308,16 +321,19 @@ class _Converter:
             return ir.Const(self.line(node), "".join(_as_text(p.value) for p in parts))
         return ir.JoinedStr(self.line(node), parts)
 
-    def e_FormattedString(self, node: cst.FormattedString) -> ir.Node:
+    def e_FormattedString(self, node: cst.FormattedString, raw: bool | None = None) -> ir.Node:
+        if raw is None:
+            raw = "r" in node.prefix.lower()
         parts: list[ir.Node] = []
         for part in node.parts:
             if isinstance(part, cst.FormattedStringText):
-                parts.append(ir.Const(self.line(node), part.value.replace("{{", "{").replace("}}", "}")))
+                text = part.value.replace("{{", "{").replace("}}", "}")
+                parts.append(ir.Const(self.line(node), text if raw else _unescape(text)))
             else:
                 spec = None
                 if part.format_spec:
                     spec = self.e_FormattedString(
-                        cst.FormattedString(parts=part.format_spec, start='f"', end='"')
+                        cst.FormattedString(parts=part.format_spec, start='f"', end='"'), raw
                     )
                 parts.append(
                     ir.FormattedValue(self.line(node), self.expr(part.expression), part.conversion, spec)
@@ -457,6 +473,16 @@ class _Converter:
         return ir.Starred(self.line(node), self.expr(node.value))
 
 
+def _unescape(text: str) -> str:
+    """Backslash escapes of a non-raw f-string's literal text (\\n, \\x41, \\u00e9, ...)."""
+    if "\\" not in text:
+        return text
+    try:
+        return codecs.decode(text.encode("latin-1", "backslashreplace"), "unicode_escape")
+    except (UnicodeDecodeError, ValueError):
+        return text
+
+
 def _as_text(value: Any) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else str(value)
 
@@ -469,6 +495,78 @@ def _dotted(node: cst.CSTNode) -> str:
     raise ValueError(f"not a dotted name: {type(node).__name__}")
 
 
+_NEWLINE_RE = re.compile(r"\r\n?|\n")
+
+
+class _Span:
+    """``record_syntactic_position`` as a plain context manager (cheaper than a generator)."""
+
+    __slots__ = ("state", "node", "start_node", "end_node", "start")
+
+    def __init__(self, state: _LineState, node: cst.CSTNode, start_node: cst.CSTNode | None,
+                 end_node: cst.CSTNode | None) -> None:
+        self.state = state
+        self.node = node
+        self.start_node = start_node
+        self.end_node = end_node
+        self.start = 0
+
+    def __enter__(self) -> None:
+        self.start = self.state.line
+
+    def __exit__(self, *exc: object) -> None:
+        spans = self.state.spans
+        start = spans[self.start_node][0] if self.start_node is not None else self.start
+        end = spans[self.end_node][1] if self.end_node is not None else self.state.line
+        spans[self.node] = (start, end)
+
+
+class _LineState(CodegenState):
+    """A codegen state that tracks only line numbers, with libcst's PositionProvider
+    rules (syntactic position when the node records one, else whitespace-inclusive).
+
+    PositionProvider builds a CodePosition/CodeRange object per node and tracks columns,
+    which made it the largest cold cost (more than parsing); lines are all we keep."""
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.line = 1
+        self.spans: dict[cst.CSTNode, tuple[int, int]] = {}
+        self._starts: list[int] = []
+
+    def add_indent_tokens(self) -> None:
+        pass  # indentation holds no newline; the generated text itself is not needed
+
+    def add_token(self, value: str) -> None:
+        # "\r\n" and a lone "\r" count once each, as in libcst
+        self.line += value.count("\n") if "\r" not in value else len(_NEWLINE_RE.findall(value))
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self._starts.append(self.line)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        start = self._starts.pop()
+        if node not in self.spans:
+            self.spans[node] = (start, self.line)
+
+    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
+                                  end_node: cst.CSTNode | None = None) -> Any:
+        return _Span(self, node, start_node, end_node)
+
+
+def line_spans(module: cst.Module) -> dict[cst.CSTNode, tuple[int, int]]:
+    """Start and end line of every node, as libcst's PositionProvider would give them."""
+    try:
+        state = _LineState(module)
+        module._codegen(state)
+        return state.spans
+    except RecursionError:
+        raise
+    except Exception:  # a libcst whose codegen protocol changed: use the public provider
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return {node: (r.start.line, r.end.line) for node, r in positions.items()}
+
+
 def convert_source(source: str) -> ir.Node:
     """Parse ``source`` with libcst and convert it to an ``ir.Module``."""
     try:
@@ -478,22 +576,83 @@ def convert_source(source: str) -> ir.Node:
     except RecursionError:
         raise ParseFailure("expression nesting too deep to parse") from None
     try:
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        positions = wrapper.resolve(PositionProvider)
-        conv = _Converter(module, positions)
+        conv = _Converter(module, line_spans(module))
         return ir.Module(1, conv.block(module.body))
     except RecursionError:
         raise ParseFailure("expression nesting too deep to analyse") from None
+
+
+# ---- the on-disk form ------------------------------------------------------------------
+# Nodes are pickled as ``_ir_node(kind, line, *fields)``: one C-level call per node on
+# load instead of ``Node.__setstate__`` (a Python loop over the MRO's slots per node).
+_NODE_CLASSES: dict[str, type[ir.Node]] = {
+    cls.kind: cls for cls in vars(ir).values()
+    if isinstance(cls, type) and issubclass(cls, ir.Node) and cls is not ir.Node
+}
+_new = object.__new__
+
+
+def _ir_node(kind: str, line: int, *values: Any) -> ir.Node:
+    cls = _NODE_CLASSES[kind]
+    node = _new(cls)
+    node.line = line
+    for name, value in zip(cls.__slots__, values, strict=True):
+        setattr(node, name, value)
+    return node
+
+
+def _reducer(cls: type[ir.Node]) -> Callable[[ir.Node], tuple[Any, ...]]:
+    kind = cls.kind
+    fields = cls.__slots__
+
+    def reduce(node: ir.Node) -> tuple[Any, ...]:
+        return _ir_node, (kind, node.line, *[getattr(node, f) for f in fields])
+
+    return reduce
+
+
+_DISPATCH = copyreg.dispatch_table.copy()
+_DISPATCH.update({cls: _reducer(cls) for cls in _NODE_CLASSES.values()})
+
+
+def dump_tree(tree: ir.Node) -> bytes:
+    buf = io.BytesIO()
+    pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _DISPATCH
+    pickler.dump(tree)
+    return buf.getvalue()
+
+
+def load_tree(data: bytes) -> Any:
+    with _gc_paused():
+        # our own cache of our own IR classes (never analysed code), versioned by key
+        return pickle.loads(data)  # noqa: S301
+
+
+class _gc_paused:  # noqa: N801 - used like a function
+    """Pause the cyclic GC: a load allocates ~10^5 nodes and no garbage, and each
+    generation-0 pass would walk the growing tree (5-10x the load itself)."""
+
+    def __enter__(self) -> None:
+        self.enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            gc.enable()
 
 
 class SourceCache:
     """Parsed-IR cache: memory first, then the user cache dir, keyed by content hash.
 
     ``parse_count``/``files_read`` let callers (and the benchmark) see what was parsed.
+    One instance may serve many resolutions (explain, matrix workers): a file unchanged
+    since it was last hashed (same size, mtime and inode) is not read or hashed again.
     """
 
     def __init__(self, use_disk: bool = True, on_parse: Callable[[Path], None] | None = None):
         self._memory: dict[str, ir.Node] = {}
+        self._keys: dict[Path, tuple[tuple[int, int, int, int], str]] = {}
         self._disk = writable_subdir("ir") if use_disk else None
         self.on_parse = on_parse
         self.parse_count = 0
@@ -501,14 +660,21 @@ class SourceCache:
 
     def load(self, path: Path) -> ir.Node:
         try:
-            if path.stat().st_size > MAX_SOURCE_BYTES:
+            st = path.stat()
+            if st.st_size > MAX_SOURCE_BYTES:
                 raise ParseFailure(f"file larger than {MAX_SOURCE_BYTES // (1024 * 1024)} MB, not analysed")
+            stamp = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+            known = self._keys.get(path)
+            if known is not None and known[0] == stamp and known[1] in self._memory:
+                self.files_read.append(path)
+                return self._memory[known[1]]
             data = path.read_bytes()
         except OSError as exc:
             raise ParseFailure(f"cannot read: {exc.strerror}") from None
         self.files_read.append(path)
         digest = hashlib.sha256(data).hexdigest()
         key = f"{IR_FORMAT}-{digest}"
+        self._keys[path] = (stamp, key)
         if key in self._memory:
             return self._memory[key]
         tree = self._read_disk(key)
@@ -530,22 +696,23 @@ class SourceCache:
     def _read_disk(self, key: str) -> ir.Node | None:
         if self._disk is None:
             return None
-        file = self._disk / f"{key}.pickle"
         try:
-            with file.open("rb") as fh:
-                # our own cache of our own IR classes (never analysed code), versioned by key
-                tree = pickle.load(fh)  # noqa: S301
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+            data = (self._disk / f"{key}.pickle").read_bytes()
+        except OSError:
+            return None
+        try:
+            tree = load_tree(data)
+        except Exception:  # a damaged entry is a miss, never an error
             return None
         return tree if isinstance(tree, ir.Node) else None
 
     def _write_disk(self, key: str, tree: ir.Node) -> None:
         if self._disk is None:
             return
-        tmp = self._disk / f".{key}.tmp"
+        # a name per writer: parallel workers may write the same key at the same time
+        tmp = self._disk / f".{key}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
-            with tmp.open("wb") as fh:
-                pickle.dump(tree, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            tmp.write_bytes(dump_tree(tree))
             tmp.replace(self._disk / f"{key}.pickle")
         except (OSError, RecursionError, pickle.PicklingError):
             try:

@@ -185,7 +185,7 @@ class NativeWorld:
         for name in self.exception_classes:
             b[name] = self.exception_classes[name]
         native("len", lambda i, a, k: self._len(i, a[0]))
-        native("str", lambda i, a, k: "" if not a else (a[0] if isinstance(a[0], str) else (a[0] if isinstance(a[0], Unknown) else i.to_str(a[0]))))
+        native("str", self._str)
         native("repr", lambda i, a, k: a[0] if isinstance(a[0], Unknown) else i.repr_of(a[0]))
         native("int", lambda i, a, k: self._convert(i, int, a, k))
         native("float", lambda i, a, k: self._convert(i, float, a, k))
@@ -252,6 +252,17 @@ class NativeWorld:
         return b
 
     # -- builtin helpers -----------------------------------------------------------------
+    def _str(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if not args:
+            return ""
+        value = args[0]
+        if isinstance(value, (str, Unknown)):
+            return value
+        if isinstance(value, External) and not getattr(interp, "_message_mode", False):
+            # the text of an outside object is not known (only messages may show a placeholder)
+            return Unknown(f"str() of {value.path} (outside the analysed source)", f"str:{value.path}")
+        return interp.to_str(value)
+
     def _len(self, interp: Interpreter, value: Any) -> Any:
         if isinstance(value, Unknown):
             return value

@@ -57,6 +57,7 @@ class PathResult:
     rejected: Rejection | None = None
     aborted: str | None = None
     runtime_failed: str | None = None
+    keyed: dict[str, list[Event]] = field(default_factory=dict)
     model: dict[str, Any] = field(default_factory=dict)
     logs: list[Any] = field(default_factory=list)
     parse_failures: dict[str, str] = field(default_factory=dict)
@@ -110,6 +111,7 @@ class Resolver:
 
     def run_path(self, decisions: dict[str, bool]) -> PathResult:
         interp = Interpreter(self.root, self.cache, self.world, decisions, self.bounds)
+        interp.tracked_keys = frozenset(self.settings_spec["settings"])
         result = PathResult(taken=interp.taken)
         old_limit = sys.getrecursionlimit()
         sys.setrecursionlimit(max(old_limit, 20000))
@@ -127,6 +129,7 @@ class Resolver:
         result.logs = interp.logs
         result.parse_failures = dict(interp.parse_failures)
         result.new_decisions = list(interp.new_decisions)
+        result.keyed = interp.keyed_events
         result.taken = list(interp.taken)
         return result
 
@@ -268,15 +271,17 @@ class Resolver:
             if not isinstance(mod, ModuleObj) or step["initializer"] not in mod.globals:
                 continue
             wanted = step.get("when_model_has")
-            if wanted and not (isinstance(check, HFConfig) and any(w in check.attrs for w in wanted)):
-                continue
             saved = interp.reads
-            interp.reads = []
-            init = interp.getattr(mod, step["initializer"])
-            positional = [p for p in getattr(init, "params", []) if p.star == ""]
-            interp.call(init, [server_args] if positional else [], {})
-            init_reads = interp.reads
-            interp.reads = saved
+            init_reads: list[Event] = []
+            if not wanted or (isinstance(check, HFConfig) and any(w in check.attrs for w in wanted)):
+                interp.reads = []
+                init = interp.getattr(mod, step["initializer"])
+                positional = [p for p in getattr(init, "params", []) if p.star == ""]
+                interp.call(init, [server_args] if positional else [], {})
+                init_reads = interp.reads
+                interp.reads = saved
+            # the getters run either way: they are what the layers read (without the
+            # initialiser, SGLang's getters fall back to their own defaults)
             for setting, getter in step["getters"].items():
                 if getter not in mod.globals:
                     continue
@@ -422,9 +427,17 @@ class Resolver:
         steps: list[ChainStep] = []
         ev = path.config_events.get(name)
         if ev is not None:
-            steps.extend(_flatten(ev, "config"))
+            flat = _flatten(ev, "config")
+            final = _value_text(path.config.get(name))
+            # the value may have travelled through a declaration stash or a pass's dict:
+            # cite the last place that declared this setting with this value
+            declared = [d for d in path.keyed.get(name, []) if _value_text(d.value) == final]
+            if declared:
+                flat = _flatten(declared[-1], "config") + flat
+            steps.extend(flat)
         for rev in path.runtime_events.get(name, []):
             steps.extend(_flatten(rev, "runtime"))
+        steps = _prune(steps, name)
         seen: set[tuple[str, int, str, str]] = set()
         out: list[ChainStep] = []
         for s in steps:
@@ -520,6 +533,18 @@ def _flatten(ev: Event, layer: str, depth: int = 0, seen: set[int] | None = None
         guard = "set by the user"
     out.append(ChainStep(ev.file, ev.line, guard, _value_text(ev.value), ev.text, layer, ev.kind))
     return out
+
+
+def _prune(steps: list[ChainStep], name: str) -> list[ChainStep]:
+    """Keep the decisions a reader needs: guarded writes, the setting's own default or
+    flag, declarations of it, and the last step of each layer (the value itself)."""
+    keep: list[ChainStep] = []
+    last = {layer: max((i for i, s in enumerate(steps) if s.layer == layer), default=-1) for layer in ("config", "runtime")}
+    for i, s in enumerate(steps):
+        own = s.kind in ("default", "flag", "declare") and (s.code.startswith(name) or s.kind == "declare")
+        if s.guard and s.kind not in ("default", "flag") or own or i == last.get(s.layer):
+            keep.append(s)
+    return keep
 
 
 def _is_data(value: Any) -> bool:
