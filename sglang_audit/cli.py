@@ -92,6 +92,18 @@ main.add_command(graph)
 from .commands.check import check  # noqa: E402
 
 main.add_command(check)
+from .commands.report import report  # noqa: E402
+
+main.add_command(report)
+from .commands.diff import diff  # noqa: E402
+
+main.add_command(diff)
+from .commands.matrix import matrix  # noqa: E402
+
+main.add_command(matrix)
+from .commands.cache import cache  # noqa: E402
+
+main.add_command(cache)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -155,7 +155,8 @@ def graph(source: str | None, use_cache: bool = True, progress: Callable[[str], 
     return tree, dg
 
 
-def guards(request: Request, progress: Callable[[str], None] | None = None) -> tuple[SourceTree, list[Any]]:
+def guards(request: Request, progress: Callable[[str], None] | None = None,
+           cache: SourceCache | None = None) -> tuple[SourceTree, list[Any]]:
     from .guards import list_guards
 
     tree = locate_source(request.source, progress=progress)
@@ -164,6 +165,7 @@ def guards(request: Request, progress: Callable[[str], None] | None = None) -> t
                     frozenset(request.with_packages), frozenset(request.without_packages))
     from .graph import build_graph
 
-    cache = SourceCache(use_disk=request.use_cache)
+    # a shared cache lets callers that also resolve (diff) parse each file once
+    cache = cache or SourceCache(use_disk=request.use_cache)
     # the graph says which decisions each predicate controls
     return tree, list_guards(Resolver(target, cache), build_graph(tree.package_dir, cache))

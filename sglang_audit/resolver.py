@@ -541,8 +541,11 @@ def _prune(steps: list[ChainStep], name: str) -> list[ChainStep]:
     keep: list[ChainStep] = []
     last = {layer: max((i for i, s in enumerate(steps) if s.layer == layer), default=-1) for layer in ("config", "runtime")}
     for i, s in enumerate(steps):
-        own = s.kind in ("default", "flag", "declare") and (s.code.startswith(name) or s.kind == "declare")
-        if s.guard and s.kind not in ("default", "flag") or own or i == last.get(s.layer):
+        # the user's own flags that fed a decision always matter; defaults only of this setting
+        own = s.kind in ("flag", "declare") or s.kind == "default" and s.code.startswith(name)
+        # the config layer is kept whole (predicate results feed its guards); the runtime
+        # layer is pruned, since publishing reads every environment variable on the way
+        if s.layer == "config" or s.guard and s.kind not in ("default", "flag") or own or i == last.get(s.layer):
             keep.append(s)
     return keep
 

@@ -1,0 +1,459 @@
+"""diff --from S1 --to S2: per-setting changes with both chains, rejections that appear or
+go away, what changed underneath, deployment files and exit codes.  Fast tests compare the
+fixture checkout with modified copies; real-release tests use the cached SGLang wheels."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sglang_audit.cli import main
+from sglang_audit.diff import (
+    CHANGE_CHANGED,
+    CHANGE_UNCHANGED,
+    CHANGE_UNKNOWN,
+    REJ_BECOMES,
+    REJ_NO_LONGER,
+    REJ_UNCHANGED,
+    STATUS_CHANGED,
+    STATUS_UNCHANGED,
+    STATUS_UNKNOWN,
+    Deployment,
+    diff_releases,
+    load_deployments,
+)
+from sglang_audit.errors import InputError
+from sglang_audit.render_diff import render_json, render_text
+
+ROOT = Path(__file__).resolve().parent.parent
+MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"
+FP4 = "sglang/srt/layers/quantization/fp4_utils.py"
+SA = "sglang/srt/server_args.py"
+
+# edits applied to a copy of mini_e2 (file under python/ → [(old, new), ...])
+FP4_SM120_TRTLLM = {"sglang/srt/layers/quantization/fp4_utils.py": [
+    ('            backend = "flashinfer_cudnn"', '            backend = "flashinfer_trtllm"')]}
+ACCEPT_FP8 = {"sglang/srt/server_args.py": [('["modelopt_fp4", None]', '["modelopt_fp4", "fp8", None]')]}
+CHOICES_AND_DEFAULT = {"sglang/srt/server_args.py": [
+    ('"flashinfer_trtllm", "flashinfer_cutlass"]\nFP4', '"flashinfer_cutlass", "cutlass"]\nFP4'),
+    ("speculative_moe_runner_backend: Optional[str] = None", 'speculative_moe_runner_backend: Optional[str] = "auto"'),
+    # the fp4 flag stops declaring choices
+    ("choices=FP4_GEMM_RUNNER_BACKEND_CHOICES, ", ""),
+]}
+SM120_MAJORS = {"sglang/srt/utils/common.py": [("device_capability_majors=[12]", "device_capability_majors=[11, 12]")]}
+EXTERNAL_PROBE = {"sglang/srt/layers/quantization/fp4_utils.py": [
+    ("from enum import Enum\n", "from enum import Enum\n\nimport some_vendor_probe\n"),
+    ("        if is_sm120_supported():", "        if some_vendor_probe.prefers_cudnn():"),
+]}
+NEW_RELEASE = {"pyproject.toml": [('version = "0.0.1"', 'version = "0.0.2"'),
+                                  ("flashinfer_python==0.6.1", "flashinfer_python==0.6.2")]}
+
+
+def variant(tmp_path: Path, name: str, *edits: dict[str, list[tuple[str, str]]]) -> Path:
+    dst = tmp_path / name
+    shutil.copytree(MINI_E2, dst)
+    for edit in edits:
+        for rel, subs in edit.items():
+            path = dst / "python" / rel
+            text = path.read_text(encoding="utf-8")
+            for old, new in subs:
+                assert old in text, (rel, old)
+                text = text.replace(old, new)
+            path.write_text(text, encoding="utf-8")
+    return dst
+
+
+def dep(arch: str = "sm120", model: str = "deepseek-r1-nvfp4", sets: tuple[str, ...] = (), name: str = "") -> Deployment:
+    return Deployment(name, arch, model, sets=sets)
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def settings(d):
+    return {s.name: s for s in d.settings}
+
+
+# ---- fixture checkouts ------------------------------------------------------------------
+def test_fixture_fp4_rule_change_with_both_deciding_lines(isolated_cache, tmp_path):
+    new = variant(tmp_path, "new", FP4_SM120_TRTLLM, NEW_RELEASE)
+    diff = diff_releases(str(MINI_E2), str(new), [dep()])
+    (d,) = diff.deployments
+    s = settings(d)
+    fp4 = s["fp4_gemm_runner_backend"]
+    assert (fp4.change, fp4.layers) == (CHANGE_CHANGED, ("runtime",))
+    assert (fp4.old.runtime, fp4.new.runtime) == ("flashinfer_cudnn", "flashinfer_trtllm")
+    assert (fp4.old_deciding.file, fp4.old_deciding.line, fp4.old_deciding.value) == (FP4, 22, "flashinfer_cudnn")
+    assert (fp4.new_deciding.file, fp4.new_deciding.line, fp4.new_deciding.value) == (FP4, 22, "flashinfer_trtllm")
+    # the guard text did not change, only the value written under it
+    assert fp4.guards_added == fp4.guards_removed == ()
+    assert all(v.change == CHANGE_UNCHANGED for k, v in s.items() if k != "fp4_gemm_runner_backend" and v.new and v.new.present)
+    assert d.status == STATUS_CHANGED and d.rejection == REJ_UNCHANGED
+    assert (diff.old.flashinfer, diff.new.flashinfer, diff.flashinfer_changed) == ("0.6.1", "0.6.2", True)
+    assert (diff.exit_code("changed"), diff.exit_code("rejected"), diff.exit_code("never")) == (1, 0, 0)
+    text = render_text(diff)
+    assert "fp4_gemm_runner_backend         CHANGED (runtime)" in text
+    assert f"* runtime {FP4}:22 if backend == \"auto\" and is_sm120_supported() → 'flashinfer_cudnn'" in text
+    assert f"* runtime {FP4}:22 if backend == \"auto\" and is_sm120_supported() → 'flashinfer_trtllm'" in text
+    assert "pinned flashinfer_python: 0.6.1 → 0.6.2" in text
+    # only the sm120 branch changed: an sm100 deployment is unaffected
+    d100 = diff_releases(str(MINI_E2), str(new), [dep("sm100")]).deployments[0]
+    assert d100.status == STATUS_UNCHANGED
+    assert settings(d100)["fp4_gemm_runner_backend"].new.runtime == "flashinfer_cutlass"
+
+
+def test_fixture_self_diff_reports_nothing(isolated_cache, tmp_path):
+    diff = diff_releases(str(MINI_E2), str(MINI_E2), [dep(sets=("tp_size=4",))])
+    (d,) = diff.deployments
+    assert d.status == STATUS_UNCHANGED and d.predicates == () and d.rejection == REJ_UNCHANGED
+    assert not any(f.changed for f in diff.flags) and not diff.flashinfer_changed
+    assert diff.exit_code("changed") == 0
+    code, out, _err = cli("diff", "--from", str(MINI_E2), "--to", str(MINI_E2), "-a", "sm120", "-m", "deepseek-r1-nvfp4")
+    assert code == 0, out
+    assert "result: nothing changed for this deployment" in out
+    assert not re.search(r"\bCHANGED\b", out)
+    # an identical copy analysed separately (not the shortcut for one source) agrees
+    twin = variant(tmp_path, "twin")
+    again = diff_releases(str(MINI_E2), str(twin), [dep(sets=("tp_size=4",))])
+    assert again.deployments[0].status == STATUS_UNCHANGED and again.deployments[0].predicates == ()
+    assert again.exit_code("changed") == 0
+
+
+def test_fixture_rejected_becomes_accepted_and_back(isolated_cache, tmp_path):
+    new = variant(tmp_path, "new", ACCEPT_FP8, NEW_RELEASE)
+    flags = ("moe_runner_backend=flashinfer_cutlass", "quantization=fp8")
+    diff = diff_releases(str(MINI_E2), str(new), [dep(sets=flags)])
+    (d,) = diff.deployments
+    assert d.rejection == REJ_NO_LONGER and d.status == STATUS_CHANGED
+    assert d.old.resolution.rejected.message == "modelopt_fp4 quantization is required for Flashinfer Cutlass MOE"
+    assert d.new.resolution.rejected is None
+    assert (diff.exit_code("changed"), diff.exit_code("rejected")) == (1, 0)
+    text = render_text(diff)
+    assert "configuration: no longer rejected" in text
+    assert f"at {SA}:56" in text and "AssertionError: modelopt_fp4 quantization is required" in text
+    # what the accepting release picks is still shown
+    assert "settings (0.0.2 only; 0.0.1 rejects the configuration):" in text
+    assert "moe_runner_backend              flashinfer_cutlass" in text
+    back = diff_releases(str(new), str(MINI_E2), [dep(sets=flags)])
+    assert back.deployments[0].rejection == REJ_BECOMES
+    assert (back.exit_code("rejected"), back.exit_code("never")) == (1, 0)
+    assert "configuration: BECOMES REJECTED" in render_text(back)
+
+
+def test_fixture_choices_and_defaults_changes(isolated_cache, tmp_path):
+    new = variant(tmp_path, "new", CHOICES_AND_DEFAULT)
+    diff = diff_releases(str(MINI_E2), str(new), [dep()])
+    flags = {f.name: f for f in diff.flags}
+    moe = flags["moe_runner_backend"]
+    assert (moe.added, moe.removed, moe.default_changed) == (("cutlass",), ("flashinfer_trtllm",), False)
+    spec = flags["speculative_moe_runner_backend"]
+    # no flag declares choices for it in either release; its default changed
+    assert (spec.old_choices, spec.new_choices) == (None, None)
+    assert (spec.old_default, spec.new_default, spec.default_changed) == (None, "auto", True)
+    fp4 = flags["fp4_gemm_runner_backend"]
+    assert fp4.old_choices == ("auto", "flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_trtllm")
+    assert fp4.new_choices is None and fp4.choices_changed
+    # the resolved values did not change: underneath only
+    (d,) = diff.deployments
+    assert d.status == STATUS_UNCHANGED and diff.exit_code("changed") == 0
+    assert settings(d)["speculative_moe_runner_backend"].guards_removed == ("self.speculative_moe_runner_backend is None",)
+    text = render_text(diff)
+    assert "moe_runner_backend choices: +cutlass -flashinfer_trtllm" in text
+    assert "speculative_moe_runner_backend default: None → 'auto'" in text
+    assert "fp4_gemm_runner_backend choices: from 0.0.1: auto, flashinfer_cudnn, flashinfer_cutlass, flashinfer_trtllm; to 0.0.1: not declared" in text
+    assert "guards removed: self.speculative_moe_runner_backend is None" in text
+
+
+def test_fixture_predicate_meaning_change(isolated_cache, tmp_path):
+    new = variant(tmp_path, "new", SM120_MAJORS)
+    # sm120: the definition changed, the value did not, nothing resolved differently
+    d120 = diff_releases(str(MINI_E2), str(new), [dep()]).deployments[0]
+    (p,) = d120.predicates
+    assert (p.name, p.change, p.old_value, p.new_value) == ("is_sm120_supported", "definition", True, True)
+    assert "device_capability_majors=[12]" in p.old_definition and "device_capability_majors=[11, 12]" in p.new_definition
+    assert "fp4_gemm_runner_backend" in p.used_by
+    assert d120.status == STATUS_UNCHANGED
+    # sm110: the predicate now holds, and the FP4 GEMM backend follows it
+    diff = diff_releases(str(MINI_E2), str(new), [dep("sm110")])
+    (p,) = diff.deployments[0].predicates
+    assert (p.change, p.old_value, p.new_value) == ("value+definition", False, True)
+    fp4 = settings(diff.deployments[0])["fp4_gemm_runner_backend"]
+    assert (fp4.change, fp4.old.runtime, fp4.new.runtime) == (CHANGE_CHANGED, "flashinfer_cutlass", "flashinfer_cudnn")
+    assert (fp4.old_deciding.line, fp4.new_deciding.line) == (24, 22)
+    text = render_text(diff)
+    assert "is_sm120_supported: value+definition changed  — used here by fp4_gemm_runner_backend" in text
+    assert "on this device: False → True" in text
+
+
+def test_fixture_flag_refused_by_one_release(isolated_cache, tmp_path):
+    new = variant(tmp_path, "new", CHOICES_AND_DEFAULT, NEW_RELEASE)
+    # `cutlass` is a choice of the new release only: the old one would not start
+    d = diff_releases(str(MINI_E2), str(new), [dep(sets=("moe_runner_backend=cutlass",))]).deployments[0]
+    assert d.rejection == REJ_NO_LONGER and d.old.resolution is None
+    assert "bad value 'cutlass' for moe_runner_backend" in d.old.error
+    # and the reverse: `flashinfer_trtllm` is gone from the new release's choices
+    d = diff_releases(str(MINI_E2), str(new), [dep(sets=("moe_runner_backend=flashinfer_trtllm",))]).deployments[0]
+    assert d.rejection == REJ_BECOMES and d.new.resolution is None
+    # refused by both: a usage error, not a change
+    with pytest.raises(InputError, match="bad value 'bogus'"):
+        diff_releases(str(MINI_E2), str(new), [dep(sets=("moe_runner_backend=bogus",))])
+    code, _out, err = cli("diff", "--from", str(MINI_E2), "--to", str(new), "-a", "sm120", "-m", "deepseek-r1-nvfp4",
+                          "--set", "moe_runner_backend=bogus")
+    # progress lines, then one error line
+    errors = [line for line in err.splitlines() if line.startswith("sglang-audit: error: ")]
+    assert code == 2 and len(errors) == 1 and err.strip().splitlines()[-1] == errors[0]
+
+
+def test_fixture_unknown_is_not_reported_as_changed(isolated_cache, tmp_path):
+    new = variant(tmp_path, "new", EXTERNAL_PROBE)
+    diff = diff_releases(str(MINI_E2), str(new), [dep()])
+    (d,) = diff.deployments
+    fp4 = settings(d)["fp4_gemm_runner_backend"]
+    assert fp4.change == CHANGE_UNKNOWN and fp4.layers == ()
+    assert d.status == STATUS_UNKNOWN and not diff.changed
+    assert (diff.exit_code("changed"), diff.exit_code("rejected"), diff.exit_code("never")) == (3, 0, 0)
+    text = render_text(diff)
+    assert "fp4_gemm_runner_backend         UNKNOWN" in text and not re.search(r"\bCHANGED\b", text)
+    assert "result: unknown for 1 of 1" in text
+    # the same unknown on both sides (same candidates, same conditions) is no change;
+    # a second copy, so each side is analysed on its own
+    twin = variant(tmp_path, "twin", EXTERNAL_PROBE)
+    same = diff_releases(str(new), str(twin), [dep()])
+    assert settings(same.deployments[0])["fp4_gemm_runner_backend"].change == CHANGE_UNCHANGED
+    assert same.exit_code("changed") == 0
+
+
+def test_fixture_json_output(isolated_cache, tmp_path):
+    new = variant(tmp_path, "new", FP4_SM120_TRTLLM, NEW_RELEASE)
+    code, out, _err = cli("diff", "--from", str(MINI_E2), "--to", str(new), "-a", "sm120", "-m", "deepseek-r1-nvfp4",
+                          "--format", "json")
+    assert code == 1
+    data = json.loads(out)
+    assert data["kind"] == "diff" and data["schema_version"] == 1
+    assert (data["from"]["version"], data["to"]["version"]) == ("0.0.1", "0.0.2")
+    assert data["flashinfer"] == {"from": "0.6.1", "to": "0.6.2", "changed": True}
+    (d,) = data["deployments"]
+    fp4 = d["settings"]["fp4_gemm_runner_backend"]
+    assert fp4["change"] == "changed" and fp4["layers"] == ["runtime"]
+    assert fp4["from"]["runtime"] == "flashinfer_cudnn" and fp4["to"]["runtime"] == "flashinfer_trtllm"
+    assert fp4["from"]["deciding"]["line"] == 22 and fp4["from"]["chain"]
+    assert data["summary"]["exit_code"] == 1 and data["summary"]["changed"] is True
+    assert json.loads(render_json(diff_releases(str(MINI_E2), str(new), [dep()]))) == data
+
+
+def test_fail_on_options_and_help(isolated_cache, tmp_path):
+    new = variant(tmp_path, "new", FP4_SM120_TRTLLM)
+    base = ["diff", "--from", str(MINI_E2), "--to", str(new), "-a", "sm120", "-m", "deepseek-r1-nvfp4"]
+    assert cli(*base)[0] == 1
+    assert cli(*base, "--fail-on", "rejected")[0] == 0
+    assert cli(*base, "--fail-on", "never")[0] == 0
+    code, out, _ = cli("diff", "--help")
+    assert code == 0
+    for text in ("Exit codes:", "0  nothing changed", "1  something changed", "2  usage or input error",
+                 "--fail-on", "--deployment", "deployments:"):
+        assert text in out
+    # --arch is needed without a deployment file
+    code, _out, err = cli("diff", "--from", str(MINI_E2), "--to", str(new), "-m", "deepseek-r1-nvfp4")
+    assert code == 2 and "--arch" in err
+
+
+# ---- deployment files -------------------------------------------------------------------
+FLEET_YAML = """\
+deployments:
+  - name: rtx-pro
+    arch: sm120
+    model: deepseek-r1-nvfp4
+    flags: {tp_size: 8, disable_radix_cache: true}
+  - name: b200
+    arch: sm100
+    model: deepseek-r1-nvfp4
+    cuda: "12.8"
+  - name: h100
+    arch: sm90
+    launch: "python -m sglang.launch_server --model-path qwen3-30b-a3b --tp 2"
+    env: {SGLANG_FIXTURE_FORCE_TRITON: "1"}
+"""
+
+FLEET_TOML = """\
+[[deployments]]
+name = "b200"
+arch = "sm100"
+model = "deepseek-r1-nvfp4"
+
+[[deployments]]
+name = "h100"
+arch = "sm90"
+model = "qwen3-30b-a3b"
+flags = { tp_size = 2 }
+
+[[deployments]]
+name = "h100-launch"
+arch = "9.0"
+launch = "python -m sglang.launch_server --model-path qwen3-30b-a3b --tp-size 4"
+"""
+
+
+def test_deployment_file_three_deployments_one_summary(isolated_cache, tmp_path):
+    new = variant(tmp_path, "new", FP4_SM120_TRTLLM, NEW_RELEASE)
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET_YAML, encoding="utf-8")
+    deps = load_deployments(fleet)
+    assert [d.name for d in deps] == ["rtx-pro", "b200", "h100"]
+    assert deps[0].sets == ("tp_size=8", "disable_radix_cache=true") and deps[1].cuda == "12.8"
+    assert deps[2].model is None and deps[2].env == ("SGLANG_FIXTURE_FORCE_TRITON=1",)
+    code, out, _err = cli("diff", "--from", str(MINI_E2), "--to", str(new), "--deployment", str(fleet))
+    assert code == 1, out
+    assert out.count("summary (0.0.1 → 0.0.2):") == 1
+    table = out.split("summary (0.0.1 → 0.0.2):\n", 1)[1].splitlines()
+    assert table[0].split() == ["deployment", "result", "configuration", "fp4_gemm_runner_backend"]
+    rows = {line.split()[0]: line.split()[1:] for line in table[2:5]}
+    assert rows == {"rtx-pro": ["CHANGED", "accepted", "CHANGED"], "b200": ["unchanged", "accepted", "="],
+                    "h100": ["unchanged", "accepted", "="]}
+    assert "result: CHANGED for 1 of 3 deployments — rtx-pro: fp4_gemm_runner_backend" in out
+    # the env of the h100 entry reached SGLang: its MoE runner is forced to triton
+    assert "h100 (sm90, model from launch)" in out and "moe_runner_backend              unchanged  triton" in out
+    # the same fleet against the old release itself: nothing changed, exit 0
+    code, out, _err = cli("diff", "--from", str(MINI_E2), "--to", str(MINI_E2), "--deployment", str(fleet))
+    assert code == 0 and "result: nothing changed for these deployments" in out
+
+
+def test_deployment_file_toml_all_unchanged_exit_0(isolated_cache, tmp_path):
+    new = variant(tmp_path, "new", FP4_SM120_TRTLLM, NEW_RELEASE)
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(FLEET_TOML, encoding="utf-8")
+    code, out, _err = cli("diff", "--from", str(MINI_E2), "--to", str(new), "--deployment", str(fleet), "--format", "json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert list(data["summary"]["deployments"]) == ["b200", "h100", "h100-launch"]
+    assert {v["status"] for v in data["summary"]["deployments"].values()} == {"unchanged"}
+    assert data["deployments"][2]["from"]["flags"] == {"tp_size": 4}
+
+
+@pytest.mark.parametrize(("name", "content", "problem"), [
+    ("bad.yaml", "deployments: [\n", "not valid YAML"),
+    ("bad.toml", "deployments = [", "not valid TOML"),
+    ("bad.json", "{}", "unknown file type '.json'"),
+    ("empty.yaml", "deployments: []\n", "expected a non-empty list 'deployments'"),
+    ("top.yaml", "deployment: []\n", "unknown top-level key 'deployment'"),
+    ("noarch.yaml", "deployments:\n  - {name: a, model: m}\n", "deployment 1 ('a'): 'arch' is required"),
+    ("badarch.yaml", "deployments:\n  - {name: a, arch: sm999, model: m}\n", "deployment 1 ('a'): unknown --arch 'sm999'"),
+    ("key.yaml", "deployments:\n  - {name: a, arch: sm90, model: m, flag: {}}\n", "unknown key 'flag' (did you mean 'flags'?)"),
+    ("nomodel.yaml", "deployments:\n  - {name: a, arch: sm90}\n", "give 'model' (or a 'launch' command"),
+    ("dup.yaml", "deployments:\n  - {name: a, arch: sm90, model: m}\n  - {name: a, arch: sm90, model: m}\n", "deployment 2: duplicate name 'a'"),
+    ("flags.yaml", "deployments:\n  - {name: a, arch: sm90, model: m, flags: [tp_size]}\n", "'flags' must be a mapping"),
+    ("noname.yaml", "deployments:\n  - {arch: sm90, model: m}\n", "deployment 1: 'name' is required"),
+])
+def test_deployment_file_errors_are_one_line_exit_2(isolated_cache, tmp_path, name, content, problem):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(InputError, match="deployment file"):
+        load_deployments(path)
+    code, out, err = cli("diff", "--from", str(MINI_E2), "--to", str(MINI_E2), "--deployment", str(path))
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and problem in lines[0], err
+
+
+def test_deployment_file_missing_and_mixed_options(isolated_cache, tmp_path):
+    code, _out, err = cli("diff", "--from", str(MINI_E2), "--to", str(MINI_E2), "--deployment", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "cannot read deployment file" in err and "nope.yaml" in err
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET_YAML, encoding="utf-8")
+    code, _out, err = cli("diff", "--from", str(MINI_E2), "--to", str(MINI_E2), "--deployment", str(fleet), "-a", "sm90")
+    assert code == 2 and "--arch cannot be combined with --deployment" in err
+
+
+def test_deployment_with_an_unknown_model_names_the_deployment(isolated_cache, tmp_path):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("deployments:\n  - {name: ghost, arch: sm90, model: no-such-model}\n", encoding="utf-8")
+    code, _out, err = cli("diff", "--from", str(MINI_E2), "--to", str(MINI_E2), "--deployment", str(fleet))
+    assert code == 2 and "deployment 'ghost': model not found" in err
+
+
+def test_missing_release_is_a_usage_error(isolated_cache, tmp_path):
+    code, _out, err = cli("diff", "--from", str(MINI_E2), "--to", str(tmp_path / "no-checkout"), "-a", "sm90", "-m", "qwen3-30b-a3b")
+    assert code == 2 and err.strip().splitlines()[-1].startswith("sglang-audit: error: ")
+
+
+# ---- real releases ----------------------------------------------------------------------
+@pytest.mark.real_release
+def test_real_0512_to_0513_fp4_gemm_change_on_sm120(release):
+    release("0.5.12")
+    release("0.5.13")
+    code, out, _err = cli("diff", "--from", "sglang==0.5.12", "--to", "sglang==0.5.13", "--arch", "sm120",
+                          "--model", "qwen3.5-397b-a17b-nvfp4", "--set", "tp_size=8")
+    assert code == 1, out
+    assert "fp4_gemm_runner_backend         CHANGED (runtime)" in out
+    assert "0.5.12  auto → runtime flashinfer_cudnn  (resolved)" in out
+    assert "0.5.13  auto → runtime flashinfer_cutlass  (resolved)" in out
+    assert f"* runtime {FP4}:151 if backend == \"auto\" and is_sm120_supported() → 'flashinfer_cudnn'" in out
+    assert f"* runtime {FP4}:160 if backend == \"auto\" and not (is_sm100_supported())" in out
+    assert "guards removed: backend == \"auto\" and is_sm120_supported()" in out
+    assert "pinned flashinfer_python: 0.6.11.post1 → 0.6.12" in out
+    assert "fp4_gemm_runner_backend choices: +marlin" in out
+    assert "is_sm80_supported: new in 0.5.13" in out
+    assert "result: CHANGED for 1 of 1 deployment — fp4_gemm_runner_backend" in out
+    code, out, _err = cli("diff", "--from", "sglang==0.5.12", "--to", "sglang==0.5.13", "--arch", "sm120",
+                          "--model", "qwen3.5-397b-a17b-nvfp4", "--set", "tp_size=8", "--format", "json")
+    fp4 = json.loads(out)["deployments"][0]["settings"]["fp4_gemm_runner_backend"]
+    assert (fp4["from"]["deciding"]["file"], fp4["from"]["deciding"]["line"]) == (FP4, 151)
+    assert (fp4["to"]["deciding"]["file"], fp4["to"]["deciding"]["line"]) == (FP4, 160)
+
+
+@pytest.mark.real_release
+def test_real_release_against_itself_reports_nothing(release):
+    tree = release("0.5.13")
+    # the same spelling twice, and the wheel against its extracted sources (two analyses)
+    for to in ("sglang==0.5.13", str(tree.package_dir.parent)):
+        code, out, _err = cli("diff", "--from", "sglang==0.5.13", "--to", to, "--arch", "sm120",
+                              "--model", "qwen3.5-397b-a17b-nvfp4", "--set", "tp_size=8")
+        assert code == 0, out
+        assert "result: nothing changed for this deployment" in out
+        assert not re.search(r"\bCHANGED\b", out) and "hardware predicates" not in out
+        assert "declared choices and defaults (from 0.5.13 → to 0.5.13):\n  no change for these settings" in out
+
+
+@pytest.mark.real_release
+def test_real_fleet_of_three_0512_to_0513(release, tmp_path):
+    release("0.5.12")
+    release("0.5.13")
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("""\
+deployments:
+  - {name: qwen-sm120, arch: sm120, model: qwen3.5-397b-a17b-nvfp4, flags: {tp_size: 8}}
+  - {name: dsr1-b200, arch: sm100, model: deepseek-r1-nvfp4, flags: {tp_size: 8}}
+  - {name: qwen3-h100, arch: sm90, launch: "python -m sglang.launch_server --model-path qwen3-30b-a3b --tp 2"}
+""", encoding="utf-8")
+    code, out, _err = cli("diff", "--from", "sglang==0.5.12", "--to", "sglang==0.5.13", "--deployment", str(fleet))
+    assert code == 1, out
+    assert out.count("summary (0.5.12 → 0.5.13):") == 1
+    table = out.split("summary (0.5.12 → 0.5.13):\n", 1)[1].splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in table[2:5]}
+    assert rows["qwen-sm120"] == ["CHANGED", "accepted", "CHANGED"]
+    assert rows["dsr1-b200"] == ["unchanged", "accepted", "="]
+    # sm90: the FP4 GEMM auto pick moved to marlin (0.5.13 adds the sm80-sm9x branch)
+    assert rows["qwen3-h100"] == ["CHANGED", "accepted", "CHANGED"]
+    assert "0.5.13  auto → runtime marlin" in out
+    assert cli("diff", "--from", "sglang==0.5.12", "--to", "sglang==0.5.13", "--deployment", str(fleet),
+               "--fail-on", "rejected")[0] == 0
+
+
+@pytest.mark.real_release
+def test_real_predicate_definition_change_0508_to_0509_on_sm110(release):
+    release("0.5.8")
+    release("0.5.9")
+    code, out, _err = cli("diff", "--from", "sglang==0.5.8", "--to", "sglang==0.5.9", "--arch", "sm110",
+                          "--model", "qwen3-30b-a3b", "--format", "json")
+    assert code in (0, 1, 3), out
+    preds = {p["name"]: p for p in json.loads(out)["deployments"][0]["predicates"]}
+    bw = preds["is_blackwell_supported"]
+    assert "device_capability_majors=[10, 12]" in bw["from"]["definition"]
+    assert "device_capability_majors=[10, 11, 12]" in bw["to"]["definition"]
+    assert (bw["from"]["value"], bw["to"]["value"], bw["change"]) == (False, True, "value+definition")
