@@ -20,6 +20,8 @@ import os
 import pickle
 import re
 import secrets
+import stat
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,9 +32,10 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from . import __version__, ir
 from .cachedir import writable_subdir
+from .parselimits import TooComplex, check_source
 
 # Bumped whenever the IR or the converter changes, so a cache never serves stale trees.
-IR_FORMAT = f"{__version__}-ir8"
+IR_FORMAT = f"{__version__}-ir9"
 MAX_SOURCE_BYTES = 8 * 1024 * 1024  # a config module is never this large; bounds the work
 MAX_TEXT = 240  # guard/assignment text kept as evidence is truncated to this
 
@@ -567,14 +570,36 @@ def line_spans(module: cst.Module) -> dict[cst.CSTNode, tuple[int, int]]:
         return {node: (r.start.line, r.end.line) for node, r in positions.items()}
 
 
+# Python recursion while parsing/converting: parselimits bounds the nesting, so this is
+# enough for any accepted file, and fixed so the outcome never depends on the caller's
+# own limit (the resolver raises it, the flag-table pass does not).
+PARSE_RECURSION_LIMIT = 20_000
+
+
 def convert_source(source: str) -> ir.Node:
     """Parse ``source`` with libcst and convert it to an ``ir.Module``."""
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, PARSE_RECURSION_LIMIT))
+    try:
+        return _convert(source)
+    finally:
+        sys.setrecursionlimit(old_limit)
+
+
+def _convert(source: str) -> ir.Node:
+    try:
+        # before libcst: too deep a nesting overflows its native parser's C stack (SIGSEGV)
+        check_source(source)
+    except TooComplex as exc:
+        raise ParseFailure(f"not analysed: {exc.message}", exc.line) from None
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
         raise ParseFailure(f"syntax error: {exc.message}", exc.raw_line) from None
     except RecursionError:
         raise ParseFailure("expression nesting too deep to parse") from None
+    except Exception as exc:  # a libcst failure on odd input marks this file, not the run
+        raise ParseFailure(f"libcst cannot parse it ({type(exc).__name__})") from None
     try:
         conv = _Converter(module, line_spans(module))
         return ir.Module(1, conv.block(module.body))
@@ -661,6 +686,8 @@ class SourceCache:
     def load(self, path: Path) -> ir.Node:
         try:
             st = path.stat()
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
+                raise ParseFailure("not a regular file, not analysed")
             if st.st_size > MAX_SOURCE_BYTES:
                 raise ParseFailure(f"file larger than {MAX_SOURCE_BYTES // (1024 * 1024)} MB, not analysed")
             stamp = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
