@@ -1360,15 +1360,13 @@ class Interpreter:
         if isinstance(func, Partial):
             return self.call(func.func, [*func.args, *args], {**func.kwargs, **kwargs})
         if isinstance(func, Cached):
-            try:
-                key = repr((args, sorted(kwargs.items())))
-            except Exception:  # noqa: BLE001 - unhashable/unprintable args: no memo
+            # functools.cache keys on hash/eq: data by value, analysed objects by identity
+            key = _memo_key([*args, *sorted(kwargs.items())])
+            if key is None:
                 return self.call(func.func, args, kwargs)
-            if all(is_plain(a) for a in args) and all(is_plain(v) for v in kwargs.values()):
-                if key not in func.memo:
-                    func.memo[key] = self.call(func.func, args, kwargs)
-                return func.memo[key]
-            return self.call(func.func, args, kwargs)
+            if key not in func.memo:
+                func.memo[key] = (self.call(func.func, args, kwargs), args, kwargs)
+            return func.memo[key][0]
         if isinstance(func, External):
             return self.natives.call_external(self, func, args, kwargs)
         if isinstance(func, Unknown):
@@ -1805,6 +1803,29 @@ class Interpreter:
 _DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "|": "__or__", "&": "__and__", "/": "__truediv__"}
 _RDUNDER = {"+": "__radd__", "-": "__rsub__", "*": "__rmul__", "|": "__ror__", "&": "__rand__"}
 _CMP_DUNDER = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
+
+
+def _memo_key(values: list[Any]) -> Any:
+    """A hashable key for a cached call, or None when CPython's cache would not take the
+    arguments either (unhashable data) or the value is not known."""
+    out: list[Any] = []
+    for v in values:
+        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) and not isinstance(v[1], (list, dict, set)):
+            inner = _memo_key([v[1]])
+            if inner is None:
+                return None
+            out.append((v[0], inner))
+        elif isinstance(v, Unknown) or isinstance(v, (list, dict, set)):
+            return None
+        elif is_plain(v):
+            try:
+                hash(v)
+            except TypeError:
+                return None
+            out.append((type(v).__name__, v))
+        else:
+            out.append(("id", id(v)))  # the memo entry keeps the object alive
+    return tuple(out)
 
 
 def bound_names(stmt: ir.Node) -> list[str]:

@@ -1435,7 +1435,18 @@ def _field(interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
 
 
 def _dataclass_fields(cls: Class) -> list[tuple[str, int, Class]]:
-    """(name, line, owner) for each dataclass field, base classes first, as dataclasses does."""
+    """(name, line, owner) for each dataclass field, base classes first, as dataclasses does.
+
+    Computed once per class (records are instantiated many thousand times in 0.5.20+)."""
+    stamp = tuple(len(k.annotations) for k in cls.mro())
+    if cls.dc_cache is not None and cls.dc_cache[0] == stamp:
+        return cls.dc_cache[1]
+    fields = _compute_dataclass_fields(cls)
+    cls.dc_cache = (stamp, fields)
+    return fields
+
+
+def _compute_dataclass_fields(cls: Class) -> list[tuple[str, int, Class]]:
     seen: dict[str, tuple[str, int, Class]] = {}
     for klass in reversed(cls.mro()):
         if "dataclass" not in klass.flags:

@@ -152,6 +152,7 @@ class Class:
     flags: set[str] = field(default_factory=set)  # "enum", "dataclass", "exception", ...
     annotation_nodes: dict[str, Any] = field(default_factory=dict)  # name -> IR expression
     annotation_values: dict[str, Any] | None = None  # evaluated (or assigned __annotations__)
+    dc_cache: tuple[Any, Any] | None = None  # dataclass fields, computed once per class
     mro_cache: tuple[Class, ...] | None = None
     external_bases: tuple[str, ...] = ()
 
