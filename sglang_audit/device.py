@@ -8,7 +8,7 @@ These are the inputs the analysed code would probe at run time (``torch.cuda``,
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from .errors import InputError
 
@@ -44,6 +44,7 @@ class Device:
     memory_mib: int
     gpu_count: int = 8
     driver: str = "580.95.05"
+    cudnn: int | None = None  # torch.backends.cudnn.version(), e.g. 91002; None: not known
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -61,8 +62,22 @@ def parse_cuda(text: str) -> str:
     return text.strip()
 
 
-def parse_device(arch: str, cuda: str = "12.9", gpus: int = 8) -> Device:
+def parse_device(arch: str, cuda: str = "12.9", gpus: int = 8, cudnn: str | None = None) -> Device:
     """``--arch`` accepts sm80…sm121, a pair like ``12.0``, gfx942/gfx950, npu, xpu, cpu."""
+    device = _parse_arch(arch, cuda, gpus)
+    if cudnn is None:
+        return device
+    m = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?", cudnn.strip())
+    if cudnn.strip().isdigit():
+        value = int(cudnn.strip())
+    elif m:
+        value = int(m.group(1)) * 10000 + int(m.group(2)) * 100 + int(m.group(3) or 0)
+    else:
+        raise InputError(f"bad --cudnn {cudnn!r}: expected a version such as 9.10.2 or 91002")
+    return replace(device, cudnn=value)
+
+
+def _parse_arch(arch: str, cuda: str, gpus: int) -> Device:
     key = arch.strip().lower()
     pair = re.fullmatch(r"(\d{1,2})\.(\d)", key)
     if pair:

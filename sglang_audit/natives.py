@@ -805,6 +805,8 @@ class NativeWorld:
             "torch.cuda.get_device_name": Native("cuda.get_device_name", lambda i, a, k: d.name if d.platform in ("cuda", "hip") else Unknown("no CUDA device")),
             "torch.cuda.get_device_properties": Native("cuda.get_device_properties", self._device_properties),
             "torch.cuda.mem_get_info": Native("cuda.mem_get_info", lambda i, a, k: (d.memory_mib * 1024 * 1024, d.memory_mib * 1024 * 1024)),
+            "torch.backends.cudnn.is_available": Native("cudnn.is_available", lambda i, a, k: d.platform == "cuda"),
+            "torch.backends.cudnn.version": Native("cudnn.version", lambda i, a, k: d.cudnn if d.cudnn is not None else Unknown("the cuDNN version (pass --cudnn)", "cudnn:version")),
             "torch.cuda.is_bf16_supported": Native("is_bf16_supported", lambda i, a, k: True),
             "torch.xpu.is_available": Native("xpu.is_available", lambda i, a, k: d.platform == "xpu"),
             "torch.npu.is_available": Native("npu.is_available", lambda i, a, k: d.platform == "npu"),

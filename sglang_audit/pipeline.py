@@ -4,20 +4,22 @@ resolve → (rules, render elsewhere).  Knows nothing of output formats."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import ir
 from .cliargs import FlagTable, extract_flags, parse_launch, parse_set
 from .device import parse_device
 from .errors import InputError
-from .evaluator import Interpreter
-from .frontend import SourceCache
+from .evaluator import Interpreter, PyRaise, Unmodelled
+from .frontend import ParseFailure, SourceCache
 from .resolver import ModelInput, Resolver, Target
 from .result import Resolution
 from .source import SourceTree, locate_source
-from .values import Class, ModuleObj
+from .values import AnalysisBound, Class, ModuleObj
 
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "models"
 
@@ -28,6 +30,7 @@ class Request:
     arch: str
     model: str | None
     cuda: str = "12.9"
+    cudnn: str | None = None
     sets: list[str] = field(default_factory=list)
     launch: str | None = None
     env: list[str] = field(default_factory=list)
@@ -44,6 +47,14 @@ def bundled_profiles() -> list[str]:
 
 
 def locate_model(spec: str) -> ModelInput:
+    try:
+        return _locate_model(spec)
+    except OSError as exc:  # a name too long, a permission denied, ...
+        shown = spec if len(spec) <= 200 else spec[:197] + "..."
+        raise InputError(f"cannot access model {shown!r}: {exc.strerror or exc}") from None
+
+
+def _locate_model(spec: str) -> ModelInput:
     path = Path(spec).expanduser()
     if not path.exists() and (PROFILES_DIR / spec).is_dir():
         path = PROFILES_DIR / spec
@@ -54,25 +65,31 @@ def locate_model(spec: str) -> ModelInput:
     config = path / "config.json"
     if not config.is_file():
         raise InputError(f"no config.json in model directory {path}")
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{config}: not valid JSON ({exc})") from None
-    except RecursionError:
-        raise InputError(f"{config}: JSON nested too deeply") from None
+    data = _read_json(config)
     if not isinstance(data, dict):
         raise InputError(f"{config}: expected a JSON object, found {type(data).__name__}")
     archs = data.get("architectures")
     if not (isinstance(archs, list) and archs and isinstance(archs[0], str)):
         raise InputError(f"{config}: no \"architectures\" list naming the model class")
     hfq = path / "hf_quant_config.json"
-    if hfq.exists():
-        try:
-            json.loads(hfq.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise InputError(f"{hfq}: not valid JSON ({exc})") from None
+    if hfq.exists() or hfq.is_symlink():
+        if not hfq.is_file():
+            raise InputError(f"{hfq}: not a regular file")
+        if not isinstance(_read_json(hfq), dict):
+            raise InputError(f"{hfq}: expected a JSON object")
     name = spec if (PROFILES_DIR / spec).is_dir() and path == PROFILES_DIR / spec else path.name
     return ModelInput(name, path.resolve())
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def parse_env(items: list[str]) -> dict[str, str]:
@@ -85,15 +102,100 @@ def parse_env(items: list[str]) -> dict[str, str]:
     return out
 
 
+# The evaluator recurses on the analysed code; the resolver runs each path with this limit
+# (Resolver.run_path), and the flag-table pass must not fail where a resolution would not.
+EVAL_RECURSION_LIMIT = 20_000
+
+
 def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
     interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
-    mod = interp.load_module("sglang.srt.server_args")
-    if not isinstance(mod, ModuleObj) or mod.failed:
-        raise InputError(f"cannot read sglang/srt/server_args.py in {tree.package_dir}: {getattr(mod, 'failed', 'missing')}")
-    cls = mod.globals.get("ServerArgs")
-    if not isinstance(cls, Class):
-        raise InputError(f"no ServerArgs class in {tree.package_dir}/srt/server_args.py: unsupported layout")
-    return extract_flags(interp, cls)
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, EVAL_RECURSION_LIMIT))
+    try:
+        mod = interp.load_module("sglang.srt.server_args")
+        if not isinstance(mod, ModuleObj) or mod.failed:
+            where = interp.parse_failures.get("sglang/srt/server_args.py") or getattr(mod, "failed", "missing")
+            raise InputError(f"cannot read sglang/srt/server_args.py in {tree.package_dir}: {where}")
+        cls = mod.globals.get("ServerArgs")
+        if not isinstance(cls, Class):
+            raise InputError(f"no ServerArgs class in {tree.package_dir}/srt/server_args.py: unsupported layout")
+        return extract_flags(interp, cls)
+    except (PyRaise, Unmodelled, AnalysisBound) as exc:
+        # the module body itself stops (a raise at import, a bound): its flags are unknowable
+        raise InputError(f"cannot read the flags of sglang/srt/server_args.py: {_stop_reason(exc)}") from None
+    except RecursionError:
+        raise InputError("cannot read the flags of sglang/srt/server_args.py: analysis bound reached: recursion too deep") from None
+    finally:
+        sys.setrecursionlimit(old_limit)
+
+
+def _stop_reason(exc: Exception) -> str:
+    if isinstance(exc, PyRaise):
+        return f"it raises at {exc.file}:{exc.line}" + (f" ({exc.text})" if exc.text else "")
+    return str(exc)
+
+
+def check_entry(tree: SourceTree, resolver: Resolver) -> None:
+    """Refuse a tree whose entry module (``ServerArgs``'s) cannot be parsed or defines no
+    entry class: nothing could be resolved from it, so that is an input error (exit 2,
+    with file:line), not a report of unknowns.  A structural check on the parsed module
+    (no evaluation); the parse is cached for the resolution that follows."""
+    entry = resolver.settings_spec["entry"]
+    rel = entry["module"].replace(".", "/") + ".py"
+    path = resolver.root / rel
+    if not path.is_file():
+        raise InputError(f"no {rel} in {resolver.root}: unsupported layout")
+    try:
+        module = resolver.cache.load(path)
+    except ParseFailure as exc:
+        where = f"{rel}:{exc.line}" if exc.line else rel
+        raise InputError(f"cannot analyse {where}: {exc.message} ({tree.package_dir})") from None
+    if not _may_bind(module.body, entry["class"]):
+        raise InputError(f"no {entry['class']} class in {rel} ({tree.package_dir}): unsupported or future layout")
+
+
+def _may_bind(body: list[ir.Node], name: str) -> bool:
+    """Whether module-level code (including if/try/with blocks) may bind ``name``."""
+    for node in body:
+        kind = node.kind
+        if kind == "ClassDef" and node.name == name:
+            return True
+        if kind == "FunctionDef" and node.name == "__getattr__":
+            return True  # a module __getattr__ may supply anything
+        if kind in ("Import", "ImportFrom"):
+            if node.names == "*":
+                return True
+            for dotted, asname in node.names:
+                # `import a.b` binds `a`; `from m import a` binds `a`
+                bound = asname or (dotted.split(".")[0] if kind == "Import" else dotted)
+                if bound == name:
+                    return True
+        if kind == "Assign" and any(_names(t, name) for t in node.targets):
+            return True
+        if kind in ("AnnAssign", "AugAssign") and _names(node.target, name):
+            return True
+        blocks: list[list[ir.Node]] = []
+        if kind in ("If", "For", "While"):
+            blocks = [node.body, node.orelse]
+        elif kind == "Try":
+            blocks = [node.body, node.orelse, node.finalbody, *[h.body for h in node.handlers]]
+        elif kind == "With":
+            blocks = [node.body]
+        if any(_may_bind(b, name) for b in blocks):
+            return True
+    return False
+
+
+def _names(target: ir.Node | None, name: str) -> bool:
+    if target is None:
+        return False
+    if target.kind == "Name":
+        return bool(target.id == name)
+    if target.kind in ("TupleExpr", "ListExpr"):
+        return any(_names(t, name) for t in target.elts)
+    if target.kind == "Starred":
+        return _names(target.value, name)
+    return False
 
 
 @dataclass
@@ -108,7 +210,7 @@ class Prepared:
 def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None] | None = None,
             want_table: bool = False) -> Prepared:
     tree = locate_source(request.source, progress=progress)
-    device = parse_device(request.arch, request.cuda)
+    device = parse_device(request.arch, request.cuda, cudnn=request.cudnn)
     env = parse_env(request.env)
     model_spec = request.model
     # the flag table needs an evaluator; build the target in two steps
@@ -116,6 +218,7 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
     target = Target(tree, device, placeholder or ModelInput("?", Path(".").resolve()), {}, env,
                     frozenset(request.with_packages), frozenset(request.without_packages))
     resolver = Resolver(target, cache)
+    check_entry(tree, resolver)
     flags: dict[str, Any] = dict(request.flags)
     table: FlagTable | None = None
     if request.launch or request.sets or want_table or request.flags:
@@ -160,7 +263,7 @@ def guards(request: Request, progress: Callable[[str], None] | None = None,
     from .guards import list_guards
 
     tree = locate_source(request.source, progress=progress)
-    device = parse_device(request.arch, request.cuda)
+    device = parse_device(request.arch, request.cuda, cudnn=request.cudnn)
     target = Target(tree, device, ModelInput("-", Path(".").resolve()), {}, parse_env(request.env),
                     frozenset(request.with_packages), frozenset(request.without_packages))
     from .graph import build_graph
