@@ -41,6 +41,9 @@ def evaluate_function(source: str, func: str, args: list[Any], kwargs: dict[str,
             fn = interp.getattr(mod, func)
             value = interp.call(fn, list(args), dict(kwargs or {}))
         except PyRaise as raised:
+            if interp.new_decisions:
+                # the exception depends on a branch taken on an unknown: not a verdict
+                return Outcome("unknown", message="branch on an unknown before the exception")
             exc = raised.exc
             name = exc.cls.name if isinstance(exc, Instance) else "Exception"
             msg_args = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
