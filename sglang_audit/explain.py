@@ -322,7 +322,10 @@ def _classify(choice: str, default: Any, res: Resolution, field: str, ctx: _Cont
                          reason=ctx.reason_for(where), conditional=conditional)
 
 
-def explain(request: Request, field: str, progress: Callable[[str], None] | None = None) -> Explanation:
+def explain(request: Request, field: str, progress: Callable[[str], None] | None = None,
+            force_choices: bool = True) -> Explanation:
+    """``force_choices=False`` skips resolving once per choice (the slow part on large
+    releases): ``choices`` is then empty and a note says so."""
     cache = SourceCache(use_disk=request.use_cache)
     prep = prepare(request, cache, progress, want_table=True)
     table = prep.table
@@ -353,7 +356,9 @@ def explain(request: Request, field: str, progress: Callable[[str], None] | None
         choices = sorted(consts)
         notes.append(f"the release declares no choices for {field}; the values its code writes are tried instead")
     outcomes: list[ChoiceOutcome] = []
-    if setting.present:
+    if setting.present and not force_choices:
+        notes.append(f"the choices of {field} were not forced one by one (asked not to)")
+    elif setting.present:
         if progress and choices:
             progress(f"resolving with each of the {len(choices)} choices of {field} forced")
         current = prep.target.flags.get(field, default)

@@ -170,13 +170,19 @@ def build(explanations: Iterable[Explanation]) -> nx.DiGraph:
                     node(GNode(pid, "predicate", (_clip(f"{name}() = {pv}"),), f"{name}() = {pv} on this device", pstate))
                     edge(GEdge(pid, did, "reads"))
         d = exp.deciding
-        if not fired and d is not None and d.kind in ("default", "flag"):
-            # no branch changed it: the declared default or the user's flag decided
-            what = "declared default" if d.kind == "default" else "your flag"
+        if not fired and d is not None:
+            # no drawn branch fired: the step the chain says decided (the declared default,
+            # the user's flag, or a write the graph does not tie to a branch) with its guard
+            what = {"default": "declared default ", "flag": "your flag "}.get(d.kind, "")
             wid = f"write:{d.file}:{d.line}:{d.kind}:{exp.field}"
-            text = f"{what} {_base(d.file)}:{d.line} → {_show(d.value)}"
-            node(GNode(wid, "write", (_clip(text),), f"{what} {d.file}:{d.line} → {_show(d.value)}", "fired"))
+            text = f"{what}{_base(d.file)}:{d.line} → {_show(d.value)}"
+            node(GNode(wid, "write", (_clip(text),), f"{what}{d.file}:{d.line} → {_show(d.value)}\n{d.code}", "fired"))
             edge(GEdge(wid, fid, "fired"))
+            if d.guard and d.guard not in ("default", "set by the user"):
+                did = f"decision:{d.file}:{d.line}:chain"
+                text = f"{_base(d.file)}:{d.line} if {d.guard}"
+                node(GNode(did, "decision", (_clip(text),), f"{d.file}:{d.line} if {d.guard}\n(held in this resolution)", "true"))
+                edge(GEdge(did, wid, "holds"))
     return g
 
 

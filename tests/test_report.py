@@ -191,6 +191,26 @@ def test_rejected_configuration_shows_the_rejection(checkout):
     assert "SGA001" in page  # the rules report it as a finding too
 
 
+def test_unknown_setting_is_marked_with_its_reason(checkout):
+    from dataclasses import replace
+
+    from sglang_audit.result import Candidate, UnknownValue
+
+    data = build_report(Request(source=str(checkout), arch="sm120", model="deepseek-r1-nvfp4"), explain_fields=())
+    res = data.resolution
+    unknown = UnknownValue("depends on SGLANG_<X> & the driver", (Candidate("triton", ("env set",)), Candidate("auto")))
+    moe = replace(res.settings["moe_runner_backend"], config=unknown, status="unknown")
+    data.resolution = replace(res, settings={**res.settings, "moe_runner_backend": moe})
+    page = render_html(data)
+    summary = page[page.index('id="summary-table"'):page.index("</table>", page.index('id="summary-table"'))]
+    row = summary[summary.index("moe_runner_backend"):]
+    row = row[:row.index("</tr>")]
+    assert 'class="badge unknown">unknown<' in row
+    assert esc("depends on SGLANG_<X> & the driver — candidates: triton when env set, auto") in row
+    assert '<tr class="r-unknown">' in summary
+    assert "1 unknown" in page
+
+
 def test_graph_layout_keeps_nodes_apart_and_inside(checkout):
     from sglang_audit.explain import explain
 
@@ -220,6 +240,16 @@ def test_cli_writes_the_report(checkout, tmp_path):
     page = out.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "tp_size" in page
     assert f"report written to {out}" in err
+
+
+def test_cli_no_choices_skips_forcing(checkout, tmp_path):
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", "-s", checkout, "-a", "sm120", "-m", "deepseek-r1-nvfp4", "--no-choices", "-o", out)
+    assert code == 0, err
+    page = out.read_text(encoding="utf-8")
+    assert "If you force it" not in page and "resolving with each" not in err
+    assert "were not forced one by one" in page
+    assert "Branches in the code that pick fp4_gemm_runner_backend" in page
 
 
 def test_cli_usage_errors(checkout, tmp_path):

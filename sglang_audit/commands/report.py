@@ -171,7 +171,7 @@ def _release_diff(from_source: str, request: Request, say: Callable[[str], None]
 
 def build_report(request: Request, from_source: str | None = None, rule_dirs: tuple[Path, ...] = (),
                  timestamp: str | None = None, say: Callable[[str], None] | None = None,
-                 explain_fields: Iterable[str] = PRIMARY) -> ReportData:
+                 explain_fields: Iterable[str] = PRIMARY, force_choices: bool = True) -> ReportData:
     from ..explain import explain
 
     cache = SourceCache(use_disk=request.use_cache)
@@ -186,7 +186,7 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
         if say:
             say(f"explaining {name}")
         try:
-            explanations[name] = explain(request, name, progress=say)
+            explanations[name] = explain(request, name, progress=say, force_choices=force_choices)
         except AuditError as exc:
             notes.append(f"explain {name} failed: {exc}")
     check, check_note = _check(res, rule_dirs)
@@ -225,9 +225,11 @@ def _optional_arch(fn: Any) -> Any:
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Extra rule directories for the findings, as in `check`.")
 @click.option("--output", "-o", required=True, metavar="FILE", help="Where to write the HTML report (- for standard output).")
+@click.option("--no-choices", is_flag=True,
+              help="Do not force each choice of the primary settings (one resolution per choice: the slow part on large releases); branches and chains are still shown.")
 @click.option("--timestamp", is_flag=True, help="Add the generation time (UTC) to the footer; without it the output is deterministic.")
 def report(from_source: str | None, deployment: Path | None, deployment_name: str | None,
-           rule_dirs: tuple[Path, ...], output: str, timestamp: bool, **kw: Any) -> None:
+           rule_dirs: tuple[Path, ...], output: str, no_choices: bool, timestamp: bool, **kw: Any) -> None:
     """Write a self-contained HTML report of one deployment for reviewers: the resolved
     backends with their decision chains and source lines, every candidate and why it is
     (not) chosen, known-bad findings, changes since --from, and the decision graph."""
@@ -247,7 +249,7 @@ def report(from_source: str | None, deployment: Path | None, deployment_name: st
         if deployment is not None:
             request = deployment_request(deployment, deployment_name, request)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if timestamp else None
-        data = build_report(request, from_source, rule_dirs, stamp, progress)
+        data = build_report(request, from_source, rule_dirs, stamp, progress, force_choices=not no_choices)
         return render_html(data)
 
     html = run_or_exit(run)
