@@ -9,12 +9,12 @@ from typing import Any
 import click
 
 from . import __version__
-from .cli_common import EXIT_CODES, make_request, progress, run_or_exit, target_options
+from .cli_common import EXIT_CODES, AuditGroup, make_request, progress, run_or_exit, target_options
 from .device import ARCH_CHOICES
 from .pipeline import Request, resolve
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=AuditGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="sglang-audit")
 def main() -> None:
     """Which backends will SGLang pick for this GPU and model, why, and will it work?

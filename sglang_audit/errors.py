@@ -10,7 +10,8 @@ class AuditError(Exception):
 
 
 class SourceError(AuditError):
-    """The SGLang source could not be located, downloaded or extracted."""
+    """The SGLang source could not be located, downloaded or extracted, or cannot be
+    analysed at all (its ServerArgs module is missing or unparseable)."""
 
 
 class InputError(AuditError):

@@ -13,6 +13,7 @@ through the IR and never imports, executes or evaluates analysed text.
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,7 +85,7 @@ class Unmodelled(Exception):
 
 @dataclass
 class Bounds:
-    max_steps: int = 4_000_000
+    max_steps: int = 1_000_000  # one 0.5.23 resolution path takes ~0.1M (10x headroom)
     max_depth: int = 150
     max_loop: int = 200_000
     max_seq_len: int = 1_000_000
@@ -596,6 +597,7 @@ class Interpreter:
             current = self.evaluate(node.target, frame)
             rhs = self.evaluate(node.value, frame)
             if isinstance(current, list) and node.op == "+" and isinstance(rhs, (list, tuple)):
+                self.check_size("+", current, rhs)
                 current.extend(rhs)  # in-place, like list.__iadd__
                 return current
             if isinstance(current, set) and node.op == "|" and isinstance(rhs, (set, frozenset)):
@@ -891,6 +893,8 @@ class Interpreter:
             text = ascii(value) if is_plain(value) else self.to_str(value)
         else:
             text = self.to_str(value)
+        if spec and isinstance(spec, str) and any(len(w) > 6 for w in re.findall(r"\d+", spec)):
+            raise AnalysisBound("analysis bound reached: format width too large")
         if spec and isinstance(spec, str) and is_plain(value):
             # as CPython: f"{x!r:>8}" formats the converted text, f"{None:>3}" is a TypeError
             subject = text if conversion in ("r", "s", "a") else value
@@ -1037,6 +1041,10 @@ class Interpreter:
         return Unknown(f"operator {op} on {type(left).__name__} and {type(right).__name__}")
 
     def check_size(self, op: str, left: Any, right: Any) -> None:
+        limit = self.bounds.max_seq_len
+        if op == "+" and isinstance(left, (str, list, tuple, bytes)) and isinstance(right, (str, list, tuple, bytes)):
+            if len(left) + len(right) > limit:
+                raise AnalysisBound("analysis bound reached: sequence too large")
         if op == "*" and isinstance(left, (str, list, tuple, bytes)) and isinstance(right, int):
             if len(left) * right > self.bounds.max_seq_len:
                 raise AnalysisBound("analysis bound reached: sequence too large")
@@ -1385,6 +1393,7 @@ class Interpreter:
     def call_data_method(self, method: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         owner = method.__self__
         name = method.__name__
+        self.check_method_size(owner, name, args)
         if name == "get" and isinstance(owner, dict) and args and isinstance(args[0], Unknown):
             return args[0]
         if name in ("join",) and args and contains_unknown(args[0] if not isinstance(args[0], Unknown) else [args[0]]):
@@ -1412,6 +1421,21 @@ class Interpreter:
         if name in ("items", "keys", "values") and isinstance(owner, dict):
             return list(result)  # dict views as lists: iteration order is what matters here
         return result
+
+    def check_method_size(self, owner: Any, name: str, args: list[Any]) -> None:
+        """Refuse data methods whose result would exceed the sequence bound, before they run."""
+        limit = self.bounds.max_seq_len
+        size = 0
+        if name in ("center", "ljust", "rjust", "zfill") and args and isinstance(args[0], int):
+            size = args[0]
+        elif name == "replace" and isinstance(owner, str) and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+            size = len(owner) + owner.count(args[0]) * max(0, len(args[1]) - len(args[0])) if args[0] else len(owner) * (len(args[1]) + 1)
+        elif name in ("extend", "join", "update") and args and isinstance(args[0], (list, tuple, str, set, dict, range)):
+            size = len(owner) + (sum(len(x) for x in args[0] if isinstance(x, str)) if name == "join" else len(args[0]))
+        elif name in ("append", "insert", "add"):
+            size = len(owner) + 1
+        if size > limit:
+            raise AnalysisBound("analysis bound reached: sequence too large")
 
     def plain_or_str(self, value: Any) -> Any:
         return value if is_plain(value) else self.to_str(value)

@@ -586,6 +586,16 @@ def convert_source(source: str) -> ir.Node:
         sys.setrecursionlimit(old_limit)
 
 
+_ERROR_AT = re.compile(r"error at (\d+):\d+")
+
+
+def _error_line(exc: cst.ParserSyntaxError) -> int:
+    # the native parser's raw_line is one past the offending line for parser errors;
+    # the "error at LINE:COL" in its message is right
+    found = _ERROR_AT.search(exc.message)
+    return int(found.group(1)) if found else exc.raw_line
+
+
 def _convert(source: str) -> ir.Node:
     try:
         # before libcst: too deep a nesting overflows its native parser's C stack (SIGSEGV)
@@ -595,7 +605,7 @@ def _convert(source: str) -> ir.Node:
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        raise ParseFailure(f"syntax error: {exc.message}", exc.raw_line) from None
+        raise ParseFailure(f"syntax error: {exc.message}", _error_line(exc)) from None
     except RecursionError:
         raise ParseFailure("expression nesting too deep to parse") from None
     except Exception as exc:  # a libcst failure on odd input marks this file, not the run

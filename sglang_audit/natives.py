@@ -222,7 +222,7 @@ class NativeWorld:
         native("abs", lambda i, a, k: self._plain_call(i, abs, a, k))
         native("round", lambda i, a, k: self._plain_call(i, round, a, k))
         native("divmod", lambda i, a, k: self._plain_call(i, divmod, a, k))
-        native("pow", lambda i, a, k: self._plain_call(i, pow, a, k))
+        native("pow", lambda i, a, k: (i.check_size("**", a[0], a[1]), self._plain_call(i, pow, a, k))[1] if len(a) >= 2 else self._plain_call(i, pow, a, k))
         native("ord", lambda i, a, k: self._plain_call(i, ord, a, k))
         native("chr", lambda i, a, k: self._plain_call(i, chr, a, k))
         native("hex", lambda i, a, k: self._plain_call(i, hex, a, k))
@@ -267,7 +267,7 @@ class NativeWorld:
         if isinstance(value, Unknown):
             return value
         if isinstance(value, (str, bytes, list, tuple, dict, set, frozenset, range)):
-            return len(value)
+            return interp.data_op(lambda: len(value))
         if isinstance(value, Class) and "enum" in value.flags:
             return len(value.ns.get("__members_list__", []))
         if isinstance(value, Instance):

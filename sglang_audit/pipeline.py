@@ -13,7 +13,7 @@ from typing import Any
 from . import ir
 from .cliargs import FlagTable, extract_flags, parse_launch, parse_set
 from .device import parse_device
-from .errors import InputError
+from .errors import InputError, SourceError
 from .evaluator import Interpreter, PyRaise, Unmodelled
 from .frontend import ParseFailure, SourceCache
 from .resolver import ModelInput, Resolver, Target
@@ -115,10 +115,10 @@ def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
         mod = interp.load_module("sglang.srt.server_args")
         if not isinstance(mod, ModuleObj) or mod.failed:
             where = interp.parse_failures.get("sglang/srt/server_args.py") or getattr(mod, "failed", "missing")
-            raise InputError(f"cannot read sglang/srt/server_args.py in {tree.package_dir}: {where}")
+            raise SourceError(f"cannot read sglang/srt/server_args.py in {tree.package_dir}: {where}")
         cls = mod.globals.get("ServerArgs")
         if not isinstance(cls, Class):
-            raise InputError(f"no ServerArgs class in {tree.package_dir}/srt/server_args.py: unsupported layout")
+            raise SourceError(f"no ServerArgs class in {tree.package_dir}/srt/server_args.py: unsupported layout")
         return extract_flags(interp, cls)
     except (PyRaise, Unmodelled, AnalysisBound) as exc:
         # the module body itself stops (a raise at import, a bound): its flags are unknowable
@@ -138,20 +138,22 @@ def _stop_reason(exc: Exception) -> str:
 def check_entry(tree: SourceTree, resolver: Resolver) -> None:
     """Refuse a tree whose entry module (``ServerArgs``'s) cannot be parsed or defines no
     entry class: nothing could be resolved from it, so that is an input error (exit 2,
-    with file:line), not a report of unknowns.  A structural check on the parsed module
-    (no evaluation); the parse is cached for the resolution that follows."""
+    with file:line), not a report of unknowns.  A SourceError, not an InputError: the
+    release itself is unusable, whatever the flags (diff must not read it as "this
+    release refuses the flags").  A structural check on the parsed module (no
+    evaluation); the parse is cached for the resolution that follows."""
     entry = resolver.settings_spec["entry"]
     rel = entry["module"].replace(".", "/") + ".py"
     path = resolver.root / rel
     if not path.is_file():
-        raise InputError(f"no {rel} in {resolver.root}: unsupported layout")
+        raise SourceError(f"no {rel} in {resolver.root}: unsupported layout")
     try:
         module = resolver.cache.load(path)
     except ParseFailure as exc:
         where = f"{rel}:{exc.line}" if exc.line else rel
-        raise InputError(f"cannot analyse {where}: {exc.message} ({tree.package_dir})") from None
+        raise SourceError(f"cannot analyse {where}: {exc.message} ({tree.package_dir})") from None
     if not _may_bind(module.body, entry["class"]):
-        raise InputError(f"no {entry['class']} class in {rel} ({tree.package_dir}): unsupported or future layout")
+        raise SourceError(f"no {entry['class']} class in {rel} ({tree.package_dir}): unsupported or future layout")
 
 
 def _may_bind(body: list[ir.Node], name: str) -> bool:

@@ -57,6 +57,7 @@ class PathResult:
     rejected: Rejection | None = None
     aborted: str | None = None
     runtime_failed: str | None = None
+    steps: int = 0
     keyed: dict[str, list[Event]] = field(default_factory=dict)
     model: dict[str, Any] = field(default_factory=dict)
     logs: list[Any] = field(default_factory=list)
@@ -82,6 +83,8 @@ class Resolver:
         self.max_paths = max_paths
         self.bounds = bounds or Bounds()
         self.settings_spec = load_toml("settings.toml")
+        self.steps_used = 0
+        self.total_steps = 2 * self.bounds.max_steps
         self.runtime_settings = {k for step in self.settings_spec["runtime"] for k in step["getters"]}
         self.root = target.source.package_dir.parent
         self.environment = build_environment(target)
@@ -100,6 +103,10 @@ class Resolver:
                 break
             result = self.run_path(decisions)
             paths.append(result)
+            self.steps_used += result.steps
+            if self.steps_used > self.total_steps and pending:
+                explored_all = False  # one budget for all paths: a pathological tree stops here
+                break
             # every decision first taken on this path opens the other outcome
             prefix = dict(decisions)
             for d in result.new_decisions:
@@ -129,6 +136,7 @@ class Resolver:
         result.logs = interp.logs
         result.parse_failures = dict(interp.parse_failures)
         result.new_decisions = list(interp.new_decisions)
+        result.steps = interp.steps
         result.keyed = interp.keyed_events
         result.taken = list(interp.taken)
         return result
@@ -147,6 +155,9 @@ class Resolver:
             reason = str(exc)
         except RecursionError:
             reason = "analysis bound reached: recursion too deep"
+        except (ArithmeticError, MemoryError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            # an evaluator defect costs this path, never the run and never a verdict
+            reason = f"internal evaluator error ({type(exc).__name__}: {exc}); treated as unknown"
         if stage == "config":
             result.aborted = reason
         elif stage == "runtime":
@@ -268,6 +279,10 @@ class Resolver:
             if interp.find_module_file(step["module"]) is None:
                 continue
             mod = interp.load_module(step["module"])
+            if isinstance(mod, ModuleObj) and mod.failed:
+                for setting in step["getters"]:
+                    result.runtime[setting] = Unknown(f"runtime initialiser not analysed: {interp.parse_failures.get(mod.file, mod.failed)}")
+                continue
             if not isinstance(mod, ModuleObj) or step["initializer"] not in mod.globals:
                 continue
             wanted = step.get("when_model_has")
@@ -625,6 +640,8 @@ def _requirements(package_dir: Path) -> list[tuple[str, str, str, str]]:
     parent = package_dir.parent
     out: list[tuple[str, str, str, str]] = []
     for meta in sorted(parent.glob("sglang-*.dist-info/METADATA")) + sorted(parent.glob("*/METADATA")):
+        if not meta.is_file() or meta.stat().st_size > 4 * 1024 * 1024:
+            continue  # a FIFO or a huge file is not package metadata
         for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
             m = _REQ.match(line.strip())
             if m:
@@ -632,7 +649,7 @@ def _requirements(package_dir: Path) -> list[tuple[str, str, str, str]]:
         if out:
             return out
     pyproject = parent / "pyproject.toml"
-    if pyproject.is_file():
+    if pyproject.is_file() and pyproject.stat().st_size <= 4 * 1024 * 1024:
         text = pyproject.read_text(encoding="utf-8", errors="replace")
         block = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, re.S | re.M)
         if block:

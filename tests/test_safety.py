@@ -6,6 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from sglang_audit.cli import main
@@ -23,6 +24,11 @@ def _canary_checkout(tmp_path: Path, marker: Path) -> Path:
     for py in root.rglob("*.py"):
         py.write_text(payload + py.read_text())
     (root / "python" / "setup.py").write_text(payload)
+    # a PEP 517 build would import this backend (building or installing the checkout)
+    (root / "python" / "canary_backend.py").write_text(payload)
+    pyproject = root / "python" / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + '\n[build-system]\nrequires = []\n'
+                         'build-backend = "canary_backend"\nbackend-path = ["."]\n')
     (root / "python" / "sglang" / "srt" / "evil.py").write_text(payload + "__import__('os').system('touch " + str(marker) + "')\n")
     return root
 
@@ -38,6 +44,52 @@ def test_resolve_never_executes_the_checkout(tmp_path, isolated_cache):
         assert result.exit_code == 0, result.output
         assert '"moe_runner_backend"' in result.stdout
     assert not marker.exists()
+
+
+# Every sub-command, run on the canary checkout (CANARY below is the checkout's path).
+# A command not listed here is still run with the target options; the coverage test
+# fails if that is not enough to run it, so a new command cannot skip the canary.
+CANARY_RUNS: dict[str, list[list[str]]] = {
+    "resolve": [["resolve", "-s", "CANARY", "-a", "sm100", "-m", "deepseek-r1-nvfp4", "--format", "json"],
+                ["resolve", "-s", "CANARY", "-a", "sm120", "--set", "tp_size=8", "--launch",
+                 "python -m sglang.launch_server --model-path deepseek-r1-nvfp4 --moe-runner-backend triton"]],
+    "explain": [["explain", "moe_runner_backend", "-s", "CANARY", "-a", "sm100", "-m", "deepseek-r1-nvfp4"]],
+    "check": [["check", "-s", "CANARY", "-a", "sm120", "-m", "deepseek-r1-nvfp4", "--format", "sarif"]],
+    "guards": [["guards", "-s", "CANARY", "-a", "sm120"]],
+    "graph": [["graph", "-s", "CANARY"]],
+    "diff": [["diff", "--from", "CANARY", "--to", "CANARY", "-a", "sm100", "-m", "deepseek-r1-nvfp4"]],
+    "report": [["report", "-s", "CANARY", "--from", "CANARY", "-a", "sm120", "-m", "deepseek-r1-nvfp4",
+                "-o", "OUT/report.html"]],
+    # -j 2: the worker processes must not execute it either
+    "matrix": [["matrix", "-s", "CANARY", "-a", "sm100,sm120", "-m", "deepseek-r1-nvfp4", "--flags-set", "none=",
+                "-j", "2", "--format", "json"]],
+    "cache": [["cache", "info"]],  # reads no source; listed so the coverage check passes
+}
+GENERIC_RUN = ["-s", "CANARY", "-a", "sm120", "-m", "deepseek-r1-nvfp4"]
+
+
+def _runs() -> list[tuple[str, list[str]]]:
+    out = [(name, args) for name, runs in CANARY_RUNS.items() for args in runs]
+    out += [(name, [name, *GENERIC_RUN]) for name in sorted(main.commands) if name not in CANARY_RUNS]
+    return out
+
+
+@pytest.mark.parametrize("name, args", _runs(), ids=lambda v: v if isinstance(v, str) else "")
+def test_no_command_executes_the_checkout(name, args, tmp_path, isolated_cache):
+    marker = tmp_path / "MARKER"
+    root = _canary_checkout(tmp_path, marker)
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = [a.replace("CANARY", str(root)).replace("OUT", str(out)) for a in args]
+    result = CliRunner().invoke(main, argv)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    # 0, 1 (rejected/changed/findings) and 3 (unknown) all mean the command ran to the end
+    assert result.exit_code in (0, 1, 3), (
+        f"`{name}` did not run on the canary (exit {result.exit_code}: {result.stderr.strip()}); "
+        f"add an invocation for it to CANARY_RUNS in tests/test_safety.py"
+    )
+    assert not marker.exists()
+    assert name in main.commands  # a renamed or removed command: update CANARY_RUNS
 
 
 def test_package_has_no_dynamic_execution():
