@@ -23,7 +23,7 @@ from typing import Any
 from .device import parse_device
 from .errors import AuditError, InputError
 from .frontend import SourceCache
-from .pipeline import flag_table, locate_model, parse_env
+from .pipeline import check_entry, flag_table, locate_model, parse_env
 from .resolver import ModelInput, Resolver, Target
 from .result import STATUS_REJECTED, STATUS_UNKNOWN, Rejection, Resolution, Setting, UnknownValue
 from .source import SourceTree, locate_source
@@ -166,6 +166,7 @@ class Matrix:
     common_sets: tuple[str, ...]
     model_sets: dict[str, tuple[str, ...]]
     cuda: str
+    cudnn: str | None
     rules: int | None  # rules applied; None when the rules module is unusable
     rules_note: str
     columns: tuple[Column, ...]
@@ -238,10 +239,11 @@ def summarise(case: Case, res: Resolution, rules: tuple[Any, ...] | None) -> Cas
 class Worker:
     """Per-process state: the located tree and one SourceCache for every case it runs."""
 
-    def __init__(self, tree: SourceTree, cuda: str, env: dict[str, str], use_cache: bool,
-                 rules: tuple[Any, ...] | None) -> None:
+    def __init__(self, tree: SourceTree, cuda: str, cudnn: str | None, env: dict[str, str],
+                 use_cache: bool, rules: tuple[Any, ...] | None) -> None:
         self.tree = tree
         self.cuda = cuda
+        self.cudnn = cudnn
         self.env = env
         self.cache = SourceCache(use_disk=use_cache)
         self.rules = rules
@@ -249,7 +251,7 @@ class Worker:
 
     def run(self, case: Case, flags: dict[str, Any]) -> CaseResult:
         try:
-            device = parse_device(case.arch, self.cuda)
+            device = parse_device(case.arch, self.cuda, cudnn=self.cudnn)
             model = locate_model(case.model)
             # as pipeline.prepare builds it, with the flags already typed by the parent
             target = Target(self.tree, device, model, dict(flags), dict(self.env))
@@ -271,10 +273,10 @@ class Worker:
 _WORKER: Worker | None = None  # the pool worker's state (one per process)
 
 
-def _init_worker(tree: SourceTree, cuda: str, env: dict[str, str], use_cache: bool,
-                 rules: tuple[Any, ...] | None) -> None:
+def _init_worker(tree: SourceTree, cuda: str, cudnn: str | None, env: dict[str, str],
+                 use_cache: bool, rules: tuple[Any, ...] | None) -> None:
     global _WORKER
-    _WORKER = Worker(tree, cuda, env, use_cache, rules)
+    _WORKER = Worker(tree, cuda, cudnn, env, use_cache, rules)
 
 
 def _run_in_worker(case: Case, flags: dict[str, Any]) -> CaseResult:
@@ -295,6 +297,7 @@ class Plan:
     flag_sets: tuple[FlagSet, ...]
     common_sets: tuple[str, ...]
     cuda: str
+    cudnn: str | None
     env: dict[str, str]
     cases: list[Case]
     flags: dict[tuple[str, str], dict[str, Any]]  # (model, flag set) -> typed flags
@@ -304,7 +307,7 @@ class Plan:
 
 def plan(source: str | None, archs: Sequence[str] = (), models: Sequence[str] = (),
          flag_sets: Sequence[FlagSet] = (), common_sets: Sequence[str] = (), cuda: str = "12.9",
-         env: Sequence[str] = (), use_cache: bool = True,
+         env: Sequence[str] = (), use_cache: bool = True, cudnn: str | None = None,
          progress: Callable[[str], None] | None = None) -> Plan:
     archs = tuple(archs) or DEFAULT_ARCHS
     models = tuple(models) or DEFAULT_MODELS
@@ -315,14 +318,16 @@ def plan(source: str | None, archs: Sequence[str] = (), models: Sequence[str] = 
     if dup is not None:
         raise InputError(f"flag set {dup!r} given twice")
     for arch in archs:
-        parse_device(arch, cuda)  # a bad --arch fails here, not once per case
+        parse_device(arch, cuda, cudnn=cudnn)  # a bad --arch fails here, not once per case
     for model in models:
         locate_model(model)
     env_map = parse_env(list(env))
     tree = locate_source(source, progress=progress)
     # one evaluation of ServerArgs.add_cli_args types every flag set for this release
     placeholder = Target(tree, parse_device(archs[0], cuda), ModelInput("?", Path(".").resolve()), {}, env_map)
-    table = flag_table(tree, Resolver(placeholder, SourceCache(use_disk=use_cache)))
+    resolver = Resolver(placeholder, SourceCache(use_disk=use_cache))
+    check_entry(tree, resolver)  # an unusable tree is one error, not one per case
+    table = flag_table(tree, resolver)
     from .cliargs import parse_set
 
     parse_set(table, list(common_sets))  # a bad --set is a usage error, whatever the sets
@@ -346,8 +351,8 @@ def plan(source: str | None, archs: Sequence[str] = (), models: Sequence[str] = 
             (a, m, f) for a in archs for m in models for f in flag_sets
         )
     ]
-    return Plan(tree, archs, models, flag_sets, tuple(common_sets), cuda, env_map, cases, flags,
-                model_sets, skipped)
+    return Plan(tree, archs, models, flag_sets, tuple(common_sets), cuda, cudnn, env_map, cases,
+                flags, model_sets, skipped)
 
 
 def run(p: Plan, jobs: int = 1, use_cache: bool = True, rule_dirs: Sequence[Path] = (),
@@ -366,7 +371,7 @@ def run(p: Plan, jobs: int = 1, use_cache: bool = True, rule_dirs: Sequence[Path
             on_result(r)
     jobs = max(1, min(jobs, len(todo) or 1))
     if jobs == 1:
-        worker = Worker(p.tree, p.cuda, p.env, use_cache, rules)
+        worker = Worker(p.tree, p.cuda, p.cudnn, p.env, use_cache, rules)
         try:
             for case in todo:
                 results[case.index] = r = worker.run(case, p.flags[(case.model, case.flag_set)])
@@ -377,7 +382,7 @@ def run(p: Plan, jobs: int = 1, use_cache: bool = True, rule_dirs: Sequence[Path
                 gc.unfreeze()  # in-process: give the objects back to the collector
     else:
         pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
-                                   initargs=(p.tree, p.cuda, p.env, use_cache, rules))
+                                   initargs=(p.tree, p.cuda, p.cudnn, p.env, use_cache, rules))
         try:
             futures: list[Future[CaseResult]] = [
                 pool.submit(_run_in_worker, case, p.flags[(case.model, case.flag_set)]) for case in todo
@@ -396,7 +401,7 @@ def run(p: Plan, jobs: int = 1, use_cache: bool = True, rule_dirs: Sequence[Path
     return Matrix(
         source=p.tree.to_json() | {"package_dir": None},
         archs=p.archs, models=p.models, flag_sets=p.flag_sets, common_sets=p.common_sets,
-        model_sets=p.model_sets, cuda=p.cuda, rules=None if rules is None else len(rules),
+        model_sets=p.model_sets, cuda=p.cuda, cudnn=p.cudnn, rules=None if rules is None else len(rules),
         rules_note=note, columns=COLUMNS, results=done,
     )
 

@@ -87,7 +87,8 @@ def summary(m: Matrix) -> dict[str, int]:
 def _header(m: Matrix) -> str:
     src = m.source
     n = len(m.results)
-    return (f"SGLang {src.get('version')} (flashinfer {src.get('flashinfer')}) · CUDA {m.cuda} · "
+    cudnn = f", cuDNN {m.cudnn}" if m.cudnn else ""
+    return (f"SGLang {src.get('version')} (flashinfer {src.get('flashinfer')}) · CUDA {m.cuda}{cudnn} · "
             f"{n} cases: {len(m.archs)} archs × {len(m.models)} models × {len(m.flag_sets)} flag sets · "
             f"{m.rules_note}")
 
@@ -174,6 +175,7 @@ def render_json(m: Matrix) -> str:
         "tool_version": __version__,
         "source": {k: m.source.get(k) for k in ("version", "flashinfer", "origin")},
         "cuda": m.cuda,
+        "cudnn": m.cudnn,
         "archs": list(m.archs),
         "models": list(m.models),
         "flag_sets": {fs.name: list(fs.items) for fs in m.flag_sets},

@@ -24,12 +24,13 @@ from ..matrix import (
     split_list,
 )
 
+_SETS = "\n               ".join(f"{fs.name}={','.join(fs.items)}" for fs in DEFAULT_FLAG_SETS)
 MATRIX_EPILOG = f"""\b
 Defaults:
   --arch       {",".join(DEFAULT_ARCHS)}
   --model      {",".join(DEFAULT_MODELS)}
                ({", ".join(MODEL_DEFAULT_SETS)} with tp_size=8)
-  --flags-set  {"; ".join(f"{fs.name}={','.join(fs.items)}" for fs in DEFAULT_FLAG_SETS)}
+  --flags-set  {_SETS}
 
 \b
 Each case is resolved as `sglang-audit resolve` would (flags: the model's defaults, then
@@ -54,6 +55,7 @@ Exit codes:
               help="A named set of flags (NAME= for none). Repeatable; replaces the default sets.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A flag applied to every case (after the flag set). Repeatable.")
 @click.option("--cuda", default="12.9", show_default=True, help="CUDA version that torch reports.")
+@click.option("--cudnn", default=None, metavar="VERSION", help="cuDNN version torch reports (e.g. 9.10.2); unset: unknown, which matters only where SGLang checks it.")
 @click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see. Repeatable.")
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
               type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -63,7 +65,7 @@ Exit codes:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "html"]), default="text", show_default=True)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the parsed-file cache.")
 def matrix(archs: tuple[str, ...], models: tuple[str, ...], flag_sets: tuple[str, ...], sets: tuple[str, ...],
-           source: str | None, cuda: str, env: tuple[str, ...], rule_dirs: tuple[Path, ...], jobs: int | None,
+           source: str | None, cuda: str, cudnn: str | None, env: tuple[str, ...], rule_dirs: tuple[Path, ...], jobs: int | None,
            fmt: str, no_cache: bool) -> None:
     """Resolve (and check) every architecture × model × flag set of one release and print a
     compact table: one row per case, one column per main setting (MoE runner, draft MoE
@@ -80,7 +82,7 @@ def matrix(archs: tuple[str, ...], models: tuple[str, ...], flag_sets: tuple[str
     def build() -> Any:
         fsets = [parse_flag_set(f) for f in flag_sets]
         return plan(source, split_list(archs), split_list(models), fsets, list(sets), cuda, list(env),
-                    use_cache=not no_cache, progress=progress)
+                    use_cache=not no_cache, cudnn=cudnn, progress=progress)
 
     p = run_or_exit(build)
     n_jobs = jobs or default_jobs()

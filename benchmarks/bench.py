@@ -1,0 +1,380 @@
+"""sglang-audit performance benchmark (issue 9): cold/warm `resolve` against the parse cost
+of exactly the files it read, the `matrix` per-case cost and peak memory, per release.
+
+Every measurement runs in a fresh child process with a PRIVATE cache dir (never the
+user's), so "cold" really starts from an empty parsed-IR cache.  Wall and CPU time are
+both reported: on a shared machine wall time moves with the load, CPU time much less.
+
+    .venv/bin/python benchmarks/bench.py --versions 0.5.10 0.5.23 --jobs 2 \\
+        --cache-dir /tmp/bench-cache --wheels-from /tmp/sa-cache/wheels \\
+        --json-out /tmp/bench.json
+
+Phases per release: extract (unpack the wheel, not timed against anything), cold resolve
+(empty ir/), parse baselines (libcst.parse_module and ast.parse of the files the cold
+resolve read, and the front end's own stages), warm resolve (same process: memory cache,
+then a new SourceCache reading the disk cache; and a fresh process), and the matrix
+(`sglang-audit matrix --jobs N`, run twice, the second warm; the first warms the cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+ORACLE_SECONDS = (1.2, 2.0)  # shared/oracle/README.md: "1.2-2 s per case" in batch mode
+# The README's main job (0.5.10, SM120, Qwen3.5 NVFP4 with MTP, no radix cache).
+RESOLVE_CASE = {
+    "arch": "sm120", "model": "qwen3.5-397b-a17b-nvfp4",
+    "sets": ["tp_size=8", "speculative_algorithm=NEXTN", "disable_radix_cache=true"],
+}
+TARGETS = {
+    "cold_vs_libcst": 3.0, "warm_vs_cold": 0.25, "matrix_216_seconds": 30.0,
+    "per_case_vs_oracle": 0.01, "peak_mb": 500.0,
+}
+
+
+# ---- child-process phases ------------------------------------------------------------------
+
+
+def _clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _since(start: tuple[float, float]) -> dict[str, float]:
+    return {"wall": time.perf_counter() - start[0], "cpu": time.process_time() - start[1]}
+
+
+def _maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _request(version: str) -> Any:
+    from sglang_audit.pipeline import Request
+
+    return Request(source=f"sglang=={version}", arch=RESOLVE_CASE["arch"], model=RESOLVE_CASE["model"],
+                   sets=list(RESOLVE_CASE["sets"]))
+
+
+def phase_extract(version: str) -> dict[str, Any]:
+    from sglang_audit.source import locate_source
+
+    t = _clock()
+    tree = locate_source(f"sglang=={version}")
+    return {"time": _since(t), "package_dir": str(tree.package_dir)}
+
+
+def phase_cold(version: str) -> dict[str, Any]:
+    from sglang_audit.frontend import SourceCache
+    from sglang_audit.pipeline import resolve
+
+    cache = SourceCache(use_disk=True)
+    t = _clock()
+    res = resolve(_request(version), cache=cache)
+    cold = _since(t)
+    files = sorted(set(res.files_read))
+    out: dict[str, Any] = {"time": cold, "parse_count": cache.parse_count, "files_read": files,
+                           "lines": sum(Path(f).read_text(encoding="utf-8").count("\n") for f in files)}
+    # same process, same SourceCache: what explain/matrix workers see after the first case
+    t = _clock()
+    resolve(_request(version), cache=cache)
+    out["warm_memory"] = _since(t)
+    # same process, a new SourceCache: every file comes from the disk cache
+    disk = SourceCache(use_disk=True)
+    t = _clock()
+    resolve(_request(version), cache=disk)
+    out["warm_disk_same_process"] = _since(t)
+    out["warm_disk_parse_count"] = disk.parse_count
+    out["maxrss_mb"] = _maxrss_mb()
+    return out
+
+
+def phase_warm(version: str) -> dict[str, Any]:
+    from sglang_audit.frontend import SourceCache
+    from sglang_audit.pipeline import resolve
+
+    cache = SourceCache(use_disk=True)
+    t = _clock()
+    resolve(_request(version), cache=cache)
+    return {"time": _since(t), "parse_count": cache.parse_count, "maxrss_mb": _maxrss_mb()}
+
+
+def phase_parse(files_json: str) -> dict[str, Any]:
+    """Parse baselines over exactly the files the cold resolve read, plus the front end's
+    stages on the same files (libcst parse → line numbers → IR conversion → disk form)."""
+    import libcst as cst
+
+    from sglang_audit import frontend
+
+    files = json.loads(Path(files_json).read_text())
+    texts = [Path(f).read_text(encoding="utf-8") for f in files]
+    out: dict[str, Any] = {}
+    t = _clock()
+    modules = [cst.parse_module(x) for x in texts]
+    out["libcst_parse"] = _since(t)
+    t = _clock()
+    for x in texts:
+        ast.parse(x)
+    out["ast_parse"] = _since(t)
+    t = _clock()
+    spans = [frontend.line_spans(m) for m in modules]
+    out["frontend_lines"] = _since(t)
+    # what the front end used for line numbers before (libcst's public provider)
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    t = _clock()
+    for m in modules:
+        MetadataWrapper(m, unsafe_skip_copy=True).resolve(PositionProvider)
+    out["libcst_position_provider"] = _since(t)
+    t = _clock()
+    trees = [frontend._Converter(m, s).block(m.body) for m, s in zip(modules, spans, strict=True)]
+    out["frontend_convert"] = _since(t)
+    t = _clock()
+    blobs = [frontend.dump_tree(frontend.ir.Module(1, tr)) for tr in trees]
+    out["disk_dump"] = _since(t)
+    out["disk_bytes"] = sum(len(b) for b in blobs)
+    del modules, spans, trees
+    t = _clock()
+    for b in blobs:
+        frontend.load_tree(b)
+    out["disk_load"] = _since(t)
+    return out
+
+
+PHASES = {"extract": phase_extract, "cold": phase_cold, "warm": phase_warm, "parse": phase_parse}
+
+
+# ---- the driver ------------------------------------------------------------------------------
+
+
+class TreeMemory:
+    """Samples the summed RSS of a process and its descendants (Linux /proc)."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.peak_kb = 0  # max over samples of the summed VmRSS
+        self.hwm_kb: dict[int, int] = {}  # last VmHWM seen per process (upper bound when summed)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> TreeMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _children(self) -> dict[int, list[int]]:
+        kids: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(entry))
+        return kids
+
+    def _rss_kb(self, pid: int) -> int:
+        rss = 0
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        rss = int(line.split()[1])
+                    elif line.startswith("VmHWM:"):
+                        self.hwm_kb[pid] = int(line.split()[1])
+        except OSError:
+            pass
+        return rss
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            kids = self._children()
+            todo, total = [self.pid], 0
+            while todo:
+                p = todo.pop()
+                total += self._rss_kb(p)
+                todo.extend(kids.get(p, []))
+            self.peak_kb = max(self.peak_kb, total)
+            self._stop.wait(self.interval)
+
+
+def run_phase(name: str, arg: str, env: dict[str, str]) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "_phase", name, arg]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"phase {name} {arg} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run the real CLI; wall, CPU of the process tree, sampled peak tree RSS."""
+    exe = str(Path(sys.executable).with_name("sglang-audit"))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.Popen([exe, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with TreeMemory(proc.pid) as mem:
+        stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if proc.returncode not in (0, 1, 3):
+        raise SystemExit(f"sglang-audit {' '.join(args)} failed ({proc.returncode}):\n{stderr[-3000:]}")
+    return {"wall": wall, "cpu": cpu, "peak_tree_mb": mem.peak_kb / 1024,
+            "sum_hwm_mb": sum(mem.hwm_kb.values()) / 1024, "processes": len(mem.hwm_kb),
+            "stdout": stdout, "returncode": proc.returncode}
+
+
+def prepare_cache(cache_dir: Path, wheels_from: Path | None, versions: list[str]) -> None:
+    for part in ("ir", "sources"):
+        shutil.rmtree(cache_dir / part, ignore_errors=True)
+    wheels = cache_dir / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    if wheels_from is not None:
+        for v in versions:
+            for whl in wheels_from.glob(f"sglang-{v}-*.whl"):
+                if not (wheels / whl.name).exists():
+                    shutil.copy2(whl, wheels / whl.name)
+
+
+def bench_version(version: str, args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    say = lambda msg: print(f"[{version}] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    r: dict[str, Any] = {"version": version}
+    say("extract")
+    r["extract"] = run_phase("extract", version, env)
+    say("cold resolve")
+    # an empty ir/ for each release: files identical across releases must not be hits
+    shutil.rmtree(Path(args.cache_dir) / "ir", ignore_errors=True)
+    cold = run_phase("cold", version, env)
+    r["cold"] = cold
+    files_json = Path(args.cache_dir) / f"files-{version}.json"
+    files_json.write_text(json.dumps(cold["files_read"]))
+    r["files"] = len(cold["files_read"])
+    say(f"parse baselines over {r['files']} files")
+    r["parse"] = run_phase("parse", str(files_json), env)
+    say("warm resolve, fresh process")
+    r["warm_fresh"] = run_phase("warm", version, env)
+    rc = ["resolve", "-s", f"sglang=={version}", "-a", RESOLVE_CASE["arch"], "-m", RESOLVE_CASE["model"],
+          *[x for s in RESOLVE_CASE["sets"] for x in ("--set", s)], "--format", "json"]
+    r["warm_cli"] = {k: v for k, v in run_cli(rc, env).items() if k != "stdout"}
+    mx = ["matrix", "-s", f"sglang=={version}", "--jobs", str(args.jobs), "--format", "json"]
+    if version in args.sample_matrix:
+        mx += ["--arch", args.sample_archs, "--flags-set", "none="]
+    for label in ("matrix_first", "matrix_warm"):
+        say(label.replace("_", " "))
+        out = run_cli(mx, env)
+        data = json.loads(out.pop("stdout"))
+        out["cases"] = len(data["cases"])
+        out["summary"] = data["summary"]
+        r[label] = out
+    return r
+
+
+def ratios(r: dict[str, Any]) -> dict[str, Any]:
+    cold, parse, mx = r["cold"], r["parse"], r["matrix_warm"]
+    q: dict[str, Any] = {}
+    for clock in ("wall", "cpu"):
+        q[f"cold_vs_libcst_{clock}"] = cold["time"][clock] / parse["libcst_parse"][clock]
+        q[f"cold_vs_ast_{clock}"] = cold["time"][clock] / parse["ast_parse"][clock]
+        q[f"warm_fresh_vs_cold_{clock}"] = r["warm_fresh"]["time"][clock] / cold["time"][clock]
+        q[f"warm_disk_vs_cold_{clock}"] = cold["warm_disk_same_process"][clock] / cold["time"][clock]
+        q[f"warm_memory_vs_cold_{clock}"] = cold["warm_memory"][clock] / cold["time"][clock]
+    n = mx["cases"]
+    q["matrix_per_case_wall"] = mx["wall"] / n
+    q["matrix_per_case_cpu"] = mx["cpu"] / n
+    q["matrix_216_wall_estimate"] = mx["wall"] / n * 216
+    q["per_case_vs_oracle_wall"] = (q["matrix_per_case_wall"] / ORACLE_SECONDS[1], q["matrix_per_case_wall"] / ORACLE_SECONDS[0])
+    q["per_case_vs_oracle_cpu"] = (q["matrix_per_case_cpu"] / ORACLE_SECONDS[1], q["matrix_per_case_cpu"] / ORACLE_SECONDS[0])
+    return q
+
+
+def markdown(results: list[dict[str, Any]], jobs: int, load: tuple[float, float, float]) -> str:
+    def s(x: float) -> str:
+        return f"{x:.2f}"
+
+    lines = [f"load average at start: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs", ""]
+    lines.append("| measure | " + " | ".join(r["version"] for r in results) + " |")
+    lines.append("|---|" + "---|" * len(results))
+
+    def row(label: str, fn: Any) -> None:
+        lines.append(f"| {label} | " + " | ".join(fn(r) for r in results) + " |")
+
+    row("files read / lines", lambda r: f"{r['files']} / {r['cold']['lines']}")
+    row("libcst.parse_module, wall / cpu s", lambda r: f"{s(r['parse']['libcst_parse']['wall'])} / {s(r['parse']['libcst_parse']['cpu'])}")
+    row("ast.parse, wall / cpu s", lambda r: f"{s(r['parse']['ast_parse']['wall'])} / {s(r['parse']['ast_parse']['cpu'])}")
+    row("front end: line numbers / IR conversion, cpu s", lambda r: f"{s(r['parse']['frontend_lines']['cpu'])} / {s(r['parse']['frontend_convert']['cpu'])}")
+    row("(libcst PositionProvider on the same modules, cpu s)", lambda r: s(r["parse"]["libcst_position_provider"]["cpu"]))
+    row("disk form: dump / load, cpu s (MB)", lambda r: f"{s(r['parse']['disk_dump']['cpu'])} / {s(r['parse']['disk_load']['cpu'])} ({r['parse']['disk_bytes'] / 2**20:.1f})")
+    row("**cold resolve**, wall / cpu s", lambda r: f"{s(r['cold']['time']['wall'])} / {s(r['cold']['time']['cpu'])}")
+    row("cold ÷ libcst parse, wall / cpu (target ≤ 3)", lambda r: f"{s(r['ratios']['cold_vs_libcst_wall'])} / {s(r['ratios']['cold_vs_libcst_cpu'])}")
+    row("cold ÷ ast.parse, wall / cpu", lambda r: f"{s(r['ratios']['cold_vs_ast_wall'])} / {s(r['ratios']['cold_vs_ast_cpu'])}")
+    row("warm, fresh process (disk cache), wall / cpu s", lambda r: f"{s(r['warm_fresh']['time']['wall'])} / {s(r['warm_fresh']['time']['cpu'])}")
+    row("warm fresh ÷ cold, wall / cpu (target ≤ 0.25)", lambda r: f"{s(r['ratios']['warm_fresh_vs_cold_wall'])} / {s(r['ratios']['warm_fresh_vs_cold_cpu'])}")
+    row("warm, same process, new SourceCache (disk) ÷ cold, cpu", lambda r: s(r["ratios"]["warm_disk_vs_cold_cpu"]))
+    row("warm, same process, same SourceCache (memory) ÷ cold, cpu", lambda r: s(r["ratios"]["warm_memory_vs_cold_cpu"]))
+    row("`sglang-audit resolve` CLI warm (process incl. imports), wall / cpu s", lambda r: f"{s(r['warm_cli']['wall'])} / {s(r['warm_cli']['cpu'])}")
+    row(f"matrix cases (--jobs {jobs})", lambda r: str(r["matrix_warm"]["cases"]))
+    row("matrix first run (fills the cache), wall s", lambda r: s(r["matrix_first"]["wall"]))
+    row("**matrix warm**, wall / cpu of all processes s", lambda r: f"{s(r['matrix_warm']['wall'])} / {s(r['matrix_warm']['cpu'])}")
+    row("matrix per case, wall / cpu s", lambda r: f"{r['ratios']['matrix_per_case_wall']:.3f} / {r['ratios']['matrix_per_case_cpu']:.3f}")
+    row("216 cases at this rate, wall s (target < 30)", lambda r: s(r["ratios"]["matrix_216_wall_estimate"]))
+    row("per case ÷ oracle case (1.2–2 s), wall (target ≤ 0.01)", lambda r: "{:.3f}–{:.3f}".format(*r["ratios"]["per_case_vs_oracle_wall"]))
+    row("per case ÷ oracle case, cpu", lambda r: "{:.3f}–{:.3f}".format(*r["ratios"]["per_case_vs_oracle_cpu"]))
+    row("**peak memory** matrix process tree (sampled) MB (target < 500)", lambda r: f"{r['matrix_warm']['peak_tree_mb']:.0f}")
+    row("sum of per-process peaks (VmHWM, upper bound) MB", lambda r: f"{r['matrix_warm']['sum_hwm_mb']:.0f} ({r['matrix_warm']['processes']} processes)")
+    row("cold-resolve process ru_maxrss MB", lambda r: f"{r['cold']['maxrss_mb']:.0f}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    if len(sys.argv) >= 4 and sys.argv[1] == "_phase":
+        print(json.dumps(PHASES[sys.argv[2]](sys.argv[3])))
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--versions", nargs="+", default=["0.5.10", "0.5.23"])
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--cache-dir", default="/tmp/sglang-audit-bench-cache",
+                    help="PRIVATE cache dir; its ir/ and sources/ are emptied first")
+    ap.add_argument("--wheels-from", type=Path, default=None, help="copy sglang-X wheels from here (no download)")
+    ap.add_argument("--sample-matrix", nargs="*", default=[],
+                    help="releases whose matrix runs on --sample-archs × 6 models × no flags only (slow releases)")
+    ap.add_argument("--sample-archs", default="sm120")
+    ap.add_argument("--json-out", type=Path)
+    args = ap.parse_args()
+    cache_dir = Path(args.cache_dir)
+    if cache_dir.resolve() == Path(os.environ.get("SGLANG_AUDIT_CACHE_DIR", "/nonexistent")).resolve():
+        raise SystemExit("--cache-dir must be a private dir, not SGLANG_AUDIT_CACHE_DIR")
+    prepare_cache(cache_dir, args.wheels_from, args.versions)
+    env = dict(os.environ, SGLANG_AUDIT_CACHE_DIR=str(cache_dir), PYTHONHASHSEED="0")
+    load = os.getloadavg()
+    results = []
+    for version in args.versions:
+        r = bench_version(version, args, env)
+        r["ratios"] = ratios(r)
+        results.append(r)
+    report = {"load_average": load, "cpus": os.cpu_count(), "jobs": args.jobs, "targets": TARGETS,
+              "oracle_seconds_per_case": ORACLE_SECONDS, "results": results}
+    for r in results:
+        r["cold"].pop("files_read", None)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(report, indent=1))
+    print(markdown(results, args.jobs, load))
+
+
+if __name__ == "__main__":
+    main()
