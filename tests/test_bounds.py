@@ -5,11 +5,7 @@ One checkout (mini_e2 with a ``_pathological()`` call first thing in
 ``ServerArgs.__post_init__``) picks its pathology from ``--env PATHOLOGY=...`` (the
 environment is an input the tool knows, so each run takes exactly one branch).  Each
 case runs in its own process with a 60 s timeout, with the default bounds (the command
-line has no option to change them).
-
-Each case runs in its own process with a timeout, so a regression shows as a failure, not a hang.
-that needs a bound (for the lead: evaluator.py/natives.py are theirs).  The slow or
-memory-hungry ones are not run (run=False): they would take minutes or exhaust memory.
+line has no option to change them), so a regression shows as a failure, not a hang.
 """
 
 from __future__ import annotations
