@@ -105,3 +105,39 @@ def test_guards_are_interpreted_from_the_release(release):
     old = _guards(release, "0.5.5", "sm120", cuda="12.10")
     assert old["is_sm120_supported"].value is False
     assert _guards(release, "0.5.5", "sm120", cuda="12.9")["is_sm120_supported"].value is True
+
+
+@pytest.mark.parametrize(
+    "version, era, fp4_runtime, fp8_runtime",
+    [
+        # E5 (resolve_once pipeline) and E6 (msgspec record, run_hook): confirmed by the oracle
+        ("0.5.19", "E5", "flashinfer_cutlass", "cutlass"),
+        ("0.5.23", "E6", "flashinfer_cutlass", "cutlass"),
+    ],
+)
+def test_pipeline_releases_sm120_qwen35(release, version, era, fp4_runtime, fp8_runtime):
+    res = run(release, version, "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"])
+    assert res.structure.startswith(era)
+    assert res.rejected is None
+    s = res.settings
+    assert (s["moe_runner_backend"].config, s["moe_runner_backend"].status) == ("auto", "resolved")
+    assert s["fp4_gemm_runner_backend"].runtime == fp4_runtime
+    assert s["fp8_gemm_runner_backend"].runtime == fp8_runtime
+    assert s["attention_backend"].config == "flashinfer"
+
+
+def test_e4_release_sm100_deepseek(release):
+    """0.5.15: the DeepSeek rule is a post-process pass whose declaration is replayed."""
+    res = run(release, "0.5.15", "sm100", "deepseek-r1-nvfp4", ["tp_size=8"])
+    assert res.structure.startswith("E4")
+    assert res.settings["moe_runner_backend"].config == "flashinfer_trtllm"
+    assert res.settings["speculative_moe_runner_backend"].config == "flashinfer_trtllm"
+    assert res.settings["fp4_gemm_runner_backend"].runtime == "flashinfer_cutedsl"
+
+
+def test_e0_release_runs_and_has_no_moe_runner_field(release):
+    res = run(release, "0.4.10", "sm100", "deepseek-r1-nvfp4", ["tp_size=8"])
+    assert res.structure.startswith("E0/E1")
+    assert res.rejected is None
+    assert not res.settings["moe_runner_backend"].present  # E0 only has boolean MoE flags
+    assert res.settings["attention_backend"].status in ("resolved", "unknown")
