@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import difflib
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InputError
 from .evaluator import Interpreter, PyRaise, Unmodelled
 from .natives import _dataclass_fields, dataclass_default
-from .values import AnalysisBound, Class, External, Instance, Native, Unknown
+from .values import AnalysisBound, Class, External, Instance, Native, TypeForm, Unknown
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class RecordingParser:
         if not isinstance(action, str):
             action = "other"
         typ = kwargs.get("type")
-        type_name = "str"
+        type_name = "none"  # argparse's default (str), but a generated CLI may convert later
         if isinstance(typ, Native) and typ.name in ("int", "float", "str"):
             type_name = typ.name
         elif isinstance(typ, Native) and typ.name == "json.loads":
@@ -73,6 +73,7 @@ class FlagTable:
     by_flag: dict[str, OptionSpec]
     by_dest: dict[str, OptionSpec]
     fields: dict[str, Any]  # dataclass field -> default value
+    field_types: dict[str, str] = field(default_factory=dict)  # field -> int|float|bool|str (annotation)
 
 
 def extract_flags(interp: Interpreter, server_args_cls: Class) -> FlagTable:
@@ -102,13 +103,49 @@ def extract_flags(interp: Interpreter, server_args_cls: Class) -> FlagTable:
     parser.options = options
     by_flag = {f: o for o in parser.options for f in o.flags}
     by_dest = {o.dest: o for o in parser.options}
-    return FlagTable(by_flag, by_dest, fields)
+    return FlagTable(by_flag, by_dest, fields, _field_types(interp, server_args_cls))
 
 
-def _convert(spec: OptionSpec | None, default: Any, key: str, text: str) -> Any:
+def _field_types(interp: Interpreter, cls: Class) -> dict[str, str]:
+    """The scalar type each field is annotated with (``Optional[int]`` → int), so a flag
+    whose argparse ``type=`` is a helper still gets typed like the release's own CLI."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.mro()):
+        try:
+            annotations = interp.natives.annotations_of(interp, klass)
+        except (PyRaise, Unmodelled, AnalysisBound):
+            continue
+        for name, ann in annotations.items():
+            scalar = _scalar(ann)
+            if scalar:
+                out[name] = scalar
+    return out
+
+
+def _scalar(ann: Any, depth: int = 0) -> str | None:
+    if depth > 4:
+        return None
+    if isinstance(ann, Native) and ann.name in ("int", "float", "bool", "str"):
+        return ann.name
+    if isinstance(ann, TypeForm):
+        leaf = getattr(ann.origin, "path", getattr(ann.origin, "name", "")).rsplit(".", 1)[-1]
+        if leaf in ("Annotated", "Optional", "Union"):
+            for arg in ann.args if leaf != "Annotated" else ann.args[:1]:
+                found = _scalar(arg, depth + 1)
+                if found:
+                    return found
+    return None
+
+
+def _convert(spec: OptionSpec | None, default: Any, key: str, text: str, annotated: str | None = None) -> Any:
     if spec is not None and spec.choices is not None and text not in spec.choices:
         raise InputError(f"bad value {text!r} for {key}: choose one of {', '.join(spec.choices)}")
     type_name = spec.type_name if spec is not None else None
+    if type_name in (None, "other", "none", "str") and annotated in ("int", "float", "bool"):
+        # the field is typed (0.5.14+ records convert the parsed text to the annotation)
+        type_name = annotated
+    elif type_name == "none":
+        type_name = "str" if isinstance(default, str) or default is None else None
     if type_name is None or type_name == "other" or type_name == "str" and not isinstance(default, str) and default is not None:
         if isinstance(default, bool):
             type_name = "bool"
@@ -155,7 +192,7 @@ def parse_set(table: FlagTable, items: list[str]) -> dict[str, Any]:
             close = difflib.get_close_matches(dest, list(table.fields), n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             raise InputError(f"unknown setting {key!r} for this release{hint}")
-        out[dest] = _convert(spec, table.fields.get(dest), key, value)
+        out[dest] = _convert(spec, table.fields.get(dest), key, value, table.field_types.get(dest))
     return out
 
 
@@ -209,7 +246,7 @@ def parse_launch(table: FlagTable, command: str) -> tuple[dict[str, Any], str | 
                     i += 1
                 value = [_convert(spec, None, flag, v) for v in vals]
             else:
-                value = _convert(spec, table.fields.get(spec.dest), flag, text)
+                value = _convert(spec, table.fields.get(spec.dest), flag, text, table.field_types.get(spec.dest))
         if spec.dest == "model_path":
             model = value
             continue

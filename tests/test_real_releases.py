@@ -141,3 +141,13 @@ def test_e0_release_runs_and_has_no_moe_runner_field(release):
     assert res.rejected is None
     assert not res.settings["moe_runner_backend"].present  # E0 only has boolean MoE flags
     assert res.settings["attention_backend"].status in ("resolved", "unknown")
+
+
+def test_set_values_are_typed_by_the_field_annotation(release):
+    """0.5.23's generated CLI declares no argparse type for Optional[int] fields; --set must
+    still pass ints (the record converts them), or the pipeline compares str with int."""
+    res = run(release, "0.5.23", "sm120", "qwen3.5-397b-a17b-nvfp4", NEXTN)
+    assert res.flags["speculative_num_steps"] == 3
+    assert res.rejected is None
+    assert res.settings["speculative_algorithm"].config == "EAGLE"
+    assert res.settings["speculative_moe_runner_backend"].config == "auto"
