@@ -413,11 +413,28 @@ def default_jobs() -> int:
 # ---- helpers the renderers share (data only) ---------------------------------------------------
 
 
-def value_text(value: Any) -> str:
+def _candidates(value: UnknownValue) -> list[str]:
+    """The values an unknown may take, when they are values (not "unknown: why" texts)."""
+    out = set()
+    for c in value.candidates:
+        text = str(c.value)
+        if text.startswith(("rejected", "unknown")) or len(text) > 40 or " " in text:
+            continue
+        out.add(text)
+    return sorted(out)
+
+
+def value_text(value: Any, full: bool = False) -> str:
+    """A cell value; an unknown is ``?(a|b)`` (its candidates), with ``full`` its reason too."""
     if isinstance(value, UnknownValue):
-        cands = sorted({str(c.value) for c in value.candidates if not str(c.value).startswith("rejected")})
-        return "?" + ("(" + "|".join(cands) + ")" if cands else "")
+        cands = _candidates(value)
+        text = "?" + ("(" + "|".join(cands) + ")" if cands else "")
+        return f"{text} unknown: {value.reason}" if full else text
     return "None" if value is None else str(value)
+
+
+def unknown_reasons(cell: Cell) -> list[str]:
+    return [v.reason for v in (cell.config, cell.runtime) if isinstance(v, UnknownValue)]
 
 
 def cell_text(cell: Cell, column: Column) -> str:

@@ -15,7 +15,16 @@ from collections import Counter
 from typing import Any
 
 from . import __version__
-from .matrix import STATUS_ERROR, STATUS_SKIPPED, CaseResult, Column, Matrix, cell_text, value_text
+from .matrix import (
+    STATUS_ERROR,
+    STATUS_SKIPPED,
+    CaseResult,
+    Column,
+    Matrix,
+    cell_text,
+    unknown_reasons,
+    value_text,
+)
 from .result import STATUS_REJECTED, STATUS_UNKNOWN, UnknownValue
 
 JSON_SCHEMA = "sglang-audit-matrix/1"
@@ -23,8 +32,8 @@ MAX_MESSAGE = 160  # rejection messages are clipped in the text table's footnote
 _MARK = {"error": "!", "warning": "~", "info": "~"}
 LEGEND = (
     "marks: A→B config value A, runtime value B;  ! error finding on this setting;  "
-    "~ warning/info finding;  ? unknown value (candidates in brackets) or undecided rule;  "
-    "n/a the release has no such setting"
+    "~ warning/info finding;  ?(a|b) unknown value with its candidates, [U1] why;  "
+    "RULE? a rule left undecided by an unknown;  n/a the release has no such setting"
 )
 
 
@@ -33,17 +42,28 @@ def _clip(text: str, limit: int = MAX_MESSAGE) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _footnotes(m: Matrix) -> tuple[dict[tuple[str, int, str], str], dict[str, str]]:
-    """Numbered rejection sites (R1, R2 ...) and errors (E1 ...), in case order."""
-    rejections: dict[tuple[str, int, str], str] = {}
-    errors: dict[str, str] = {}
-    for r in m.results:
-        if r.rejected is not None:
-            key = (r.rejected.file, r.rejected.line, r.rejected.message)
-            rejections.setdefault(key, f"R{len(rejections) + 1}")
-        if r.error is not None:
-            errors.setdefault(r.error, f"E{len(errors) + 1}")
-    return rejections, errors
+class _Notes:
+    """Numbered footnotes, in case order: rejection sites (R1 ...), errors and skipped
+    flag sets (E1 ...), reasons a value is unknown (U1 ...)."""
+
+    def __init__(self, m: Matrix) -> None:
+        self.rejections: dict[tuple[str, int, str], str] = {}
+        self.errors: dict[str, str] = {}
+        self.unknowns: dict[str, str] = {}
+        for r in m.results:
+            if r.rejected is not None:
+                key = (r.rejected.file, r.rejected.line, r.rejected.message)
+                self.rejections.setdefault(key, f"R{len(self.rejections) + 1}")
+            if r.error is not None:
+                self.errors.setdefault(r.error, f"E{len(self.errors) + 1}")
+            if r.rejected is None and r.error is None:
+                for c in r.cells:
+                    for reason in unknown_reasons(c):
+                        self.unknowns.setdefault(reason, f"U{len(self.unknowns) + 1}")
+
+    def unknown_tags(self, r: CaseResult, i: int) -> str:
+        tags = dict.fromkeys(self.unknowns[x] for x in unknown_reasons(r.cells[i]))
+        return "[" + ",".join(tags) + "]" if tags else ""
 
 
 def _marks(r: CaseResult, setting: str) -> str:
@@ -58,15 +78,15 @@ def _findings_text(r: CaseResult) -> str:
     return ",".join(parts) if parts else "-"
 
 
-def _row_cells(r: CaseResult, m: Matrix, rej: dict[tuple[str, int, str], str],
-               err: dict[str, str]) -> list[str]:
+def _row_cells(r: CaseResult, m: Matrix, notes: _Notes) -> list[str]:
     if r.status in (STATUS_ERROR, STATUS_SKIPPED):
         label = "ERROR" if r.status == STATUS_ERROR else "SKIPPED"
-        return [f"{label} [{err[r.error or '']}]"] + ["-"] * (len(m.columns) - 1) + ["-"]
+        return [f"{label} [{notes.errors[r.error or '']}]"] + ["-"] * (len(m.columns) - 1) + ["-"]
     if r.rejected is not None:
-        tag = rej[(r.rejected.file, r.rejected.line, r.rejected.message)]
+        tag = notes.rejections[(r.rejected.file, r.rejected.line, r.rejected.message)]
         return [f"REJECTED [{tag}]"] + ["-"] * (len(m.columns) - 1) + [_findings_text(r)]
-    cells = [cell_text(c, col) + _marks(r, c.setting) for c, col in zip(r.cells, m.columns, strict=True)]
+    cells = [cell_text(c, col) + notes.unknown_tags(r, i) + _marks(r, c.setting)
+             for i, (c, col) in enumerate(zip(r.cells, m.columns, strict=True))]
     return cells + [_findings_text(r)]
 
 
@@ -94,9 +114,10 @@ def _header(m: Matrix) -> str:
 
 
 def render_text(m: Matrix) -> str:
-    rej, err = _footnotes(m)
+    notes = _Notes(m)
+    rej, err = notes.rejections, notes.errors
     head = ["arch", "model", "flags", *[c.title for c in m.columns], "findings"]
-    rows = [[r.case.arch, r.case.model, r.case.flag_set, *_row_cells(r, m, rej, err)] for r in m.results]
+    rows = [[r.case.arch, r.case.model, r.case.flag_set, *_row_cells(r, m, notes)] for r in m.results]
     widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
 
     def line(cells: list[str]) -> str:
@@ -133,6 +154,10 @@ def render_text(m: Matrix) -> str:
         for rule, severity, title in sorted(findings, key=lambda k: (k[0], k[1])):
             n = seen_cases[(rule, severity, title)]
             out.append(f"  {rule} {severity:7} {title}  ({n} case{'s' if n != 1 else ''})")
+    if notes.unknowns:
+        out.append("")
+        out.append("unknown values (run `sglang-audit resolve` on a case for the candidates and chain):")
+        out.extend(f"  [{tag}] {_clip(reason, 240)}" for reason, tag in notes.unknowns.items())
     if err:
         out.append("")
         out.append("errors and skipped flag sets:")
@@ -202,7 +227,7 @@ def render_csv(m: Matrix) -> str:
     for r in m.results:
         values: list[str] = []
         for c in r.cells:
-            values += [value_text(c.config), value_text(c.runtime)] if c.present else ["n/a", "n/a"]
+            values += [value_text(c.config, full=True), value_text(c.runtime, full=True)] if c.present else ["n/a", "n/a"]
         if not r.cells:
             values = [""] * (2 * len(m.columns))
         w.writerow([
@@ -231,7 +256,8 @@ code{font-size:12px}
 
 def render_html(m: Matrix) -> str:
     e = html.escape
-    rej, err = _footnotes(m)
+    notes = _Notes(m)
+    rej, err = notes.rejections, notes.errors
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>SGLang {e(str(m.source.get('version')))} support matrix</title>",
            f"<style>{_CSS}</style></head><body>",
@@ -244,7 +270,7 @@ def render_html(m: Matrix) -> str:
         if prev_arch is not None and r.case.arch != prev_arch:
             out.append(f'<tr class="sep"><td colspan="{len(m.columns) + 4}"></td></tr>')
         prev_arch = r.case.arch
-        cells = _row_cells(r, m, rej, err)
+        cells = _row_cells(r, m, notes)
         out.append(f'<tr class="{e(r.status)}"><td>{e(r.case.arch)}</td><td>{e(r.case.model)}</td>'
                    f'<td title="{e(" ".join(f"{k}={v}" for k, v in r.flags.items()))}">{e(r.case.flag_set)}</td>')
         for i, text in enumerate(cells):
@@ -267,6 +293,10 @@ def render_html(m: Matrix) -> str:
         out.append("<h2>Rejected by SGLang</h2><ul>")
         for (file, lineno, message), tag in rej.items():
             out.append(f"<li>[{e(tag)}] <code>{e(file)}:{lineno}</code> {e(message)}</li>")
+        out.append("</ul>")
+    if notes.unknowns:
+        out.append("<h2>Unknown values</h2><ul>")
+        out += [f"<li>[{e(tag)}] {e(reason)}</li>" for reason, tag in notes.unknowns.items()]
         out.append("</ul>")
     if err:
         out.append("<h2>Errors</h2><ul>")

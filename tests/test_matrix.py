@@ -186,3 +186,27 @@ def test_cudnn_is_passed_to_every_case():
     assert code == 0
     data = json.loads(out)
     assert data["cudnn"] == "9.10.2" and len(data["cases"]) == N_CASES
+
+
+def test_unknown_values_render_with_candidates_and_numbered_reasons():
+    from sglang_audit.matrix import COLUMNS, Case, CaseResult, Cell, FlagSet, Matrix
+    from sglang_audit.render_matrix import render_csv, render_text
+    from sglang_audit.result import Candidate, UnknownValue
+
+    why = "evaluation stopped: TypeError at sglang/srt/x.py:1"
+    opaque = UnknownValue(why, (Candidate(f"unknown: {why}", ("always",)),))
+    two = UnknownValue("depends on cuDNN", (Candidate("flashinfer_cudnn"), Candidate("flashinfer_cutlass"), Candidate("rejected: no")))
+    cells = (Cell(COLUMNS[0].setting, opaque, opaque, "unknown", True, None),
+             Cell(COLUMNS[1].setting, "auto", "auto", "resolved", True, None),
+             Cell(COLUMNS[2].setting, "auto", two, "unknown", True, None),
+             Cell(COLUMNS[3].setting, None, None, "resolved", False, None))
+    m = Matrix({"version": "9.9"}, ("sm120",), ("m",), (FlagSet("none", ()),), (), {"m": ()}, "12.9", None,
+               None, "rules not applied: test", COLUMNS,
+               (CaseResult(Case(0, "sm120", "m", "none"), {}, "unknown", cells),))
+    text = render_text(m)
+    row = next(ln for ln in text.splitlines() if ln.startswith("sm120"))
+    assert "?[U1]" in row and "auto→?(flashinfer_cudnn|flashinfer_cutlass)[U2]" in row and "n/a" in row
+    assert f"[U1] {why}" in text and "[U2] depends on cuDNN" in text
+    rec = next(csv.DictReader(io.StringIO(render_csv(m))))
+    assert rec["moe_runner_backend_config"] == f"? unknown: {why}"
+    assert rec["fp4_gemm_runner_backend_runtime"].startswith("?(flashinfer_cudnn|flashinfer_cutlass) unknown:")
