@@ -441,11 +441,9 @@ class Interpreter:
             if asname:
                 self.bind_name(frame, asname, LazyImport(dotted, None) if frame.scope is None else self.load_module(dotted), node.line, "")
             else:
-                top = dotted.split(".")[0]
-                mod = self.load_module(dotted) if frame.scope is not None else None
-                if mod is None:
-                    self.load_module(dotted) if "." in dotted else None
-                self.bind_name(frame, top, self.load_module(top), node.line, "")
+                # `import a.b.c` loads a.b.c (and its parents) and binds `a`
+                self.load_module(dotted)
+                self.bind_name(frame, dotted.split(".")[0], self.load_module(dotted.split(".")[0]), node.line, "")
 
     def s_ImportFrom(self, node: ir.Node, frame: Frame) -> None:
         module = self.absolute_module(node.module, node.level, frame.module)
@@ -1228,7 +1226,6 @@ class Interpreter:
             found, meth = container.cls.lookup("__contains__")
             if found:
                 return self.call(self.bind(meth, container, container.cls), [item], {})
-            found, meth = container.cls.lookup("__iter__")
         if isinstance(container, External):
             return Unknown(f"membership in {container.path} is not modelled", f"in:{container.path}")
         if self.natives.is_environ(container):
@@ -1733,8 +1730,6 @@ class Interpreter:
         if isinstance(obj, Unknown):
             return Unknown(obj.reason, f"{obj.key}[{index!r}]" if obj.key and is_plain(index) else None)
         if isinstance(index, Unknown):
-            if isinstance(obj, (dict, list, tuple)) and obj and all(self.equals(v, next(iter(obj.values() if isinstance(obj, dict) else obj))) is True for v in (obj.values() if isinstance(obj, dict) else obj)):
-                pass
             return Unknown(f"subscript by an unknown ({index.reason})", None)
         if isinstance(obj, (list, tuple, str, bytes, range)):
             if isinstance(index, slice) or isinstance(index, int):
@@ -1756,7 +1751,6 @@ class Interpreter:
         if isinstance(obj, Class):
             if "enum" in obj.flags:
                 return self.natives.enum_by_name(self, obj, index)
-            found, meth = obj.cls.lookup("__class_getitem__") if hasattr(obj, "cls") else (False, None)
             return Unknown("generic alias")
         if isinstance(obj, (External, Native)):
             return self.natives.external_item(self, obj, index)

@@ -547,9 +547,6 @@ class NativeWorld:
         return {"exists": inside.exists, "isfile": inside.is_file, "isdir": inside.is_dir}[fn_name]()
 
     # ---- boundaries (I/O functions of the analysed release) ---------------------------
-    def boundaries(self, interp: Interpreter) -> dict[tuple[str, str], Native]:
-        return {}
-
     def boundary_for(self, interp: Interpreter, module: str, name: str) -> Native | None:
         for rule in self.boundary_rules:
             if rule["function"] == name and fnmatch.fnmatchcase(module, rule["module"]):
@@ -742,7 +739,7 @@ class NativeWorld:
             "json.dumps": Native("json.dumps", lambda i, a, k: i.data_op(lambda: json.dumps(a[0], sort_keys=bool(k.get("sort_keys")))) if _plain_deep(a[0]) else Unknown("json.dumps")),
             "os.getenv": Native("os.getenv", lambda i, a, k: i.environ.values.get(a[0], a[1] if len(a) > 1 else k.get("default"))),
             "os.path.join": Native("os.path.join", lambda i, a, k: self._plain_call(i, _posix_join, a, {})),
-            "os.path.basename": Native("os.path.basename", lambda i, a, k: self._plain_call(i, lambda p: p.rstrip("/").rsplit("/", 1)[-1] if False else p.rsplit("/", 1)[-1], a, {})),
+            "os.path.basename": Native("os.path.basename", lambda i, a, k: self._plain_call(i, lambda p: p.rsplit("/", 1)[-1], a, {})),
             "os.path.dirname": Native("os.path.dirname", lambda i, a, k: self._plain_call(i, lambda p: p.rsplit("/", 1)[0] if "/" in p else "", a, {})),
             "os.path.splitext": Native("os.path.splitext", lambda i, a, k: self._plain_call(i, _splitext, a, {})),
             "os.path.isabs": Native("os.path.isabs", lambda i, a, k: self._plain_call(i, lambda p: p.startswith("/"), a, {})),

@@ -25,7 +25,6 @@ from .result import (
     STATUS_REJECTED,
     STATUS_RESOLVED,
     STATUS_UNKNOWN,
-    STATUS_UNSUPPORTED,
     Candidate,
     ChainStep,
     LogLine,
@@ -401,13 +400,7 @@ class Resolver:
             return Setting(name, cfg_values[0], rt, STATUS_UNKNOWN, chain, note="runtime value unknown")
         if single and not isinstance(cfg_values[0], (_AbortedValue, Unknown)) and not isinstance(rt_values[0], (_AbortedValue, Unknown)):
             runtime = rt_values[0]
-            status = STATUS_RESOLVED
-            note = ""
-            unsupported = _unsupported_note(name, base)
-            if unsupported:
-                status = STATUS_UNSUPPORTED
-                note = unsupported
-            return Setting(name, cfg_values[0], runtime if name in base.runtime else None, status, chain, note=note)
+            return Setting(name, cfg_values[0], runtime if name in base.runtime else None, STATUS_RESOLVED, chain)
         cfg = self.unknown_of(outcomes, 0, explored_all)
         rt = self.unknown_of(outcomes, 1, explored_all)
         return Setting(name, cfg, rt, STATUS_UNKNOWN, chain)
@@ -514,10 +507,6 @@ def _unique(items: list[str]) -> list[str]:
 
 def _when(path: PathResult) -> list[str]:
     return [f"{d.text} [{d.reason}] is {'true' if truth else 'false'} ({d.file}:{d.line})" for d, truth in path.taken]
-
-
-def _unsupported_note(name: str, path: PathResult) -> str:
-    return ""
 
 
 def _value_text(value: Any) -> Any:
