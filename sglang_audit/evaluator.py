@@ -12,6 +12,7 @@ through the IR and never imports, executes or evaluates analysed text.
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from collections.abc import Callable, Iterable
@@ -126,6 +127,11 @@ _CMP = {
 }
 PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset, range)
 _SCALARS = (type(None), bool, int, float, complex)  # plain values that are neither containers nor iterable
+# dict/set keys that may equal a str without being one (a missed `in` must look at them)
+_EXACT_KEYS = frozenset({Unknown, Instance})
+# dispatch tables: node kind -> Interpreter method, filled on first use (Byterun style)
+_STMT: dict[str, Any] = {}
+_EXPR: dict[str, Any] = {}
 # data-method names safe to call on plain values (no callbacks into analysed code except key=)
 _SAFE_METHODS = {
     str: {
@@ -195,6 +201,7 @@ class Interpreter:
         self.modules: dict[str, ModuleObj | External] = {}
         self.parse_failures: dict[str, str] = {}
         self.guards: list[Guard] = []
+        self.guard_tuple: tuple[Guard, ...] | None = None  # tuple(self.guards), shared by events
         self.reads: list[Event] | None = None
         self.seq = 0
         self.steps = 0
@@ -253,7 +260,10 @@ class Interpreter:
         sources: Iterable[Event] = (),
     ) -> Event:
         self.seq += 1
-        return Event(self.seq, kind, target, value, file, line, text, tuple(self.guards), tuple(sources))
+        guards = self.guard_tuple
+        if guards is None:
+            guards = self.guard_tuple = tuple(self.guards)
+        return Event(self.seq, kind, target, value, file, line, text, guards, tuple(sources))
 
     def note_keyed(self, key: str, value: Any, frame: Frame, line: int, reads: list[Event]) -> None:
         """A tracked setting named as a dict key or keyword (a declaration such as
@@ -278,17 +288,7 @@ class Interpreter:
 
     # ---- modules ----------------------------------------------------------------------
     def find_module_file(self, name: str) -> tuple[Path, bool] | None:
-        parts = name.split(".")
-        base = self.root.joinpath(*parts)
-        init = base / "__init__.py"
-        if init.is_file():
-            return init, True
-        py = base.with_suffix(".py")
-        if py.is_file():
-            return py, False
-        if base.is_dir():  # namespace package
-            return base, True
-        return None
+        return _find_module_file(self.root, name)
 
     def load_module(self, name: str) -> ModuleObj | External:
         if name in self.modules:
@@ -394,7 +394,10 @@ class Interpreter:
             self.steps += 1
             if self.steps > self.bounds.max_steps:
                 raise AnalysisBound(f"analysis bound reached: more than {self.bounds.max_steps} steps")
-            getattr(self, "s_" + stmt.kind)(stmt, frame)
+            handler = _STMT.get(stmt.kind)
+            if handler is None:
+                handler = _STMT[stmt.kind] = getattr(Interpreter, "s_" + stmt.kind)
+            handler(self, stmt, frame)
 
     def s_ExprStmt(self, node: ir.Node, frame: Frame) -> None:
         self.evaluate(node.value, frame)
@@ -689,10 +692,12 @@ class Interpreter:
         test, reads = self.collect(lambda: self.evaluate(node.test, frame))
         truth = self.truth(test, frame, node.line, node.text)
         self.guards.append(Guard(frame.module.file, node.line, node.text, truth, tuple(reads)))
+        self.guard_tuple = None
         try:
             self.exec_block(node.body if truth else node.orelse, frame)
         finally:
             self.guards.pop()
+            self.guard_tuple = None
 
     def s_While(self, node: ir.Node, frame: Frame) -> None:
         count = 0
@@ -813,7 +818,10 @@ class Interpreter:
 
     # ---- expressions ------------------------------------------------------------------
     def evaluate(self, node: ir.Node, frame: Frame) -> Any:
-        return getattr(self, "e_" + node.kind)(node, frame)
+        handler = _EXPR.get(node.kind)
+        if handler is None:
+            handler = _EXPR[node.kind] = getattr(Interpreter, "e_" + node.kind)
+        return handler(self, node, frame)
 
     def e_Const(self, node: ir.Node, frame: Frame) -> Any:
         return node.value
@@ -1195,7 +1203,7 @@ class Interpreter:
                     return True
             except TypeError:
                 pass
-            if not any(isinstance(k, (Unknown, Instance)) for k in keys):
+            if _EXACT_KEYS.isdisjoint(map(type, keys)):
                 return False
         if isinstance(container, str):
             if isinstance(item, Unknown):
@@ -1239,10 +1247,12 @@ class Interpreter:
         test, reads = self.collect(lambda: self.evaluate(node.test, frame))
         truth = self.truth(test, frame, node.line, node.text)
         self.guards.append(Guard(frame.module.file, node.line, node.text, truth, tuple(reads)))
+        self.guard_tuple = None
         try:
             return self.evaluate(node.body if truth else node.orelse, frame)
         finally:
             self.guards.pop()
+            self.guard_tuple = None
 
     def e_NamedExpr(self, node: ir.Node, frame: Frame) -> Any:
         value = self.evaluate(node.value, frame)
@@ -1821,6 +1831,22 @@ class Interpreter:
 _DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "|": "__or__", "&": "__and__", "/": "__truediv__"}
 _RDUNDER = {"+": "__radd__", "-": "__rsub__", "*": "__rmul__", "|": "__ror__", "&": "__rand__"}
 _CMP_DUNDER = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
+
+
+@functools.lru_cache(maxsize=8192)
+def _find_module_file(root: Path, name: str) -> tuple[Path, bool] | None:
+    # memoised: thousands of lookups per resolution, each 2-3 stat() calls; a located
+    # source tree does not change while the tool runs
+    base = root.joinpath(*name.split("."))
+    init = base / "__init__.py"
+    if init.is_file():
+        return init, True
+    py = base.with_suffix(".py")
+    if py.is_file():
+        return py, False
+    if base.is_dir():  # namespace package
+        return base, True
+    return None
 
 
 def _memo_key(values: list[Any]) -> Any:

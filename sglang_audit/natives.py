@@ -167,6 +167,7 @@ class NativeWorld:
         self.import_names: dict[str, str] = load_toml("packages.toml")["import_names"]
         self.source_root: Path | None = None  # set by the resolver: probes inside it are answered
         self.absent_packages = set(load_toml("packages.toml")["optional"]["absent"]) - set(environment.extra)
+        self._static_values: dict[str, Any] | None = None  # external_value's table, built once
 
     # ---- per-interpreter state --------------------------------------------------------
     def setup(self, interp: Interpreter) -> None:
@@ -683,14 +684,26 @@ class NativeWorld:
     stdlib_objects = frozenset({"torch", "torch.cuda", "torch.version", "os", "sys"})
 
     def external_value(self, interp: Interpreter, path: str) -> Any:
+        # mutable values are made per read (per interpreter); the rest is built once
+        if path == "os.environ":
+            return interp.environ
+        if path == "logging.Logger.handlers":
+            return []
+        if path == "sys.argv":
+            return []
+        if path == "sys.modules":
+            return {}
+        if self._static_values is None:
+            self._static_values = self._build_static_values()
+        return self._static_values.get(path, _MISSING)
+
+    def _build_static_values(self) -> dict[str, Any]:
         d = self.device
         values: dict[str, Any] = {
             "torch.version.cuda": d.cuda if d.platform == "cuda" else None,
             "torch.version.hip": d.hip if d.platform == "hip" else None,
             "torch.version.git_version": "unknown",
             "torch.__version__": self.torch_version,
-            "os.environ": interp.environ,
-            "logging.Logger.handlers": [],
             "logging.Logger.propagate": True,
             "logging.Logger.level": 20,
             "os.sep": "/",
@@ -698,8 +711,6 @@ class NativeWorld:
             "sys.platform": "linux",
             "sys.version_info": (3, 11, 7),
             "sys.maxsize": sys.maxsize,
-            "sys.argv": [],
-            "sys.modules": {},
             "math.inf": math.inf,
             "math.pi": math.pi,
             "typing.TYPE_CHECKING": False,
@@ -824,7 +835,7 @@ class NativeWorld:
             "torch.get_device_module": Native("get_device_module", lambda i, a, k: External("torch.cuda")),
             "transformers.AutoConfig.from_pretrained": Native("AutoConfig.from_pretrained", self.load_hf_config),
         }
-        return values.get(path, _MISSING)
+        return values
 
     def _capability(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
         d = self.device

@@ -43,9 +43,12 @@ class Guard:
         return self.text if self.truth else f"not ({self.text})"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)
 class Event:
-    """A write the evaluator observed: evidence for the value it produced."""
+    """A write the evaluator observed: evidence for the value it produced.
+
+    Never changed after it is made; not declared frozen because a frozen dataclass pays
+    an ``object.__setattr__`` per field and hundreds of thousands are made per resolution."""
 
     seq: int
     kind: str  # "default" | "flag" | "write" | "return" | "runtime" | "env"
