@@ -40,6 +40,10 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
         if not s.present:
             continue
         out.append(_setting_line(name, s, width))
+        if isinstance(s.layer, UnknownValue):
+            out.append(f"{'':{width}}    layers  unknown: {s.layer.reason}")
+            for c in s.layer.candidates:
+                out.append(f"{'':{width}}            may {c.value}  (at {', '.join(c.when)})")
         for step in s.chain if verbose or name in _PRIMARY else []:
             if step.kind in ("default",) and not verbose:
                 continue

@@ -9,6 +9,7 @@ paths are reported as unknown with each candidate and its conditions.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import re
@@ -23,6 +24,7 @@ from .device import Device, Environment
 from .errors import InputError
 from .evaluator import Bounds, Interpreter, PyRaise, Unmodelled
 from .frontend import SourceCache
+from .layers import layer_values
 from .natives import NativeWorld, _dataclass_fields, load_toml
 from .result import (
     STATUS_REJECTED,
@@ -351,6 +353,9 @@ class Resolver:
             draft_architecture=self.join_model_value(paths, "draft_architecture"),
             draft_quantization=self.join_model_value(paths, "draft_quantization"),
         )
+        published = {n: (s.runtime if s.runtime is not None else s.config) for n, s in settings.items()}
+        for n, layer in layer_values(self.root, self.cache, published, model).items():
+            settings[n] = dataclasses.replace(settings[n], layer=layer)
         logs = tuple(LogLine(rec.file, rec.line, rec.level, rec.message) for rec in first.logs)
         return Resolution(
             source=self.target.source.to_json(),

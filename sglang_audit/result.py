@@ -66,11 +66,15 @@ class Setting:
     chain: tuple[ChainStep, ...] = ()
     note: str = ""
     present: bool = True  # False: the release has no such field
+    # what the layers do with the published value when the model is built (rules/layers.toml);
+    # None: not applicable (the value is concrete, or no listed method re-decides it)
+    layer: Any = None  # None | UnknownValue
 
     def to_json(self) -> dict[str, Any]:
         return {
             "config": _value_json(self.config),
             "runtime": _value_json(self.runtime),
+            "layer": _value_json(self.layer),
             "status": self.status,
             "chain": [s.to_json() for s in self.chain],
             "note": self.note,
