@@ -133,6 +133,10 @@ def _none_marker(value: Any) -> Any:
     return None if value == "__none__" else value
 
 
+# element types a set() can take as they are (no unknowns, no str-mixin enum members)
+_PLAIN_ELEMENTS = frozenset({str, int, float, bool, type(None), tuple, frozenset, bytes})
+
+
 class Logger:
     """``logging.getLogger(...)``: calls are recorded as evidence, never acted on."""
 
@@ -296,6 +300,8 @@ class NativeWorld:
             return value
         items = interp.iterate(value, None, 0)
         if typ in (set, frozenset):
+            if _PLAIN_ELEMENTS.issuperset(map(type, items)):
+                return interp.data_op(lambda: typ(items))  # the common case, at C speed
             bad = next((x for x in items if isinstance(x, Unknown)), None)
             if bad is not None:
                 return Unknown(f"set of unknown values ({bad.reason})")
