@@ -29,7 +29,7 @@ def writable_subdir(name: str) -> Path | None:
 
 # ---- inspection and clearing (`sglang-audit cache info|clear`) ------------------------
 
-CACHE_PARTS = ("ir", "sources", "wheels")  # parsed IR, extracted archives, downloaded wheels
+CACHE_PARTS = ("ir", "results", "sources", "wheels")  # parsed IR, resolutions, extracted archives, downloaded wheels
 
 
 def tree_size(path: Path) -> tuple[int, int]:

@@ -32,10 +32,10 @@ from .explain import deciding_step, final_value
 from .frontend import SourceCache
 from .guards import GuardFact
 from .natives import load_toml
-from .pipeline import Request, prepare
+from .pipeline import Request, prepare, resolve_target
 from .pipeline import guards as run_guards
-from .resolver import Resolver
 from .result import ChainStep, Rejection, Resolution, Setting, UnknownValue
+from .resultcache import ResultCache
 from .source import SourceTree, locate_source
 
 # ---- vocabulary --------------------------------------------------------------------------
@@ -655,6 +655,7 @@ class _Release:
         self.progress = progress
         self.tree: SourceTree = locate_source(source, progress=progress)
         self.cache = SourceCache(use_disk=use_cache)
+        self.results = ResultCache(enabled=use_cache)
         self.table: FlagTable | None = None
         self.flashinfer: str | None = self.tree.flashinfer
         self._guards: dict[tuple[Any, ...], list[GuardFact]] = {}
@@ -674,7 +675,7 @@ class _Release:
             return SideOutcome(None, str(exc))
         if self.table is None:
             self.table = prep.table
-        res = Resolver(prep.target, self.cache).resolve()
+        res = resolve_target(prep.target, self.cache, self.results)
         # the pin the resolution reports (the same tree, so the same pin)
         self.flashinfer = res.source.get("flashinfer", self.flashinfer)
         return SideOutcome(res)

@@ -23,9 +23,10 @@ from typing import Any
 from .device import parse_device
 from .errors import AuditError, InputError
 from .frontend import SourceCache
-from .pipeline import check_entry, flag_table, locate_model, parse_env
+from .pipeline import check_entry, flag_table, locate_model, parse_env, resolve_target
 from .resolver import ModelInput, Resolver, Target
 from .result import STATUS_REJECTED, STATUS_UNKNOWN, Rejection, Resolution, Setting, UnknownValue
+from .resultcache import ResultCache
 from .source import SourceTree, locate_source
 
 DEFAULT_ARCHS: tuple[str, ...] = ("sm80", "sm90", "sm100", "sm103", "sm120", "sm121")
@@ -246,6 +247,7 @@ class Worker:
         self.cudnn = cudnn
         self.env = env
         self.cache = SourceCache(use_disk=use_cache)
+        self.results = ResultCache(enabled=use_cache, stable_tree=True)
         self.rules = rules
         self.frozen = False
 
@@ -255,7 +257,7 @@ class Worker:
             model = locate_model(case.model)
             # as pipeline.prepare builds it, with the flags already typed by the parent
             target = Target(self.tree, device, model, dict(flags), dict(self.env))
-            res = Resolver(target, self.cache).resolve()
+            res = resolve_target(target, self.cache, self.results)
             result = summarise(case, res, self.rules)
         except AuditError as exc:
             result = CaseResult(case, dict(flags), STATUS_ERROR, error=str(exc))

@@ -18,6 +18,7 @@ from .evaluator import Interpreter, PyRaise, Unmodelled
 from .frontend import ParseFailure, SourceCache
 from .resolver import ModelInput, Resolver, Target
 from .result import Resolution
+from .resultcache import ResultCache
 from .source import SourceTree, locate_source
 from .values import AnalysisBound, Class, ModuleObj
 
@@ -246,7 +247,22 @@ def resolve(request: Request, progress: Callable[[str], None] | None = None,
             cache: SourceCache | None = None) -> Resolution:
     # a shared cache lets callers that resolve repeatedly (explain) parse each file once
     cache = cache or SourceCache(use_disk=request.use_cache)
-    return Resolver(prepare(request, cache, progress).target, cache).resolve()
+    target = prepare(request, cache, progress).target
+    return resolve_target(target, cache, ResultCache(enabled=request.use_cache))
+
+
+def resolve_target(target: Target, cache: SourceCache, results: ResultCache | None = None) -> Resolution:
+    """Resolve one target, through the result cache when one is given (``resultcache``:
+    keyed by the content of the tool, the tree, the model directory and the target)."""
+    resolver = Resolver(target, cache)
+    key = results.key(target, resolver.max_paths, resolver.bounds) if results is not None else None
+    hit = results.get(key) if results is not None else None
+    if hit is not None:
+        return hit
+    res = resolver.resolve()
+    if results is not None:
+        results.put(key, res)
+    return res
 
 
 def graph(source: str | None, use_cache: bool = True, progress: Callable[[str], None] | None = None,

@@ -11,6 +11,7 @@ from ..cachedir import CACHE_PARTS, cache_root, remove_part, tree_size
 
 _WHAT = {
     "ir": "parsed files (IR), by content hash and tool version",
+    "results": "resolutions, by the content of the tool, source tree, model and target",
     "sources": "extracted wheels/sdists",
     "wheels": "downloaded SGLang wheels",
 }
@@ -33,7 +34,7 @@ def cache() -> None:
 @cache.command("info")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def info(fmt: str) -> None:
-    """Show the cache dir and the size of ir/, sources/ and wheels/."""
+    """Show the cache dir and the size of ir/, results/, sources/ and wheels/."""
     from ..frontend import IR_FORMAT
 
     root = cache_root()
@@ -58,7 +59,7 @@ def info(fmt: str) -> None:
 @cache.command("clear")
 @click.option("--all", "everything", is_flag=True, help="Also remove the downloaded wheels (wheels/).")
 def clear(everything: bool) -> None:
-    """Remove ir/ and sources/ (and wheels/ with --all); they are rebuilt on demand."""
+    """Remove ir/, results/ and sources/ (and wheels/ with --all); they are rebuilt on demand."""
     parts = CACHE_PARTS if everything else tuple(p for p in CACHE_PARTS if p != "wheels")
     failed = False
     for name in parts:

@@ -22,11 +22,11 @@ import click
 from ..cli_common import make_request, progress, run_or_exit, target_options
 from ..errors import AuditError, InputError
 from ..frontend import SourceCache
-from ..pipeline import Request, prepare
+from ..pipeline import Request, prepare, resolve_target
 from ..pipeline import resolve as run_resolve
 from ..render_html import PRIMARY, ReportData, Snippet, key_steps
-from ..resolver import Resolver
 from ..result import ChainStep, Resolution
+from ..resultcache import ResultCache
 
 CONTEXT_LINES = 3
 MAX_SOURCE_BYTES = 8 * 1024 * 1024  # a larger "source file" is not read for snippets
@@ -176,7 +176,7 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
 
     cache = SourceCache(use_disk=request.use_cache)
     prep = prepare(request, cache, say)
-    res = Resolver(prep.target, cache).resolve()
+    res = resolve_target(prep.target, cache, ResultCache(enabled=request.use_cache))
     notes: list[str] = []
     explanations: dict[str, Any] = {}
     for name in explain_fields:
