@@ -13,7 +13,9 @@ Phases per release: extract (unpack the wheel, not timed against anything), cold
 (empty ir/), parse baselines (libcst.parse_module and ast.parse of the files the cold
 resolve read, and the front end's own stages), warm resolve (same process: memory cache,
 then a new SourceCache reading the disk cache; and a fresh process), and the matrix
-(`sglang-audit matrix --jobs N`, run twice, the second warm; the first warms the cache).
+(`sglang-audit matrix --jobs N`, run three times: the first fills the caches, the second
+evaluates every case with the IR cached, the third answers every case from the result
+cache), and optionally (--oracle-venvs) one oracle case and an oracle batch, measured here.
 """
 
 from __future__ import annotations
@@ -74,9 +76,16 @@ def phase_extract(version: str) -> dict[str, Any]:
     return {"time": _since(t), "package_dir": str(tree.package_dir)}
 
 
+def resolve(request: Any, cache: Any) -> Any:
+    """Evaluation only: prepare + Resolver, never the result cache (measured separately)."""
+    from sglang_audit.pipeline import prepare
+    from sglang_audit.resolver import Resolver
+
+    return Resolver(prepare(request, cache).target, cache).resolve()
+
+
 def phase_cold(version: str) -> dict[str, Any]:
     from sglang_audit.frontend import SourceCache
-    from sglang_audit.pipeline import resolve
 
     cache = SourceCache(use_disk=True)
     t = _clock()
@@ -101,7 +110,6 @@ def phase_cold(version: str) -> dict[str, Any]:
 
 def phase_warm(version: str) -> dict[str, Any]:
     from sglang_audit.frontend import SourceCache
-    from sglang_audit.pipeline import resolve
 
     cache = SourceCache(use_disk=True)
     t = _clock()
@@ -241,7 +249,7 @@ def run_cli(args: list[str], env: dict[str, str]) -> dict[str, Any]:
 
 
 def prepare_cache(cache_dir: Path, wheels_from: Path | None, versions: list[str]) -> None:
-    for part in ("ir", "sources"):
+    for part in ("ir", "results", "sources"):
         shutil.rmtree(cache_dir / part, ignore_errors=True)
     wheels = cache_dir / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
@@ -271,18 +279,56 @@ def bench_version(version: str, args: argparse.Namespace, env: dict[str, str]) -
     r["warm_fresh"] = run_phase("warm", version, env)
     rc = ["resolve", "-s", f"sglang=={version}", "-a", RESOLVE_CASE["arch"], "-m", RESOLVE_CASE["model"],
           *[x for s in RESOLVE_CASE["sets"] for x in ("--set", s)], "--format", "json"]
-    r["warm_cli"] = {k: v for k, v in run_cli(rc, env).items() if k != "stdout"}
+    results_dir = Path(args.cache_dir) / "results"
+    shutil.rmtree(results_dir, ignore_errors=True)
+    r["warm_cli"] = {k: v for k, v in run_cli(rc, env).items() if k != "stdout"}  # evaluates
+    r["cached_cli"] = {k: v for k, v in run_cli(rc, env).items() if k != "stdout"}  # result cache hit
     mx = ["matrix", "-s", f"sglang=={version}", "--jobs", str(args.jobs), "--format", "json"]
     if version in args.sample_matrix:
         mx += ["--arch", args.sample_archs, "--flags-set", "none="]
-    for label in ("matrix_first", "matrix_warm"):
+    outputs = {}
+    # first: fills ir/ and results/; warm: ir/ warm, results/ emptied (evaluation of every
+    # case); cached: every case a result-cache hit
+    for label in ("matrix_first", "matrix_warm", "matrix_cached"):
         say(label.replace("_", " "))
+        if label != "matrix_cached":
+            shutil.rmtree(results_dir, ignore_errors=True)
         out = run_cli(mx, env)
-        data = json.loads(out.pop("stdout"))
+        outputs[label] = out.pop("stdout")
+        data = json.loads(outputs[label])
         out["cases"] = len(data["cases"])
         out["summary"] = data["summary"]
         r[label] = out
+    r["matrix_cached_identical"] = outputs["matrix_cached"] == outputs["matrix_warm"]
+    if args.oracle_venvs:
+        say("oracle baseline")
+        r["oracle"] = oracle_baseline(version, Path(args.oracle_venvs), args.oracle_cases)
     return r
+
+
+def oracle_baseline(version: str, venvs: Path, n_cases: int) -> dict[str, Any]:
+    """The denominator of the per-case target, measured here: SGLang's own ServerArgs run
+    by ../shared/oracle, one fresh-process case and a batch of n_cases (imports amortised)."""
+    python = venvs / f"venv-{version}" / "bin" / "python"
+    script = ROOT.parent / "shared" / "oracle" / "resolve.py"
+    model = str(ROOT / "fixtures" / "models" / RESOLVE_CASE["model"])
+    flags = {"tp_size": 8, "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
+             "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4, "disable_radix_cache": True}
+
+    def timed(cmd: list[str]) -> dict[str, float]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, text=True, check=False)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return {"wall": time.perf_counter() - t,
+                "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)}
+
+    single = timed([str(python), str(script), "--arch", RESOLVE_CASE["arch"], "--model", model, "--flags", json.dumps(flags)])
+    batch_file = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-oracle-{version}.jsonl"
+    batch_file.write_text("".join(json.dumps({"model": model, "flags": flags}) + "\n" for _ in range(n_cases)))
+    batch = timed([str(python), str(script), "--arch", RESOLVE_CASE["arch"], "--batch", str(batch_file)])
+    return {"single": single, "batch": batch, "batch_cases": n_cases,
+            "batch_per_case": {k: v / n_cases for k, v in batch.items()}}
 
 
 def ratios(r: dict[str, Any]) -> dict[str, Any]:
@@ -300,6 +346,15 @@ def ratios(r: dict[str, Any]) -> dict[str, Any]:
     q["matrix_216_wall_estimate"] = mx["wall"] / n * 216
     q["per_case_vs_oracle_wall"] = (q["matrix_per_case_wall"] / ORACLE_SECONDS[1], q["matrix_per_case_wall"] / ORACLE_SECONDS[0])
     q["per_case_vs_oracle_cpu"] = (q["matrix_per_case_cpu"] / ORACLE_SECONDS[1], q["matrix_per_case_cpu"] / ORACLE_SECONDS[0])
+    cached = r["matrix_cached"]
+    q["cached_per_case_wall"] = cached["wall"] / cached["cases"]
+    q["cached_per_case_cpu"] = cached["cpu"] / cached["cases"]
+    q["cached_216_wall_estimate"] = cached["wall"] / cached["cases"] * 216
+    if "oracle" in r:
+        o = r["oracle"]
+        for what, per in (("eval", q["matrix_per_case_cpu"]), ("cached", q["cached_per_case_cpu"])):
+            q[f"{what}_vs_oracle_batch_cpu"] = per / o["batch_per_case"]["cpu"]
+            q[f"{what}_vs_oracle_single_cpu"] = per / o["single"]["cpu"]
     return q
 
 
@@ -330,11 +385,19 @@ def markdown(results: list[dict[str, Any]], jobs: int, load: tuple[float, float,
     row("`sglang-audit resolve` CLI warm (process incl. imports), wall / cpu s", lambda r: f"{s(r['warm_cli']['wall'])} / {s(r['warm_cli']['cpu'])}")
     row(f"matrix cases (--jobs {jobs})", lambda r: str(r["matrix_warm"]["cases"]))
     row("matrix first run (fills the cache), wall s", lambda r: s(r["matrix_first"]["wall"]))
-    row("**matrix warm**, wall / cpu of all processes s", lambda r: f"{s(r['matrix_warm']['wall'])} / {s(r['matrix_warm']['cpu'])}")
+    row("**matrix warm** (IR cached, every case evaluated), wall / cpu of all processes s", lambda r: f"{s(r['matrix_warm']['wall'])} / {s(r['matrix_warm']['cpu'])}")
     row("matrix per case, wall / cpu s", lambda r: f"{r['ratios']['matrix_per_case_wall']:.3f} / {r['ratios']['matrix_per_case_cpu']:.3f}")
     row("216 cases at this rate, wall s (target < 30)", lambda r: s(r["ratios"]["matrix_216_wall_estimate"]))
-    row("per case ÷ oracle case (1.2–2 s), wall (target ≤ 0.01)", lambda r: "{:.3f}–{:.3f}".format(*r["ratios"]["per_case_vs_oracle_wall"]))
+    row("per case ÷ oracle case (README: 1.2–2 s), wall (target ≤ 0.01)", lambda r: "{:.3f}–{:.3f}".format(*r["ratios"]["per_case_vs_oracle_wall"]))
     row("per case ÷ oracle case, cpu", lambda r: "{:.3f}–{:.3f}".format(*r["ratios"]["per_case_vs_oracle_cpu"]))
+    row("matrix with every case a result-cache hit, wall / cpu s (output identical)", lambda r: f"{s(r['matrix_cached']['wall'])} / {s(r['matrix_cached']['cpu'])} ({'yes' if r['matrix_cached_identical'] else 'NO'})")
+    row("result-cache hit per case, wall / cpu s", lambda r: f"{r['ratios']['cached_per_case_wall']:.4f} / {r['ratios']['cached_per_case_cpu']:.4f}")
+    row("`resolve` CLI, result-cache hit, wall / cpu s", lambda r: f"{s(r['cached_cli']['wall'])} / {s(r['cached_cli']['cpu'])}")
+    if all("oracle" in r for r in results):
+        row("oracle, one case in a fresh process, wall / cpu s", lambda r: f"{s(r['oracle']['single']['wall'])} / {s(r['oracle']['single']['cpu'])}")
+        row("oracle, batch, per case, wall / cpu s", lambda r: f"{s(r['oracle']['batch_per_case']['wall'])} / {s(r['oracle']['batch_per_case']['cpu'])} ({r['oracle']['batch_cases']} cases)")
+        row("matrix evaluation per case ÷ oracle case, cpu: batch / fresh process (target ≤ 0.01)", lambda r: f"{r['ratios']['eval_vs_oracle_batch_cpu']:.3f} / {r['ratios']['eval_vs_oracle_single_cpu']:.3f}")
+        row("result-cache hit per case ÷ oracle case, cpu: batch / fresh process", lambda r: f"{r['ratios']['cached_vs_oracle_batch_cpu']:.4f} / {r['ratios']['cached_vs_oracle_single_cpu']:.4f}")
     row("**peak memory** matrix process tree (sampled) MB (target < 500)", lambda r: f"{r['matrix_warm']['peak_tree_mb']:.0f}")
     row("sum of per-process peaks (VmHWM, upper bound) MB", lambda r: f"{r['matrix_warm']['sum_hwm_mb']:.0f} ({r['matrix_warm']['processes']} processes)")
     row("cold-resolve process ru_maxrss MB", lambda r: f"{r['cold']['maxrss_mb']:.0f}")
@@ -355,6 +418,9 @@ def main() -> None:
                     help="releases whose matrix runs on --sample-archs × 6 models × no flags only (slow releases)")
     ap.add_argument("--sample-archs", default="sm120")
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--oracle-venvs", default=None,
+                    help="dir of oracle venvs (venv-<version>): measure an oracle case here")
+    ap.add_argument("--oracle-cases", type=int, default=10, help="cases in the oracle batch")
     args = ap.parse_args()
     cache_dir = Path(args.cache_dir)
     if cache_dir.resolve() == Path(os.environ.get("SGLANG_AUDIT_CACHE_DIR", "/nonexistent")).resolve():
