@@ -241,6 +241,8 @@ class _View:
             "name": name, "anchor": f"setting-{name}", "status": s.status, "note": s.note,
             "config": "—" if rejected else fmt(s.config), "config_detail": _unknown_detail(s.config),
             "runtime": None if s.runtime is None else fmt(s.runtime), "runtime_detail": _unknown_detail(s.runtime),
+            "layer": s.layer.reason if isinstance(s.layer, UnknownValue) and not rejected else None,
+            "layer_raises": [f"{c.value} ({', '.join(c.when)})" for c in s.layer.candidates] if isinstance(s.layer, UnknownValue) and not rejected else [],
             "user_set": name in self.res.flags, "user_value": self.res.flags.get(name),
             "primary": name in PRIMARY,
             "deciding": self.step(deciding) if deciding is not None else None,
