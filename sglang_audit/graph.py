@@ -407,6 +407,8 @@ class _Builder:
         preds = load_toml("predicates.toml")
         self.predicate_names: list[str] = list(preds["names"])
         self.predicate_modules: list[str] = list(preds["modules"])
+        self.platform_spec: dict[str, Any] = dict(preds.get("platform", {}))
+        self.platform_facts: dict[str, str] = {}  # get_platform().<fact> -> predicate name
         self.fields: dict[str, dict[str, Any]] = {}  # name -> declaration attrs
         self.written_attrs: set[str] = set()
         self.runtime_globals: dict[str, dict[str, str]] = {}  # file -> {global: setting}
@@ -543,6 +545,32 @@ class _Builder:
                         definition = expr_text(stmt.value)
                         meaning = _assigned_meaning(stmt.value, defs)
                     self.g.nodes[nid].update(file=rel, line=stmt.line, definition=definition, meaning=meaning)
+
+    def define_platform_facts(self) -> None:
+        """``get_platform().<fact>`` (0.5.19+) → the predicate it calls, from the release's
+        own fact tables (dict literals of fact name → probe name)."""
+        spec = self.platform_spec
+        path = self.module_file(spec["module"]) if spec else None
+        tree = self.load(path) if path is not None else None
+        if tree is None:
+            return
+        for stmt in tree.body:
+            target = stmt.targets[0] if stmt.kind == "Assign" and len(stmt.targets) == 1 else stmt.target if stmt.kind == "AnnAssign" else None
+            if target is None or target.kind != "Name" or target.id not in spec["tables"] or stmt.value is None or stmt.value.kind != "DictExpr":
+                continue
+            for key, value in stmt.value.items:
+                if key is not None and key.kind == "Const" and value.kind == "Const" and isinstance(value.value, str):
+                    if value.value in self.predicate_names:
+                        self.platform_facts.setdefault(key.value, value.value)
+
+    def platform_fact(self, node: ir.Node) -> str | None:
+        """The predicate behind ``get_platform().<fact>``, or None."""
+        if node.kind != "Attribute" or node.value.kind != "Call" or node.value.args:
+            return None
+        func = node.value.func
+        if func.kind != "Name" or func.id != self.platform_spec.get("accessor"):
+            return None
+        return self.platform_facts.get(node.attr)
 
     # -- pass 2: walking ------------------------------------------------------------------
     def walk_file(self, rel: str, module: ir.Node) -> None:
@@ -776,6 +804,8 @@ class _Walker:
                 out.add(("field", fld))
             elif sub.kind == "Name":
                 out |= self.name_sources(sub.id, scope, seen)
+            elif sub.kind == "Attribute" and (pred := self.b.platform_fact(sub)) is not None:
+                out.add(("predicate", pred))
         return out
 
     def formula(self, node: ir.Node | None, scope: _Scope, depth: int = 0) -> Formula:
@@ -795,6 +825,8 @@ class _Walker:
             pred = scope.predicate(node.func.id)
             if pred is not None:
                 return ("call", pred)
+        if k == "Attribute" and (fact := self.b.platform_fact(node)) is not None:
+            return ("call", fact)
         if k == "Name":
             pred_alias = scope.lookup(node.id)
             if pred_alias is not None and len(pred_alias.assigns[node.id]) == 1:
@@ -1089,6 +1121,7 @@ def build_graph(package_dir: Path, cache: SourceCache | None = None) -> Decision
     for name in [*b.settings, *b.fields]:
         b.field_node(name)
     b.define_predicates()
+    b.define_platform_facts()
     for rel, tree in trees:
         b.walk_file(rel, tree)
     # a helper's guarded returns feed the write that calls it (same file)

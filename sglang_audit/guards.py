@@ -78,4 +78,34 @@ def list_guards(resolver: Resolver, graph: DecisionGraph | None = None) -> list[
         file, line = _where(fn, mod, name)
         controls = predicate_controls(graph, name) if graph is not None else ()
         out.append(GuardFact(name, shown, file, line, _describe(fn), controls))
+    out.extend(_platform_facts(interp, spec.get("platform")))
+    return out
+
+
+def _platform_facts(interp: Interpreter, spec: dict[str, Any] | None) -> list[GuardFact]:
+    """0.5.19+: ``get_platform().<fact>`` as the release evaluates it, each naming the
+    predicate behind it (the decisions it controls are listed under that predicate)."""
+    if not spec or interp.find_module_file(spec["module"]) is None:
+        return []
+    mod = interp.load_module(spec["module"])
+    if not isinstance(mod, ModuleObj) or spec["accessor"] not in mod.globals:
+        return []
+    out: list[GuardFact] = []
+    for table in spec["tables"]:
+        probes = mod.globals.get(table)
+        if not isinstance(probes, dict):
+            continue
+        ev = mod.events.get(table)
+        for fact, probe in probes.items():
+            try:
+                value = interp.getattr(interp.call(interp.getattr(mod, spec["accessor"]), [], {}), fact)
+            except (PyRaise, Unmodelled, AnalysisBound) as exc:
+                value = Unknown(f"evaluation stopped: {exc}")
+            if interp.new_decisions:
+                value = Unknown("; ".join(d.reason for d in interp.new_decisions))
+                interp.new_decisions.clear()
+                interp.decisions.clear()
+            shown = f"unknown: {value.reason}" if isinstance(value, Unknown) else value
+            out.append(GuardFact(f"{spec['accessor']}().{fact}", shown, ev.file if ev else mod.file,
+                                 ev.line if ev else 0, f"{table}[{fact!r}] → {probe}()"))
     return out

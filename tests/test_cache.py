@@ -97,7 +97,7 @@ def test_info_on_an_empty_cache(isolated_cache):
     code, out, _ = cli("cache", "info", "--format", "json")
     data = json.loads(out)
     assert data["dir"] == str(isolated_cache) and data["ir_format"] == frontend.IR_FORMAT
-    assert data["parts"] == {k: {"bytes": 0, "files": 0} for k in ("ir", "sources", "wheels")}
+    assert data["parts"] == {k: {"bytes": 0, "files": 0} for k in ("ir", "results", "sources", "wheels")}
 
 
 def test_info_then_clear_keeps_wheels_unless_all(isolated_cache):
@@ -105,12 +105,14 @@ def test_info_then_clear_keeps_wheels_unless_all(isolated_cache):
     data = json.loads(cli("cache", "info", "--format", "json")[1])
     assert data["parts"]["ir"]["files"] >= 1 and data["ir_entries_current"] == data["parts"]["ir"]["files"]
     assert data["parts"]["sources"]["files"] == 1
+    assert data["parts"]["results"]["files"] == 1  # the resolution of _fill's resolve
     assert data["parts"]["wheels"] == {"bytes": 1000, "files": 1}
     code, out, _ = cli("cache", "info")
     assert code == 0 and "ir/" in out and "sources/" in out and "wheels/" in out
     code, out, _ = cli("cache", "clear")
-    assert code == 0 and "removed ir/" in out and "removed sources/" in out and "kept wheels/" in out
+    assert code == 0 and "removed ir/" in out and "removed results/" in out and "removed sources/" in out and "kept wheels/" in out
     assert not (isolated_cache / "ir").exists() and not (isolated_cache / "sources").exists()
+    assert not (isolated_cache / "results").exists()
     assert (isolated_cache / "wheels" / "sglang-0.0.1-py3-none-any.whl").is_file()
     code, out, _ = cli("cache", "clear", "--all")
     assert code == 0 and "removed wheels/" in out and not (isolated_cache / "wheels").exists()

@@ -184,3 +184,31 @@ def test_0510_graph_exports_and_holds_every_site_resolve_cites(release):
                     assert writes and dg.enclosing(writes[0]), s
     assert "sglang/srt/layers/quantization/fp4_utils.py:66 writes fp4_gemm_runner_backend" in predicate_controls(dg, "is_sm120_supported")
     assert any(c.startswith("sglang/srt/server_args.py:") and "moe_runner_backend" in c for c in predicate_controls(dg, "is_sm100_supported"))
+
+
+# ---- E5/E6: get_platform().<fact> is the predicate its release's table names ------------
+
+MINI_E5 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e5"
+
+
+def test_platform_fact_reads_are_predicate_reads(isolated_cache):
+    dg = build_graph(MINI_E5 / "python" / "sglang", SourceCache())
+    g = dg.graph
+    readers = {(g.nodes[d]["file"], g.nodes[d]["line"]) for d, _p, e in g.in_edges("predicate:is_sm120_supported", data=True)
+               if e["kind"] == "reads"}
+    # `if get_platform().is_sm120:` in the fixture's overrides, via _PLATFORM_PROBES["is_sm120"]
+    assert ("sglang/srt/arg_groups/overrides.py", 86) in readers
+    sm100 = {g.nodes[d]["line"] for d, _p, e in g.in_edges("predicate:is_sm100_supported", data=True) if e["kind"] == "reads"}
+    assert 88 in sm100
+    assert any("overrides.py:86" in c for c in predicate_controls(dg, "is_sm120_supported"))
+
+
+def test_guards_list_platform_facts_with_their_predicate(isolated_cache):
+    code, out, _ = cli("guards", "-s", str(MINI_E5), "--arch", "sm121", "--format", "json")
+    assert code == 0
+    facts = {f["name"]: f for f in json.loads(out)["guards"]}
+    fact = facts["get_platform().is_sm120"]
+    assert fact["value"] is True  # SM121 takes every SM120 branch
+    assert fact["definition"] == "_PLATFORM_PROBES['is_sm120'] → is_sm120_supported()"
+    assert fact["file"] == "sglang/srt/runtime_context.py"
+    assert facts["get_platform().is_sm100"]["value"] is False
