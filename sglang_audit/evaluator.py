@@ -848,6 +848,8 @@ class Interpreter:
                 if name in s.vars:
                     self.note_read(s.events.get(name))
                     return s.vars[name]
+                if s is scope and frame.class_ns is None and self.unbound_local(frame, name):
+                    raise self.make_raise("UnboundLocalError", f"cannot access local variable '{name}' where it is not associated with a value")
                 s = s.parent
         g = frame.module.globals
         if name in g:
@@ -862,6 +864,15 @@ class Interpreter:
         if frame.module.failed:
             return Unknown(f"{frame.module.file} could not be parsed", f"parse:{frame.module.file}")
         raise self.make_raise("NameError", f"name '{name}' is not defined")
+
+    def unbound_local(self, frame: Frame, name: str) -> bool:
+        """A name the function binds somewhere (so it is local in all of its body, as the
+        compiler decides), read in the function's own scope before any binding ran."""
+        func = frame.func
+        scope = frame.scope
+        if func is None or func.is_lambda or scope is None or scope.parent is not func.closure:
+            return False  # module level, a lambda, or a comprehension's scope
+        return name not in scope.nonlocal_decl and name in _function_locals(func.body)
 
     def e_Attribute(self, node: ir.Node, frame: Frame) -> Any:
         obj = self.evaluate(node.value, frame)
@@ -1872,7 +1883,50 @@ def _memo_key(values: list[Any]) -> Any:
     return tuple(out)
 
 
-def bound_names(stmt: ir.Node) -> list[str]:
+_LOCALS: dict[int, tuple[list[ir.Node], frozenset[str]]] = {}
+
+
+def _function_locals(body: list[ir.Node]) -> frozenset[str]:
+    """Names a function body binds (assignment, for/with/except targets, import, def,
+    class), nested functions and comprehensions excluded; cached per body (the entry
+    keeps the body alive, so its id is not reused)."""
+    hit = _LOCALS.get(id(body))
+    if hit is not None and hit[0] is body:
+        return hit[1]
+    names: set[str] = set()
+
+    def walk(stmts: list[ir.Node]) -> None:
+        for stmt in stmts:
+            names.update(bound_names(stmt, nested=False))
+            if stmt.kind == "With":
+                for _expr, target in stmt.items:
+                    names.update(_target_names(target))
+            if stmt.kind in ("If", "For", "While", "Try", "With"):
+                for block in ("body", "orelse", "finalbody"):
+                    walk(getattr(stmt, block, None) or [])
+            if stmt.kind == "Try":
+                for h in stmt.handlers:
+                    if h.name:
+                        names.add(h.name)
+                    walk(h.body)
+
+    walk(body)
+    found = frozenset(names)
+    _LOCALS[id(body)] = (body, found)
+    return found
+
+
+def _target_names(node: ir.Node | None) -> list[str]:
+    if isinstance(node, ir.Name):
+        return [node.id]
+    if isinstance(node, (ir.TupleExpr, ir.ListExpr)):
+        return [n for e in node.elts for n in _target_names(e)]
+    if isinstance(node, ir.Starred):
+        return _target_names(node.value)
+    return []
+
+
+def bound_names(stmt: ir.Node, nested: bool = True) -> list[str]:
     """Names a statement may bind at its own level (for marking them unknown)."""
     out: list[str] = []
 
@@ -1899,6 +1953,8 @@ def bound_names(stmt: ir.Node) -> list[str]:
         out.extend(asname or name for name, asname in stmt.names)
     elif kind == "For":
         targets(stmt.target)
+    if not nested:
+        return out
     for block in ("body", "orelse", "finalbody"):
         if kind in ("If", "For", "While", "Try", "With") and hasattr(stmt, block):
             for sub in getattr(stmt, block):
