@@ -36,6 +36,7 @@ from .pipeline import Request, prepare, resolve_target
 from .pipeline import guards as run_guards
 from .result import ChainStep, Rejection, Resolution, Setting, UnknownValue
 from .resultcache import ResultCache
+from .rules import Finding, Rule, check_resolution, load_rules
 from .source import SourceTree, locate_source
 
 # ---- vocabulary --------------------------------------------------------------------------
@@ -380,10 +381,15 @@ class DeploymentDiff:
     predicates: tuple[PredicateDiff, ...]
     conditional_added: tuple[Rejection, ...] = ()  # rejected-on-some-paths, new release only
     conditional_removed: tuple[Rejection, ...] = ()
+    # known-bad findings (rules/known-bad) of the new release only / of the old one only
+    findings_added: tuple[Finding, ...] = ()
+    findings_removed: tuple[Finding, ...] = ()
 
     @property
     def status(self) -> str:
         if self.rejection in (REJ_BECOMES, REJ_NO_LONGER) or any(s.change in VALUE_CHANGES for s in self.settings):
+            return STATUS_CHANGED
+        if self.findings_added or self.findings_removed:
             return STATUS_CHANGED
         if self.rejection == REJ_UNKNOWN or any(s.change == CHANGE_UNKNOWN for s in self.settings):
             return STATUS_UNKNOWN
@@ -398,6 +404,8 @@ class DeploymentDiff:
             "to": self.new.to_json(),
             "conditional_rejections_added": [r.to_json() for r in self.conditional_added],
             "conditional_rejections_removed": [r.to_json() for r in self.conditional_removed],
+            "findings_added": [f.to_json() for f in self.findings_added],
+            "findings_removed": [f.to_json() for f in self.findings_removed],
             "settings": {s.name: s.to_json() for s in self.settings if s.change != CHANGE_ABSENT},
             "predicates": [p.to_json() for p in self.predicates],
         }
@@ -559,6 +567,17 @@ def compare_setting(name: str, old: SideOutcome, new: SideOutcome) -> SettingDif
     return make(CHANGE_UNCHANGED, note=note)
 
 
+def _findings(side: SideOutcome, rules: tuple[Rule, ...]) -> tuple[dict[tuple[str, str | None], Finding], set[tuple[str, str | None]]]:
+    """The shipped known-bad rules on one side, keyed by (rule, setting) — a finding that
+    both releases raise is not a change (its lines may move) — and the rules it could not
+    decide (a finding against an undecided rule is not a change either: it may hold)."""
+    res = side.resolution
+    if res is None or res.rejected is not None:
+        return {}, set()
+    result = check_resolution(res, rules)
+    return {(f.rule_id, f.setting): f for f in result.findings}, {(u.rule_id, u.setting) for u in result.undecided}
+
+
 def _rej_key(r: Rejection) -> tuple[str, str]:
     # lines move between releases; the exception and message say which check it is
     return (r.exception, r.message)
@@ -710,6 +729,7 @@ def diff_releases(old_source: str | None, new_source: str | None, deployments: l
     # a release against itself: one analysis serves both sides
     new = old if new_source == old_source else _Release(new_source, use_cache, progress)
     settings: list[str] = load_toml("settings.toml")["settings"]
+    rules = load_rules()
     results: list[DeploymentDiff] = []
     for dep in deployments:
         sides: list[SideOutcome] = []
@@ -724,12 +744,15 @@ def diff_releases(old_source: str | None, new_source: str | None, deployments: l
             raise InputError(where + msg)
         sdiffs = tuple(compare_setting(name, o, n) for name in settings)
         preds = compare_predicates(old.predicates(dep), new.predicates(dep), sdiffs)
+        (fo, uo), (fn, un) = _findings(o, rules), _findings(n, rules)
         ok = {_rej_key(r) for r in (o.resolution.rejections if o.resolution else ())}
         nk = {_rej_key(r) for r in (n.resolution.rejections if n.resolution else ())}
         results.append(DeploymentDiff(
             dep, o, n, rejection_transition(o, n), sdiffs, preds,
             tuple(r for r in (n.resolution.rejections if n.resolution else ()) if _rej_key(r) not in ok),
             tuple(r for r in (o.resolution.rejections if o.resolution else ()) if _rej_key(r) not in nk),
+            tuple(f for k, f in fn.items() if k not in fo and k not in uo),
+            tuple(f for k, f in fo.items() if k not in fn and k not in un),
         ))
     for rel in (old, new):
         rel.ensure_table(deployments[0])

@@ -577,7 +577,12 @@ class Interpreter:
         raise _Return(value, ev)
 
     def s_Assign(self, node: ir.Node, frame: Frame) -> None:
-        value, reads = self.collect(lambda: self.evaluate(node.value, frame))
+        saved = self.reads
+        self.reads = reads = []  # collect(), inlined: the hottest statement
+        try:
+            value = self.evaluate(node.value, frame)
+        finally:
+            self.reads = saved
         for target in node.targets:
             self.assign(target, value, frame, node.line, node.text, reads)
 
@@ -689,7 +694,12 @@ class Interpreter:
             scope.events[name] = ev
 
     def s_If(self, node: ir.Node, frame: Frame) -> None:
-        test, reads = self.collect(lambda: self.evaluate(node.test, frame))
+        saved = self.reads
+        self.reads = reads = []  # collect(), inlined
+        try:
+            test = self.evaluate(node.test, frame)
+        finally:
+            self.reads = saved
         truth = self.truth(test, frame, node.line, node.text)
         self.guards.append(Guard(frame.module.file, node.line, node.text, truth, tuple(reads)))
         self.guard_tuple = None

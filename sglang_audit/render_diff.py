@@ -160,6 +160,10 @@ def _deployment_block(d: DeploymentDiff, labels: tuple[str, str], verbose: bool)
         out.append(f"  new in {labels[1]}: rejected when {' and '.join(r.when) or 'some inputs'}: {r.exception}: {r.message} ({r.file}:{r.line})")
     for r in d.conditional_removed:
         out.append(f"  gone in {labels[1]}: rejected when {' and '.join(r.when) or 'some inputs'}: {r.exception}: {r.message} ({r.file}:{r.line})")
+    for title, items in ((f"new in {labels[1]}", d.findings_added), (f"gone in {labels[1]}", d.findings_removed)):
+        for f in items:
+            code = next((f"  ({c.file}:{c.line})" for c in f.code if c.found and c.line), "")
+            out.append(f"  known-bad {title}: {f.severity.upper()} {f.rule_id} {f.slug}: {f.message}{code}")
     shown = [s for s in d.settings if s.change not in (CHANGE_ABSENT, CHANGE_REJECTED)]
     if shown:
         out.append("")
@@ -218,12 +222,13 @@ def _summary_table(diff: ReleaseDiff) -> list[str]:
     cols = [name for name in _setting_names(diff)
             if any(s.name == name and s.change not in (CHANGE_UNCHANGED, CHANGE_ABSENT, CHANGE_REJECTED)
                    for d in diff.deployments for s in d.settings)]
-    header = ["deployment", "result", "configuration", *cols]
+    header = ["deployment", "result", "configuration", "known-bad", *cols]
     rows = [header]
     for d in diff.deployments:
         cells = {s.name: _CELL[s.change] for s in d.settings}
+        kb = " ".join([*(f"+{f.rule_id}" for f in d.findings_added), *(f"-{f.rule_id}" for f in d.findings_removed)])
         rows.append([d.deployment.label(), d.status.upper() if d.status == STATUS_CHANGED else d.status,
-                     _state_text(d), *(cells.get(c, "") for c in cols)])
+                     _state_text(d), kb, *(cells.get(c, "") for c in cols)])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     out.insert(1, "  ".join("-" * w for w in widths))
@@ -283,6 +288,8 @@ def _verdict(diff: ReleaseDiff, fail_on: str) -> str:
             items = [s.name for s in d.settings if s.change in (CHANGE_CHANGED, CHANGE_ADDED, CHANGE_REMOVED)]
             if d.rejection in (REJ_BECOMES, REJ_NO_LONGER):
                 items.insert(0, _state_text(d))
+            items += [f"known-bad +{f.rule_id}" for f in d.findings_added]
+            items += [f"known-bad -{f.rule_id}" for f in d.findings_removed]
             what.append(f"{d.deployment.label()}: {', '.join(items)}" if n > 1 else ", ".join(items))
         parts.append(f"CHANGED for {len(changed)} of {n} deployment{'s' if n > 1 else ''} — " + "; ".join(what))
     if unknown:

@@ -312,11 +312,13 @@ def test_deployment_file_three_deployments_one_summary(isolated_cache, tmp_path)
     assert code == 1, out
     assert out.count("summary (0.0.1 → 0.0.2):") == 1
     table = out.split("summary (0.0.1 → 0.0.2):\n", 1)[1].splitlines()
-    assert table[0].split() == ["deployment", "result", "configuration", "fp4_gemm_runner_backend"]
+    assert table[0].split() == ["deployment", "result", "configuration", "known-bad", "fp4_gemm_runner_backend"]
     rows = {line.split()[0]: line.split()[1:] for line in table[2:5]}
-    assert rows == {"rtx-pro": ["CHANGED", "accepted", "CHANGED"], "b200": ["unchanged", "accepted", "="],
-                    "h100": ["unchanged", "accepted", "="]}
-    assert "result: CHANGED for 1 of 3 deployments — rtx-pro: fp4_gemm_runner_backend" in out
+    # the new FP4 pick (flashinfer_trtllm on SM120) is a known-bad one (SGA103); the findings
+    # about the old pick (cuDNN requirement, FlashInfer mm_fp4 on SM12x) are gone
+    assert rows == {"rtx-pro": ["CHANGED", "accepted", "+SGA103", "-SGA104", "-SGA303", "CHANGED"],
+                    "b200": ["unchanged", "accepted", "="], "h100": ["unchanged", "accepted", "="]}
+    assert "result: CHANGED for 1 of 3 deployments — rtx-pro: fp4_gemm_runner_backend, known-bad +SGA103" in out
     # the env of the h100 entry reached SGLang: its MoE runner is forced to triton
     assert "h100 (sm90, model from launch)" in out and "moe_runner_backend              unchanged  triton" in out
     # the same fleet against the old release itself: nothing changed, exit 0
@@ -436,7 +438,10 @@ deployments:
     assert out.count("summary (0.5.12 → 0.5.13):") == 1
     table = out.split("summary (0.5.12 → 0.5.13):\n", 1)[1].splitlines()
     rows = {line.split()[0]: line.split()[1:] for line in table[2:5]}
-    assert rows["qwen-sm120"] == ["CHANGED", "accepted", "CHANGED"]
+    # the 0.5.13 regression: auto now picks flashinfer_cutlass on SM120 (NaN, SGA101) and
+    # no longer flashinfer_cudnn (whose cuDNN requirement SGA104 reported)
+    assert rows["qwen-sm120"] == ["CHANGED", "accepted", "+SGA101", "-SGA104", "CHANGED"]
+    assert "known-bad new in 0.5.13: ERROR SGA101" in out
     assert rows["dsr1-b200"] == ["unchanged", "accepted", "="]
     # sm90: the FP4 GEMM auto pick moved to marlin (0.5.13 adds the sm80-sm9x branch)
     assert rows["qwen3-h100"] == ["CHANGED", "accepted", "CHANGED"]

@@ -107,3 +107,15 @@ def test_0523_sm120_qwen35_auto_runs_trtllm_on_unprepared_weights(release):
     found = _findings(res)
     assert "SGA210" in found and "SGA209" not in found
     assert {e.fingerprint: e.line for e in found["SGA210"].code}["reads_g1_scale_c"] == 3260
+
+
+@pytest.mark.real_release
+def test_diff_0515_to_0516_reports_the_new_layer_failure(release):
+    from sglang_audit.diff import Deployment, diff_releases
+
+    old, new = release("0.5.15"), release("0.5.16")
+    dep = Deployment(name="", arch="sm120", model="qwen3.5-397b-a17b-nvfp4", sets=("tp_size=8",))
+    d = diff_releases(str(old.package_dir), str(new.package_dir), [dep]).deployments[0]
+    moe = next(s for s in d.settings if s.name == "moe_runner_backend")
+    assert moe.change == "unchanged"  # `auto` on both sides: the difference is in the layers
+    assert [f.rule_id for f in d.findings_added] == ["SGA209"] and d.status == "changed"
