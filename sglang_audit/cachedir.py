@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 from platformdirs import user_cache_dir
@@ -17,9 +18,11 @@ def cache_root() -> Path:
 def writable_subdir(name: str) -> Path | None:
     """``cache_root()/name``, created if needed; None when the cache is not writable."""
     path = cache_root() / name
+    # one probe name per process and call: with a shared name, two processes (matrix
+    # workers, parallel CI jobs) could delete each other's probe and see "not writable"
+    probe = path / f".write-probe-{os.getpid()}-{secrets.token_hex(4)}"
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-probe"
         probe.write_text("")
         probe.unlink()
     except OSError:

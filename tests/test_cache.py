@@ -200,3 +200,16 @@ def test_disk_form_round_trips():
     for text in (TRICKY, SERVER_ARGS.read_text(encoding="utf-8")):
         tree = convert_source(text)
         assert _same(tree, load_tree(dump_tree(tree)))
+
+
+def test_concurrent_writers_all_see_a_writable_cache(isolated_cache):
+    """Regression (found by the fidelity run, two workers): a shared probe file name let one
+    process delete another's probe, which then reported the cache as not writable."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sglang_audit.cachedir import writable_subdir
+
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda _i: writable_subdir("ir"), range(3000)))
+    assert all(r == isolated_cache / "ir" for r in results)
+    assert not list((isolated_cache / "ir").glob(".write-probe*"))
