@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,20 +67,26 @@ def list_guards(resolver: Resolver, graph: DecisionGraph | None = None) -> list[
         if mod is None:
             continue
         fn = interp.getattr(mod, name)
-        try:
-            value = interp.call(fn, [], {})
-        except (PyRaise, Unmodelled, AnalysisBound) as exc:
-            value = Unknown(f"evaluation stopped: {exc}")
-        if interp.new_decisions:
-            value = Unknown("; ".join(d.reason for d in interp.new_decisions))
-            interp.new_decisions.clear()
-            interp.decisions.clear()
-        shown = f"unknown: {value.reason}" if isinstance(value, Unknown) else value
+        shown = _fact_value(interp, lambda fn=fn: interp.call(fn, [], {}))
         file, line = _where(fn, mod, name)
         controls = predicate_controls(graph, name) if graph is not None else ()
         out.append(GuardFact(name, shown, file, line, _describe(fn), controls))
     out.extend(_platform_facts(interp, spec.get("platform")))
     return out
+
+
+def _fact_value(interp: Interpreter, compute: Callable[[], Any]) -> Any:
+    """One predicate or fact on the device; unknown (with the reason) when it stops or
+    branches on something the device model does not know."""
+    try:
+        value = compute()
+    except (PyRaise, Unmodelled, AnalysisBound) as exc:
+        value = Unknown(f"evaluation stopped: {exc}")
+    if interp.new_decisions:
+        value = Unknown("; ".join(d.reason for d in interp.new_decisions))
+        interp.new_decisions.clear()
+        interp.decisions.clear()
+    return f"unknown: {value.reason}" if isinstance(value, Unknown) else value
 
 
 def _platform_facts(interp: Interpreter, spec: dict[str, Any] | None) -> list[GuardFact]:
@@ -97,15 +104,8 @@ def _platform_facts(interp: Interpreter, spec: dict[str, Any] | None) -> list[Gu
             continue
         ev = mod.events.get(table)
         for fact, probe in probes.items():
-            try:
-                value = interp.getattr(interp.call(interp.getattr(mod, spec["accessor"]), [], {}), fact)
-            except (PyRaise, Unmodelled, AnalysisBound) as exc:
-                value = Unknown(f"evaluation stopped: {exc}")
-            if interp.new_decisions:
-                value = Unknown("; ".join(d.reason for d in interp.new_decisions))
-                interp.new_decisions.clear()
-                interp.decisions.clear()
-            shown = f"unknown: {value.reason}" if isinstance(value, Unknown) else value
+            accessor = interp.getattr(mod, spec["accessor"])
+            shown = _fact_value(interp, lambda a=accessor, f=fact: interp.getattr(interp.call(a, [], {}), f))
             out.append(GuardFact(f"{spec['accessor']}().{fact}", shown, ev.file if ev else mod.file,
                                  ev.line if ev else 0, f"{table}[{fact!r}] → {probe}()"))
     return out
