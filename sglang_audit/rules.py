@@ -499,7 +499,8 @@ class Facts:
     def __init__(self, values: dict[str, Any], code: Callable[[Fingerprint], CodeEvidence | Unknown] | None = None) -> None:
         self.values = values
         self._code = code
-        self._code_cache: dict[str, CodeEvidence] = {}
+        # keyed by the fingerprint itself: two rules may give the same id to different shapes
+        self._code_cache: dict[Fingerprint, CodeEvidence] = {}
 
     @classmethod
     def from_resolution(cls, res: Resolution) -> Facts:
@@ -525,7 +526,8 @@ class Facts:
             values[f"env.{k}"] = v
         pkg = res.source.get("package_dir")
         root = Path(pkg).parent if pkg else None
-        return cls(values, (lambda fp: probe_fingerprint(root, fp)) if root else None)
+        texts: dict[Path, str | None] = {}  # each file read once, whatever number of fingerprints
+        return cls(values, (lambda fp: probe_fingerprint(root, fp, texts)) if root else None)
 
     @classmethod
     def from_example(cls, example: Mapping[str, Any], rule: Rule) -> Facts:
@@ -552,17 +554,18 @@ class Facts:
         return cls(values, code)
 
     def code(self, fp: Fingerprint) -> Any:
-        if fp.id not in self._code_cache:
+        if fp not in self._code_cache:
             if self._code is None:
                 return Unknown("the release source is not available to check the code fingerprint")
             ev = self._code(fp)
             if isinstance(ev, Unknown):
                 return ev
-            self._code_cache[fp.id] = ev
-        return self._code_cache[fp.id].found
+            self._code_cache[fp] = ev
+        return self._code_cache[fp].found
 
-    def evidence(self) -> tuple[CodeEvidence, ...]:
-        return tuple(self._code_cache[k] for k in sorted(self._code_cache))
+    def evidence(self, rule: Rule) -> tuple[CodeEvidence, ...]:
+        """The code evidence this rule's conditions looked at, by fingerprint id."""
+        return tuple(self._code_cache[f] for f in sorted(rule.fingerprints, key=lambda f: f.id) if f in self._code_cache)
 
     def get(self, name: str, rule: Rule, subject: str | None) -> Any:
         if name == "subject" or name.startswith("subject."):
@@ -589,16 +592,19 @@ def _family_of_name(arch: str) -> str:
     return f"gfx{m.group(1)}" if m else arch
 
 
-def probe_fingerprint(root: Path | None, fp: Fingerprint) -> CodeEvidence:
-    """Read one file of the release as text and look for the fingerprint's shape."""
+def probe_fingerprint(root: Path | None, fp: Fingerprint, texts: dict[Path, str | None] | None = None) -> CodeEvidence:
+    """Read one file of the release as text and look for the fingerprint's shape
+    (``texts``: files already read for this deployment, None for a missing one)."""
     if root is None:
         return CodeEvidence(fp.id, fp.file, False, None, "source not available")
     path = (root / fp.file).resolve()
-    if not path.is_relative_to(root.resolve()) or not path.is_file():
-        return CodeEvidence(fp.id, fp.file, False, None, fp.description)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    if texts is not None and path in texts:
+        text = texts[path]
+    else:
+        text = _read_release_file(root, path)
+        if texts is not None:
+            texts[path] = text
+    if text is None:
         return CodeEvidence(fp.id, fp.file, False, None, fp.description)
     if fp.regex is not None:
         m = re.search(fp.regex, text, re.MULTILINE)
@@ -611,6 +617,15 @@ def probe_fingerprint(root: Path | None, fp: Fingerprint) -> CodeEvidence:
     while pos < len(text) and text[pos] in " \t\n":
         pos += 1
     return CodeEvidence(fp.id, fp.file, True, text.count("\n", 0, pos) + 1, fp.description)
+
+
+def _read_release_file(root: Path, path: Path) -> str | None:
+    if not path.is_relative_to(root.resolve()) or not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 # ---- evaluation ------------------------------------------------------------------------
@@ -750,7 +765,7 @@ def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
                 rule.sources, subject, _plain(value),
                 _decision_chain(setting) if setting else (),
                 _deciding(setting, value) if setting else None,
-                tuple(e for e in facts.evidence() if any(f.id == e.fingerprint for f in rule.fingerprints)),
+                facts.evidence(rule),
                 rule.needs_env,
             ))
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.rule_id, f.setting or ""))

@@ -293,6 +293,25 @@ def test_probe_fingerprint_reads_text_and_reports_line(tmp_path):
     assert not probe_fingerprint(tmp_path / "sglang", Fingerprint("x", "sglang/../../etc/passwd", None, "root")).found
 
 
+def test_same_fingerprint_id_in_two_rules_keeps_each_shape(tmp_path, monkeypatch):
+    """Fingerprint ids are per rule: two rules may give one id to different shapes. Each
+    file is read once per deployment, however many fingerprints look at it."""
+    from sglang_audit import rules as rules_mod
+
+    (tmp_path / "sglang").mkdir()
+    (tmp_path / "sglang" / "a.py").write_text("one = 1\n")
+    reads: list[Path] = []
+    real = rules_mod._read_release_file
+    monkeypatch.setattr(rules_mod, "_read_release_file", lambda root, path: reads.append(path) or real(root, path))
+    texts: dict = {}
+    facts = rules_mod.Facts({}, lambda fp: probe_fingerprint(tmp_path, fp, texts))
+    present = Fingerprint("shape", "sglang/a.py", None, "one = 1")
+    absent = Fingerprint("shape", "sglang/a.py", None, "two = 2")
+    assert facts.code(present) is True
+    assert facts.code(absent) is False
+    assert len(reads) == 1
+
+
 def test_sga101_fingerprint_matches_the_mini_e2_shape():
     fp = _rule("SGA101").fingerprints[0]
     assert probe_fingerprint(MINI_E2, fp).found
