@@ -577,12 +577,7 @@ class Interpreter:
         raise _Return(value, ev)
 
     def s_Assign(self, node: ir.Node, frame: Frame) -> None:
-        saved = self.reads
-        self.reads = reads = []  # collect(), inlined: the hottest statement
-        try:
-            value = self.evaluate(node.value, frame)
-        finally:
-            self.reads = saved
+        value, reads = self.collect(lambda: self.evaluate(node.value, frame))
         for target in node.targets:
             self.assign(target, value, frame, node.line, node.text, reads)
 
@@ -694,12 +689,7 @@ class Interpreter:
             scope.events[name] = ev
 
     def s_If(self, node: ir.Node, frame: Frame) -> None:
-        saved = self.reads
-        self.reads = reads = []  # collect(), inlined
-        try:
-            test = self.evaluate(node.test, frame)
-        finally:
-            self.reads = saved
+        test, reads = self.collect(lambda: self.evaluate(node.test, frame))
         truth = self.truth(test, frame, node.line, node.text)
         self.guards.append(Guard(frame.module.file, node.line, node.text, truth, tuple(reads)))
         self.guard_tuple = None
@@ -858,7 +848,8 @@ class Interpreter:
                 if name in s.vars:
                     self.note_read(s.events.get(name))
                     return s.vars[name]
-                if s is scope and frame.class_ns is None and self.unbound_local(frame, name):
+                if s is scope and name in s.local_names and frame.class_ns is None and name not in s.nonlocal_decl:
+                    # bound somewhere in this function, not yet here: CPython's UnboundLocalError
                     raise self.make_raise("UnboundLocalError", f"cannot access local variable '{name}' where it is not associated with a value")
                 s = s.parent
         g = frame.module.globals
@@ -874,15 +865,6 @@ class Interpreter:
         if frame.module.failed:
             return Unknown(f"{frame.module.file} could not be parsed", f"parse:{frame.module.file}")
         raise self.make_raise("NameError", f"name '{name}' is not defined")
-
-    def unbound_local(self, frame: Frame, name: str) -> bool:
-        """A name the function binds somewhere (so it is local in all of its body, as the
-        compiler decides), read in the function's own scope before any binding ran."""
-        func = frame.func
-        scope = frame.scope
-        if func is None or func.is_lambda or scope is None or scope.parent is not func.closure:
-            return False  # module level, a lambda, or a comprehension's scope
-        return name not in scope.nonlocal_decl and name in _function_locals(func.body)
 
     def e_Attribute(self, node: ir.Node, frame: Frame) -> Any:
         obj = self.evaluate(node.value, frame)
@@ -1482,7 +1464,7 @@ class Interpreter:
         if self.depth > self.bounds.max_depth:
             self.depth -= 1
             raise AnalysisBound(f"analysis bound reached: call depth over {self.bounds.max_depth} at {func.qualname}")
-        scope = Scope(parent=func.closure)
+        scope = Scope(parent=func.closure, local_names=frozenset() if func.is_lambda else _function_locals(func.body))
         frame = Frame(module=func.module, scope=scope, func=func, depth=self.depth)
         try:
             self.bind_params(func, args, kwargs, scope)
@@ -1903,25 +1885,7 @@ def _function_locals(body: list[ir.Node]) -> frozenset[str]:
     hit = _LOCALS.get(id(body))
     if hit is not None and hit[0] is body:
         return hit[1]
-    names: set[str] = set()
-
-    def walk(stmts: list[ir.Node]) -> None:
-        for stmt in stmts:
-            names.update(bound_names(stmt, nested=False))
-            if stmt.kind == "With":
-                for _expr, target in stmt.items:
-                    names.update(_target_names(target))
-            if stmt.kind in ("If", "For", "While", "Try", "With"):
-                for block in ("body", "orelse", "finalbody"):
-                    walk(getattr(stmt, block, None) or [])
-            if stmt.kind == "Try":
-                for h in stmt.handlers:
-                    if h.name:
-                        names.add(h.name)
-                    walk(h.body)
-
-    walk(body)
-    found = frozenset(names)
+    found = frozenset(n for stmt in body for n in bound_names(stmt, as_targets=True))
     _LOCALS[id(body)] = (body, found)
     return found
 
@@ -1936,43 +1900,37 @@ def _target_names(node: ir.Node | None) -> list[str]:
     return []
 
 
-def bound_names(stmt: ir.Node, nested: bool = True) -> list[str]:
-    """Names a statement may bind at its own level (for marking them unknown)."""
+def bound_names(stmt: ir.Node, as_targets: bool = False) -> list[str]:
+    """Names a statement may bind at its own level and in its nested blocks (for marking
+    them unknown); ``as_targets`` adds ``with ... as x`` and ``except ... as e``."""
     out: list[str] = []
-
-    def targets(node: ir.Node | None) -> None:
-        if isinstance(node, ir.Name):
-            out.append(node.id)
-        elif isinstance(node, (ir.TupleExpr, ir.ListExpr)):
-            for e in node.elts:
-                targets(e)
-        elif isinstance(node, ir.Starred):
-            targets(node.value)
-
     kind = stmt.kind
     if kind in ("FunctionDef", "ClassDef"):
         out.append(stmt.name)
     elif kind == "Assign":
         for t in stmt.targets:
-            targets(t)
+            out.extend(_target_names(t))
     elif kind in ("AnnAssign", "AugAssign"):
-        targets(stmt.target)
+        out.extend(_target_names(stmt.target))
     elif kind == "Import":
         out.extend(asname or dotted.split(".")[0] for dotted, asname in stmt.names)
     elif kind == "ImportFrom" and stmt.names != "*":
         out.extend(asname or name for name, asname in stmt.names)
     elif kind == "For":
-        targets(stmt.target)
-    if not nested:
-        return out
+        out.extend(_target_names(stmt.target))
+    elif kind == "With" and as_targets:
+        for _expr, target in stmt.items:
+            out.extend(_target_names(target))
     for block in ("body", "orelse", "finalbody"):
         if kind in ("If", "For", "While", "Try", "With") and hasattr(stmt, block):
             for sub in getattr(stmt, block):
-                out.extend(bound_names(sub))
+                out.extend(bound_names(sub, as_targets))
     if kind == "Try":
         for h in stmt.handlers:
+            if as_targets and h.name:
+                out.append(h.name)
             for sub in h.body:
-                out.extend(bound_names(sub))
+                out.extend(bound_names(sub, as_targets))
     return out
 
 

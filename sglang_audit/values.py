@@ -64,14 +64,17 @@ class Event:
 class Scope:
     """A function frame's locals, chained to the enclosing function for closures."""
 
-    __slots__ = ("vars", "events", "parent", "globals_decl", "nonlocal_decl")
+    __slots__ = ("vars", "events", "parent", "globals_decl", "nonlocal_decl", "local_names")
 
-    def __init__(self, parent: Scope | None = None) -> None:
+    def __init__(self, parent: Scope | None = None, local_names: frozenset[str] = frozenset()) -> None:
         self.vars: dict[str, Any] = {}
         self.events: dict[str, Event] = {}
         self.parent = parent
         self.globals_decl: set[str] = set()
         self.nonlocal_decl: set[str] = set()
+        # a function's own scope: every name its body binds (local in all of the body, as
+        # the compiler decides); empty for comprehension and class scopes
+        self.local_names = local_names
 
 
 class ModuleObj:
