@@ -744,7 +744,8 @@ def diff_releases(old_source: str | None, new_source: str | None, deployments: l
             raise InputError(where + msg)
         sdiffs = tuple(compare_setting(name, o, n) for name in settings)
         preds = compare_predicates(old.predicates(dep), new.predicates(dep), sdiffs)
-        (fo, uo), (fn, un) = _findings(o, rules), _findings(n, rules)
+        fo, uo = _findings(o, rules)
+        fn, un = (fo, uo) if n is o else _findings(n, rules)  # a release against itself: once
         ok = {_rej_key(r) for r in (o.resolution.rejections if o.resolution else ())}
         nk = {_rej_key(r) for r in (n.resolution.rejections if n.resolution else ())}
         results.append(DeploymentDiff(

@@ -97,6 +97,7 @@ def _platform_facts(interp: Interpreter, spec: dict[str, Any] | None) -> list[Gu
     mod = interp.load_module(spec["module"])
     if not isinstance(mod, ModuleObj) or spec["accessor"] not in mod.globals:
         return []
+    accessor = interp.getattr(mod, spec["accessor"])
     out: list[GuardFact] = []
     for table in spec["tables"]:
         probes = mod.globals.get(table)
@@ -104,8 +105,7 @@ def _platform_facts(interp: Interpreter, spec: dict[str, Any] | None) -> list[Gu
             continue
         ev = mod.events.get(table)
         for fact, probe in probes.items():
-            accessor = interp.getattr(mod, spec["accessor"])
-            shown = _fact_value(interp, lambda a=accessor, f=fact: interp.getattr(interp.call(a, [], {}), f))
+            shown = _fact_value(interp, lambda f=fact: interp.getattr(interp.call(accessor, [], {}), f))
             out.append(GuardFact(f"{spec['accessor']}().{fact}", shown, ev.file if ev else mod.file,
                                  ev.line if ev else 0, f"{table}[{fact!r}] → {probe}()"))
     return out
