@@ -9,20 +9,14 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from click.testing import CliRunner
+from clirun import cli
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from sglang_audit import __version__, frontend, ir
-from sglang_audit.cli import main
 from sglang_audit.frontend import SourceCache, convert_source, dump_tree, line_spans, load_tree
 
 MINI_E2 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e2"
 SERVER_ARGS = MINI_E2 / "python" / "sglang" / "srt" / "server_args.py"
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture(autouse=True)

@@ -11,20 +11,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from click.testing import CliRunner
-
-from sglang_audit.cli import main
+from clirun import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
 NEXTN = ["tp_size=8", "speculative_algorithm=NEXTN", "speculative_num_steps=3", "speculative_eagle_topk=1",
          "speculative_num_draft_tokens=4", "disable_radix_cache=true"]
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 def mini(*args: str) -> tuple[int, str, str]:

@@ -7,16 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from sglang_audit.cli import main
+from clirun import cli
 
 MINI_E2 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e2"
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture(autouse=True)

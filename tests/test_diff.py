@@ -10,9 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from clirun import cli
 
-from sglang_audit.cli import main
 from sglang_audit.diff import (
     CHANGE_CHANGED,
     CHANGE_UNCHANGED,
@@ -70,11 +69,6 @@ def variant(tmp_path: Path, name: str, *edits: dict[str, list[tuple[str, str]]])
 
 def dep(arch: str = "sm120", model: str = "deepseek-r1-nvfp4", sets: tuple[str, ...] = (), name: str = "") -> Deployment:
     return Deployment(name, arch, model, sets=sets)
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def settings(d):

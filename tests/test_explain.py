@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from clirun import cli
 
-from sglang_audit.cli import main
 from sglang_audit.errors import InputError
 from sglang_audit.explain import (
     BRANCH_BLOCKED,
@@ -25,11 +24,6 @@ from sglang_audit.render_explain import render_text
 MINI_E2 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e2"
 SA = "sglang/srt/server_args.py"
 FP4 = "sglang/srt/layers/quantization/fp4_utils.py"
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def by_choice(exp):

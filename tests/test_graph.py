@@ -8,9 +8,8 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
-from click.testing import CliRunner
+from clirun import cli
 
-from sglang_audit.cli import main
 from sglang_audit.frontend import SourceCache
 from sglang_audit.graph import build_graph, field_subgraph, predicate_controls, to_graphml, to_json
 from sglang_audit.pipeline import Request, resolve
@@ -19,11 +18,6 @@ MINI_E2 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "m
 PKG = MINI_E2 / "python" / "sglang"
 SA = "sglang/srt/server_args.py"
 FP4 = "sglang/srt/layers/quantization/fp4_utils.py"
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture()

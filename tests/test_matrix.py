@@ -10,9 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from clirun import cli
 
-from sglang_audit.cli import main
 from sglang_audit.errors import InputError
 from sglang_audit.matrix import COLUMNS, parse_flag_set, split_list
 from sglang_audit.render_matrix import JSON_SCHEMA, csv_header
@@ -28,11 +27,6 @@ ARGS = [
     "--flags-set", "cutlass_mxfp4=quantization=mxfp4,moe_runner_backend=flashinfer_cutlass",
 ]
 N_CASES = 2 * 3 * 3
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture(autouse=True)

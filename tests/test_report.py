@@ -18,10 +18,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from clirun import cli
 from markupsafe import escape
 
-from sglang_audit.cli import main
 from sglang_audit.commands.report import build_report
 from sglang_audit.pipeline import Request
 from sglang_audit.render_html import render_html
@@ -43,11 +42,6 @@ REJECT_MSG = f"Flashinfer Cutlass MOE needs modelopt_fp4 {SCRIPT} {IMG}"
 def esc(text: str) -> str:
     """As the template escapes (markupsafe: &#39; and &#34; for quotes)."""
     return str(escape(text))
-
-
-def cli(*args: object) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 def edit(path: Path, old: str, new: str) -> None:
