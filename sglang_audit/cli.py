@@ -14,8 +14,18 @@ from .device import ARCH_CHOICES
 from .pipeline import Request, resolve
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from .shipped import origin
+
+    click.echo(f"sglang-audit {__version__}; {run_or_exit(origin)}")
+    ctx.exit()
+
+
 @click.group(cls=AuditGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="sglang-audit")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and where the shipped rules are read from, and exit.")
 def main() -> None:
     """Which backends will SGLang pick for this GPU and model, why, and will it work?
 

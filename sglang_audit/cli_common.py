@@ -28,13 +28,22 @@ def progress(msg: str) -> None:
     click.echo(msg, err=True)
 
 
+def _profile_list() -> str:
+    """The bundled profiles for --help; a broken installation still gets its help (the error
+    itself comes, one line, when a command needs the profiles)."""
+    try:
+        return ", ".join(bundled_profiles())
+    except AuditError as exc:
+        return f"(none: {exc})"
+
+
 def target_options(fn: Any) -> Any:
     options = [
         click.option("--source", "-s", help="SGLang source: a checkout dir, a wheel/sdist file, sglang==X (downloaded into the cache, never installed), or omitted for the installed sglang (found, not imported)."),
         click.option("--arch", "-a", required=True, help=f"GPU architecture: {', '.join(ARCH_CHOICES)}, or a compute capability like 12.0."),
         click.option("--cuda", default="12.9", show_default=True, help="CUDA version that torch reports (torch.version.cuda)."),
         click.option("--cudnn", default=None, metavar="VERSION", help="cuDNN version torch reports (e.g. 9.10.2); unset: unknown, which matters only where SGLang checks it."),
-        click.option("--model", "-m", help=f"Model directory with config.json (and hf_quant_config.json), or a bundled profile: {', '.join(bundled_profiles())}."),
+        click.option("--model", "-m", help=f"Model directory with config.json (and hf_quant_config.json), or a bundled profile: {_profile_list()}."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A server flag, by field or flag name (e.g. --set moe_runner_backend=flashinfer_cutlass). Repeatable."),
         click.option("--launch", metavar="COMMAND", help='A pasted launch command, e.g. "python -m sglang.launch_server --model-path M --tp 8 --moe-runner-backend flashinfer_cutlass".'),
         click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see (default: unset, so the release's declared default applies). Repeatable."),

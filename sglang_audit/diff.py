@@ -31,12 +31,12 @@ from .errors import AuditError, InputError
 from .explain import deciding_step, final_value
 from .frontend import SourceCache
 from .guards import GuardFact
-from .natives import load_toml
 from .pipeline import Request, prepare, resolve_target
 from .pipeline import guards as run_guards
 from .result import ChainStep, Rejection, Resolution, Setting, UnknownValue
 from .resultcache import ResultCache
 from .rules import Finding, Rule, check_resolution, load_rules
+from .shipped import load_toml
 from .source import SourceTree, locate_source
 
 # ---- vocabulary --------------------------------------------------------------------------

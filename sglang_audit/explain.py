@@ -20,10 +20,10 @@ from .errors import InputError
 from .frontend import SourceCache
 from .graph import UNKNOWN, DecisionGraph, build_graph, evaluate_formula, formula_predicates
 from .guards import list_guards
-from .natives import load_toml
 from .pipeline import Request, prepare
 from .resolver import Resolver
 from .result import ChainStep, Rejection, Resolution, Setting, UnknownValue
+from .shipped import load_toml
 
 OUTCOME_ACCEPTED = "accepted"
 OUTCOME_REWRITTEN = "rewritten"

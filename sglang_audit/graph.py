@@ -24,7 +24,7 @@ import networkx as nx
 
 from . import ir
 from .frontend import ParseFailure, SourceCache
-from .natives import load_toml
+from .shipped import load_toml
 
 GRAPH_SCHEMA = "sglang-audit-graph/1"
 

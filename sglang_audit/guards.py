@@ -8,8 +8,8 @@ from typing import Any
 
 from .evaluator import Interpreter, PyRaise, Unmodelled
 from .graph import DecisionGraph, predicate_controls
-from .natives import load_toml
 from .resolver import Resolver
+from .shipped import load_toml
 from .values import AnalysisBound, Cached, Function, ModuleObj, Partial, Unknown
 
 

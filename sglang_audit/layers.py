@@ -13,8 +13,8 @@ from typing import Any
 
 from . import ir
 from .frontend import ParseFailure, SourceCache
-from .natives import load_toml
 from .result import Candidate, ModelSummary, UnknownValue
+from .shipped import load_toml
 
 
 def layer_values(root: Path, cache: SourceCache, values: dict[str, Any], model: ModelSummary) -> dict[str, UnknownValue]:

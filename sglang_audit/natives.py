@@ -17,9 +17,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import tomllib
-
 from .device import Device, Environment
+from .shipped import load_toml  # re-exported: older call sites import it from here
 from .values import (
     BoundMethod,
     Cached,
@@ -42,7 +41,6 @@ from .values import (
 if TYPE_CHECKING:
     from .evaluator import Interpreter
 
-RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 
 _EXCEPTION_TREE: dict[str, str | None] = {
     "BaseException": None,
@@ -122,11 +120,6 @@ def _make_object_class() -> Class:
         __new__=StaticMethod(Native("object.__new__", lambda i, a, k: Instance(a[0]) if a and isinstance(a[0], Class) else Unknown("object.__new__"))),
     )
     return cls
-
-
-def load_toml(name: str) -> dict[str, Any]:
-    with (RULES_DIR / name).open("rb") as fh:
-        return tomllib.load(fh)
 
 
 def _none_marker(value: Any) -> Any:

@@ -19,10 +19,9 @@ from .frontend import ParseFailure, SourceCache
 from .resolver import ModelInput, Resolver, Target
 from .result import Resolution
 from .resultcache import ResultCache
+from .shipped import profiles_dir
 from .source import SourceTree, locate_source
 from .values import AnalysisBound, Class, ModuleObj
-
-PROFILES_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "models"
 
 
 @dataclass
@@ -42,9 +41,7 @@ class Request:
 
 
 def bundled_profiles() -> list[str]:
-    if not PROFILES_DIR.is_dir():
-        return []
-    return sorted(p.name for p in PROFILES_DIR.iterdir() if (p / "config.json").is_file())
+    return sorted(p.name for p in profiles_dir().iterdir() if (p / "config.json").is_file())
 
 
 def locate_model(spec: str) -> ModelInput:
@@ -57,8 +54,9 @@ def locate_model(spec: str) -> ModelInput:
 
 def _locate_model(spec: str) -> ModelInput:
     path = Path(spec).expanduser()
-    if not path.exists() and (PROFILES_DIR / spec).is_dir():
-        path = PROFILES_DIR / spec
+    profile = profiles_dir() / spec
+    if not path.exists() and profile.is_dir():
+        path = profile
     if not path.exists():
         raise InputError(f"model not found: {spec!r} (a directory with config.json, or one of: {', '.join(bundled_profiles())})")
     if path.is_file() and path.name == "config.json":
@@ -78,7 +76,7 @@ def _locate_model(spec: str) -> ModelInput:
             raise InputError(f"{hfq}: not a regular file")
         if not isinstance(_read_json(hfq), dict):
             raise InputError(f"{hfq}: expected a JSON object")
-    name = spec if (PROFILES_DIR / spec).is_dir() and path == PROFILES_DIR / spec else path.name
+    name = spec if path == profile else path.name
     return ModelInput(name, path.resolve())
 
 

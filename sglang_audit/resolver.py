@@ -25,7 +25,7 @@ from .errors import InputError
 from .evaluator import Bounds, Interpreter, PyRaise, Unmodelled
 from .frontend import SourceCache
 from .layers import layer_values
-from .natives import NativeWorld, _dataclass_fields, load_toml
+from .natives import NativeWorld, _dataclass_fields
 from .result import (
     STATUS_REJECTED,
     STATUS_RESOLVED,
@@ -39,6 +39,7 @@ from .result import (
     Setting,
     UnknownValue,
 )
+from .shipped import load_toml
 from .source import SourceTree
 from .values import AnalysisBound, Decision, Event, HFConfig, Instance, ModuleObj, Unknown
 

@@ -29,10 +29,9 @@ from typing import Any
 from . import __version__
 from .cachedir import writable_subdir
 from .result import Resolution
+from .shipped import package_dir, rules_dir
 
 RESULT_FORMAT = "results1"  # bump when the pickled Resolution changes shape
-_PACKAGE_DIR = Path(__file__).resolve().parent
-_RULES_DIR = _PACKAGE_DIR.parent / "rules"
 _BIG = 4 * 1024 * 1024
 
 
@@ -107,8 +106,8 @@ class ResultCache:
 @functools.lru_cache(maxsize=1)
 def _tool_digest() -> str:
     h = hashlib.sha256(__version__.encode())
-    files = sorted(p for p in _PACKAGE_DIR.rglob("*") if p.is_file() and p.suffix in (".py", ".html", ".css", ".toml"))
-    files += sorted(_RULES_DIR.glob("*.toml"))
+    files = sorted(p for p in package_dir().rglob("*") if p.is_file() and p.suffix in (".py", ".html", ".css", ".toml"))
+    files += sorted(rules_dir().glob("*.toml"))
     for p in files:
         h.update(p.name.encode())
         h.update(hashlib.sha256(p.read_bytes()).digest())

@@ -27,9 +27,7 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import AuditError
 from .result import ChainStep, Resolution, Setting, UnknownValue
-
-SHIPPED_RULES_DIR = Path(__file__).resolve().parent.parent / "rules" / "known-bad"
-SETTINGS_TOML = Path(__file__).resolve().parent.parent / "rules" / "settings.toml"
+from .shipped import known_bad_dir, load_toml
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
@@ -199,14 +197,11 @@ class CheckResult:
 
 
 def known_settings() -> tuple[str, ...]:
-    import tomllib
-
-    with SETTINGS_TOML.open("rb") as fh:
-        return tuple(tomllib.load(fh)["settings"])
+    return tuple(load_toml("settings.toml")["settings"])
 
 
 def load_rules(extra_dirs: Iterable[Path] = (), shipped: bool = True) -> tuple[Rule, ...]:
-    dirs = ([SHIPPED_RULES_DIR] if shipped else []) + [Path(d) for d in extra_dirs]
+    dirs = ([known_bad_dir()] if shipped else []) + [Path(d) for d in extra_dirs]
     settings = known_settings()
     rules: list[Rule] = []
     seen: dict[str, str] = {}

@@ -21,7 +21,6 @@ from sglang_audit.result import (
     UnknownValue,
 )
 from sglang_audit.rules import (
-    SHIPPED_RULES_DIR,
     Fingerprint,
     RuleError,
     check_example,
@@ -30,6 +29,7 @@ from sglang_audit.rules import (
     load_rules,
     probe_fingerprint,
 )
+from sglang_audit.shipped import known_bad_dir
 
 RULES = load_rules()
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ def test_shipped_rule_conventions(rule):
 
 
 def test_shipped_rules_parse_as_plain_yaml_mappings():
-    for path in sorted(SHIPPED_RULES_DIR.glob("*.yaml")):
+    for path in sorted(known_bad_dir().glob("*.yaml")):
         assert isinstance(yaml.safe_load(path.read_text()), dict)
 
 

@@ -13,7 +13,7 @@ import click
 from ..cli_common import make_request, progress, run_or_exit, target_options
 from ..errors import InputError
 from ..pipeline import resolve
-from ..rules import SHIPPED_RULES_DIR, check_resolution, load_rules
+from ..rules import check_resolution, load_rules
 
 CHECK_EPILOG = """\b
 Exit codes:
@@ -54,7 +54,7 @@ def _anchor(path: Path | None) -> Any:
 @target_options
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
               type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help=f"A directory of extra rule files (*.yaml), added to the shipped ones in {SHIPPED_RULES_DIR.parent.name}/{SHIPPED_RULES_DIR.name}. Repeatable.")
+              help="A directory of extra rule files (*.yaml), added to the shipped ones (rules/known-bad in the repository; `sglang-audit --version` says where they are read from). Repeatable.")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "never"]), default="error", show_default=True,
               help="Lowest finding severity that makes the exit code non-zero.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True)
