@@ -62,14 +62,14 @@ def _maxrss_mb() -> float:
 
 
 def _request(version: str) -> Any:
-    from sglang_audit.pipeline import Request
+    from sglang_audit.resolve.pipeline import Request
 
     return Request(source=f"sglang=={version}", arch=RESOLVE_CASE["arch"], model=RESOLVE_CASE["model"],
                    sets=list(RESOLVE_CASE["sets"]))
 
 
 def phase_extract(version: str) -> dict[str, Any]:
-    from sglang_audit.source import locate_source
+    from sglang_audit.source.locate import locate_source
 
     t = _clock()
     tree = locate_source(f"sglang=={version}")
@@ -78,14 +78,14 @@ def phase_extract(version: str) -> dict[str, Any]:
 
 def resolve(request: Any, cache: Any) -> Any:
     """Evaluation only: prepare + Resolver, never the result cache (measured separately)."""
-    from sglang_audit.pipeline import prepare
-    from sglang_audit.resolver import Resolver
+    from sglang_audit.resolve.pipeline import prepare
+    from sglang_audit.resolve.resolver import Resolver
 
     return Resolver(prepare(request, cache).target, cache).resolve()
 
 
 def phase_cold(version: str) -> dict[str, Any]:
-    from sglang_audit.frontend import SourceCache
+    from sglang_audit.frontend.parse import SourceCache
 
     cache = SourceCache(use_disk=True)
     t = _clock()
@@ -109,7 +109,7 @@ def phase_cold(version: str) -> dict[str, Any]:
 
 
 def phase_warm(version: str) -> dict[str, Any]:
-    from sglang_audit.frontend import SourceCache
+    from sglang_audit.frontend.parse import SourceCache
 
     cache = SourceCache(use_disk=True)
     t = _clock()
@@ -122,7 +122,7 @@ def phase_parse(files_json: str) -> dict[str, Any]:
     stages on the same files (libcst parse → line numbers → IR conversion → disk form)."""
     import libcst as cst
 
-    from sglang_audit import frontend
+    from sglang_audit.frontend import parse as frontend
 
     files = json.loads(Path(files_json).read_text())
     texts = [Path(f).read_text(encoding="utf-8") for f in files]

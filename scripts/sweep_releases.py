@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sglang_audit.errors import AuditError  # noqa: E402
-from sglang_audit.pipeline import Request, bundled_profiles, resolve  # noqa: E402
+from sglang_audit.resolve.pipeline import Request, bundled_profiles, resolve  # noqa: E402
 
 RELEASES = ["0.4.6", "0.4.8", "0.4.10"] + [f"0.5.{i}" for i in range(1, 24)]
 PROFILES = ["qwen3.5-397b-a17b-nvfp4", "deepseek-r1-nvfp4", "deepseek-v3-fp8", "qwen3-30b-a3b", "llama-3.1-8b-nvfp4", "gpt-oss-120b"]

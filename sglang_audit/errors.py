@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 class AuditError(Exception):
     """Bad input or an environment problem; the message is shown as-is, one line."""
@@ -16,3 +18,9 @@ class SourceError(AuditError):
 
 class InputError(AuditError):
     """A bad command-line value, model directory or flag."""
+
+
+def strict_mode() -> bool:
+    """SGLANG_AUDIT_STRICT=1 (set by the test suite): an internal evaluator error raises
+    instead of becoming `unknown`, so the tests see every defect the tool would hide."""
+    return os.environ.get("SGLANG_AUDIT_STRICT") == "1"

@@ -19,7 +19,7 @@ from typing import Any
 
 import tomllib
 
-from .errors import AuditError
+from sglang_audit.errors import AuditError
 
 # (name inside the installed package, path inside a checkout)
 _LAYOUT = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from sglang_audit.cli import main
+from sglang_audit.cli.main import main
 
 
 def cli(*args: object) -> tuple[int, str, str]:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_audit.source import SourceTree, locate_source
+from sglang_audit.source.locate import SourceTree, locate_source
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -35,3 +35,5 @@ def isolated_cache(tmp_path, monkeypatch):
 
 def pytest_configure(config):
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    # strict mode: an internal evaluator error fails the test instead of becoming `unknown`
+    os.environ.setdefault("SGLANG_AUDIT_STRICT", "1")

@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-import sglang_audit.cli as cli_module
-from sglang_audit.cli import main
+import sglang_audit.cli.main as cli_module
+from sglang_audit.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"
@@ -475,7 +475,7 @@ def test_internal_error_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_error_outside_run_or_exit_is_caught_too(monkeypatch: pytest.MonkeyPatch) -> None:
     # a renderer bug happens after the pipeline returned: the group's catch-all takes it
-    import sglang_audit.render_text as render_text
+    import sglang_audit.render.text as render_text
 
     def broken(*args: object, **kwargs: object) -> str:
         raise KeyError("settings")
@@ -491,7 +491,7 @@ def test_error_outside_run_or_exit_is_caught_too(monkeypatch: pytest.MonkeyPatch
 
 
 def subprocess_cli(*args: str, env: dict[str, str] | None = None, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sglang_audit.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "sglang_audit.cli.main", *args], capture_output=True, text=True,
                           timeout=SUBPROCESS_TIMEOUT, env={**os.environ, **(env or {})}, cwd=ROOT, **kwargs)
 
 
@@ -535,7 +535,7 @@ def test_bad_input_subprocess_no_traceback(checkout) -> None:
 
 def test_internal_error_subprocess() -> None:
     """The catch-all in a real process (CliRunner would catch the exception itself)."""
-    script = ("import sys, sglang_audit.cli as c\n"
+    script = ("import sys, sglang_audit.cli.main as c\n"
               "def boom(*a, **k):\n    raise RecursionError('maximum recursion depth exceeded')\n"
               "c.resolve = boom\nsys.argv = ['sglang-audit', *sys.argv[1:]]\nc.main()\n")
     args = ["resolve", "-s", str(MINI_E2), *TARGET]
@@ -548,7 +548,7 @@ def test_internal_error_subprocess() -> None:
 
 def test_broken_pipe_subprocess() -> None:
     """`sglang-audit ... | head -0`: the reader is gone before the output is written."""
-    proc = subprocess.Popen([sys.executable, "-m", "sglang_audit.cli", "resolve", "-s", str(MINI_E2), *TARGET],
+    proc = subprocess.Popen([sys.executable, "-m", "sglang_audit.cli.main", "resolve", "-s", str(MINI_E2), *TARGET],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()

@@ -122,7 +122,7 @@ def pathological(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def resolve(root: Path, pathology: str, cache: Path) -> tuple[subprocess.CompletedProcess[str], float]:
-    cmd = [sys.executable, "-m", "sglang_audit.cli", "resolve", "-s", str(root), "-a", "sm120",
+    cmd = [sys.executable, "-m", "sglang_audit.cli.main", "resolve", "-s", str(root), "-a", "sm120",
            "-m", "deepseek-r1-nvfp4", "--env", f"PATHOLOGY={pathology}", "--format", "json"]
     start = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT,

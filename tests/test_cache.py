@@ -12,8 +12,16 @@ import pytest
 from clirun import cli
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from sglang_audit import __version__, frontend, ir
-from sglang_audit.frontend import SourceCache, convert_source, dump_tree, line_spans, load_tree
+from sglang_audit import __version__
+from sglang_audit.frontend import ir
+from sglang_audit.frontend import parse as frontend
+from sglang_audit.frontend.parse import (
+    SourceCache,
+    convert_source,
+    dump_tree,
+    line_spans,
+    load_tree,
+)
 
 MINI_E2 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e2"
 SERVER_ARGS = MINI_E2 / "python" / "sglang" / "srt" / "server_args.py"

@@ -26,7 +26,7 @@ def run_cli(args: list[str], seed: int, cache: Path | None = None) -> bytes:
     env["PYTHONHASHSEED"] = str(seed)
     if cache is not None:
         env["SGLANG_AUDIT_CACHE_DIR"] = str(cache)
-    proc = subprocess.run([sys.executable, "-m", "sglang_audit.cli", *args], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "sglang_audit.cli.main", *args], capture_output=True,
                           timeout=TIMEOUT, env=env, cwd=ROOT)
     assert proc.returncode in (0, 1, 3), proc.stderr.decode(errors="replace")[-2000:]
     assert proc.stdout

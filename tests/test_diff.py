@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from clirun import cli
 
-from sglang_audit.diff import (
+from sglang_audit.analyses.diff import (
     CHANGE_CHANGED,
     CHANGE_UNCHANGED,
     CHANGE_UNKNOWN,
@@ -27,7 +27,7 @@ from sglang_audit.diff import (
     load_deployments,
 )
 from sglang_audit.errors import InputError
-from sglang_audit.render_diff import render_json, render_text
+from sglang_audit.render.diff import render_json, render_text
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"

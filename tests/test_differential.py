@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import Program, cases
 
-from sglang_audit import adhoc
-from sglang_audit.adhoc import Outcome, evaluate_function
+from sglang_audit.resolve import adhoc
+from sglang_audit.resolve.adhoc import Outcome, evaluate_function
 
 settings.register_profile(
     "sga-differential-ci",

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from sglang_audit.cli import main
+from sglang_audit.cli.main import main
 
 CHECKOUTS = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts"
 MINI_E0 = CHECKOUTS / "mini_e0"

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from clirun import cli
 
-from sglang_audit.errors import InputError
-from sglang_audit.explain import (
+from sglang_audit.analyses.explain import (
     BRANCH_BLOCKED,
     BRANCH_FIRED,
     OUTCOME_ACCEPTED,
@@ -18,8 +17,9 @@ from sglang_audit.explain import (
     OUTCOME_REWRITTEN,
     explain,
 )
-from sglang_audit.pipeline import Request
-from sglang_audit.render_explain import render_text
+from sglang_audit.errors import InputError
+from sglang_audit.render.explain import render_text
+from sglang_audit.resolve.pipeline import Request
 
 MINI_E2 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e2"
 SA = "sglang/srt/server_args.py"

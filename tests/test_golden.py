@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 from clirun import cli
+
 from sglang_audit.cachedir import cache_root
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

@@ -10,9 +10,15 @@ import networkx as nx
 import pytest
 from clirun import cli
 
-from sglang_audit.frontend import SourceCache
-from sglang_audit.graph import build_graph, field_subgraph, predicate_controls, to_graphml, to_json
-from sglang_audit.pipeline import Request, resolve
+from sglang_audit.analyses.graph import (
+    build_graph,
+    field_subgraph,
+    predicate_controls,
+    to_graphml,
+    to_json,
+)
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.resolve.pipeline import Request, resolve
 
 MINI_E2 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e2"
 PKG = MINI_E2 / "python" / "sglang"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_audit.frontend import SourceCache
-from sglang_audit.layers import layer_values
-from sglang_audit.pipeline import Request, resolve
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.resolve.layers import layer_values
+from sglang_audit.resolve.pipeline import Request, resolve
 from sglang_audit.result import ModelSummary, UnknownValue
-from sglang_audit.rules import check_resolution, load_rules
+from sglang_audit.rules.knownbad import check_resolution, load_rules
 
 NVFP4_METHOD = '''\
 class ModelOptNvFp4FusedMoEMethod:
@@ -111,7 +111,7 @@ def test_0523_sm120_qwen35_auto_runs_trtllm_on_unprepared_weights(release):
 
 @pytest.mark.real_release
 def test_diff_0515_to_0516_reports_the_new_layer_failure(release):
-    from sglang_audit.diff import Deployment, diff_releases
+    from sglang_audit.analyses.diff import Deployment, diff_releases
 
     old, new = release("0.5.15"), release("0.5.16")
     dep = Deployment(name="", arch="sm120", model="qwen3.5-397b-a17b-nvfp4", sets=("tp_size=8",))

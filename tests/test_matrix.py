@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from clirun import cli
 
+from sglang_audit.analyses.matrix import COLUMNS, parse_flag_set, split_list
 from sglang_audit.errors import InputError
-from sglang_audit.matrix import COLUMNS, parse_flag_set, split_list
-from sglang_audit.render_matrix import JSON_SCHEMA, csv_header
+from sglang_audit.render.matrix import JSON_SCHEMA, csv_header
 
 MINI_E2 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e2"
 
@@ -154,7 +154,7 @@ def test_no_cache_writes_nothing(isolated_cache):
 
 
 def test_rules_module_without_usable_api_degrades(monkeypatch):
-    import sglang_audit.rules as rules_mod
+    import sglang_audit.rules.knownbad as rules_mod
 
     monkeypatch.delattr(rules_mod, "check_resolution")
     code, out, _ = cli(*ARGS, "--format", "json", "--jobs", "1")
@@ -183,8 +183,8 @@ def test_cudnn_is_passed_to_every_case():
 
 
 def test_unknown_values_render_with_candidates_and_numbered_reasons():
-    from sglang_audit.matrix import COLUMNS, Case, CaseResult, Cell, FlagSet, Matrix
-    from sglang_audit.render_matrix import render_csv, render_text
+    from sglang_audit.analyses.matrix import COLUMNS, Case, CaseResult, Cell, FlagSet, Matrix
+    from sglang_audit.render.matrix import render_csv, render_text
     from sglang_audit.result import Candidate, UnknownValue
 
     why = "evaluation stopped: TypeError at sglang/srt/x.py:1"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_audit.pipeline import Request, resolve
+from sglang_audit.resolve.pipeline import Request, resolve
 
 pytestmark = pytest.mark.real_release
 
@@ -87,7 +87,7 @@ def test_launch_command_equals_set(release):
 
 
 def _guards(release, version, arch, cuda="12.9"):
-    from sglang_audit.pipeline import guards
+    from sglang_audit.analyses.guards import guards_for as guards
 
     tree = release(version)
     _, facts = guards(Request(source=str(tree.package_dir), arch=arch, model=None, cuda=cuda))

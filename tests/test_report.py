@@ -21,10 +21,10 @@ import pytest
 from clirun import cli
 from markupsafe import escape
 
-from sglang_audit.commands.report import build_report
-from sglang_audit.pipeline import Request
-from sglang_audit.render_html import render_html
-from sglang_audit.report_graph import deployment_graph
+from sglang_audit.analyses.report_graph import deployment_graph
+from sglang_audit.cli.report import build_report
+from sglang_audit.render.html import render_html
+from sglang_audit.resolve.pipeline import Request
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"
@@ -206,7 +206,7 @@ def test_unknown_setting_is_marked_with_its_reason(checkout):
 
 
 def test_graph_layout_keeps_nodes_apart_and_inside(checkout):
-    from sglang_audit.explain import explain
+    from sglang_audit.analyses.explain import explain
 
     req = Request(source=str(checkout), arch="sm120", model="deepseek-r1-nvfp4")
     lay = deployment_graph(explain(req, f) for f in ("moe_runner_backend", "speculative_moe_runner_backend", "fp4_gemm_runner_backend"))
@@ -255,7 +255,7 @@ def test_cli_usage_errors(checkout, tmp_path):
 
 
 def test_cli_deployment_file(checkout, tmp_path):
-    pytest.importorskip("sglang_audit.diff")
+    pytest.importorskip("sglang_audit.analyses.diff")
     dep = tmp_path / "fleet.yaml"
     dep.write_text(
         "deployments:\n"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sglang_audit.frontend import SourceCache
-from sglang_audit.pipeline import Request, prepare, resolve_target
-from sglang_audit.resultcache import ResultCache
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.resolve.pipeline import Request, prepare, resolve_target
+from sglang_audit.resolve.resultcache import ResultCache
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"

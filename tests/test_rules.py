@@ -20,7 +20,7 @@ from sglang_audit.result import (
     Setting,
     UnknownValue,
 )
-from sglang_audit.rules import (
+from sglang_audit.rules.knownbad import (
     Fingerprint,
     RuleError,
     check_example,
@@ -296,7 +296,7 @@ def test_probe_fingerprint_reads_text_and_reports_line(tmp_path):
 def test_same_fingerprint_id_in_two_rules_keeps_each_shape(tmp_path, monkeypatch):
     """Fingerprint ids are per rule: two rules may give one id to different shapes. Each
     file is read once per deployment, however many fingerprints look at it."""
-    from sglang_audit import rules as rules_mod
+    from sglang_audit.rules import knownbad as rules_mod
 
     (tmp_path / "sglang").mkdir()
     (tmp_path / "sglang" / "a.py").write_text("one = 1\n")
@@ -340,7 +340,7 @@ def test_sga101_fingerprint_on_real_releases(release, version, present):
     ],
 )
 def test_flashinfer_and_attention_rules_on_real_releases(release, version, arch, model, flags, expected):
-    from sglang_audit.pipeline import Request, resolve
+    from sglang_audit.resolve.pipeline import Request, resolve
 
     tree = release(version)
     res = resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=list(flags)))

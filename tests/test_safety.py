@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sglang_audit.cli import main
+from sglang_audit.cli.main import main
 
 PACKAGE = Path(__file__).resolve().parent.parent / "sglang_audit"
 MINI_E2 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e2"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from sglang_audit import source
 from sglang_audit.errors import SourceError
-from sglang_audit.source import SourceTree, locate_source
+from sglang_audit.source import locate as source
+from sglang_audit.source.locate import SourceTree, locate_source
 
 SERVER_ARGS = b"class ServerArgs: pass\n"
 # Executing this would fail the test loudly: the locator must never import SGLang.

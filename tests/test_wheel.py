@@ -9,8 +9,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from clirun import cli
+
 from sglang_audit import shipped
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,7 +46,7 @@ def test_wheel_carries_every_rule_fact_file_and_profile(wheel: Path) -> None:
     assert "sglang_audit/_profiles/qwen3.5-397b-a17b-nvfp4/config.json" in expected
     missing = sorted(expected - names)
     assert not missing, f"missing from {wheel.name}: {missing}"
-    assert "sglang_audit/templates/report.html.j2" in names
+    assert "sglang_audit/render/templates/report.html.j2" in names
     # nothing of the checkout's tests or fixture checkouts rides along
     assert not [n for n in names if n.startswith(("tests/", "fixtures/", "rules/"))]
 

@@ -1,0 +1,1 @@
+"""Stage 7 — analyses over resolutions: graph, guards, explain, diff, matrix, report graph."""

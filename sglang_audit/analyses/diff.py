@@ -1,0 +1,778 @@
+"""``diff``: what changes for a deployment (or a fleet) between two SGLang releases.
+
+Each deployment is resolved on both releases (one ``SourceCache`` per release, shared by
+every deployment, so each file is parsed once per release) and the two ``Resolution``s are
+compared setting by setting: config and runtime values, both decision chains, and whether
+the configuration becomes (or stops being) rejected.  "Underneath" facts that can change
+without changing a value are compared too: the hardware predicates interpreted for the
+device (``guards.guards_for``: value and definition), the guards on each setting's chain,
+the release's declared choices and defaults for the settings (``FlagTable``), and the
+pinned FlashInfer version.
+
+A value the tool cannot state on either side is reported as ``unknown``, never as a
+change.  Returns plain frozen dataclasses; rendering is in ``render_diff``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomllib
+import yaml
+
+from sglang_audit.analyses.explain import deciding_step, final_value
+from sglang_audit.analyses.guards import GuardFact
+from sglang_audit.analyses.guards import guards_for as run_guards
+from sglang_audit.errors import AuditError, InputError
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.resolve.pipeline import Request, prepare, resolve_target
+from sglang_audit.resolve.resultcache import ResultCache
+from sglang_audit.result import ChainStep, Rejection, Resolution, Setting, UnknownValue
+from sglang_audit.rules.knownbad import Finding, Rule, check_resolution, load_rules
+from sglang_audit.shipped import load_toml
+from sglang_audit.source.locate import SourceTree, locate_source
+from sglang_audit.target.device import parse_device
+from sglang_audit.target.flags import FlagTable
+
+# ---- vocabulary --------------------------------------------------------------------------
+CHANGE_UNCHANGED = "unchanged"
+CHANGE_CHANGED = "changed"
+CHANGE_UNKNOWN = "unknown"  # a value on either side cannot be stated
+CHANGE_ADDED = "added"  # the setting exists only in the new release
+CHANGE_REMOVED = "removed"  # ... only in the old release
+CHANGE_REJECTED = "rejected"  # a side rejects the configuration: there is no value to compare
+CHANGE_ABSENT = "absent"  # in neither release
+VALUE_CHANGES = (CHANGE_CHANGED, CHANGE_ADDED, CHANGE_REMOVED)
+
+STATE_ACCEPTED = "accepted"
+STATE_REJECTED = "rejected"
+STATE_CONDITIONAL = "conditional"  # rejected on some paths only (depends on unknown inputs)
+
+REJ_UNCHANGED = "unchanged"
+REJ_BECOMES = "becomes_rejected"
+REJ_NO_LONGER = "no_longer_rejected"
+REJ_UNKNOWN = "unknown"
+
+STATUS_CHANGED = "changed"
+STATUS_UNCHANGED = "unchanged"
+STATUS_UNKNOWN = "unknown"
+
+FAIL_ON = ("changed", "rejected", "never")
+EXIT_UNKNOWN = 3
+
+# chain steps whose "guard" is a label, not a condition
+_LABEL_GUARDS = ("", "default", "set by the user")
+_MAX_DEPLOYMENT_FILE = 1 << 20
+
+
+# ---- input: deployments ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Deployment:
+    """One target to audit: what ``resolve``'s target options describe."""
+
+    name: str
+    arch: str
+    model: str | None
+    cuda: str = "12.9"
+    sets: tuple[str, ...] = ()  # KEY=VALUE, typed by each release's own parser
+    launch: str | None = None
+    env: tuple[str, ...] = ()  # NAME=VALUE
+    with_packages: tuple[str, ...] = ()
+    without_packages: tuple[str, ...] = ()
+    # values the file gives as lists/mappings (no KEY=VALUE spelling); field names only
+    typed_flags: tuple[tuple[str, Any], ...] = ()
+
+    def request(self, source: str | None, use_cache: bool) -> Request:
+        return Request(
+            source=source, arch=self.arch, model=self.model, cuda=self.cuda, sets=list(self.sets),
+            launch=self.launch, env=list(self.env), with_packages=list(self.with_packages),
+            without_packages=list(self.without_packages), use_cache=use_cache,
+            flags=dict(self.typed_flags),
+        )
+
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        parts = [self.arch, self.model or "(model from --launch)", *self.sets]
+        return " · ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "arch": self.arch, "model": self.model, "cuda": self.cuda,
+            "set": list(self.sets), "launch": self.launch, "env": list(self.env),
+            "with": list(self.with_packages), "without": list(self.without_packages),
+            "flags": {k: v for k, v in self.typed_flags},
+        }
+
+
+_DEPLOYMENT_KEYS = ("name", "arch", "model", "cuda", "flags", "launch", "env", "with", "without")
+
+
+def load_deployments(path: Path) -> list[Deployment]:
+    """Read and validate a YAML or TOML deployment file; every problem is one InputError
+    line naming the file (and the deployment)."""
+    try:
+        if path.stat().st_size > _MAX_DEPLOYMENT_FILE:
+            raise InputError(f"deployment file {path}: larger than {_MAX_DEPLOYMENT_FILE} bytes")
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read deployment file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"deployment file {path}: not UTF-8 text") from None
+    suffix = path.suffix.lower()
+    data: Any
+    if suffix == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise InputError(f"deployment file {path}: not valid TOML ({exc})") from None
+    elif suffix in (".yaml", ".yml"):
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InputError(f"deployment file {path}: not valid YAML ({' '.join(str(exc).split())})") from None
+    else:
+        raise InputError(f"deployment file {path}: unknown file type {suffix or '(none)'!r}; use .yaml, .yml or .toml")
+
+    def fail(problem: str) -> InputError:
+        return InputError(f"deployment file {path}: {problem}")
+
+    if isinstance(data, dict):
+        extra = sorted(set(data) - {"deployments"})
+        if extra:
+            raise fail(f"unknown top-level key {extra[0]!r} (expected 'deployments')")
+        data = data.get("deployments")
+    if not isinstance(data, list) or not data:
+        raise fail("expected a non-empty list 'deployments' (each with name, arch, model, and flags or launch)")
+    out: list[Deployment] = []
+    seen: set[str] = set()
+    for idx, entry in enumerate(data, 1):
+        dep = _deployment(entry, idx, fail)
+        if dep.name in seen:
+            raise fail(f"deployment {idx}: duplicate name {dep.name!r}")
+        seen.add(dep.name)
+        out.append(dep)
+    return out
+
+
+def _deployment(entry: Any, idx: int, fail: Callable[[str], InputError]) -> Deployment:
+    if not isinstance(entry, dict):
+        raise fail(f"deployment {idx}: expected a mapping, found {type(entry).__name__}")
+    name = entry.get("name")
+    where = f"deployment {idx}" + (f" ({name!r})" if isinstance(name, str) else "")
+    for key in entry:
+        if key not in _DEPLOYMENT_KEYS:
+            close = difflib.get_close_matches(str(key), _DEPLOYMENT_KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise fail(f"{where}: unknown key {key!r}{hint}; allowed: {', '.join(_DEPLOYMENT_KEYS)}")
+    if not isinstance(name, str) or not name.strip():
+        raise fail(f"{where}: 'name' is required (a non-empty string)")
+    arch = entry.get("arch")
+    if not isinstance(arch, str) or not arch.strip():
+        raise fail(f"{where}: 'arch' is required (e.g. sm120)")
+    cuda = entry.get("cuda", "12.9")
+    if isinstance(cuda, bool) or not isinstance(cuda, (str, int, float)):
+        raise fail(f"{where}: 'cuda' must be a string such as \"12.9\"")
+    cuda = str(cuda)
+    try:
+        parse_device(arch, cuda)  # bad arch/cuda: say so now, naming the file
+    except InputError as exc:
+        raise fail(f"{where}: {exc}") from None
+    model = entry.get("model")
+    launch = entry.get("launch")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise fail(f"{where}: 'model' must be a string (a model directory or a bundled profile)")
+    if launch is not None and (not isinstance(launch, str) or not launch.strip()):
+        raise fail(f"{where}: 'launch' must be a launch command string")
+    if model is None and launch is None:
+        raise fail(f"{where}: give 'model' (or a 'launch' command with --model-path)")
+    sets: list[str] = []
+    typed: list[tuple[str, Any]] = []
+    flags = entry.get("flags", {})
+    if flags is None:
+        flags = {}
+    if not isinstance(flags, dict):
+        raise fail(f"{where}: 'flags' must be a mapping of setting to value (use 'launch' for a command line)")
+    for key, value in flags.items():
+        if not isinstance(key, str) or not key.strip():
+            raise fail(f"{where}: flag names must be strings, found {key!r}")
+        if isinstance(value, (list, dict)):
+            # no KEY=VALUE spelling for these: passed typed, by field name
+            typed.append((key.strip().lstrip("-").replace("-", "_"), value))
+        else:
+            sets.append(f"{key}={_flag_text(value)}")
+    env = entry.get("env", {})
+    env_items: list[str] = []
+    if isinstance(env, dict):
+        for k, v in env.items():
+            if not isinstance(k, str) or not k or isinstance(v, (list, dict)):
+                raise fail(f"{where}: 'env' must map variable names to scalar values")
+            env_items.append(f"{k}={_flag_text(v) if not isinstance(v, str) else v}")
+    elif isinstance(env, list) and all(isinstance(e, str) and "=" in e for e in env):
+        env_items = list(env)
+    else:
+        raise fail(f"{where}: 'env' must be a mapping NAME: VALUE (or a list of NAME=VALUE)")
+    packs: dict[str, tuple[str, ...]] = {}
+    for key in ("with", "without"):
+        val = entry.get(key, [])
+        if isinstance(val, str):
+            val = [val]
+        if not isinstance(val, list) or not all(isinstance(v, str) for v in val):
+            raise fail(f"{where}: '{key}' must be a package name or a list of them")
+        packs[key] = tuple(val)
+    return Deployment(name.strip(), arch.strip(), model, cuda, tuple(sets), launch, tuple(env_items),
+                      packs["with"], packs["without"], tuple(typed))
+
+
+def _flag_text(value: Any) -> str:
+    # the release's own parser types the text (bool/int/choices), as on a command line
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "None"
+    return str(value)
+
+
+# ---- output data -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReleaseInfo:
+    origin: str
+    version: str | None
+    flashinfer: str | None
+
+    @property
+    def label(self) -> str:
+        return self.version or self.origin
+
+    def to_json(self) -> dict[str, Any]:
+        return {"origin": self.origin, "version": self.version, "flashinfer": self.flashinfer}
+
+
+@dataclass(frozen=True)
+class SideOutcome:
+    """One release's answer for one deployment: a resolution, or the error the release's
+    own argument parser gives (a flag or choice it does not have: SGLang would not start)."""
+
+    resolution: Resolution | None
+    error: str = ""
+
+    @property
+    def state(self) -> str:
+        if self.resolution is None or self.resolution.rejected is not None:
+            return STATE_REJECTED
+        if self.resolution.rejections:
+            return STATE_CONDITIONAL
+        return STATE_ACCEPTED
+
+    def to_json(self) -> dict[str, Any]:
+        res = self.resolution
+        return {
+            "state": self.state,
+            "error": self.error or None,
+            "flags": res.flags if res else None,
+            "rejected": res.rejected.to_json() if res and res.rejected else None,
+            "rejections": [r.to_json() for r in res.rejections] if res else [],
+            "paths": res.paths if res else 0,
+            "analysis_notes": list(res.analysis_notes) if res else [],
+        }
+
+
+@dataclass(frozen=True)
+class SettingDiff:
+    name: str
+    change: str  # unchanged | changed | unknown | added | removed | rejected | absent
+    layers: tuple[str, ...]  # the layers whose value differs: config, runtime
+    old: Setting | None
+    new: Setting | None
+    old_deciding: ChainStep | None  # the step that produced the final value
+    new_deciding: ChainStep | None
+    guards_added: tuple[str, ...]  # guard texts on the new chain only
+    guards_removed: tuple[str, ...]  # ... on the old chain only
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "change": self.change, "layers": list(self.layers),
+            "from": _setting_json(self.old, self.old_deciding),
+            "to": _setting_json(self.new, self.new_deciding),
+            "guards_added": list(self.guards_added), "guards_removed": list(self.guards_removed),
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class PredicateDiff:
+    """A hardware predicate whose value on this device or whose definition changed."""
+
+    name: str
+    change: str  # added | removed | value | definition | value+definition
+    old_value: Any
+    new_value: Any
+    old_definition: str | None
+    new_definition: str | None
+    old_site: str | None  # file:line
+    new_site: str | None
+    used_by: tuple[str, ...]  # settings whose chains or decision sites read it
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "change": self.change,
+            "from": None if self.old_definition is None else {"value": self.old_value, "definition": self.old_definition, "site": self.old_site},
+            "to": None if self.new_definition is None else {"value": self.new_value, "definition": self.new_definition, "site": self.new_site},
+            "used_by": list(self.used_by),
+        }
+
+
+@dataclass(frozen=True)
+class FlagDiff:
+    """A setting's declared choices and default in each release."""
+
+    name: str
+    old_choices: tuple[str, ...] | None  # None: the release declares no choices
+    new_choices: tuple[str, ...] | None
+    old_default: Any
+    new_default: Any
+    old_declared: bool  # the release has this field at all
+    new_declared: bool
+    default_changed: bool
+
+    @property
+    def added(self) -> tuple[str, ...]:
+        if self.old_choices is None or self.new_choices is None:
+            return ()
+        return tuple(c for c in self.new_choices if c not in self.old_choices)
+
+    @property
+    def removed(self) -> tuple[str, ...]:
+        if self.old_choices is None or self.new_choices is None:
+            return ()
+        return tuple(c for c in self.old_choices if c not in self.new_choices)
+
+    @property
+    def choices_changed(self) -> bool:
+        return (self.old_choices is None) != (self.new_choices is None) or bool(self.added or self.removed)
+
+    @property
+    def changed(self) -> bool:
+        return self.choices_changed or self.default_changed or self.old_declared != self.new_declared
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "from": {"declared": self.old_declared, "choices": _opt_list(self.old_choices), "default": _plain(self.old_default)},
+            "to": {"declared": self.new_declared, "choices": _opt_list(self.new_choices), "default": _plain(self.new_default)},
+            "choices_added": list(self.added), "choices_removed": list(self.removed),
+            "choices_changed": self.choices_changed, "default_changed": self.default_changed,
+        }
+
+
+@dataclass(frozen=True)
+class DeploymentDiff:
+    deployment: Deployment
+    old: SideOutcome
+    new: SideOutcome
+    rejection: str  # unchanged | becomes_rejected | no_longer_rejected | unknown
+    settings: tuple[SettingDiff, ...]
+    predicates: tuple[PredicateDiff, ...]
+    conditional_added: tuple[Rejection, ...] = ()  # rejected-on-some-paths, new release only
+    conditional_removed: tuple[Rejection, ...] = ()
+    # known-bad findings (rules/known-bad) of the new release only / of the old one only
+    findings_added: tuple[Finding, ...] = ()
+    findings_removed: tuple[Finding, ...] = ()
+
+    @property
+    def status(self) -> str:
+        if self.rejection in (REJ_BECOMES, REJ_NO_LONGER) or any(s.change in VALUE_CHANGES for s in self.settings):
+            return STATUS_CHANGED
+        if self.findings_added or self.findings_removed:
+            return STATUS_CHANGED
+        if self.rejection == REJ_UNKNOWN or any(s.change == CHANGE_UNKNOWN for s in self.settings):
+            return STATUS_UNKNOWN
+        return STATUS_UNCHANGED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "deployment": self.deployment.to_json(),
+            "status": self.status,
+            "rejection": self.rejection,
+            "from": self.old.to_json(),
+            "to": self.new.to_json(),
+            "conditional_rejections_added": [r.to_json() for r in self.conditional_added],
+            "conditional_rejections_removed": [r.to_json() for r in self.conditional_removed],
+            "findings_added": [f.to_json() for f in self.findings_added],
+            "findings_removed": [f.to_json() for f in self.findings_removed],
+            "settings": {s.name: s.to_json() for s in self.settings if s.change != CHANGE_ABSENT},
+            "predicates": [p.to_json() for p in self.predicates],
+        }
+
+
+@dataclass(frozen=True)
+class ReleaseDiff:
+    old: ReleaseInfo
+    new: ReleaseInfo
+    flags: tuple[FlagDiff, ...]  # the settings (and the flags the deployments set)
+    deployments: tuple[DeploymentDiff, ...]
+    from_file: bool = False  # deployments came from --deployment FILE
+    notes: tuple[str, ...] = ()
+
+    @property
+    def flashinfer_changed(self) -> bool:
+        return self.old.flashinfer != self.new.flashinfer
+
+    @property
+    def changed(self) -> bool:
+        return any(d.status == STATUS_CHANGED for d in self.deployments)
+
+    @property
+    def unknown(self) -> bool:
+        return any(d.status == STATUS_UNKNOWN for d in self.deployments)
+
+    @property
+    def becomes_rejected(self) -> bool:
+        return any(d.rejection == REJ_BECOMES for d in self.deployments)
+
+    def exit_code(self, fail_on: str) -> int:
+        """0 nothing (of the kind asked about) changed; 1 it did; 3 it may have, a side is
+        unknown (a clean 0 is never claimed on a guess)."""
+        if fail_on == "never":
+            return 0
+        if fail_on == "rejected":
+            if self.becomes_rejected:
+                return 1
+            return EXIT_UNKNOWN if any(d.rejection == REJ_UNKNOWN for d in self.deployments) else 0
+        if self.changed:
+            return 1
+        return EXIT_UNKNOWN if self.unknown else 0
+
+    def to_json(self, fail_on: str = "changed") -> dict[str, Any]:
+        return {
+            "schema_version": 1,
+            "kind": "diff",
+            "from": self.old.to_json(),
+            "to": self.new.to_json(),
+            "flashinfer": {"from": self.old.flashinfer, "to": self.new.flashinfer, "changed": self.flashinfer_changed},
+            "flags": [f.to_json() for f in self.flags],
+            "deployments": [d.to_json() for d in self.deployments],
+            "summary": {
+                "changed": self.changed, "unknown": self.unknown, "becomes_rejected": self.becomes_rejected,
+                "fail_on": fail_on, "exit_code": self.exit_code(fail_on),
+                "deployments": {d.deployment.label(): {
+                    "status": d.status, "rejection": d.rejection,
+                    "settings": {s.name: s.change for s in d.settings if s.change != CHANGE_ABSENT},
+                } for d in self.deployments},
+            },
+            "notes": list(self.notes),
+        }
+
+
+def _opt_list(v: tuple[str, ...] | None) -> list[str] | None:
+    return None if v is None else list(v)
+
+
+def _is_plain(v: Any) -> bool:
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return True
+    if isinstance(v, (list, tuple)):
+        return all(_is_plain(x) for x in v)
+    if isinstance(v, dict):
+        return all(isinstance(k, str) and _is_plain(x) for k, x in v.items())
+    return False
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, UnknownValue):
+        return v.to_json()
+    return v if _is_plain(v) else repr(v)
+
+
+def _setting_json(s: Setting | None, deciding: ChainStep | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return s.to_json() | {"deciding": deciding.to_json() if deciding else None}
+
+
+# ---- comparison --------------------------------------------------------------------------
+def same_value(a: Any, b: Any) -> bool | None:
+    """True/False when both values are known; None when either is not.  Two unknowns with
+    the same candidates under the same conditions (fully explored) are the same value."""
+    if not isinstance(a, UnknownValue) and not isinstance(b, UnknownValue):
+        return bool(a == b and type(a) is type(b))
+    if isinstance(a, UnknownValue) and isinstance(b, UnknownValue):
+        certain = a.candidates and "analysis bound" not in a.reason + b.reason and not any(
+            isinstance(c.value, str) and c.value.startswith("unknown:") for c in a.candidates)
+        if certain and set(a.candidates) == set(b.candidates):
+            return True
+    return None
+
+
+def _effective(s: Setting) -> Any:
+    # no runtime layer: the config value is what runs
+    return s.runtime if s.runtime is not None else s.config
+
+
+def decision_guards(setting: Setting | None) -> frozenset[str]:
+    """The guard texts (whitespace-normalised) of the decisions on a setting's chain."""
+    if setting is None:
+        return frozenset()
+    return frozenset(" ".join(s.guard.split()) for s in setting.chain
+                     if s.kind not in ("default", "flag") and s.guard not in _LABEL_GUARDS)
+
+
+def _deciding(s: Setting | None) -> ChainStep | None:
+    return deciding_step(s, final_value(s)) if s is not None and s.chain else None
+
+
+def compare_setting(name: str, old: SideOutcome, new: SideOutcome) -> SettingDiff:
+    o = old.resolution.settings.get(name) if old.resolution else None
+    n = new.resolution.settings.get(name) if new.resolution else None
+    ga, gr = decision_guards(n), decision_guards(o)
+    added, removed = tuple(sorted(ga - gr)), tuple(sorted(gr - ga))
+
+    def make(change: str, layers: tuple[str, ...] = (), note: str = "", guards: bool = True) -> SettingDiff:
+        return SettingDiff(name, change, layers, o, n, _deciding(o), _deciding(n),
+                           added if guards else (), removed if guards else (), note)
+
+    if old.state == STATE_REJECTED or new.state == STATE_REJECTED:
+        # a rejected side has no value and no chain: the deployment reports the rejection
+        return make(CHANGE_REJECTED, guards=False)
+    o_present = o is not None and o.present
+    n_present = n is not None and n.present
+    if not o_present and not n_present:
+        return make(CHANGE_ABSENT, guards=False)
+    if not o_present:
+        return make(CHANGE_ADDED, note="the old release has no such setting")
+    if not n_present:
+        return make(CHANGE_REMOVED, note="the new release has no such setting")
+    assert o is not None and n is not None
+    layers: list[str] = []
+    unknown = False
+    for layer, a, b in (("config", o.config, n.config), ("runtime", _effective(o), _effective(n))):
+        same = same_value(a, b)
+        if same is None:
+            unknown = True
+        elif not same:
+            layers.append(layer)
+    note = ""
+    if o.status != n.status and o.status != "unknown" and n.status != "unknown":
+        note = f"status {o.status} → {n.status}"
+    if layers:
+        return make(CHANGE_CHANGED, tuple(layers), note)
+    if unknown:
+        return make(CHANGE_UNKNOWN, note=note or "a value is unknown on one side; see its reason")
+    return make(CHANGE_UNCHANGED, note=note)
+
+
+def _findings(side: SideOutcome, rules: tuple[Rule, ...]) -> tuple[dict[tuple[str, str | None], Finding], set[tuple[str, str | None]]]:
+    """The shipped known-bad rules on one side, keyed by (rule, setting) — a finding that
+    both releases raise is not a change (its lines may move) — and the rules it could not
+    decide (a finding against an undecided rule is not a change either: it may hold)."""
+    res = side.resolution
+    if res is None or res.rejected is not None:
+        return {}, set()
+    result = check_resolution(res, rules)
+    return {(f.rule_id, f.setting): f for f in result.findings}, {(u.rule_id, u.setting) for u in result.undecided}
+
+
+def _rej_key(r: Rejection) -> tuple[str, str]:
+    # lines move between releases; the exception and message say which check it is
+    return (r.exception, r.message)
+
+
+def rejection_transition(old: SideOutcome, new: SideOutcome) -> str:
+    os_, ns = old.state, new.state
+    if os_ == ns:
+        if os_ == STATE_CONDITIONAL:
+            assert old.resolution is not None and new.resolution is not None
+            same = {_rej_key(r) for r in old.resolution.rejections} == {_rej_key(r) for r in new.resolution.rejections}
+            return REJ_UNCHANGED if same else REJ_UNKNOWN
+        return REJ_UNCHANGED
+    if ns == STATE_REJECTED:
+        return REJ_BECOMES
+    if os_ == STATE_REJECTED and ns == STATE_ACCEPTED:
+        return REJ_NO_LONGER
+    return REJ_UNKNOWN  # to or from "rejected on some paths only"
+
+
+def _controlled_settings(fact: GuardFact) -> set[str]:
+    # GuardFact.controls: "file:line writes a, b; rejects (N sites)"
+    out: set[str] = set()
+    for site in fact.controls:
+        m = re.search(r"\bwrites ([^;]+)", site)
+        if m:
+            out.update(x.strip() for x in m.group(1).split(","))
+    return out
+
+
+def compare_predicates(old: list[GuardFact], new: list[GuardFact], settings: tuple[SettingDiff, ...]) -> tuple[PredicateDiff, ...]:
+    o = {f.name: f for f in old}
+    n = {f.name: f for f in new}
+    names = list(o) + [k for k in n if k not in o]
+    guard_texts = {s.name: decision_guards(s.old) | decision_guards(s.new) for s in settings}
+    out: list[PredicateDiff] = []
+    for name in names:
+        a, b = o.get(name), n.get(name)
+        if a is not None and b is not None:
+            kinds = [k for k, differs in (("value", a.value != b.value), ("definition", a.definition != b.definition)) if differs]
+            if not kinds:
+                continue
+            change = "+".join(kinds)
+        else:
+            change = "added" if a is None else "removed"
+        pat = re.compile(rf"\b{re.escape(name)}\b")
+        used = {s for s, texts in guard_texts.items() if any(pat.search(t) for t in texts)}
+        for f in (a, b):
+            if f is not None:
+                used |= _controlled_settings(f) & set(guard_texts)
+        out.append(PredicateDiff(
+            name, change,
+            a.value if a else None, b.value if b else None,
+            a.definition if a else None, b.definition if b else None,
+            f"{a.file}:{a.line}" if a else None, f"{b.file}:{b.line}" if b else None,
+            tuple(s.name for s in settings if s.name in used),
+        ))
+    return tuple(out)
+
+
+_MISSING = object()
+
+
+def compare_flags(names: list[str], old: FlagTable | None, new: FlagTable | None) -> tuple[FlagDiff, ...]:
+    out: list[FlagDiff] = []
+    for name in names:
+        od = old.fields.get(name, _MISSING) if old else _MISSING
+        nd = new.fields.get(name, _MISSING) if new else _MISSING
+        if od is _MISSING and nd is _MISSING:
+            continue
+        oc = _choices(old, name)
+        nc = _choices(new, name)
+        # only plain data compare meaningfully (an evaluator object has no stable equality)
+        default_changed = (od is not _MISSING and nd is not _MISSING and _is_plain(od) and _is_plain(nd)
+                           and (od != nd or type(od) is not type(nd)))
+        out.append(FlagDiff(name, oc, nc, None if od is _MISSING else od, None if nd is _MISSING else nd,
+                            od is not _MISSING, nd is not _MISSING, default_changed))
+    return tuple(out)
+
+
+def _choices(table: FlagTable | None, name: str) -> tuple[str, ...] | None:
+    spec = table.by_dest.get(name) if table else None
+    return tuple(spec.choices) if spec is not None and spec.choices else None
+
+
+# ---- running -----------------------------------------------------------------------------
+class _Release:
+    """One release: located once, one SourceCache for every deployment, its flag table,
+    and its predicates per device."""
+
+    def __init__(self, source: str | None, use_cache: bool, progress: Callable[[str], None] | None) -> None:
+        self.source = source
+        self.use_cache = use_cache
+        self.progress = progress
+        self.tree: SourceTree = locate_source(source, progress=progress)
+        self.cache = SourceCache(use_disk=use_cache)
+        self.results = ResultCache(enabled=use_cache)
+        self.table: FlagTable | None = None
+        self.flashinfer: str | None = self.tree.flashinfer
+        self._guards: dict[tuple[Any, ...], list[GuardFact]] = {}
+
+    @property
+    def label(self) -> str:
+        return self.tree.version or self.tree.origin
+
+    def info(self) -> ReleaseInfo:
+        return ReleaseInfo(self.tree.origin, self.tree.version, self.flashinfer)
+
+    def run(self, dep: Deployment) -> SideOutcome:
+        req = dep.request(self.source, self.use_cache)
+        try:
+            prep = prepare(req, self.cache, self.progress, want_table=self.table is None)
+        except InputError as exc:
+            return SideOutcome(None, str(exc))
+        if self.table is None:
+            self.table = prep.table
+        res = resolve_target(prep.target, self.cache, self.results)
+        # the pin the resolution reports (the same tree, so the same pin)
+        self.flashinfer = res.source.get("flashinfer", self.flashinfer)
+        return SideOutcome(res)
+
+    def ensure_table(self, dep: Deployment) -> None:
+        """The flag table when no deployment prepared on this release (its flags failed)."""
+        if self.table is not None:
+            return
+        bare = Request(source=self.source, arch=dep.arch, model=dep.model, cuda=dep.cuda, use_cache=self.use_cache)
+        try:
+            self.table = prepare(bare, self.cache, self.progress, want_table=True).table
+        except AuditError:
+            pass  # reported as "flag table unavailable"
+
+    def predicates(self, dep: Deployment) -> list[GuardFact]:
+        key = (dep.arch, dep.cuda, dep.env, dep.with_packages, dep.without_packages)
+        if key not in self._guards:
+            req = Request(source=self.source, arch=dep.arch, model=None, cuda=dep.cuda, env=list(dep.env),
+                          with_packages=list(dep.with_packages), without_packages=list(dep.without_packages),
+                          use_cache=self.use_cache)
+            self._guards[key] = run_guards(req, cache=self.cache)[1]
+        return self._guards[key]
+
+
+def diff_releases(old_source: str | None, new_source: str | None, deployments: list[Deployment],
+                  use_cache: bool = True, progress: Callable[[str], None] | None = None,
+                  from_file: bool = False) -> ReleaseDiff:
+    if not deployments:
+        raise InputError("nothing to compare: no deployment")
+    # both releases are located first: a missing release is a usage error, not a change
+    old = _Release(old_source, use_cache, progress)
+    # a release against itself: one analysis serves both sides
+    new = old if new_source == old_source else _Release(new_source, use_cache, progress)
+    settings: list[str] = load_toml("settings.toml")["settings"]
+    rules = load_rules()
+    results: list[DeploymentDiff] = []
+    for dep in deployments:
+        sides: list[SideOutcome] = []
+        for rel in (old, new) if new is not old else (old,):
+            if progress:
+                progress(f"resolving {dep.label()} with SGLang {rel.label}")
+            sides.append(rel.run(dep))
+        o, n = sides if len(sides) == 2 else (sides[0], sides[0])
+        if o.error and n.error:
+            where = f"deployment {dep.name!r}: " if dep.name else ""
+            msg = o.error if o.error == n.error else f"with {old.label}: {o.error}; with {new.label}: {n.error}"
+            raise InputError(where + msg)
+        sdiffs = tuple(compare_setting(name, o, n) for name in settings)
+        preds = compare_predicates(old.predicates(dep), new.predicates(dep), sdiffs)
+        fo, uo = _findings(o, rules)
+        fn, un = (fo, uo) if n is o else _findings(n, rules)  # a release against itself: once
+        ok = {_rej_key(r) for r in (o.resolution.rejections if o.resolution else ())}
+        nk = {_rej_key(r) for r in (n.resolution.rejections if n.resolution else ())}
+        results.append(DeploymentDiff(
+            dep, o, n, rejection_transition(o, n), sdiffs, preds,
+            tuple(r for r in (n.resolution.rejections if n.resolution else ()) if _rej_key(r) not in ok),
+            tuple(r for r in (o.resolution.rejections if o.resolution else ()) if _rej_key(r) not in nk),
+            tuple(f for k, f in fn.items() if k not in fo and k not in uo),
+            tuple(f for k, f in fo.items() if k not in fn and k not in un),
+        ))
+    for rel in (old, new):
+        rel.ensure_table(deployments[0])
+    notes: list[str] = []
+    for rel in (old, new):
+        if rel.table is None:
+            notes.append(f"the flag table of {rel.label} could not be read: choices and defaults are not compared")
+    # the settings, then the other flags the deployments set (their choices matter here too)
+    names = list(settings)
+    for d in results:
+        for side in (d.old, d.new):
+            for k in side.resolution.flags if side.resolution else ():
+                if k not in names:
+                    names.append(k)
+    flags = compare_flags(names, old.table, new.table) if old.table and new.table else ()
+    return ReleaseDiff(old.info(), new.info(), flags, tuple(results), from_file, tuple(notes))
+
+
+__all__ = [
+    "Deployment", "DeploymentDiff", "FlagDiff", "PredicateDiff", "ReleaseDiff", "ReleaseInfo",
+    "SettingDiff", "SideOutcome", "compare_setting", "diff_releases", "load_deployments",
+]

@@ -1,0 +1,392 @@
+"""``explain FIELD``: the resolved value with its chain, every choice of the field forced
+in turn, and the auto-selection branches elsewhere in the code with why each does (not)
+fire on this device.
+
+Three sources, kept apart: ``pipeline.resolve`` for what SGLang decides (once for the
+request, once per forced choice, sharing one ``SourceCache``); the decision graph
+(``graph``) for the branches that exist in the code; and the release's hardware
+predicates interpreted for the device (``guards.list_guards``) to say which guard is
+false here.  Returns plain dataclasses; rendering is in ``render_explain``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sglang_audit.analyses.graph import (
+    UNKNOWN,
+    DecisionGraph,
+    build_graph,
+    evaluate_formula,
+    formula_predicates,
+)
+from sglang_audit.analyses.guards import list_guards
+from sglang_audit.errors import InputError
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.resolve.pipeline import Request, prepare
+from sglang_audit.resolve.resolver import Resolver
+from sglang_audit.result import ChainStep, Rejection, Resolution, Setting, UnknownValue
+from sglang_audit.shipped import load_toml
+
+OUTCOME_ACCEPTED = "accepted"
+OUTCOME_REWRITTEN = "rewritten"
+OUTCOME_REJECTED = "rejected"
+OUTCOME_UNKNOWN = "unknown"
+
+BRANCH_FIRED = "fired"  # it decided the value in this resolution
+BRANCH_BLOCKED = "blocked"  # a hardware guard on its path is the wrong way on this device
+BRANCH_NOT_TAKEN = "not_taken"  # the hardware allows it; other conditions kept it off here
+# an arm of a conditional expression whose statement ran, when the chain cannot tell
+# which arm produced the value (the other arm is not a constant)
+BRANCH_REACHED = "reached"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One guard on a branch's path and whether it holds on this device."""
+
+    file: str
+    line: int
+    guard: str
+    construct: str  # if | elif | ifexp | assert
+    needed: bool  # the branch runs when the guard is True (or False)
+    value: bool | None  # the guard on this device, None when it depends on more than hardware
+    predicates: tuple[tuple[str, Any], ...] = ()  # predicates the guard calls, with their value
+    mentions_model: bool = False  # compares with this model's architecture name
+
+    @property
+    def holds(self) -> bool | None:
+        return None if self.value is None else self.value == self.needed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file, "line": self.line, "guard": self.guard, "construct": self.construct,
+            "needed": self.needed, "value": self.value, "holds": self.holds,
+            "predicates": {k: v for k, v in self.predicates}, "mentions_model": self.mentions_model,
+        }
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A place in the code that assigns the field (or its runtime value) under guards."""
+
+    value: Any  # the constant written, or None when ``constant`` is False
+    value_text: str
+    constant: bool
+    file: str
+    line: int
+    code: str
+    layer: str  # config | runtime
+    conditions: tuple[Condition, ...]
+    status: str  # fired | reached | blocked | not_taken
+    applies_to_model: bool = False
+    arm: bool = False  # an arm of a conditional expression (the value written is that arm)
+
+    @property
+    def blocked_by(self) -> tuple[Condition, ...]:
+        return tuple(c for c in self.conditions if c.holds is False)
+
+    @property
+    def undecided(self) -> tuple[Condition, ...]:
+        return tuple(c for c in self.conditions if c.holds is None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "value": self.value, "value_text": self.value_text, "constant": self.constant,
+            "file": self.file, "line": self.line, "code": self.code, "layer": self.layer,
+            "status": self.status, "applies_to_model": self.applies_to_model, "arm": self.arm,
+            "conditions": [c.to_json() for c in self.conditions],
+            "blocked_by": [f"{c.file}:{c.line}" for c in self.blocked_by],
+        }
+
+
+@dataclass(frozen=True)
+class ChoiceOutcome:
+    """What happens if the user forces one choice of the field."""
+
+    choice: str
+    outcome: str  # accepted | rewritten | rejected | unknown
+    config: Any = None
+    runtime: Any = None
+    overridden: bool = False  # rewritten although the user chose it (not the default)
+    layer: str = ""  # where the rewrite happened: config | runtime
+    where: ChainStep | None = None  # the write that produced the final value
+    reason: tuple[Condition, ...] = ()  # the guards of that write, on this device
+    rejection: Rejection | None = None
+    conditional: tuple[Rejection, ...] = ()  # rejections on some unknown-input paths only
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "choice": self.choice, "outcome": self.outcome,
+            "config": _value_json(self.config), "runtime": _value_json(self.runtime),
+            "overridden": self.overridden, "layer": self.layer,
+            "where": self.where.to_json() if self.where else None,
+            "reason": [c.to_json() for c in self.reason],
+            "rejection": self.rejection.to_json() if self.rejection else None,
+            "conditional_rejections": [r.to_json() for r in self.conditional],
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class Explanation:
+    field: str
+    resolution: Resolution  # the request as given
+    setting: Setting
+    default: Any  # the field's declared default in this release
+    user_value: Any  # what the user set, or None
+    user_set: bool
+    overridden: bool  # the user's value was rewritten by SGLang
+    deciding: ChainStep | None  # the write that produced the resolved value
+    reason: tuple[Condition, ...]  # its guards, evaluated on this device
+    choices_source: str  # "release" (argparse choices) | "graph" (constants the code writes)
+    choices: tuple[ChoiceOutcome, ...]
+    branches: tuple[Branch, ...]
+    predicates: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        res = self.resolution
+        return {
+            "schema_version": 1,
+            "field": self.field,
+            "source": {"version": res.source.get("version"), "flashinfer": res.source.get("flashinfer"), "origin": res.source.get("origin")},
+            "device": res.device,
+            "model": res.model.to_json(),
+            "flags": res.flags,
+            "env": res.env,
+            "rejected": res.rejected.to_json() if res.rejected else None,
+            "setting": self.setting.to_json(),
+            "default": self.default,
+            "user_value": self.user_value if self.user_set else None,
+            "user_set": self.user_set,
+            "overridden": self.overridden,
+            "deciding": self.deciding.to_json() if self.deciding else None,
+            "reason": [c.to_json() for c in self.reason],
+            "choices_source": self.choices_source,
+            "choices": [c.to_json() for c in self.choices],
+            "branches": [b.to_json() for b in self.branches],
+            "predicates": self.predicates,
+            "notes": list(self.notes),
+        }
+
+
+# ---- evidence helpers --------------------------------------------------------------------
+def _value_json(value: Any) -> Any:
+    return value.to_json() if isinstance(value, UnknownValue) else value
+
+
+def final_value(setting: Setting) -> Any:
+    """The value the setting ends with: the runtime value when there is one."""
+    return setting.runtime if setting.runtime is not None else setting.config
+
+
+def deciding_step(setting: Setting, value: Any) -> ChainStep | None:
+    """The chain step that produced ``value``, among the trailing steps that all carry it
+    (earlier steps held other values; later ones only pass it on): the first guarded
+    write, else the declaration or flag it comes from, else the first of them."""
+    if isinstance(value, UnknownValue):
+        return None
+    run: list[ChainStep] = []
+    for step in reversed(setting.chain):
+        if step.value != value:
+            break
+        run.insert(0, step)
+    if not run:
+        return None
+    for step in run:
+        if step.kind in ("write", "return") and step.guard:
+            return step
+    for step in run:
+        if step.kind in ("default", "flag"):
+            return step
+    return run[0]
+
+
+def _is_explicit(choice: Any, default: Any) -> bool:
+    """A value that asks for a specific backend: not the default and not SGLang's "auto"
+    (choosing either leaves the pick to SGLang, so a rewrite is not an override)."""
+    return choice != default and choice != "auto"
+
+
+def _predicate_values(facts: list[Any]) -> dict[str, Any]:
+    return {f.name: f.value for f in facts}
+
+
+class _Context:
+    """What branch and condition evaluation share for one explanation."""
+
+    def __init__(self, dg: DecisionGraph, predicates: dict[str, Any], architecture: Any) -> None:
+        self.dg = dg
+        self.g = dg.graph
+        self.predicates = predicates
+        self.architecture = architecture if isinstance(architecture, str) else None
+
+    def condition(self, decision: str, branch: str) -> Condition:
+        node = self.g.nodes[decision]
+        formula = self.dg.formulas.get(decision, ("opaque", ""))
+        value = evaluate_formula(formula, self.predicates)
+        names = formula_predicates(formula)
+        shown: bool | None = None if value is UNKNOWN else bool(value)
+        mentions = self.architecture is not None and self.architecture in self.dg.strings.get(decision, frozenset())
+        return Condition(node["file"], node["line"], node["guard"], node["construct"], branch == "true",
+                         shown, tuple((n, self.predicates.get(n, "unknown")) for n in names), mentions)
+
+    def conditions_of_write(self, write: str, arm: str = "") -> tuple[Condition, ...]:
+        out = [self.condition(d, b) for d, b in self.dg.enclosing(write)]
+        for part in filter(None, arm.split(",")):
+            d, _, b = part.rpartition("=")
+            out.append(self.condition(d, b))
+        return tuple(out)
+
+    def reason_for(self, step: ChainStep | None) -> tuple[Condition, ...]:
+        if step is None:
+            return ()
+        writes = [n for n in self.dg.nodes_at(step.file, step.line) if self.g.nodes[n]["kind"] == "write"]
+        if not writes:
+            return ()
+        return self.conditions_of_write(writes[0])
+
+
+def _branches(ctx: _Context, field: str, chain: tuple[ChainStep, ...]) -> tuple[Branch, ...]:
+    g = ctx.g
+    fid = f"field:{field}"
+    if fid not in g:
+        return ()
+    cited: dict[tuple[str, int], set[str]] = {}
+    for s in chain:
+        cited.setdefault((s.file, s.line), set()).add(repr(s.value))
+    edges: dict[tuple[str, str], dict[str, Any]] = {}
+    for src, _dst, e in g.in_edges(fid, data=True):
+        if e["kind"] == "writes" and g.nodes[src]["kind"] == "decision":
+            edges.setdefault((e["write"], e.get("arm", "")), e)
+    arms_of: dict[str, list[dict[str, Any]]] = {}
+    for (wid, arm), e in edges.items():
+        if arm:
+            arms_of.setdefault(wid, []).append(e)
+    out: list[Branch] = []
+    for (wid, arm), e in sorted(edges.items()):
+        write = g.nodes[wid]
+        conds = ctx.conditions_of_write(wid, arm)
+        values = cited.get((write["file"], write["line"]))
+        fired = reached = False
+        if values is not None and not arm:
+            fired = not e["constant"] or repr(e["value"]) in values
+        elif values is not None:
+            # which arm produced the value: certain only when every other arm is a
+            # constant that differs from it
+            mine = e["constant"] and repr(e["value"]) in values
+            others = [o for o in arms_of[wid] if o is not e]
+            exclusive = all(o["constant"] and repr(o["value"]) not in values for o in others)
+            fired = mine and exclusive
+            reached = not fired and (not e["constant"] or mine)
+        if fired:
+            status = BRANCH_FIRED
+        elif reached:
+            status = BRANCH_REACHED
+        elif any(c.holds is False for c in conds):
+            status = BRANCH_BLOCKED
+        else:
+            status = BRANCH_NOT_TAKEN
+        out.append(Branch(
+            e["value"], e["value_text"], bool(e["constant"]), write["file"], write["line"], write["code"],
+            # only a guard that must hold can tie a branch to this model (an elif's earlier
+            # tests must fail, so naming the model there says the opposite)
+            write["layer"], conds, status, any(c.mentions_model and c.needed for c in conds), bool(arm),
+        ))
+    out.sort(key=lambda b: (b.layer != "config", b.file, b.line, str(b.value)))
+    return tuple(out)
+
+
+def _classify(choice: str, default: Any, res: Resolution, field: str, ctx: _Context) -> ChoiceOutcome:
+    if res.rejected is not None:
+        return ChoiceOutcome(choice, OUTCOME_REJECTED, rejection=res.rejected)
+    setting = res.settings.get(field)
+    if setting is None:
+        return ChoiceOutcome(choice, OUTCOME_UNKNOWN, note="the resolver did not report this setting")
+    conditional = tuple(res.rejections)
+    if setting.status == "unknown" or isinstance(setting.config, UnknownValue) or isinstance(setting.runtime, UnknownValue):
+        reason = setting.config.reason if isinstance(setting.config, UnknownValue) else (
+            setting.runtime.reason if isinstance(setting.runtime, UnknownValue) else setting.note)
+        return ChoiceOutcome(choice, OUTCOME_UNKNOWN, setting.config, setting.runtime, conditional=conditional, note=reason)
+    layer = ""
+    if setting.config != choice:
+        layer = "config"
+    elif setting.runtime is not None and setting.runtime != choice:
+        layer = "runtime"
+    if not layer:
+        return ChoiceOutcome(choice, OUTCOME_ACCEPTED, setting.config, setting.runtime, conditional=conditional)
+    final = setting.config if layer == "config" else setting.runtime
+    steps = [s for s in setting.chain if s.layer == layer] if layer == "config" else list(setting.chain)
+    where = deciding_step(replace(setting, chain=tuple(steps)), final)
+    return ChoiceOutcome(choice, OUTCOME_REWRITTEN, setting.config, setting.runtime,
+                         overridden=_is_explicit(choice, default), layer=layer, where=where,
+                         reason=ctx.reason_for(where), conditional=conditional)
+
+
+def explain(request: Request, field: str, progress: Callable[[str], None] | None = None,
+            force_choices: bool = True) -> Explanation:
+    """``force_choices=False`` skips resolving once per choice (the slow part on large
+    releases): ``choices`` is then empty and a note says so."""
+    cache = SourceCache(use_disk=request.use_cache)
+    prep = prepare(request, cache, progress, want_table=True)
+    table = prep.table
+    assert table is not None  # prepare(want_table=True) always builds it
+    settings: list[str] = load_toml("settings.toml")["settings"]
+    if field not in settings:
+        close = difflib.get_close_matches(field, settings, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise InputError(f"cannot explain {field!r}{hint}: explain covers the settings sglang-audit resolves: {', '.join(settings)}")
+    base = Resolver(prep.target, cache).resolve()
+    setting = base.settings[field]
+    dg = build_graph(prep.tree.package_dir, cache)
+    predicates = _predicate_values(list_guards(Resolver(prep.target, cache)))
+    ctx = _Context(dg, predicates, base.model.architecture)
+    notes: list[str] = list(dg.notes)
+    default = table.fields.get(field)
+
+    spec = table.by_dest.get(field)
+    choices_source = "release"
+    choices: list[str] = list(spec.choices) if spec is not None and spec.choices else []
+    if not choices and setting.present:
+        # no argparse choices: the constants the code itself writes are the candidates
+        choices_source = "graph"
+        consts = {e["value"] for _u, _v, e in dg.graph.in_edges(f"field:{field}", data=True)
+                  if e["kind"] == "writes" and e["constant"] and isinstance(e["value"], str)}
+        if isinstance(default, str):
+            consts.add(default)
+        choices = sorted(consts)
+        notes.append(f"the release declares no choices for {field}; the values its code writes are tried instead")
+    outcomes: list[ChoiceOutcome] = []
+    if setting.present and not force_choices:
+        notes.append(f"the choices of {field} were not forced one by one (asked not to)")
+    elif setting.present:
+        if progress and choices:
+            progress(f"resolving with each of the {len(choices)} choices of {field} forced")
+        current = prep.target.flags.get(field, default)
+        for choice in choices:
+            # the request already resolved this choice (set, or the default): no second run
+            if choice == current:
+                res = base
+            else:
+                res = Resolver(replace(prep.target, flags={**prep.target.flags, field: choice}), cache).resolve()
+            outcomes.append(_classify(choice, default, res, field, ctx))
+    else:
+        notes.append(f"this release has no {field} setting")
+
+    user_set = field in prep.target.flags
+    user_value = prep.target.flags.get(field)
+    deciding = deciding_step(setting, final_value(setting))
+    overridden = (user_set and _is_explicit(user_value, default) and base.rejected is None
+                  and not isinstance(setting.config, UnknownValue)
+                  and (setting.config != user_value or setting.runtime not in (None, user_value)))
+    return Explanation(
+        field=field, resolution=base, setting=setting, default=default, user_value=user_value,
+        user_set=user_set, overridden=overridden, deciding=deciding, reason=ctx.reason_for(deciding),
+        choices_source=choices_source, choices=tuple(outcomes),
+        branches=_branches(ctx, field, setting.chain), predicates=predicates, notes=tuple(notes),
+    )

@@ -1,0 +1,1295 @@
+"""The decision graph of a release: which code decides each setting, read from the IR.
+
+Target-independent: the IR of the configuration files is walked statically (the evaluator
+never runs here).  Nodes are setting fields, hardware predicates, decision sites
+(``if``/``elif``/conditional expressions/``assert``), rejection sites (``raise``/``assert``)
+and writes; edges say what a decision reads, what it writes, which decisions guard a
+write or a rejection, and how locals and helper returns feed later code.  The shape is
+documented in ``docs/graph.md``.
+
+Files walked: ``sglang/srt/server_args.py``, ``sglang/srt/arg_groups/**/*.py`` and the
+runtime initialiser modules named in ``rules/settings.toml``.  File paths are relative to
+the directory that holds the ``sglang`` package, as in ``resolve``'s evidence.
+
+Why this module is long: one static walker over the IR for every construct SGLang's
+configuration code decides with (branches, conditional expressions, asserts, returned
+override dicts, declaration stashes), plus the predicate and field indexes built from it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from sglang_audit.frontend import ir
+from sglang_audit.frontend.parse import ParseFailure, SourceCache
+from sglang_audit.shipped import load_toml
+from sglang_audit.source.locate import SourceTree, locate_source
+
+GRAPH_SCHEMA = "sglang-audit-graph/1"
+
+# Names that hold a ServerArgs (or a resolved view of one) in SGLang's config code: a
+# read or write of ``<base>.<field>`` is a read or write of that setting.
+ARG_BASES = frozenset({"self", "server_args", "args", "view", "cfg"})
+# Calls returning such a view (later releases: ``resolved_view(server_args).x``).
+VIEW_CALLS = frozenset({"resolved_view", "get_global_server_args"})
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+# ---- IR helpers -------------------------------------------------------------------------
+_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "|": 5, "^": 6, "&": 7, "<<": 8, ">>": 8,
+         "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10, "@": 10, "unary": 11, "**": 12}
+
+
+def _prec(node: ir.Node | None) -> int:
+    if node is None:
+        return 99
+    k = node.kind
+    if k in ("IfExp", "Lambda", "NamedExpr"):
+        return 0
+    if k == "BoolOp":
+        return _PREC[node.op]
+    if k == "UnaryOp":
+        return _PREC["not"] if node.op == "not" else _PREC["unary"]
+    if k == "Compare":
+        return _PREC["cmp"]
+    if k == "BinOp":
+        return _PREC.get(node.op, 9)
+    return 99
+
+
+def expr_text(node: ir.Node | None, parent_prec: int = 0) -> str:
+    """Source-like text of an IR expression (for evidence; spacing is normalised)."""
+    text = _expr_text(node)
+    return f"({text})" if _prec(node) < parent_prec else text
+
+
+def _args_text(args: list[tuple[str, ir.Node]]) -> str:
+    parts = []
+    for kind, value in args:
+        if kind in ("", None):
+            parts.append(expr_text(value))
+        elif kind in ("*", "**"):
+            parts.append(kind + expr_text(value, 99))
+        else:
+            parts.append(f"{kind}={expr_text(value)}")
+    return ", ".join(parts)
+
+
+def _expr_text(node: ir.Node | None) -> str:
+    if node is None:
+        return ""
+    k = node.kind
+    if k == "Name":
+        return node.id
+    if k == "Const":
+        return "..." if node.value is ... else repr(node.value)
+    if k == "Attribute":
+        return f"{expr_text(node.value, 99)}.{node.attr}"
+    if k == "Subscript":
+        return f"{expr_text(node.value, 99)}[{expr_text(node.index)}]"
+    if k == "Slice":
+        text = f"{expr_text(node.lower)}:{expr_text(node.upper)}"
+        return text + (f":{expr_text(node.step)}" if node.step is not None else "")
+    if k == "Call":
+        return f"{expr_text(node.func, 99)}({_args_text(node.args)})"
+    if k == "BinOp":
+        p = _prec(node)
+        return f"{expr_text(node.left, p)} {node.op} {expr_text(node.right, p + 1)}"
+    if k == "UnaryOp":
+        p = _prec(node)
+        sep = " " if node.op == "not" else ""
+        return f"{node.op}{sep}{expr_text(node.operand, p)}"
+    if k == "BoolOp":
+        p = _prec(node)
+        return f" {node.op} ".join(expr_text(v, p + 1) for v in node.values)
+    if k == "Compare":
+        p = _prec(node)
+        out = expr_text(node.left, p + 1)
+        for op, comp in zip(node.ops, node.comparators, strict=False):
+            out += f" {op} {expr_text(comp, p + 1)}"
+        return out
+    if k == "IfExp":
+        return f"{expr_text(node.body, 1)} if {expr_text(node.test, 1)} else {expr_text(node.orelse)}"
+    if k == "ListExpr":
+        return "[" + ", ".join(expr_text(e) for e in node.elts) + "]"
+    if k == "TupleExpr":
+        inner = ", ".join(expr_text(e) for e in node.elts)
+        return f"({inner},)" if len(node.elts) == 1 else f"({inner})"
+    if k == "SetExpr":
+        return "{" + ", ".join(expr_text(e) for e in node.elts) + "}"
+    if k == "DictExpr":
+        items = [f"**{expr_text(v, 99)}" if key is None else f"{expr_text(key)}: {expr_text(v)}" for key, v in node.items]
+        return "{" + ", ".join(items) + "}"
+    if k == "Starred":
+        return "*" + expr_text(node.value, 99)
+    if k == "JoinedStr":
+        return "f" + repr(joined_text(node))
+    if k in ("ListComp", "SetComp", "GeneratorExp", "DictComp"):
+        return {"ListComp": "[...]", "SetComp": "{...}", "GeneratorExp": "(...)", "DictComp": "{...}"}[k]
+    if k == "Lambda":
+        return "lambda ..."
+    if k == "NamedExpr":
+        return f"{expr_text(node.target)} := {expr_text(node.value)}"
+    if k == "Await":
+        return "await " + expr_text(node.value, 99)
+    return f"<{getattr(node, 'what', k)}>"
+
+
+def joined_text(node: ir.Node) -> str:
+    """An f-string's text with each replacement field shown as ``{expr}``."""
+    out = []
+    for part in node.parts:
+        if part.kind == "Const":
+            out.append(str(part.value))
+        else:
+            out.append("{" + expr_text(part.value) + "}")
+    return "".join(out)
+
+
+def message_text(node: ir.Node | None) -> str:
+    """The message of a rejection as written: constant text, f-string with ``{expr}``."""
+    if node is None:
+        return ""
+    if node.kind == "Const":
+        return str(node.value)
+    if node.kind == "JoinedStr":
+        return joined_text(node)
+    if node.kind == "BinOp" and node.op == "+":
+        return message_text(node.left) + message_text(node.right)
+    if node.kind == "Call" and node.args and node.args[0][0] == "":
+        # e.g. "...".format(x): the template is the message
+        if node.func.kind == "Attribute" and node.func.attr == "format":
+            return message_text(node.func.value)
+    return expr_text(node)
+
+
+def _exception_of(node: ir.Node | None) -> tuple[str, str]:
+    """(exception class name, message) of a ``raise`` expression."""
+    if node is None:
+        return "re-raise", ""
+    if node.kind == "Call":
+        name = _dotted(node.func) or expr_text(node.func)
+        positional = [v for k, v in node.args if k in ("", None)]
+        msg = message_text(positional[0]) if positional else ""
+        return name.rsplit(".", 1)[-1], msg
+    return (_dotted(node) or expr_text(node)).rsplit(".", 1)[-1], ""
+
+
+def _dotted(node: ir.Node | None) -> str:
+    if node is None:
+        return ""
+    if node.kind == "Name":
+        return node.id
+    if node.kind == "Attribute":
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def _const_value(node: ir.Node | None) -> tuple[bool, Any]:
+    if node is not None and node.kind == "Const" and isinstance(node.value, _SCALARS):
+        return True, node.value
+    return False, None
+
+
+def _sub_exprs(node: Any) -> Iterator[ir.Node]:
+    """Direct child expressions of an IR expression (not into lambdas' bodies)."""
+    if node is None:
+        return
+    k = node.kind
+    if k in ("Name", "Const", "UnsupportedExpr", "Lambda"):
+        return
+    if k == "Call":
+        yield node.func
+        for _kind, v in node.args:
+            yield v
+        return
+    if k == "DictExpr":
+        for key, v in node.items:
+            if key is not None:
+                yield key
+            yield v
+        return
+    if k == "JoinedStr":
+        for p in node.parts:
+            if p.kind == "FormattedValue":
+                yield p.value
+        return
+    if k in ("ListComp", "SetComp", "GeneratorExp", "DictComp"):
+        for target, it, ifs in node.generators:
+            yield target
+            yield it
+            yield from ifs
+        for attr in ("elt", "key", "value"):
+            v = getattr(node, attr, None)
+            if isinstance(v, ir.Node):
+                yield v
+        return
+    for slot in node._all_slots():
+        if slot == "line":
+            continue
+        v = getattr(node, slot)
+        if isinstance(v, ir.Node):
+            yield v
+        elif isinstance(v, list):
+            for item in v:
+                if isinstance(item, ir.Node):
+                    yield item
+
+
+def walk_expr(node: ir.Node | None) -> Iterator[ir.Node]:
+    if node is None:
+        return
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(_sub_exprs(n))
+
+
+# ---- formulas: the hardware part of a guard, evaluable from predicate values -------------
+# ("and"|"or", [f...]) ("not", f) ("call", predicate) ("const", v) ("cmp", f, ops, [f...])
+# ("sub", f, f) ("opaque", text)
+Formula = tuple
+
+
+class _Unknown:
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()
+
+
+def evaluate_formula(f: Formula, predicates: dict[str, Any]) -> Any:
+    """Three-valued evaluation: a Python value, or UNKNOWN when a non-hardware input matters."""
+    tag = f[0]
+    if tag == "const":
+        return f[1]
+    if tag == "call":
+        v = predicates.get(f[1], UNKNOWN)
+        return UNKNOWN if isinstance(v, str) and v.startswith("unknown") else v
+    if tag == "not":
+        v = evaluate_formula(f[1], predicates)
+        return UNKNOWN if v is UNKNOWN else not v
+    if tag in ("and", "or"):
+        last: Any = UNKNOWN
+        saw_unknown = False
+        for sub in f[1]:
+            v = evaluate_formula(sub, predicates)
+            if v is UNKNOWN:
+                saw_unknown = True
+                continue
+            if (tag == "and" and not v) or (tag == "or" and v):
+                return v  # short-circuit decides regardless of the unknown operands
+            last = v
+        return UNKNOWN if saw_unknown else last
+    if tag == "sub":
+        base, index = evaluate_formula(f[1], predicates), evaluate_formula(f[2], predicates)
+        if base is UNKNOWN or index is UNKNOWN:
+            return UNKNOWN
+        try:
+            return base[index]
+        except (TypeError, KeyError, IndexError):
+            return UNKNOWN
+    if tag == "cmp":
+        left = evaluate_formula(f[1], predicates)
+        rights = [evaluate_formula(c, predicates) for c in f[3]]
+        if left is UNKNOWN or any(r is UNKNOWN for r in rights):
+            return UNKNOWN
+        try:
+            for op, right in zip(f[2], rights, strict=False):
+                if not _compare(op, left, right):
+                    return False
+                left = right
+        except TypeError:
+            return UNKNOWN
+        return True
+    return UNKNOWN
+
+
+def _compare(op: str, a: Any, b: Any) -> bool:
+    ops = {
+        "==": lambda: a == b, "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
+        ">": lambda: a > b, ">=": lambda: a >= b, "in": lambda: a in b, "not in": lambda: a not in b,
+        "is": lambda: a is b, "is not": lambda: a is not b,
+    }
+    if op not in ops:
+        raise TypeError(op)
+    return bool(ops[op]())
+
+
+def formula_predicates(f: Formula) -> list[str]:
+    """Predicate names a formula calls, in order of appearance."""
+    out: list[str] = []
+    stack = [f]
+    while stack:
+        g = stack.pop(0)
+        tag = g[0]
+        if tag == "call" and g[1] not in out:
+            out.append(g[1])
+        elif tag in ("and", "or"):
+            stack.extend(g[1])
+        elif tag == "not":
+            stack.append(g[1])
+        elif tag == "sub":
+            stack.extend([g[1], g[2]])
+        elif tag == "cmp":
+            stack.extend([g[1], *g[3]])
+    return out
+
+
+# ---- the graph ---------------------------------------------------------------------------
+@dataclass
+class DecisionGraph:
+    """The exported graph plus what explain needs that does not fit node attributes."""
+
+    graph: nx.MultiDiGraph
+    files: tuple[str, ...]
+    formulas: dict[str, Formula] = field(default_factory=dict)  # decision id -> formula
+    strings: dict[str, frozenset[str]] = field(default_factory=dict)  # decision id -> constants
+    notes: list[str] = field(default_factory=list)
+
+    def nodes_at(self, file: str, line: int) -> list[str]:
+        return [n for n, d in self.graph.nodes(data=True) if d.get("file") == file and d.get("line") == line]
+
+    def enclosing(self, node: str) -> list[tuple[str, str]]:
+        """(decision id, branch) guarding a write or rejection, outermost first."""
+        out = [(v, d["branch"], d.get("depth", 0)) for _u, v, d in self.graph.out_edges(node, data=True) if d["kind"] == "guarded_by"]
+        out.sort(key=lambda t: t[2])
+        return [(v, b) for v, b, _ in out]
+
+
+@dataclass
+class _Scope:
+    """What a function (or the module) binds: aliases used to read guards through locals."""
+
+    parent: _Scope | None
+    assigns: dict[str, list[ir.Node]] = field(default_factory=dict)
+    globals_decl: set[str] = field(default_factory=set)
+    pred_imports: dict[str, str] = field(default_factory=dict)  # local name -> predicate
+    field_alias: dict[str, str] = field(default_factory=dict)  # local name -> field it copies
+    decision_names: set[str] = field(default_factory=set)  # names read by guards here
+    local_writes: dict[str, list[str]] = field(default_factory=dict)  # name -> write ids
+    consumers: list[tuple[str, set[str]]] = field(default_factory=list)  # (node id, names read)
+    is_module: bool = False
+
+    def lookup(self, name: str) -> _Scope | None:
+        s: _Scope | None = self
+        while s is not None:
+            if name in s.assigns and name not in s.globals_decl:
+                return s
+            s = s.parent
+        return None
+
+    def predicate(self, name: str) -> str | None:
+        s: _Scope | None = self
+        while s is not None:
+            if name in s.pred_imports:
+                return s.pred_imports[name]
+            s = s.parent
+        return None
+
+
+class _Builder:
+    def __init__(self, root: Path, cache: SourceCache) -> None:
+        self.root = root
+        self.cache = cache
+        self.g = nx.MultiDiGraph()
+        self.formulas: dict[str, Formula] = {}
+        self.strings: dict[str, frozenset[str]] = {}
+        self.notes: list[str] = []
+        settings = load_toml("settings.toml")
+        self.settings: list[str] = list(settings["settings"])
+        self.runtime_specs: list[dict[str, Any]] = list(settings.get("runtime", []))
+        preds = load_toml("predicates.toml")
+        self.predicate_names: list[str] = list(preds["names"])
+        self.predicate_modules: list[str] = list(preds["modules"])
+        self.platform_spec: dict[str, Any] = dict(preds.get("platform", {}))
+        self.platform_facts: dict[str, str] = {}  # get_platform().<fact> -> predicate name
+        self.fields: dict[str, dict[str, Any]] = {}  # name -> declaration attrs
+        self.written_attrs: set[str] = set()
+        self.runtime_globals: dict[str, dict[str, str]] = {}  # file -> {global: setting}
+        self.runtime_files: set[str] = set()
+        self.ids: set[str] = set()
+        self.returns: dict[str, dict[str, list[str]]] = {}  # file -> function -> write ids
+        self.calls: list[tuple[str, str, set[str]]] = []  # (file, write id, called names)
+
+    # -- files ----------------------------------------------------------------------------
+    def module_file(self, module: str) -> Path | None:
+        base = self.root.joinpath(*module.split("."))
+        if (base / "__init__.py").is_file():
+            return base / "__init__.py"
+        if base.with_suffix(".py").is_file():
+            return base.with_suffix(".py")
+        return None
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def load(self, path: Path) -> ir.Node | None:
+        try:
+            return self.cache.load(path)
+        except ParseFailure as exc:
+            self.notes.append(f"{self.rel(path)}: not analysed ({exc.message})")
+            return None
+
+    def config_files(self) -> list[Path]:
+        srt = self.root / "sglang" / "srt"
+        files = [srt / "server_args.py"] if (srt / "server_args.py").is_file() else []
+        groups = srt / "arg_groups"
+        if groups.is_dir():
+            files.extend(sorted(p for p in groups.rglob("*.py") if p.is_file()))
+        return files
+
+    # -- ids --------------------------------------------------------------------------------
+    def new_id(self, base: str) -> str:
+        nid, n = base, 1
+        while nid in self.ids:
+            n += 1
+            nid = f"{base}#{n}"
+        self.ids.add(nid)
+        return nid
+
+    # -- pass 1: declarations -------------------------------------------------------------
+    def declare_fields(self, rel: str, module: ir.Node) -> None:
+        in_fields_pkg = "/arg_groups/fields/" in rel
+        for stmt in module.body:
+            if stmt.kind != "ClassDef" or not (stmt.name == "ServerArgs" or in_fields_pkg):
+                continue
+            for item in stmt.body:
+                if item.kind == "AnnAssign" and item.target.kind == "Name" and item.target.id not in self.fields:
+                    ok, value = _const_value(item.value)
+                    self.fields[item.target.id] = {
+                        "file": rel, "line": item.line, "declared": True,
+                        "default": value if ok else None, "constant": ok or item.value is None,
+                        "default_text": expr_text(item.value) if item.value is not None else "",
+                        "owner": stmt.name,
+                    }
+
+    def collect_attr_writes(self, module: ir.Node) -> None:
+        for stmt in _all_statements(module.body):
+            targets: list[ir.Node] = []
+            if stmt.kind == "Assign":
+                targets = list(stmt.targets)
+            elif stmt.kind in ("AugAssign", "AnnAssign"):
+                targets = [stmt.target]
+            for t in _flatten_targets(targets):
+                if t.kind == "Attribute" and t.value.kind == "Name" and t.value.id in ARG_BASES - {"self"}:
+                    self.written_attrs.add(t.attr)
+
+    def runtime_global_map(self, module: ir.Node, spec: dict[str, Any]) -> dict[str, str]:
+        """Module globals a runtime getter returns → the setting the getter reads."""
+        funcs = {s.name: s for s in module.body if s.kind == "FunctionDef"}
+        out: dict[str, str] = {}
+        for setting, getter in spec.get("getters", {}).items():
+            fn = funcs.get(getter)
+            if fn is None:
+                continue
+            for stmt in _all_statements(fn.body):
+                if stmt.kind == "Return" and stmt.value is not None and stmt.value.kind == "Name":
+                    out.setdefault(stmt.value.id, setting)
+        return out
+
+    # -- nodes ----------------------------------------------------------------------------
+    def field_node(self, name: str) -> str:
+        nid = f"field:{name}"
+        if nid not in self.g:
+            decl = self.fields.get(name)
+            attrs: dict[str, Any] = {
+                "kind": "field", "name": name, "setting": name in self.settings,
+                "declared": bool(decl), "file": decl["file"] if decl else "", "line": decl["line"] if decl else 0,
+                "default": decl["default"] if decl else None,
+                "default_text": decl["default_text"] if decl else "",
+            }
+            self.g.add_node(nid, **attrs)
+            self.ids.add(nid)
+        return nid
+
+    def predicate_node(self, name: str) -> str:
+        nid = f"predicate:{name}"
+        if nid not in self.g:
+            self.g.add_node(nid, kind="predicate", name=name, file="", line=0, definition="", meaning="")
+            self.ids.add(nid)
+        return nid
+
+    def define_predicates(self) -> None:
+        """Predicate nodes with the file:line of their definition and a derived meaning."""
+        for module in self.predicate_modules:
+            path = self.module_file(module)
+            if path is None:
+                continue
+            tree = self.load(path)
+            if tree is None:
+                continue
+            rel = self.rel(path)
+            defs = {s.name: s for s in tree.body if s.kind == "FunctionDef"}
+            for stmt in tree.body:
+                names: list[str] = []
+                if stmt.kind == "FunctionDef":
+                    names = [stmt.name]
+                elif stmt.kind == "Assign":
+                    names = [t.id for t in stmt.targets if t.kind == "Name"]
+                for name in names:
+                    if name not in self.predicate_names:
+                        continue
+                    nid = self.predicate_node(name)
+                    if self.g.nodes[nid]["file"]:
+                        continue  # first definition wins, as the import order does
+                    if stmt.kind == "FunctionDef":
+                        definition = f"def {name}()"
+                        meaning = _function_meaning(stmt, {})
+                    else:
+                        definition = expr_text(stmt.value)
+                        meaning = _assigned_meaning(stmt.value, defs)
+                    self.g.nodes[nid].update(file=rel, line=stmt.line, definition=definition, meaning=meaning)
+
+    def define_platform_facts(self) -> None:
+        """``get_platform().<fact>`` (0.5.19+) → the predicate it calls, from the release's
+        own fact tables (dict literals of fact name → probe name)."""
+        spec = self.platform_spec
+        path = self.module_file(spec["module"]) if spec else None
+        tree = self.load(path) if path is not None else None
+        if tree is None:
+            return
+        for stmt in tree.body:
+            target = stmt.targets[0] if stmt.kind == "Assign" and len(stmt.targets) == 1 else stmt.target if stmt.kind == "AnnAssign" else None
+            if target is None or target.kind != "Name" or target.id not in spec["tables"] or stmt.value is None or stmt.value.kind != "DictExpr":
+                continue
+            for key, value in stmt.value.items:
+                if key is not None and key.kind == "Const" and value.kind == "Const" and isinstance(value.value, str):
+                    if value.value in self.predicate_names:
+                        self.platform_facts.setdefault(key.value, value.value)
+
+    def platform_fact(self, node: ir.Node) -> str | None:
+        """The predicate behind ``get_platform().<fact>``, or None."""
+        if node.kind != "Attribute" or node.value.kind != "Call" or node.value.args:
+            return None
+        func = node.value.func
+        if func.kind != "Name" or func.id != self.platform_spec.get("accessor"):
+            return None
+        return self.platform_facts.get(node.attr)
+
+    # -- pass 2: walking ------------------------------------------------------------------
+    def walk_file(self, rel: str, module: ir.Node) -> None:
+        scope = _Scope(parent=None, is_module=True)
+        self.prepare_scope(scope, module.body, module_level=True)
+        self.returns.setdefault(rel, {})
+        # module constants a guard anywhere in the file reads (`model_arch in DEEPSEEK_ARCHS`)
+        for stmt in _all_statements(module.body):
+            tests = [stmt.test] if stmt.kind in ("If", "Assert") else []
+            for e in _statement_exprs(stmt):
+                tests.extend(sub.test for sub in walk_expr(e) if sub.kind == "IfExp")
+            for t in tests:
+                scope.decision_names.update(n.id for n in walk_expr(t) if n.kind == "Name")
+        w = _Walker(self, rel, scope)
+        w.block(module.body, [], "")
+        for sc in [scope, *w.scopes]:  # after the whole file: a constant may follow its readers
+            w.link_scope(sc)
+
+    def prepare_scope(self, scope: _Scope, body: list[ir.Node], module_level: bool = False) -> None:
+        for stmt in _scope_statements(body):
+            k = stmt.kind
+            if k == "Global":
+                scope.globals_decl.update(stmt.names)
+            elif k == "ImportFrom" and stmt.names != "*":
+                for name, asname in stmt.names:
+                    if name in self.predicate_names:
+                        scope.pred_imports[asname or name] = name
+            elif k in ("Assign", "AnnAssign", "AugAssign"):
+                targets = list(stmt.targets) if k == "Assign" else [stmt.target]
+                value = stmt.value
+                if value is None:
+                    continue
+                for t in _flatten_targets(targets):
+                    if t.kind == "Name":
+                        scope.assigns.setdefault(t.id, []).append(value)
+                        fld = self.field_read(value)
+                        if fld is not None and not module_level:
+                            scope.field_alias.setdefault(t.id, fld)
+            if k == "Assign" and any(t.kind == "Attribute" and _is_args_base(t.value) for t in _flatten_targets(stmt.targets)):
+                # locals feeding a setting write are evidence too
+                scope.decision_names.update(n.id for n in walk_expr(stmt.value) if n.kind == "Name")
+            for node in _statement_exprs(stmt):
+                if k in ("If", "Assert") and node is stmt.test or k == "While" and node is stmt.test:
+                    scope.decision_names.update(n.id for n in walk_expr(node) if n.kind == "Name")
+                for sub in walk_expr(node):
+                    if sub.kind == "IfExp":
+                        scope.decision_names.update(n.id for n in walk_expr(sub.test) if n.kind == "Name")
+        if module_level:
+            for name in self.predicate_names:
+                # a predicate defined in this very module
+                if name in scope.assigns or any(s.kind == "FunctionDef" and s.name == name for s in body):
+                    scope.pred_imports.setdefault(name, name)
+
+    def known_field(self, name: str) -> bool:
+        return name in self.fields or name in self.settings or name in self.written_attrs
+
+    def field_read(self, node: ir.Node | None) -> str | None:
+        """The field a plain read expression names (``server_args.x``, ``getattr(self, "x")``)."""
+        if node is None:
+            return None
+        if node.kind == "Attribute" and self.known_field(node.attr) and _is_args_base(node.value):
+            return node.attr
+        if node.kind == "Call" and node.func.kind == "Name" and node.func.id == "getattr" and len(node.args) >= 2:
+            base, name = node.args[0][1], node.args[1][1]
+            if _is_args_base(base) and name.kind == "Const" and isinstance(name.value, str) and self.known_field(name.value):
+                return name.value
+        return None
+
+
+def _is_args_base(node: ir.Node) -> bool:
+    if node.kind == "Name":
+        return node.id in ARG_BASES
+    return node.kind == "Call" and node.func.kind == "Name" and node.func.id in VIEW_CALLS
+
+
+def _flatten_targets(targets: Iterable[ir.Node]) -> Iterator[ir.Node]:
+    for t in targets:
+        if t is None:
+            continue
+        if t.kind in ("TupleExpr", "ListExpr"):
+            yield from _flatten_targets(t.elts)
+        elif t.kind == "Starred":
+            yield from _flatten_targets([t.value])
+        else:
+            yield t
+
+
+def _child_blocks(stmt: ir.Node) -> list[list[ir.Node]]:
+    k = stmt.kind
+    if k in ("If", "While", "For"):
+        return [stmt.body, stmt.orelse]
+    if k == "Try":
+        return [stmt.body, *[h.body for h in stmt.handlers], stmt.orelse, stmt.finalbody]
+    if k == "With":
+        return [stmt.body]
+    return []
+
+
+def _all_statements(body: list[ir.Node]) -> Iterator[ir.Node]:
+    """Every statement, descending into functions and classes too."""
+    for stmt in body:
+        yield stmt
+        if stmt.kind in ("FunctionDef", "ClassDef"):
+            yield from _all_statements(stmt.body)
+        for block in _child_blocks(stmt):
+            yield from _all_statements(block)
+
+
+def _scope_statements(body: list[ir.Node]) -> Iterator[ir.Node]:
+    """Statements of one scope: into blocks, not into nested functions or classes."""
+    for stmt in body:
+        yield stmt
+        for block in _child_blocks(stmt):
+            yield from _scope_statements(block)
+
+
+def _statement_exprs(stmt: ir.Node) -> list[ir.Node]:
+    k = stmt.kind
+    out: list[Any] = []
+    if k in ("If", "While", "Assert"):
+        out = [stmt.test] + ([stmt.msg] if k == "Assert" else [])
+    elif k == "Assign":
+        out = [stmt.value, *stmt.targets]
+    elif k in ("AugAssign", "AnnAssign"):
+        out = [stmt.value, stmt.target]
+    elif k in ("Return", "ExprStmt"):
+        out = [stmt.value]
+    elif k == "Raise":
+        out = [stmt.exc, stmt.cause]
+    elif k == "For":
+        out = [stmt.iter]
+    elif k == "With":
+        out = [e for e, _t in stmt.items]
+    return [e for e in out if e is not None]
+
+
+def _function_meaning(fn: ir.Node, subst: dict[str, ir.Node]) -> str:
+    """A predicate function body as one condition: ``if C: return False`` guards and the
+    final ``return E``, with the given parameter values substituted."""
+    conjuncts: list[str] = []
+    for stmt in fn.body:
+        if stmt.kind == "ExprStmt" and stmt.value.kind == "Const":
+            continue  # docstring
+        if (stmt.kind == "If" and not stmt.orelse and len(stmt.body) == 1 and stmt.body[0].kind == "Return"
+                and stmt.body[0].value is not None and stmt.body[0].value.kind == "Const" and stmt.body[0].value.value is False):
+            test = _substitute(stmt.test, subst)
+            conjuncts.append(expr_text(test.operand, 3) if test.kind == "UnaryOp" and test.op == "not" else f"not {expr_text(test, 3)}")
+            continue
+        if stmt.kind == "Return" and stmt.value is not None:
+            conjuncts.append(expr_text(_substitute(stmt.value, subst), 2))
+            return " and ".join(conjuncts)
+        return ""
+    return ""
+
+
+def _assigned_meaning(value: ir.Node, defs: dict[str, ir.Node]) -> str:
+    """``lru_cache(...)(partial(f, k=v))`` → f's condition with k=v substituted."""
+    node = value
+    while node.kind == "Call":
+        if node.func.kind == "Call" and len(node.args) == 1:  # lru_cache(maxsize=1)(X)
+            node = node.args[0][1]
+            continue
+        name = _dotted(node.func)
+        if name.rsplit(".", 1)[-1] in ("lru_cache", "cache") and len(node.args) == 1 and node.args[0][0] == "":
+            node = node.args[0][1]
+            continue
+        if name.rsplit(".", 1)[-1] == "partial" and node.args and node.args[0][0] == "":
+            target = node.args[0][1]
+            fn = defs.get(target.id) if target.kind == "Name" else None
+            kws = {k: v for k, v in node.args[1:] if k not in ("", "*", "**", None)}
+            if fn is not None:
+                return _function_meaning(fn, kws) or expr_text(node)
+            return expr_text(node)
+        break
+    if node.kind == "Name" and node.id in defs:
+        return _function_meaning(defs[node.id], {})
+    return ""
+
+
+def _substitute(node: ir.Node, subst: dict[str, ir.Node]) -> ir.Node:
+    if not subst:
+        return node
+    if node.kind == "Name" and node.id in subst:
+        return subst[node.id]
+    clone = type(node).__new__(type(node))
+    for slot in node._all_slots():
+        v = getattr(node, slot)
+        if isinstance(v, ir.Node):
+            v = _substitute(v, subst)
+        elif isinstance(v, list):
+            v = [_substitute(x, subst) if isinstance(x, ir.Node) else
+                 tuple(_substitute(y, subst) if isinstance(y, ir.Node) else y for y in x) if isinstance(x, tuple) else x
+                 for x in v]
+        setattr(clone, slot, v)
+    return clone
+
+
+class _Walker:
+    """Walks one file's statements, adding decision, rejection and write nodes."""
+
+    def __init__(self, b: _Builder, rel: str, module_scope: _Scope) -> None:
+        self.b = b
+        self.g = b.g
+        self.rel = rel
+        self.module_scope = module_scope
+        self.layer = "runtime" if rel in b.runtime_files else "config"
+        self.globals_map = b.runtime_globals.get(rel, {})
+        self.scopes: list[_Scope] = []  # function scopes, linked once the file is walked
+
+    # -- name resolution ------------------------------------------------------------------
+    def name_sources(self, name: str, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[tuple[str, str]]:
+        """Fields and predicates a name's value is computed from (through local aliases)."""
+        pred = scope.predicate(name)
+        if pred is not None:
+            return {("predicate", pred)}
+        if name in self.globals_map:
+            return {("field", self.globals_map[name])}
+        owner = scope.lookup(name)
+        if owner is None or name in seen:
+            return set()
+        out: set[tuple[str, str]] = set()
+        for value in owner.assigns[name]:
+            out |= self.reads(value, owner, seen | {name})
+        return out
+
+    def reads(self, node: ir.Node | None, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[tuple[str, str]]:
+        out: set[tuple[str, str]] = set()
+        for sub in walk_expr(node):
+            fld = self.b.field_read(sub)
+            if fld is not None:
+                out.add(("field", fld))
+            elif sub.kind == "Name":
+                out |= self.name_sources(sub.id, scope, seen)
+            elif sub.kind == "Attribute" and (pred := self.b.platform_fact(sub)) is not None:
+                out.add(("predicate", pred))
+        return out
+
+    def formula(self, node: ir.Node | None, scope: _Scope, depth: int = 0) -> Formula:
+        if node is None or depth > 8:
+            return ("opaque", "")
+        k = node.kind
+        if k == "BoolOp":
+            return (node.op, [self.formula(v, scope, depth + 1) for v in node.values])
+        if k == "UnaryOp" and node.op == "not":
+            return ("not", self.formula(node.operand, scope, depth + 1))
+        if k == "Const":
+            return ("const", node.value)
+        if k in ("ListExpr", "TupleExpr", "SetExpr") and all(e.kind == "Const" for e in node.elts):
+            vals = [e.value for e in node.elts]
+            return ("const", set(vals) if k == "SetExpr" else tuple(vals))
+        if k == "Call" and node.func.kind == "Name" and not node.args:
+            pred = scope.predicate(node.func.id)
+            if pred is not None:
+                return ("call", pred)
+        if k == "Attribute" and (fact := self.b.platform_fact(node)) is not None:
+            return ("call", fact)
+        if k == "Name":
+            pred_alias = scope.lookup(node.id)
+            if pred_alias is not None and len(pred_alias.assigns[node.id]) == 1:
+                return self.formula(pred_alias.assigns[node.id][0], pred_alias, depth + 1)
+        if k == "Compare":
+            return ("cmp", self.formula(node.left, scope, depth + 1), list(node.ops),
+                    [self.formula(c, scope, depth + 1) for c in node.comparators])
+        if k == "Subscript":
+            return ("sub", self.formula(node.value, scope, depth + 1), self.formula(node.index, scope, depth + 1))
+        return ("opaque", expr_text(node))
+
+    def strings(self, node: ir.Node | None, scope: _Scope, depth: int = 0) -> set[str]:
+        """String constants a guard compares with, through module-level constant lists."""
+        out: set[str] = set()
+        for sub in walk_expr(node):
+            if sub.kind == "Const" and isinstance(sub.value, str):
+                out.add(sub.value)
+            elif sub.kind == "Name" and depth < 3:
+                owner = scope.lookup(sub.id)
+                if owner is not None and owner.is_module and len(owner.assigns[sub.id]) == 1:
+                    out |= self.strings(owner.assigns[sub.id][0], owner, depth + 1)
+        return out
+
+    # -- statements -----------------------------------------------------------------------
+    def block(self, body: list[ir.Node], stack: list[tuple[str, str]], fn: str, scope: _Scope | None = None) -> None:
+        scope = scope or self.module_scope
+        for stmt in body:
+            self.statement(stmt, stack, fn, scope)
+
+    def statement(self, stmt: ir.Node, stack: list[tuple[str, str]], fn: str, scope: _Scope) -> None:
+        k = stmt.kind
+        if k == "FunctionDef":
+            inner = _Scope(parent=scope)
+            for p in stmt.params:
+                inner.assigns[p.name] = []  # a parameter shadows any module-level alias
+            self.b.prepare_scope(inner, stmt.body)
+            qual = f"{fn}.{stmt.name}" if fn else stmt.name
+            self.b.returns[self.rel].setdefault(stmt.name, [])
+            self.block(stmt.body, [], qual, inner)
+            self.scopes.append(inner)
+            return
+        if k == "ClassDef":
+            qual = f"{fn}.{stmt.name}" if fn else stmt.name
+            for item in stmt.body:
+                if item.kind in ("FunctionDef", "ClassDef"):
+                    self.statement(item, [], qual, scope)
+            return
+        if k == "If":
+            d = self.decision(stmt, "elif" if stmt.is_elif else "if", stack, fn, scope)
+            self.block(stmt.body, [*stack, (d, "true")], fn, scope)
+            self.block(stmt.orelse, [*stack, (d, "false")], fn, scope)
+            return
+        if k == "Assert":
+            d = self.decision(stmt, "assert", stack, fn, scope)
+            self.rejection(stmt, "AssertionError", message_text(stmt.msg), f"assert {stmt.text}", [*stack, (d, "false")])
+            return
+        if k == "Raise":
+            exc, msg = _exception_of(stmt.exc)
+            self.ifexps(stmt.exc, stack, fn, scope, None)
+            self.rejection(stmt, exc, msg, stmt.text, stack)
+            return
+        if k in ("Assign", "AnnAssign", "AugAssign"):
+            self.assignment(stmt, stack, fn, scope)
+            return
+        if k == "Return":
+            self.ret(stmt, stack, fn, scope)
+            return
+        if k == "ExprStmt" and self.setattr_write(stmt, stack, fn, scope):
+            return
+        for e in _statement_exprs(stmt):
+            self.ifexps(e, stack, fn, scope, None)
+        for block in _child_blocks(stmt):
+            self.block(block, stack, fn, scope)
+
+    def decision(self, node: ir.Node, construct: str, stack: list[tuple[str, str]], fn: str, scope: _Scope) -> str:
+        d = self.b.new_id(f"decision:{self.rel}:{node.line}")
+        self.g.add_node(d, kind="decision", file=self.rel, line=node.line, guard=node.text or expr_text(node.test),
+                        construct=construct, function=fn, layer=self.layer)
+        self.b.formulas[d] = self.formula(node.test, scope)
+        self.b.strings[d] = frozenset(self.strings(node.test, scope))
+        for kind, name in sorted(self.reads(node.test, scope)):
+            target = self.b.field_node(name) if kind == "field" else self.b.predicate_node(name)
+            self.g.add_edge(d, target, key=f"reads:{target}", kind="reads")
+        self.guard_edges(d, stack, "nested_in")
+        scope.consumers.append((d, {n.id for n in walk_expr(node.test) if n.kind == "Name"}))
+        # conditional expressions inside the guard are decisions too
+        self.ifexps(node.test, [*stack, (d, "true")], fn, scope, None)
+        return d
+
+    def guard_edges(self, node: str, stack: list[tuple[str, str]], kind: str = "guarded_by") -> None:
+        if kind == "nested_in":
+            if stack:
+                parent, branch = stack[-1]
+                self.g.add_edge(node, parent, key=f"nested_in:{parent}", kind="nested_in", branch=branch)
+            return
+        for depth, (parent, branch) in enumerate(stack):
+            self.g.add_edge(node, parent, key=f"guarded_by:{parent}", kind="guarded_by", branch=branch, depth=depth)
+
+    def rejection(self, node: ir.Node, exception: str, message: str, code: str, stack: list[tuple[str, str]]) -> None:
+        r = self.b.new_id(f"rejection:{self.rel}:{node.line}")
+        self.g.add_node(r, kind="rejection", file=self.rel, line=node.line, exception=exception,
+                        message=message, code=code, layer=self.layer)
+        self.guard_edges(r, stack)
+        if stack:
+            d, branch = stack[-1]
+            self.g.add_edge(d, r, key=f"rejects:{r}", kind="rejects", branch=branch)
+
+    def ifexps(self, node: ir.Node | None, stack: list[tuple[str, str]], fn: str, scope: _Scope,
+               write: tuple[str, str | None] | None, arms: tuple[tuple[str, str], ...] = ()) -> None:
+        """Decision nodes for conditional expressions; for a write's value, ``writes`` edges
+        from each conditional to the field with the constant of each arm."""
+        if node is None:
+            return
+        if node.kind == "IfExp":
+            d = self.decision(node, "ifexp", stack, fn, scope)
+            for branch, arm in (("true", node.body), ("false", node.orelse)):
+                path = (*arms, (d, branch))
+                if write is not None and arm.kind != "IfExp":
+                    wid, fld = write
+                    if fld is not None:
+                        self.writes_edge(d, fld, wid, arm, branch, path)
+                self.ifexps(arm, stack, fn, scope, write, path)
+            return
+        for sub in _sub_exprs(node):
+            # an arm nested in a call or a container is not the written value itself
+            self.ifexps(sub, stack, fn, scope, None, arms)
+
+    def writes_edge(self, src: str, fld: str, wid: str, value: ir.Node | None, branch: str,
+                    arms: tuple[tuple[str, str], ...] = ()) -> None:
+        ok, const = _const_value(value)
+        attrs = self.g.nodes[wid]
+        arm_text = ",".join(f"{d}={b}" for d, b in arms)
+        self.g.add_edge(src, self.b.field_node(fld), key=f"writes:{wid}:{arm_text}", kind="writes",
+                        value=const if ok else None, constant=ok, value_text=expr_text(value),
+                        branch=branch, write=wid, arm=arm_text, file=attrs["file"], line=attrs["line"],
+                        layer=self.layer)
+
+    def assignment(self, stmt: ir.Node, stack: list[tuple[str, str]], fn: str, scope: _Scope) -> None:
+        targets = list(stmt.targets) if stmt.kind == "Assign" else [stmt.target]
+        value = stmt.value
+        if value is None:
+            return
+        if stmt.kind == "AnnAssign" and not fn:
+            self.ifexps(value, stack, fn, scope, None)
+            return  # a class-level declaration: a field default, not a write
+        recorded = False
+        for t in _flatten_targets(targets):
+            write_kind, target, fld = self.classify_target(t, fn, scope)
+            if write_kind is None:
+                continue
+            recorded = True
+            wid = self.b.new_id(f"write:{self.rel}:{stmt.line}:{target}")
+            ok, const = _const_value(value)
+            if stmt.kind == "AugAssign":
+                ok, const = False, None
+            self.g.add_node(wid, kind="write", write_kind=write_kind, file=self.rel, line=stmt.line,
+                            target=target, field=fld or "", value=const if ok else None, constant=ok,
+                            value_text=expr_text(value) if stmt.kind != "AugAssign" else f"{target} {stmt.op}= {expr_text(value)}",
+                            code=stmt.text, function=fn, layer=self.layer)
+            self.guard_edges(wid, stack)
+            self.value_edges(wid, value, scope)
+            if fld is not None:
+                self.writes_edge(wid, fld, wid, value, "")
+                if stack and value.kind != "IfExp":  # a conditional value: its arms carry the edges
+                    d, branch = stack[-1]
+                    self.writes_edge(d, fld, wid, value, branch)
+            if write_kind in ("local", "module"):
+                scope.local_writes.setdefault(target, []).append(wid)
+            self.ifexps(value, stack, fn, scope, (wid, fld))
+        if not recorded:
+            self.ifexps(value, stack, fn, scope, None)
+
+    def setattr_write(self, stmt: ir.Node, stack: list[tuple[str, str]], fn: str, scope: _Scope) -> bool:
+        """``setattr(server_args, name, value)``: a write of that field, or of whichever
+        field ``name`` holds (later releases materialise declared overrides this way)."""
+        call = stmt.value
+        if not (call.kind == "Call" and call.func.kind == "Name" and call.func.id == "setattr"
+                and len(call.args) == 3 and all(k == "" for k, _ in call.args) and _is_args_base(call.args[0][1])):
+            return False
+        name, value = call.args[1][1], call.args[2][1]
+        fld = name.value if name.kind == "Const" and isinstance(name.value, str) else None
+        target = fld or f"setattr({expr_text(name)})"
+        wid = self.b.new_id(f"write:{self.rel}:{stmt.line}:{target}")
+        ok, const = _const_value(value)
+        self.g.add_node(wid, kind="write", write_kind="field" if fld else "dynamic", file=self.rel, line=stmt.line,
+                        target=target, field=fld or "", value=const if ok else None, constant=ok,
+                        value_text=expr_text(value), code=expr_text(call), function=fn, layer=self.layer)
+        self.guard_edges(wid, stack)
+        self.value_edges(wid, value, scope)
+        if fld is not None:
+            self.writes_edge(wid, fld, wid, value, "")
+            if stack:
+                d, branch = stack[-1]
+                self.writes_edge(d, fld, wid, value, branch)
+        return True
+
+    def classify_target(self, t: ir.Node, fn: str, scope: _Scope) -> tuple[str | None, str, str | None]:
+        if t.kind == "Attribute" and _is_args_base(t.value):
+            if t.value.kind == "Name" and t.value.id == "self" and fn.split(".")[0] != "ServerArgs":
+                return None, "", None  # `self` of some other class
+            return "field", t.attr, t.attr
+        if t.kind == "Subscript" and t.value.kind == "Name" and t.value.id in ARG_BASES:
+            return None, "", None
+        if t.kind != "Name":
+            return None, "", None
+        name = t.id
+        if not fn:
+            return ("module", name, None) if scope.is_module and name in scope.decision_names else (None, "", None)
+        if name in scope.globals_decl:
+            # a module global: only the ones a runtime getter returns are settings
+            return ("global", name, self.globals_map[name]) if name in self.globals_map else (None, "", None)
+        if name in scope.field_alias:
+            return "local", name, scope.field_alias[name]
+        if name in scope.decision_names:
+            return "local", name, None
+        return None, "", None
+
+    def value_edges(self, wid: str, value: ir.Node, scope: _Scope) -> None:
+        for kind, name in sorted(self.reads(value, scope)):
+            target = self.b.field_node(name) if kind == "field" else self.b.predicate_node(name)
+            self.g.add_edge(wid, target, key=f"reads:{target}", kind="reads")
+        names = {n.id for n in walk_expr(value) if n.kind == "Name"}
+        scope.consumers.append((wid, names))
+        called = set()
+        for sub in walk_expr(value):
+            if sub.kind == "Call":
+                if sub.func.kind == "Name":
+                    called.add(sub.func.id)
+                elif sub.func.kind == "Attribute" and sub.func.value.kind == "Name" and sub.func.value.id == "self":
+                    called.add(sub.func.attr)
+        if called:
+            self.b.calls.append((self.rel, wid, called))
+
+    def ret(self, stmt: ir.Node, stack: list[tuple[str, str]], fn: str, scope: _Scope) -> None:
+        if stmt.value is None:
+            return
+        # a guarded return decides a helper's result; an unguarded one matters when it
+        # passes a setting or a predicate on (the caller's guards then apply)
+        if not fn or not stack and not self.reads(stmt.value, scope):
+            self.ifexps(stmt.value, stack, fn, scope, None)
+            return
+        wid = self.b.new_id(f"write:{self.rel}:{stmt.line}:return:{fn}")
+        ok, const = _const_value(stmt.value)
+        self.g.add_node(wid, kind="write", write_kind="return", file=self.rel, line=stmt.line, target=fn,
+                        field="", value=const if ok else None, constant=ok, value_text=expr_text(stmt.value),
+                        code=f"return {expr_text(stmt.value)}", function=fn, layer=self.layer)
+        self.guard_edges(wid, stack)
+        self.value_edges(wid, stmt.value, scope)
+        self.b.returns[self.rel].setdefault(fn.rsplit(".", 1)[-1], []).append(wid)
+        self.ifexps(stmt.value, stack, fn, scope, None)
+
+    def link_scope(self, scope: _Scope) -> None:
+        """``feeds`` edges: a local's writes → the decisions and writes that read it."""
+        for consumer, names in scope.consumers:
+            for name in sorted(names):
+                owner = scope.lookup(name) if not scope.is_module else scope
+                if owner is None:
+                    continue
+                for wid in owner.local_writes.get(name, []):
+                    # flow-insensitive, but a write after its reader (the usual
+                    # `if x == "auto": x = ...`) does not feed it
+                    if wid != consumer and (owner.is_module or self.g.nodes[wid]["line"] <= self.g.nodes[consumer]["line"]):
+                        self.g.add_edge(wid, consumer, key=f"feeds:{consumer}", kind="feeds", via=name)
+
+
+def build_graph(package_dir: Path, cache: SourceCache | None = None) -> DecisionGraph:
+    """The decision graph of the release whose ``sglang`` package is ``package_dir``."""
+    root = package_dir.parent
+    b = _Builder(root, cache or SourceCache())
+    config = b.config_files()
+    runtime: list[tuple[Path, dict[str, Any]]] = []
+    for spec in b.runtime_specs:
+        path = b.module_file(spec["module"])
+        if path is not None and path not in config and all(path != p for p, _ in runtime):
+            runtime.append((path, spec))
+    trees: list[tuple[str, ir.Node]] = []
+    for path in config:
+        tree = b.load(path)
+        if tree is not None:
+            trees.append((b.rel(path), tree))
+    for path, spec in runtime:
+        tree = b.load(path)
+        if tree is None:
+            continue
+        rel = b.rel(path)
+        b.runtime_files.add(rel)
+        b.runtime_globals[rel] = b.runtime_global_map(tree, spec)
+        trees.append((rel, tree))
+    for rel, tree in trees:
+        b.declare_fields(rel, tree)
+        b.collect_attr_writes(tree)
+    for name in [*b.settings, *b.fields]:
+        b.field_node(name)
+    b.define_predicates()
+    b.define_platform_facts()
+    for rel, tree in trees:
+        b.walk_file(rel, tree)
+    # a helper's guarded returns feed the write that calls it (same file)
+    for rel, wid, called in b.calls:
+        for name in sorted(called):
+            for rid in b.returns.get(rel, {}).get(name, []):
+                b.g.add_edge(rid, wid, key=f"feeds:{wid}", kind="feeds", via=name)
+    files = tuple(rel for rel, _ in trees)
+    b.g.graph.update(schema=GRAPH_SCHEMA, files=list(files), notes=list(b.notes))
+    return DecisionGraph(b.g, files, b.formulas, b.strings, b.notes)
+
+
+# ---- queries -----------------------------------------------------------------------------
+def field_subgraph(g: nx.MultiDiGraph, name: str) -> nx.MultiDiGraph:
+    """The part of the graph about one field: the field, what reads or writes it, the
+    decisions guarding those writes, what those decisions read and reject, and the locals
+    and helper returns feeding them."""
+    fid = f"field:{name}"
+    if fid not in g:
+        raise KeyError(name)
+    keep = {fid}
+    direct = {u for u, _v in g.in_edges(fid)} | {v for _u, v in g.out_edges(fid)}
+    keep |= direct
+    decisions = {n for n in direct if g.nodes[n]["kind"] == "decision"}
+    for n in list(direct):
+        for _u, v, d in g.out_edges(n, data=True):
+            if d["kind"] in ("guarded_by", "nested_in"):
+                keep.add(v)
+                decisions.add(v)
+    for n in list(keep):
+        for u, _v, d in g.in_edges(n, data=True):
+            if d["kind"] == "guarded_by" and g.nodes[u]["kind"] == "rejection" and n in decisions:
+                keep.add(u)
+                keep |= {x for x, _y, e in g.in_edges(u, data=True) if e["kind"] == "rejects"}
+    for n in list(keep):
+        if g.nodes[n]["kind"] == "decision" or g.nodes[n]["kind"] == "write":
+            for _u, v, d in g.out_edges(n, data=True):
+                if d["kind"] == "reads":
+                    keep.add(v)
+            for u, _v, d in g.in_edges(n, data=True):
+                if d["kind"] == "feeds":
+                    keep.add(u)
+    return g.subgraph(keep).copy()
+
+
+def predicate_controls(dg: DecisionGraph, predicate: str) -> tuple[str, ...]:
+    """Decision sites a predicate controls: ``file:line writes a, b; rejects N``."""
+    g = dg.graph
+    pid = f"predicate:{predicate}"
+    if pid not in g:
+        return ()
+    out: list[tuple[str, int, str]] = []
+    for d, _p, e in g.in_edges(pid, data=True):
+        if e["kind"] != "reads" or g.nodes[d]["kind"] != "decision":
+            continue
+        fields: set[str] = set()
+        rejects = 0
+        for u, _v, e2 in g.in_edges(d, data=True):
+            if e2["kind"] != "guarded_by":
+                continue
+            node = g.nodes[u]
+            if node["kind"] == "write" and node["field"]:
+                fields.add(node["field"])
+            elif node["kind"] == "rejection":
+                rejects += 1
+        for _u, v, e2 in g.out_edges(d, data=True):
+            if e2["kind"] == "writes":
+                fields.add(g.nodes[v]["name"])
+            elif e2["kind"] == "rejects" and g.nodes[d]["construct"] == "assert":
+                rejects += 1
+        if not fields and not rejects:
+            continue  # guards nothing that configures SGLang
+        node = g.nodes[d]
+        parts = []
+        if fields:
+            parts.append("writes " + ", ".join(sorted(fields)))
+        if rejects:
+            parts.append(f"rejects ({rejects} site{'s' if rejects > 1 else ''})")
+        out.append((node["file"], node["line"], "; ".join(parts)))
+    return tuple(f"{f}:{line} {what}" for f, line, what in sorted(set(out)))
+
+
+# ---- export -------------------------------------------------------------------------------
+def _sorted_copy(g: nx.MultiDiGraph) -> nx.MultiDiGraph:
+    h = nx.MultiDiGraph()
+    h.graph.update(g.graph)
+    for n in sorted(g.nodes):
+        h.add_node(n, **dict(sorted(g.nodes[n].items())))
+    for u, v, k, d in sorted(g.edges(keys=True, data=True), key=lambda t: (t[0], t[1], str(t[2]))):
+        h.add_edge(u, v, key=k, **dict(sorted(d.items())))
+    return h
+
+
+def to_json(g: nx.MultiDiGraph) -> dict[str, Any]:
+    """node-link JSON with nodes and links in a stable order."""
+    return nx.node_link_data(_sorted_copy(g), edges="links")
+
+
+def _graphml_value(v: Any) -> Any:
+    if isinstance(v, (bool, int, float, str)):
+        return v
+    return json.dumps(v)
+
+
+def to_graphml(g: nx.MultiDiGraph) -> str:
+    """GraphML; attributes are strings/numbers (a ``None`` value is left out, lists are JSON)."""
+    h = nx.MultiDiGraph()
+    src = _sorted_copy(g)
+    h.graph.update({k: _graphml_value(v) for k, v in src.graph.items()})
+    for n, d in src.nodes(data=True):
+        h.add_node(n, **{k: _graphml_value(v) for k, v in d.items() if v is not None})
+    for u, v, k, d in src.edges(keys=True, data=True):
+        h.add_edge(u, v, key=k, **{a: _graphml_value(x) for a, x in d.items() if x is not None})
+    return "\n".join(nx.generate_graphml(h)) + "\n"
+
+
+_SHAPES = {"field": "box", "predicate": "hexagon", "decision": "diamond", "rejection": "octagon", "write": "note"}
+_STYLES = {"reads": "dashed", "writes": "bold", "guarded_by": "dotted", "rejects": "solid", "feeds": "dashed", "nested_in": "dotted"}
+
+
+def _dot_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _dot_label(d: dict[str, Any]) -> str:
+    kind = d["kind"]
+    if kind == "field":
+        return d["name"]
+    if kind == "predicate":
+        return f"{d['name']}()"
+    where = f"{d['file'].rsplit('/', 1)[-1]}:{d['line']}"
+    if kind == "decision":
+        return f"{where}\n{d['construct']} {_clip(d['guard'])}"
+    if kind == "rejection":
+        return f"{where}\n{d['exception']}: {_clip(d['message'])}"
+    return f"{where}\n{_clip(d['code'] or d['value_text'])}"
+
+
+def _clip(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def to_dot(g: nx.MultiDiGraph) -> str:
+    """Graphviz DOT text (our own small emitter: no pygraphviz needed)."""
+    src = _sorted_copy(g)
+    lines = ["digraph sglang_decisions {", "  rankdir=LR;", '  node [fontname="Helvetica", fontsize=10];']
+    for n, d in src.nodes(data=True):
+        lines.append(f"  {_dot_quote(n)} [label={_dot_quote(_dot_label(d))}, shape={_SHAPES.get(d['kind'], 'ellipse')}];")
+    for u, v, _k, d in src.edges(keys=True, data=True):
+        label = d["kind"]
+        if d["kind"] == "writes" and d.get("constant"):
+            label += f" {d.get('value')!r}"
+        elif d["kind"] in ("guarded_by", "rejects", "nested_in") and d.get("branch"):
+            label += f" ({d['branch']})"
+        lines.append(f"  {_dot_quote(u)} -> {_dot_quote(v)} [label={_dot_quote(label)}, style={_STYLES.get(d['kind'], 'solid')}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def release_graph(source: str | None, use_cache: bool = True, progress: Callable[[str], None] | None = None,
+          cache: SourceCache | None = None) -> tuple[SourceTree, Any]:
+    """The release's decision graph (``graph.DecisionGraph``); no target needed."""
+    tree = locate_source(source, progress=progress)
+    dg = build_graph(tree.package_dir, cache or SourceCache(use_disk=use_cache))
+    dg.graph.graph.update(version=tree.version or "", origin=tree.origin)
+    return tree, dg

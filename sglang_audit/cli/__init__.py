@@ -1,0 +1,1 @@
+"""Stage 9 — the command line (click): options, pipeline calls, renderers, exit codes."""

@@ -1,0 +1,5 @@
+"""`python -m sglang_audit.cli`."""
+
+from sglang_audit.cli.main import main
+
+main()

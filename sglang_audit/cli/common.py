@@ -1,0 +1,136 @@
+"""Options and helpers shared by every command (kept apart so command modules can use
+them without importing the command group)."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import traceback
+from typing import Any, NoReturn
+
+import click
+
+from sglang_audit.errors import AuditError
+from sglang_audit.resolve.pipeline import Request, bundled_profiles
+from sglang_audit.target.device import ARCH_CHOICES
+
+EXIT_CODES = """\b
+Exit codes:
+  0  resolved (every setting known, configuration accepted)
+  1  SGLang would reject this configuration (an assert/raise fires)
+  2  usage or input error (bad --arch, missing source, bad config.json, ...)
+  3  resolution incomplete: some setting is unknown (see its reason)
+"""
+
+
+def progress(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+def _profile_list() -> str:
+    """The bundled profiles for --help; a broken installation still gets its help (the error
+    itself comes, one line, when a command needs the profiles)."""
+    try:
+        return ", ".join(bundled_profiles())
+    except AuditError as exc:
+        return f"(none: {exc})"
+
+
+def target_options(fn: Any) -> Any:
+    options = [
+        click.option("--source", "-s", help="SGLang source: a checkout dir, a wheel/sdist file, sglang==X (downloaded into the cache, never installed), or omitted for the installed sglang (found, not imported)."),
+        click.option("--arch", "-a", required=True, help=f"GPU architecture: {', '.join(ARCH_CHOICES)}, or a compute capability like 12.0."),
+        click.option("--cuda", default="12.9", show_default=True, help="CUDA version that torch reports (torch.version.cuda)."),
+        click.option("--cudnn", default=None, metavar="VERSION", help="cuDNN version torch reports (e.g. 9.10.2); unset: unknown, which matters only where SGLang checks it."),
+        click.option("--model", "-m", help=f"Model directory with config.json (and hf_quant_config.json), or a bundled profile: {_profile_list()}."),
+        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A server flag, by field or flag name (e.g. --set moe_runner_backend=flashinfer_cutlass). Repeatable."),
+        click.option("--launch", metavar="COMMAND", help='A pasted launch command, e.g. "python -m sglang.launch_server --model-path M --tp 8 --moe-runner-backend flashinfer_cutlass".'),
+        click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see (default: unset, so the release's declared default applies). Repeatable."),
+        click.option("--with", "with_packages", multiple=True, metavar="PKG", help="Pretend an optional package is installed (e.g. triton_kernels)."),
+        click.option("--without", "without_packages", multiple=True, metavar="PKG", help="Pretend a dependency is missing (e.g. flashinfer)."),
+        click.option("--no-cache", is_flag=True, help="Do not read or write the parsed-file cache."),
+    ]
+    for opt in reversed(options):
+        fn = opt(fn)
+    return fn
+
+
+def make_request(kw: dict[str, Any]) -> Request:
+    return Request(
+        source=kw["source"], arch=kw["arch"], model=kw["model"], cuda=kw["cuda"], cudnn=kw.get("cudnn"),
+        sets=list(kw["sets"]), launch=kw["launch"], env=list(kw["env"]),
+        with_packages=list(kw["with_packages"]), without_packages=list(kw["without_packages"]),
+        use_cache=not kw["no_cache"],
+    )
+
+
+DEBUG_ENV = "SGLANG_AUDIT_DEBUG"  # =1: print the traceback of an internal error
+INTERNAL_ERROR_EXIT = 2  # the issue asks for 2 (not EX_SOFTWARE 70): CI treats both as failure
+_MAX_MESSAGE = 1000
+
+
+def one_line(text: str) -> str:
+    """A message on one line: errors quote hostile input (file names, pip output, the
+    analysed code's text), which may hold newlines or terminal control characters."""
+    flat = " ".join(part.strip() for part in text.splitlines() if part.strip())
+    flat = "".join(c if c.isprintable() else "?" for c in flat)
+    return flat if len(flat) <= _MAX_MESSAGE else flat[: _MAX_MESSAGE - 3] + "..."
+
+
+def fail(message: str, exit_code: int = 2) -> NoReturn:
+    click.echo(f"sglang-audit: error: {one_line(message)}", err=True)
+    sys.exit(exit_code)
+
+
+def internal_error(exc: BaseException) -> NoReturn:
+    """An unexpected exception inside the tool: one line (the traceback only on request)."""
+    if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    detail = one_line(str(exc))
+    click.echo(f"sglang-audit: internal error: {type(exc).__name__}: {detail} (please report)", err=True)
+    sys.exit(INTERNAL_ERROR_EXIT)
+
+
+def run_or_exit(fn: Any) -> Any:
+    try:
+        return fn()
+    except AuditError as exc:
+        fail(str(exc), exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("sglang-audit: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        broken_pipe()
+    except Exception as exc:  # RecursionError, MemoryError, a bug: never a traceback
+        internal_error(exc)
+
+
+def broken_pipe() -> NoReturn:
+    """stdout's reader went away (`... | head`): stop quietly, as a SIGPIPE would."""
+    try:
+        # so the interpreter's final flush of stdout does not raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # not a real file descriptor (a test runner's buffer)
+    sys.exit(141)
+
+
+class AuditGroup(click.Group):
+    """The command group: whatever escapes a command outside ``run_or_exit`` (writing the
+    output, a renderer bug) still ends as one line and a documented exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click's own usage errors and exits (Exit/Abort are RuntimeErrors)
+        except AuditError as exc:
+            fail(str(exc), exc.exit_code)
+        except BrokenPipeError:
+            broken_pipe()
+        except Exception as exc:
+            internal_error(exc)
+
+

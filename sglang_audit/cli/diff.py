@@ -1,0 +1,107 @@
+"""``sglang-audit diff``: what changes for a deployment (or a fleet) between two releases."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sglang_audit.cli.common import progress, run_or_exit
+from sglang_audit.resolve.pipeline import bundled_profiles
+from sglang_audit.target.device import ARCH_CHOICES
+
+DIFF_EPILOG = """\b
+Exit codes:
+  0  nothing changed for these deployments (with --fail-on rejected: none becomes
+     rejected; with --fail-on never: always, unless there is a usage error)
+  1  something changed: a resolved value (config or runtime) differs, a setting appears
+     or disappears, or the configuration becomes / stops being rejected
+     (--fail-on rejected: only when a deployment becomes rejected)
+  2  usage or input error (bad --arch, a release that cannot be found, bad deployment
+     file, flags neither release accepts, ...)
+  3  nothing is known to have changed, but a value is unknown on one side (or a
+     rejection depends on unknown inputs); a clean 0 is never claimed on a guess
+  Changes underneath (predicate definitions, guards, choices, defaults, the FlashInfer
+  pin) are reported but do not by themselves make the exit code non-zero.
+
+\b
+Deployment file (YAML or TOML), one entry per deployment:
+  deployments:
+    - name: qwen-sm120
+      arch: sm120
+      model: qwen3.5-397b-a17b-nvfp4
+      cuda: "12.9"                     # optional
+      flags: {tp_size: 8, speculative_algorithm: NEXTN}
+      env: {SGLANG_ENABLE_JIT_DEEPGEMM: "0"}   # optional
+    - name: dsr1-b200
+      arch: sm100
+      launch: "python -m sglang.launch_server --model-path deepseek-r1-nvfp4 --tp 8"
+
+\b
+Example:
+  sglang-audit diff --from sglang==0.5.12 --to sglang==0.5.13 --arch sm120 \\
+      --model qwen3.5-397b-a17b-nvfp4 --set tp_size=8
+"""
+
+_TARGET_ONLY = ("arch", "model", "sets", "launch", "env", "cuda")
+
+
+@click.command(epilog=DIFF_EPILOG)
+@click.option("--from", "from_source", required=True, metavar="SOURCE",
+              help="The release you run now: a checkout dir, a wheel/sdist, sglang==X, or 'installed'.")
+@click.option("--to", "to_source", required=True, metavar="SOURCE", help="The release you would upgrade to (same forms).")
+@click.option("--arch", "-a", help=f"GPU architecture: {', '.join(ARCH_CHOICES)}, or a pair like 12.0.")
+@click.option("--cuda", default=None, help="CUDA version that torch reports (default 12.9).")
+@click.option("--model", "-m", help=f"Model directory with config.json, or a bundled profile: {', '.join(bundled_profiles())}.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A server flag (typed by each release's own parser). Repeatable.")
+@click.option("--launch", metavar="COMMAND", help="A pasted launch command.")
+@click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see. Repeatable.")
+@click.option("--with", "with_packages", multiple=True, metavar="PKG", help="Pretend an optional package is installed. Repeatable.")
+@click.option("--without", "without_packages", multiple=True, metavar="PKG", help="Pretend a dependency is missing. Repeatable.")
+@click.option("--deployment", "deployment_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="A YAML/TOML file of deployments to audit in one run (instead of --arch/--model/--set/--launch/--env/--cuda); ends with a summary table.")
+@click.option("--fail-on", type=click.Choice(["changed", "rejected", "never"]), default="changed", show_default=True,
+              help="What makes the exit code 1: any change, only a deployment becoming rejected, or nothing.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--verbose", "-v", is_flag=True, help="Show both decision chains of every setting, not only of the changed ones.")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the parsed-file cache.")
+def diff(from_source: str, to_source: str, deployment_file: Path | None, fail_on: str, fmt: str,
+         verbose: bool, no_cache: bool, **kw: Any) -> None:
+    """Compare two SGLang releases for a deployment: every resolved setting old → new with
+    both decision chains, configurations that become (or stop being) rejected, and what
+    changed underneath (hardware predicate definitions, guards on the deciding code,
+    declared choices and defaults, the pinned FlashInfer version)."""
+    from sglang_audit.analyses.diff import Deployment, diff_releases, load_deployments
+    from sglang_audit.render.diff import render_json, render_text
+
+    def source(text: str) -> str | None:
+        return None if text == "installed" else text
+
+    if deployment_file is not None:
+        given = [k for k in _TARGET_ONLY if kw.get(k)]
+        if given:
+            opt = {"sets": "set"}.get(given[0], given[0])
+            raise click.UsageError(f"--{opt} cannot be combined with --deployment (put it in the file)")
+        deployments = run_or_exit(lambda: load_deployments(deployment_file))
+        if kw["with_packages"] or kw["without_packages"]:
+            # --with/--without apply to every deployment in the file
+            deployments = [Deployment(
+                d.name, d.arch, d.model, d.cuda, d.sets, d.launch, d.env,
+                (*kw["with_packages"], *d.with_packages), (*kw["without_packages"], *d.without_packages),
+                d.typed_flags) for d in deployments]
+    else:
+        if not kw["arch"]:
+            raise click.UsageError("Missing option '--arch' (or give --deployment FILE)")
+        deployments = [Deployment(
+            "", kw["arch"], kw["model"], kw["cuda"] or "12.9", tuple(kw["sets"]), kw["launch"],
+            tuple(kw["env"]), tuple(kw["with_packages"]), tuple(kw["without_packages"]))]
+    result = run_or_exit(lambda: diff_releases(
+        source(from_source), source(to_source), deployments, use_cache=not no_cache,
+        progress=progress, from_file=deployment_file is not None))
+    if fmt == "json":
+        click.echo(render_json(result, fail_on))
+    else:
+        click.echo(render_text(result, verbose=verbose, fail_on=fail_on), nl=False)
+    sys.exit(result.exit_code(fail_on))

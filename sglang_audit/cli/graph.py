@@ -1,0 +1,48 @@
+"""``sglang-audit graph``: export the release's decision graph (see docs/graph.md)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+
+import click
+
+from sglang_audit.cli.common import progress, run_or_exit
+from sglang_audit.errors import InputError
+
+
+@click.command(epilog="Exit codes: 0 written, 2 usage or input error.")
+@click.option("--source", "-s", help="SGLang source (see `resolve --help`).")
+@click.option("--field", "-f", "field_name", metavar="FIELD", help="Only the part of the graph about this setting field.")
+@click.option("--format", "fmt", type=click.Choice(["json", "graphml", "dot"]), default="json", show_default=True)
+@click.option("--no-cache", is_flag=True, help="Do not read or write the parsed-file cache.")
+def graph(source: str | None, field_name: str | None, fmt: str, no_cache: bool) -> None:
+    """Export the decision graph of a release: setting fields, hardware predicates,
+    decision sites (file:line, guard as written), rejection sites, writes, and the
+    reads / writes / guarded_by / rejects / feeds edges between them.
+
+    Target-independent: read from the source, no GPU, model or flags involved."""
+    from sglang_audit.analyses.graph import field_subgraph, to_dot, to_graphml, to_json
+    from sglang_audit.analyses.graph import release_graph as build
+
+    def run() -> tuple[str, object]:
+        _tree, dg = build(source, use_cache=not no_cache, progress=progress)
+        g = dg.graph
+        if field_name is not None:
+            try:
+                g = field_subgraph(g, field_name)
+            except KeyError:
+                fields = sorted(d["name"] for _n, d in dg.graph.nodes(data=True) if d["kind"] == "field")
+                close = difflib.get_close_matches(field_name, fields, n=3)
+                hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                raise InputError(f"no field {field_name!r} in this release's decision graph{hint}") from None
+            g.graph["field"] = field_name
+        return fmt, g
+
+    _fmt, g = run_or_exit(run)
+    if fmt == "json":
+        click.echo(json.dumps(to_json(g), indent=1))
+    elif fmt == "graphml":
+        click.echo(to_graphml(g), nl=False)
+    else:
+        click.echo(to_dot(g), nl=False)

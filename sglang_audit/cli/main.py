@@ -1,0 +1,126 @@
+"""Command line: parses options, calls the pipeline, picks a renderer, sets the exit code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from sglang_audit import __version__
+from sglang_audit.cli.common import (
+    EXIT_CODES,
+    AuditGroup,
+    make_request,
+    progress,
+    run_or_exit,
+    target_options,
+)
+from sglang_audit.resolve.pipeline import Request, resolve
+from sglang_audit.target.device import ARCH_CHOICES
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from sglang_audit.shipped import origin
+
+    click.echo(f"sglang-audit {__version__}; {run_or_exit(origin)}")
+    ctx.exit()
+
+
+@click.group(cls=AuditGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and where the shipped rules are read from, and exit.")
+def main() -> None:
+    """Which backends will SGLang pick for this GPU and model, why, and will it work?
+
+    sglang-audit reads an SGLang release's source (never importing or running it),
+    evaluates its own configuration logic for a target GPU, CUDA version, model
+    config.json and flags, and reports each resolved backend with the decision path
+    as file:line evidence.
+
+    \b
+    Example:
+      sglang-audit resolve --source sglang==0.5.10 --arch sm120 \\
+          --model qwen3.5-397b-a17b-nvfp4 --set tp_size=8 \\
+          --set speculative_algorithm=NEXTN --set disable_radix_cache=true
+    """
+
+
+@main.command(epilog=EXIT_CODES)
+@target_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--verbose", "-v", is_flag=True, help="Show the decision chain of every setting.")
+def resolve_cmd(fmt: str, verbose: bool, **kw: Any) -> None:
+    """Resolve the backend settings for one deployment, with evidence."""
+    res = run_or_exit(lambda: resolve(make_request(kw), progress=progress))
+    if fmt == "json":
+        click.echo(json.dumps(res.to_json(), indent=2, sort_keys=False))
+    else:
+        from sglang_audit.render.text import render_resolution
+
+        click.echo(render_resolution(res, verbose=verbose), nl=False)
+    if res.rejected is not None:
+        sys.exit(1)
+    if any(s.status == "unknown" for s in res.settings.values()):
+        sys.exit(3)
+
+
+resolve_cmd.name = "resolve"
+
+
+@main.command(epilog="Exit codes: 0 listed, 2 usage or input error.")
+@click.option("--source", "-s", help="SGLang source (see `resolve --help`).")
+@click.option("--arch", "-a", required=True, help=f"GPU architecture: {', '.join(ARCH_CHOICES)}, or a pair like 12.0.")
+@click.option("--cuda", default="12.9", show_default=True, help="CUDA version that torch reports.")
+@click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable. Repeatable.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def guards(source: str | None, arch: str, cuda: str, env: tuple[str, ...], fmt: str) -> None:
+    """List the hardware predicates of a release and their value on a device.
+
+    Each predicate is interpreted from its definition in the analysed release (e.g.
+    lru_cache(partial(_check_cuda_device_version, device_capability_majors=[12], ...)))."""
+    from sglang_audit.analyses.guards import guards_for as run_guards
+
+    req = Request(source=source, arch=arch, model=None, cuda=cuda, env=list(env))
+    tree, facts = run_or_exit(lambda: run_guards(req, progress=progress))
+    if fmt == "json":
+        click.echo(json.dumps({"source": tree.to_json() | {"package_dir": None}, "arch": arch, "cuda": cuda,
+                               "guards": [f.to_json() for f in facts]}, indent=2))
+        return
+    click.echo(f"SGLang {tree.version}: hardware predicates on {arch} (CUDA {cuda})")
+    width = max((len(f.name) for f in facts), default=10)
+    for f in facts:
+        click.echo(f"  {f.name:{width}}  {str(f.value):6}  {f.file}:{f.line}  {f.definition}")
+        for site in f.controls:
+            click.echo(f"  {'':{width}}    controls {site}")
+
+
+# Commands that live in their own modules (sglang_audit/commands/) register here,
+# one import and one add_command line each.
+from sglang_audit.cli.explain import explain  # noqa: E402
+
+main.add_command(explain)
+from sglang_audit.cli.graph import graph  # noqa: E402
+
+main.add_command(graph)
+from sglang_audit.cli.check import check  # noqa: E402
+
+main.add_command(check)
+from sglang_audit.cli.report import report  # noqa: E402
+
+main.add_command(report)
+from sglang_audit.cli.diff import diff  # noqa: E402
+
+main.add_command(diff)
+from sglang_audit.cli.matrix import matrix  # noqa: E402
+
+main.add_command(matrix)
+from sglang_audit.cli.cache import cache  # noqa: E402
+
+main.add_command(cache)
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

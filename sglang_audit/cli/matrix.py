@@ -1,0 +1,98 @@
+"""``sglang-audit matrix``: a support table (arch × model × flag set → backends, findings
+and rejections) generated from one release's code, the cases resolved in parallel."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sglang_audit.analyses.matrix import (
+    DEFAULT_ARCHS,
+    DEFAULT_FLAG_SETS,
+    DEFAULT_MODELS,
+    MODEL_DEFAULT_SETS,
+    CaseResult,
+    default_jobs,
+    parse_flag_set,
+    plan,
+    run,
+    split_list,
+)
+from sglang_audit.cli.common import progress, run_or_exit
+from sglang_audit.target.device import ARCH_CHOICES
+
+_SETS = "\n               ".join(f"{fs.name}={','.join(fs.items)}" for fs in DEFAULT_FLAG_SETS)
+MATRIX_EPILOG = f"""\b
+Defaults:
+  --arch       {",".join(DEFAULT_ARCHS)}
+  --model      {",".join(DEFAULT_MODELS)}
+               ({", ".join(MODEL_DEFAULT_SETS)} with tp_size=8)
+  --flags-set  {_SETS}
+
+\b
+Each case is resolved as `sglang-audit resolve` would (flags: the model's defaults, then
+the flag set, then every --set) and checked with the known-bad rules as `check` would.
+Output order is arch, model, flag set, whatever --jobs is.
+
+\b
+Exit codes:
+  0  the matrix was produced (rejections, unknowns and findings are in the table)
+  2  usage or input error (bad --arch, model, flag set or source)
+  3  a worker process died
+"""
+
+
+@click.command(epilog=MATRIX_EPILOG)
+@click.option("--source", "-s", help="SGLang source: a checkout dir, a wheel/sdist file, sglang==X, or omitted for the installed sglang.")
+@click.option("--arch", "-a", "archs", multiple=True, metavar="LIST",
+              help=f"Architectures, comma-separated or repeated (any of {', '.join(ARCH_CHOICES)}).")
+@click.option("--model", "-m", "models", multiple=True, metavar="LIST",
+              help="Models (bundled profiles or directories), comma-separated or repeated.")
+@click.option("--flags-set", "flag_sets", multiple=True, metavar="NAME=K=V,K=V",
+              help="A named set of flags (NAME= for none). Repeatable; replaces the default sets.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A flag applied to every case (after the flag set). Repeatable.")
+@click.option("--cuda", default="12.9", show_default=True, help="CUDA version that torch reports.")
+@click.option("--cudnn", default=None, metavar="VERSION", help="cuDNN version torch reports (e.g. 9.10.2); unset: unknown, which matters only where SGLang checks it.")
+@click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see. Repeatable.")
+@click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Extra rule files (*.yaml) added to the shipped known-bad rules. Repeatable.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help=f"Worker processes (default: {default_jobs()}, the CPU count up to 4). 1 runs in this process.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "html"]), default="text", show_default=True)
+@click.option("--no-cache", is_flag=True, help="Do not read or write the parsed-file cache.")
+def matrix(archs: tuple[str, ...], models: tuple[str, ...], flag_sets: tuple[str, ...], sets: tuple[str, ...],
+           source: str | None, cuda: str, cudnn: str | None, env: tuple[str, ...], rule_dirs: tuple[Path, ...], jobs: int | None,
+           fmt: str, no_cache: bool) -> None:
+    """Resolve (and check) every architecture × model × flag set of one release and print a
+    compact table: one row per case, one column per main setting (MoE runner, draft MoE
+    runner, FP4 GEMM config → runtime, attention), findings marked, rejections listed.
+
+    \b
+    Example:
+      sglang-audit matrix --source sglang==0.5.10 --arch sm100,sm120 \\
+          --model deepseek-r1-nvfp4 --flags-set none= \\
+          --flags-set cutlass=moe_runner_backend=flashinfer_cutlass --format csv
+    """
+    from sglang_audit.render.matrix import RENDERERS
+
+    def build() -> Any:
+        fsets = [parse_flag_set(f) for f in flag_sets]
+        return plan(source, split_list(archs), split_list(models), fsets, list(sets), cuda, list(env),
+                    use_cache=not no_cache, cudnn=cudnn, progress=progress)
+
+    p = run_or_exit(build)
+    n_jobs = jobs or default_jobs()
+    # progress only for a person watching: never on a pipe, a file or in CI logs
+    if sys.stderr.isatty() and p.cases:
+        with click.progressbar(length=len(p.cases), label=f"resolving {len(p.cases)} cases", file=sys.stderr) as bar:
+            def tick(_r: CaseResult) -> None:
+                bar.update(1)
+
+            m = run_or_exit(lambda: run(p, n_jobs, use_cache=not no_cache, rule_dirs=rule_dirs, on_result=tick))
+    else:
+        m = run_or_exit(lambda: run(p, n_jobs, use_cache=not no_cache, rule_dirs=rule_dirs))
+    click.echo(RENDERERS[fmt](m), nl=False)

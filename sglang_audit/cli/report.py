@@ -1,0 +1,264 @@
+"""``sglang-audit report``: one self-contained HTML file for reviewers — what SGLang will
+pick for this deployment, why (chains, candidates, source lines), what is known to break
+(rules), what changed since ``--from``, and the decision graph.
+
+This module gathers the data (resolve, explain the primary settings, check, the
+``--from`` resolution, the source lines around each decision); ``render_html`` only
+renders it.  ``rules`` and ``diff`` are optional: imported lazily, the report degrades
+without them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sglang_audit.cli.common import make_request, progress, run_or_exit, target_options
+from sglang_audit.errors import AuditError, InputError
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.render.html import PRIMARY, ReportData, Snippet, key_steps
+from sglang_audit.resolve.pipeline import Request, prepare, resolve_target
+from sglang_audit.resolve.pipeline import resolve as run_resolve
+from sglang_audit.resolve.resultcache import ResultCache
+from sglang_audit.result import ChainStep, Resolution
+
+CONTEXT_LINES = 3
+MAX_SOURCE_BYTES = 8 * 1024 * 1024  # a larger "source file" is not read for snippets
+
+REPORT_EPILOG = """\b
+Exit codes:
+  0  the report was written (whatever it says: findings, rejection, unknowns)
+  2  usage or input error (bad --arch, missing source, bad deployment file, ...)
+
+\b
+The file is self-contained (inline CSS and SVG, no script, no external request): attach
+it to a PR or keep it as a CI artifact. Output is deterministic for the same inputs;
+--timestamp adds the generation time.
+
+\b
+Example (an upgrade review: 0.5.9 → 0.5.10 on 8x RTX PRO 6000):
+  sglang-audit report -s sglang==0.5.10 --from sglang==0.5.9 -a sm120 \\
+      -m qwen3.5-397b-a17b-nvfp4 --set tp_size=8 -o report.html
+
+\b
+--deployment FILE takes the deployment from a file in `diff`'s format (a "deployments"
+list; see `sglang-audit diff --help`), instead of --arch/--model/--set/--launch/--env;
+--name picks one when the file names several.
+"""
+
+
+# ---- deployment file ------------------------------------------------------------------------
+TARGET_ONLY = ("arch", "model", "sets", "launch", "env")
+
+
+def deployment_request(path: Path, name: str | None, request: Request) -> Request:
+    """The deployment ``name`` of a deployment file (``diff``'s format: a ``deployments``
+    list), as a request on ``request``'s source; --with/--without add to it."""
+    try:
+        from sglang_audit.analyses.diff import load_deployments
+    except ImportError:
+        raise InputError("--deployment needs the diff module (sglang_audit/diff.py), which this installation lacks") from None
+    deps = load_deployments(path)
+    if name is None and len(deps) > 1:
+        names = ", ".join(repr(d.name) for d in deps)
+        raise InputError(f"{path} names {len(deps)} deployments ({names}): pick one with --name")
+    if name is not None:
+        deps = [d for d in deps if d.name == name]
+        if not deps:
+            raise InputError(f"{path}: no deployment named {name!r}")
+    dep = deps[0].request(request.source, request.use_cache)
+    return replace(dep, with_packages=request.with_packages + dep.with_packages,
+                   without_packages=request.without_packages + dep.without_packages)
+
+
+# ---- gathering ------------------------------------------------------------------------------
+def _evidence(res: Resolution, explanations: dict[str, Any], check: Any) -> set[tuple[str, int]]:
+    """The (file, line) pairs the report shows source lines for: the steps about each
+    setting's own values, the explained decisions and branches, the findings' evidence."""
+    out: set[tuple[str, int]] = set()
+
+    def add_step(s: ChainStep | None) -> None:
+        if s is not None:
+            out.add((s.file, s.line))
+
+    for s in res.settings.values():
+        for st in key_steps(s):  # the steps the page shows with their source
+            add_step(st)
+    for r in (res.rejected, *res.rejections):
+        if r is not None:
+            out.add((r.file, r.line))
+    for log in res.logs:
+        out.add((log.file, log.line))
+    for exp in explanations.values():
+        add_step(exp.deciding)
+        for c in exp.reason:
+            out.add((c.file, c.line))
+        for ch in exp.choices:
+            add_step(ch.where)
+            for c in ch.reason:
+                out.add((c.file, c.line))
+            if ch.rejection is not None:
+                out.add((ch.rejection.file, ch.rejection.line))
+        for b in exp.branches:
+            out.add((b.file, b.line))
+            for c in b.conditions:
+                out.add((c.file, c.line))
+    if check is not None:
+        for f in check.findings:
+            add_step(f.deciding)
+            for st in f.chain:
+                add_step(st)
+    return out
+
+
+def read_snippets(root: Path, where: Iterable[tuple[str, int]], context: int = CONTEXT_LINES) -> dict[tuple[str, int], Snippet]:
+    """±``context`` lines around each (file, line), read as text from the checkout.  Paths
+    are relative to the directory holding ``sglang``; one that leaves it is not read."""
+    root = root.resolve()
+    files: dict[str, list[str] | None] = {}
+    out: dict[tuple[str, int], Snippet] = {}
+    for file, line in sorted(where):
+        if file not in files:
+            files[file] = _read_lines(root, file)
+        lines = files[file]
+        if not lines or not isinstance(line, int) or not 1 <= line <= len(lines):
+            continue
+        lo, hi = max(1, line - context), min(len(lines), line + context)
+        out[(file, line)] = Snippet(file, line, tuple((n, lines[n - 1]) for n in range(lo, hi + 1)))
+    return out
+
+
+def _read_lines(root: Path, file: str) -> list[str] | None:
+    path = (root / file).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        return None
+    try:
+        if path.stat().st_size > MAX_SOURCE_BYTES:
+            return None
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return [line.rstrip("\r").expandtabs(4) for line in text.split("\n")]
+
+
+def _check(res: Resolution, rule_dirs: tuple[Path, ...]) -> tuple[Any, str]:
+    try:
+        from sglang_audit.rules.knownbad import check_resolution, load_rules
+    except ImportError:
+        return None, "the rules module is not available in this installation"
+    # a bad rule file is a usage error (exit 2), as in `check`
+    return check_resolution(res, load_rules(rule_dirs)), ""
+
+
+def _release_diff(from_source: str, request: Request, say: Callable[[str], None] | None) -> Any:
+    """``diff``'s comparison of the two releases for this deployment, or None when the
+    module is absent (the report then compares the two resolutions itself)."""
+    try:
+        from sglang_audit.analyses.diff import Deployment, diff_releases
+    except ImportError:
+        return None
+    dep = Deployment("", request.arch, request.model, request.cuda, tuple(request.sets), request.launch,
+                     tuple(request.env), tuple(request.with_packages), tuple(request.without_packages),
+                     tuple(request.flags.items()))
+    return diff_releases(from_source, request.source, [dep], use_cache=request.use_cache, progress=say)
+
+
+def build_report(request: Request, from_source: str | None = None, rule_dirs: tuple[Path, ...] = (),
+                 timestamp: str | None = None, say: Callable[[str], None] | None = None,
+                 explain_fields: Iterable[str] = PRIMARY, force_choices: bool = True) -> ReportData:
+    from sglang_audit.analyses.explain import explain
+
+    cache = SourceCache(use_disk=request.use_cache)
+    prep = prepare(request, cache, say)
+    res = resolve_target(prep.target, cache, ResultCache(enabled=request.use_cache))
+    notes: list[str] = []
+    explanations: dict[str, Any] = {}
+    for name in explain_fields:
+        setting = res.settings.get(name)
+        if setting is None or not setting.present:
+            continue
+        if say:
+            say(f"explaining {name}")
+        try:
+            explanations[name] = explain(request, name, progress=say, force_choices=force_choices)
+        except AuditError as exc:
+            notes.append(f"explain {name} failed: {exc}")
+    check, check_note = _check(res, rule_dirs)
+    base = diff = None
+    if from_source is not None:
+        diff = _release_diff(from_source, request, say)
+        if diff is not None:
+            side = diff.deployments[0].old
+            base = side.resolution
+            if base is None:
+                notes.append(f"{from_source} does not accept this deployment's flags: {side.error}")
+        else:
+            if say:
+                say(f"resolving the same deployment with {from_source}")
+            base = run_resolve(replace(request, source=from_source), progress=say)
+    snippets = read_snippets(prep.tree.package_dir.parent, _evidence(res, explanations, check))
+    return ReportData(res, explanations, check, check_note, base, diff, snippets, tuple(notes), timestamp)
+
+
+# ---- command --------------------------------------------------------------------------------
+def _optional_arch(fn: Any) -> Any:
+    # --arch may come from --deployment; the shared option declares it required
+    for p in getattr(fn, "__click_params__", []):
+        if p.name == "arch":
+            p.required = False
+    return fn
+
+
+@click.command(epilog=REPORT_EPILOG)
+@_optional_arch
+@target_options
+@click.option("--from", "from_source", metavar="S0", help="An older SGLang source (any --source form): adds what changed for this deployment since it.")
+@click.option("--deployment", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="FILE",
+              help="A YAML/TOML deployment file in `diff`'s format, instead of --arch/--model/--set/--launch/--env.")
+@click.option("--name", "deployment_name", metavar="NAME", help="Which deployment of --deployment (when it names several).")
+@click.option("--rules", "rule_dirs", multiple=True, metavar="DIR", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Extra rule directories for the findings, as in `check`.")
+@click.option("--output", "-o", required=True, metavar="FILE", help="Where to write the HTML report (- for standard output).")
+@click.option("--no-choices", is_flag=True,
+              help="Do not force each choice of the primary settings (one resolution per choice: the slow part on large releases); branches and chains are still shown.")
+@click.option("--timestamp", is_flag=True, help="Add the generation time (UTC) to the footer; without it the output is deterministic.")
+def report(from_source: str | None, deployment: Path | None, deployment_name: str | None,
+           rule_dirs: tuple[Path, ...], output: str, no_choices: bool, timestamp: bool, **kw: Any) -> None:
+    """Write a self-contained HTML report of one deployment for reviewers: the resolved
+    backends with their decision chains and source lines, every candidate and why it is
+    (not) chosen, known-bad findings, changes since --from, and the decision graph."""
+    from sglang_audit.render.html import render_html
+
+    if deployment is not None:
+        given = [k for k in TARGET_ONLY if kw.get(k)]
+        if given:
+            raise click.UsageError(f"--{ {'sets': 'set'}.get(given[0], given[0])} cannot be combined with --deployment (put it in the file)")
+    elif deployment_name is not None:
+        raise click.UsageError("--name needs --deployment")
+    elif not kw["arch"]:
+        raise click.UsageError("Missing option '--arch' (or give --deployment FILE)")
+
+    def run() -> str:
+        request = make_request(kw)
+        if deployment is not None:
+            request = deployment_request(deployment, deployment_name, request)
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if timestamp else None
+        data = build_report(request, from_source, rule_dirs, stamp, progress, force_choices=not no_choices)
+        return render_html(data)
+
+    html = run_or_exit(run)
+    if output == "-":
+        sys.stdout.write(html)
+        return
+    try:
+        Path(output).write_text(html, encoding="utf-8")
+    except OSError as exc:
+        click.echo(f"sglang-audit: error: cannot write {output}: {exc.strerror or exc}", err=True)
+        sys.exit(2)
+    click.echo(f"report written to {output}", err=True)

@@ -1,1 +1,0 @@
-"""One module per sub-command beyond resolve/guards; each defines a click command."""

@@ -1,0 +1,2007 @@
+"""A partial evaluator for the Python subset of SGLang's configuration code.
+
+Byterun-style: one ``s_<Kind>`` method per statement and one ``e_<Kind>`` method per
+expression of the IR, dispatched by name.  Known values are concrete; anything that
+depends on an input the tool does not model is ``Unknown(reason)``.  A branch on an
+unknown asks ``decide()``: the resolver re-runs the evaluation once per outcome (bounded)
+and joins the results, so nothing is ever guessed.
+
+The evaluator knows no command line and no output format; it reads analysed source only
+through the IR and never imports, executes or evaluates analysed text.
+
+Why this module is long: it is one class, the interpreter, with one method per IR node kind;
+as in Byterun's pyvm2, the whole dispatch reads in one place. What the interpreter may ask
+of the world outside the tree is not here (target/world.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from sglang_audit.evaluate.values import NOT_HANDLED as _NOT_NATIVE
+from sglang_audit.evaluate.values import (
+    AnalysisBound,
+    BoundMethod,
+    Cached,
+    Class,
+    ClassMethod,
+    Decision,
+    Event,
+    External,
+    FieldSpec,
+    Function,
+    Guard,
+    HFConfig,
+    Instance,
+    LazyImport,
+    ModuleObj,
+    Native,
+    Partial,
+    Property,
+    Scope,
+    StaticMethod,
+    SuperProxy,
+    TypeForm,
+    Unknown,
+)
+from sglang_audit.frontend import ir
+from sglang_audit.frontend.parse import ParseFailure, SourceCache
+
+
+# ---- control-flow signals (Python exceptions used only inside the evaluator) -----------
+class _Return(Exception):
+    def __init__(self, value: Any, event: Event | None) -> None:
+        self.value = value
+        self.event = event
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+class PyRaise(Exception):
+    """An exception raised by the analysed code (an interpreted exception instance)."""
+
+    def __init__(self, exc: Any, file: str, line: int, text: str = "", explicit: bool = True) -> None:
+        super().__init__(exc)
+        self.exc = exc
+        self.file = file
+        self.line = line
+        self.text = text
+        # False: raised by the evaluator for a data operation (a KeyError, an AttributeError);
+        # uncaught, that is more likely a gap in the model than SGLang's verdict
+        self.explicit = explicit
+
+
+class Unmodelled(Exception):
+    """The evaluator met a construct whose effects it cannot bound (e.g. a loop over an
+    unknown value); the whole path becomes unknown with this reason."""
+
+
+@dataclass
+class Bounds:
+    max_steps: int = 1_000_000  # one 0.5.23 resolution path takes ~0.1M (10x headroom)
+    max_depth: int = 150
+    max_loop: int = 200_000
+    max_seq_len: int = 1_000_000
+
+
+@dataclass
+class Frame:
+    module: ModuleObj
+    scope: Scope | None = None  # None at module level
+    class_ns: dict[str, Any] | None = None
+    class_obj: Class | None = None
+    func: Function | None = None
+    depth: int = 0
+    outer_scope: Scope | None = None  # a class body's enclosing function scope
+
+
+@dataclass
+class LogRecord:
+    file: str
+    line: int
+    level: str
+    message: str
+
+
+_BIN = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "<<": operator.lshift,
+    ">>": operator.rshift, "|": operator.or_, "&": operator.and_, "^": operator.xor,
+}
+_IBIN = {
+    "+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv,
+    "//": operator.ifloordiv, "%": operator.imod, "**": operator.ipow, "<<": operator.ilshift,
+    ">>": operator.irshift, "|": operator.ior, "&": operator.iand, "^": operator.ixor,
+}
+_CMP = {
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+    ">": operator.gt, ">=": operator.ge,
+}
+PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset, range)
+_SCALARS = (type(None), bool, int, float, complex)  # plain values that are neither containers nor iterable
+# dict/set keys that may equal a str without being one (a missed `in` must look at them)
+_EXACT_KEYS = frozenset({Unknown, Instance})
+# dispatch tables: node kind -> Interpreter method, filled on first use (Byterun style)
+_STMT: dict[str, Any] = {}
+_EXPR: dict[str, Any] = {}
+# data-method names safe to call on plain values (no callbacks into analysed code except key=)
+_SAFE_METHODS = {
+    str: {
+        "lower", "upper", "startswith", "endswith", "split", "rsplit", "strip", "lstrip",
+        "rstrip", "replace", "removeprefix", "removesuffix", "join", "format", "find",
+        "rfind", "index", "count", "isdigit", "isnumeric", "isalpha", "isalnum", "partition",
+        "rpartition", "splitlines", "casefold", "title", "capitalize", "zfill", "isupper",
+        "islower", "isspace", "encode", "center", "ljust", "rjust", "swapcase", "isidentifier",
+        "format_map", "expandtabs", "isdecimal",
+    },
+    list: {"append", "extend", "insert", "pop", "index", "count", "copy", "remove", "clear", "reverse", "sort"},
+    dict: {"get", "items", "keys", "values", "update", "pop", "setdefault", "copy", "clear", "popitem", "fromkeys"},
+    set: {
+        "add", "update", "discard", "remove", "union", "intersection", "difference", "issubset",
+        "issuperset", "copy", "pop", "clear", "symmetric_difference", "isdisjoint",
+        "intersection_update", "difference_update",
+    },
+    frozenset: {"union", "intersection", "difference", "issubset", "issuperset", "copy", "isdisjoint", "symmetric_difference"},
+    tuple: {"index", "count"},
+    bytes: {"decode", "startswith", "endswith", "split", "strip"},
+    int: {"bit_length", "to_bytes"},
+    float: {"is_integer"},
+}
+
+
+def is_plain(value: Any) -> bool:
+    return isinstance(value, PLAIN_TYPES)
+
+
+def contains_unknown(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, Unknown):
+        return True
+    if depth > 3:
+        return False
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(contains_unknown(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return any(contains_unknown(v, depth + 1) for v in value.values())
+    return False
+
+
+def first_unknown(values: Iterable[Any]) -> Unknown | None:
+    for v in values:
+        if isinstance(v, Unknown):
+            return v
+    return None
+
+
+class World(Protocol):
+    """What the interpreter may ask of the world outside the analysed tree — everything else
+    it decides itself. Implemented by target/world.py (builtins, stdlib, the device model and
+    SGLang's boundaries). A hook answering NOT_HANDLED leaves the operation to the
+    interpreter's own semantics."""
+
+    package_name: str  # the analysed top-level package; imports outside it are External
+    object_class: Class
+    exception_classes: dict[str, Class]
+
+    def builtins(self, interp: Interpreter) -> dict[str, Any]: ...
+    def native_module(self, interp: Interpreter, name: str) -> Any: ...  # None: not the world's
+    def boundary_for(self, interp: Interpreter, module: str, name: str) -> Any: ...
+    # classes and instances
+    def class_created(self, interp: Interpreter, cls: Class) -> None: ...
+    def make_enum(self, interp: Interpreter, cls: Class) -> None: ...
+    def enum_lookup(self, interp: Interpreter, cls: Class, args: list[Any]) -> Any: ...
+    def enum_by_name(self, interp: Interpreter, cls: Class, name: Any) -> Any: ...
+    def class_special(self, interp: Interpreter, cls: Class, name: str) -> Any: ...
+    def instance_special(self, interp: Interpreter, obj: Instance, name: str) -> Any: ...
+    def before_instance_write(self, interp: Interpreter, obj: Instance, name: str, value: Any, event: Any) -> None: ...
+    # operations on values the world owns
+    def to_str(self, value: Any) -> str | None: ...
+    def binop(self, interp: Interpreter, op: str, left: Any, right: Any) -> Any: ...
+    def compare(self, interp: Interpreter, op: str, left: Any, right: Any) -> Any: ...
+    def external_truth(self, value: External) -> Any: ...
+    def call_external(self, interp: Interpreter, func: External, args: list[Any], kwargs: dict[str, Any]) -> Any: ...
+    def external_attr(self, interp: Interpreter, obj: External, name: str) -> Any: ...
+    def external_item(self, interp: Interpreter, obj: Any, index: Any) -> Any: ...
+    def hf_attr(self, interp: Interpreter, cfg: HFConfig, name: str) -> Any: ...
+    def native_attr(self, interp: Interpreter, obj: Any, name: str) -> Any: ...
+    def set_native_attr(self, interp: Interpreter, obj: Any, name: str, value: Any) -> None: ...
+    def native_item(self, interp: Interpreter, obj: Any, index: Any) -> Any: ...
+    def set_native_item(self, interp: Interpreter, obj: Any, key: Any, value: Any) -> None: ...
+    def iterate_native(self, interp: Interpreter, value: Any) -> list[Any] | None: ...
+    def is_environ(self, obj: Any) -> bool: ...
+    def environ_contains(self, interp: Interpreter, item: Any) -> Any: ...
+
+
+class Interpreter:
+    """Evaluates analysed modules for one path (one assignment of unknown decisions)."""
+
+    def __init__(
+        self,
+        package_parent: Path,
+        cache: SourceCache,
+        natives: World,
+        decisions: dict[str, bool] | None = None,
+        bounds: Bounds | None = None,
+    ) -> None:
+        self.root = package_parent  # directory that holds the `sglang` package
+        self.cache = cache
+        self.natives = natives
+        self.decisions = dict(decisions or {})
+        self.new_decisions: list[Decision] = []
+        self.taken: list[tuple[Decision, bool]] = []
+        self.bounds = bounds or Bounds()
+        self.modules: dict[str, ModuleObj | External] = {}
+        self.parse_failures: dict[str, str] = {}
+        self.guards: list[Guard] = []
+        self.guard_tuple: tuple[Guard, ...] | None = None  # tuple(self.guards), shared by events
+        self.reads: list[Event] | None = None
+        self.seq = 0
+        self.steps = 0
+        self.depth = 0
+        self.logs: list[LogRecord] = []
+        self.notes: list[str] = []
+        self.handling: list[PyRaise] = []  # exceptions being handled (for a bare `raise`)
+        self.tracked_keys: frozenset[str] = frozenset()  # settings whose declarations are evidence
+        self.keyed_events: dict[str, list[Event]] = {}
+        self.builtins: dict[str, Any] = natives.builtins(self)
+        self.exc_classes: dict[str, Class] = natives.exception_classes
+
+    # ---- decisions on unknowns --------------------------------------------------------
+    def decide(self, value: Unknown, file: str, line: int, text: str) -> bool:
+        key = value.key or f"{file}:{line}:{text}"
+        if key in self.decisions:
+            truth = self.decisions[key]
+        else:
+            truth = True
+            self.decisions[key] = truth
+            self.new_decisions.append(Decision(key, value.reason, file, line, text))
+        if not any(d.key == key for d, _ in self.taken):
+            self.taken.append((Decision(key, value.reason, file, line, text), truth))
+        return truth
+
+    def truth(self, value: Any, frame: Frame, line: int, text: str) -> bool:
+        if isinstance(value, Unknown):
+            return self.decide(value, frame.module.file, line, text)
+        t = self.truth_value(value)
+        if isinstance(t, Unknown):
+            return self.decide(t, frame.module.file, line, text)
+        return t
+
+    def truth_value(self, value: Any) -> bool | Unknown:
+        if isinstance(value, Unknown):
+            return value
+        if is_plain(value):
+            return bool(value)
+        if isinstance(value, External):
+            known = self.natives.external_truth(value)
+            if known is not _NOT_NATIVE:
+                return known
+            return Unknown(f"value of {value.path} (outside the analysed source)", f"truth:{value.path}")
+        if isinstance(value, Instance):
+            found, meth = value.cls.lookup("__bool__")
+            if not found:
+                found, meth = value.cls.lookup("__len__")
+            if found and not isinstance(meth, Unknown):
+                result = self.call(self.bind(meth, value, value.cls), [], {})
+                return self.truth_value(result)
+            return True
+        return True
+
+    # ---- events (evidence) ------------------------------------------------------------
+    def event(
+        self, kind: str, target: str, value: Any, file: str, line: int, text: str,
+        sources: Iterable[Event] = (),
+    ) -> Event:
+        self.seq += 1
+        guards = self.guard_tuple
+        if guards is None:
+            guards = self.guard_tuple = tuple(self.guards)
+        return Event(self.seq, kind, target, value, file, line, text, guards, tuple(sources))
+
+    def note_keyed(self, key: str, value: Any, frame: Frame, line: int, reads: list[Event]) -> None:
+        """A tracked setting named as a dict key or keyword (a declaration such as
+        ``declare_resolution(sa, src, moe_runner_backend=...)`` or a pass's ``return {...}``):
+        kept as evidence, since the value later travels through containers."""
+        ev = self.event("declare", key, value, frame.module.file, line, f"{key}=...", reads)
+        self.keyed_events.setdefault(key, []).append(ev)
+        self.note_read(ev)
+
+    def note_read(self, event: Event | None) -> None:
+        if event is not None and self.reads is not None:
+            self.reads.append(event)
+
+    def collect(self, fn: Callable[[], Any]) -> tuple[Any, list[Event]]:
+        saved = self.reads
+        self.reads = []
+        try:
+            value = fn()
+            return value, self.reads
+        finally:
+            self.reads = saved
+
+    # ---- modules ----------------------------------------------------------------------
+    def find_module_file(self, name: str) -> tuple[Path, bool] | None:
+        return _find_module_file(self.root, name)
+
+    def load_module(self, name: str) -> ModuleObj | External:
+        if name in self.modules:
+            mod = self.modules[name]
+            return mod
+        native = self.natives.native_module(self, name)
+        if native is not None:
+            self.modules[name] = native
+            return native
+        top = name.split(".")[0]
+        if top != self.natives.package_name:
+            ext = External(name)
+            self.modules[name] = ext
+            return ext
+        parent: ModuleObj | External | None = None
+        if "." in name:
+            # as in CPython, the parent package is fully imported first (its __init__ may
+            # import this very module, e.g. `from .common import *`)
+            parent = self.load_module(name.rsplit(".", 1)[0])
+            if name in self.modules:
+                return self.modules[name]
+        found = self.find_module_file(name)
+        if found is None:
+            # a module the checkout does not have (e.g. a compiled extension)
+            ext = External(name)
+            self.modules[name] = ext
+            return ext
+        path, is_pkg = found
+        rel = path.relative_to(self.root).as_posix() if path.is_file() else path.relative_to(self.root).as_posix() + "/"
+        mod = ModuleObj(name, rel, is_pkg)
+        mod.globals["__file__"] = str(path)
+        self.modules[name] = mod
+        if isinstance(parent, ModuleObj):
+            parent.globals.setdefault(name.rsplit(".", 1)[1], mod)
+        if path.is_file():
+            self.run_module_body(mod, path)
+        mod.loaded = True
+        return mod
+
+    def run_module_body(self, mod: ModuleObj, path: Path) -> None:
+        try:
+            tree = self.cache.load(path)
+        except ParseFailure as exc:
+            where = f"{mod.file}:{exc.line}" if exc.line else mod.file
+            self.parse_failures[mod.file] = f"{where}: {exc.message}"
+            mod.failed = exc.message
+            return
+        frame = Frame(module=mod)
+        for stmt in tree.body:
+            try:
+                self.exec_block([stmt], frame)
+            except Unmodelled as exc:
+                # one top-level statement the evaluator cannot follow (e.g. a loop over a
+                # third-party object) does not sink the whole module: the names it would
+                # bind become unknown, the rest of the module still loads
+                reason = f"{mod.file}:{stmt.line} not evaluated ({exc})"
+                self.notes.append(reason)
+                for name in bound_names(stmt):
+                    mod.globals[name] = Unknown(reason, f"unbound:{mod.name}.{name}")
+
+    def module_attr(self, mod: ModuleObj, name: str) -> Any:
+        if name in mod.globals:
+            value = mod.globals[name]
+            if isinstance(value, LazyImport):
+                value = self.resolve_lazy(value)
+                mod.globals[name] = value
+            self.note_read(mod.events.get(name))
+            return value
+        getattr_hook = mod.globals.get("__getattr__")
+        if isinstance(getattr_hook, Function) and not name.startswith("__"):
+            # PEP 562 module __getattr__ (e.g. a lazily created current_platform)
+            return self.call(getattr_hook, [name], {})
+        if mod.is_package:
+            sub = self.load_module(f"{mod.name}.{name}")
+            if isinstance(sub, ModuleObj) or name not in ("__path__",):
+                if isinstance(sub, ModuleObj) or not mod.failed:
+                    if isinstance(sub, ModuleObj):
+                        return sub
+        if mod.failed:
+            return Unknown(f"{mod.file} could not be parsed ({mod.failed})", f"parse:{mod.file}")
+        raise self.make_raise("AttributeError", f"module '{mod.name}' has no attribute '{name}'")
+
+    def resolve_lazy(self, lazy: LazyImport) -> Any:
+        mod = self.load_module(lazy.module)
+        if lazy.attr is None:
+            return mod
+        if isinstance(mod, External):
+            return self.getattr(mod, lazy.attr)
+        if lazy.attr in mod.globals:
+            return self.module_attr(mod, lazy.attr)
+        sub = self.load_module(f"{lazy.module}.{lazy.attr}")
+        if isinstance(sub, ModuleObj):
+            return sub
+        if isinstance(mod.globals.get("__getattr__"), Function):
+            return self.module_attr(mod, lazy.attr)
+        if mod.failed:
+            return Unknown(f"{mod.file} could not be parsed ({mod.failed})", f"parse:{mod.file}")
+        return Unknown(f"{lazy.module}.{lazy.attr} not found in the source", f"missing:{lazy.module}.{lazy.attr}")
+
+    # ---- statements -------------------------------------------------------------------
+    def exec_block(self, stmts: list[ir.Node], frame: Frame) -> None:
+        for stmt in stmts:
+            self.steps += 1
+            if self.steps > self.bounds.max_steps:
+                raise AnalysisBound(f"analysis bound reached: more than {self.bounds.max_steps} steps")
+            handler = _STMT.get(stmt.kind)
+            if handler is None:
+                handler = _STMT[stmt.kind] = getattr(Interpreter, "s_" + stmt.kind)
+            handler(self, stmt, frame)
+
+    def s_ExprStmt(self, node: ir.Node, frame: Frame) -> None:
+        self.evaluate(node.value, frame)
+
+    def s_Pass(self, node: ir.Node, frame: Frame) -> None:
+        return None
+
+    def s_Unsupported(self, node: ir.Node, frame: Frame) -> None:
+        raise Unmodelled(f"unsupported statement {node.what} at {frame.module.file}:{node.line}")
+
+    def s_Break(self, node: ir.Node, frame: Frame) -> None:
+        raise _Break()
+
+    def s_Continue(self, node: ir.Node, frame: Frame) -> None:
+        raise _Continue()
+
+    def s_Global(self, node: ir.Node, frame: Frame) -> None:
+        if frame.scope is not None:
+            frame.scope.globals_decl.update(node.names)
+
+    def s_Nonlocal(self, node: ir.Node, frame: Frame) -> None:
+        if frame.scope is not None:
+            frame.scope.nonlocal_decl.update(node.names)
+
+    def s_Delete(self, node: ir.Node, frame: Frame) -> None:
+        for target in node.targets:
+            if isinstance(target, ir.Name):
+                if frame.scope is not None:
+                    frame.scope.vars.pop(target.id, None)
+                else:
+                    frame.module.globals.pop(target.id, None)
+            elif isinstance(target, ir.Subscript):
+                obj = self.evaluate(target.value, frame)
+                key = self.evaluate(target.index, frame)
+                if isinstance(obj, (dict, list)) and not isinstance(key, Unknown):
+                    self.data_op(lambda o=obj, k=key: o.__delitem__(k))
+            elif isinstance(target, ir.Attribute):
+                obj = self.evaluate(target.value, frame)
+                if isinstance(obj, (Instance, HFConfig)):
+                    obj.attrs.pop(target.attr, None)
+
+    def s_Import(self, node: ir.Node, frame: Frame) -> None:
+        for dotted, asname in node.names:
+            if asname:
+                self.bind_name(frame, asname, LazyImport(dotted, None) if frame.scope is None else self.load_module(dotted), node.line, "")
+            else:
+                # `import a.b.c` loads a.b.c (and its parents) and binds `a`
+                self.load_module(dotted)
+                self.bind_name(frame, dotted.split(".")[0], self.load_module(dotted.split(".")[0]), node.line, "")
+
+    def s_ImportFrom(self, node: ir.Node, frame: Frame) -> None:
+        module = self.absolute_module(node.module, node.level, frame.module)
+        if node.names == "*":
+            mod = self.load_module(module)
+            if isinstance(mod, ModuleObj):
+                names = mod.globals.get("__all__")
+                if not isinstance(names, (list, tuple)):
+                    names = [n for n in mod.globals if not n.startswith("_")]
+                for n in names:
+                    if isinstance(n, str) and n in mod.globals:
+                        self.bind_name(frame, n, mod.globals[n], node.line, "")
+            return
+        # only imports inside the analysed tree are deferred; an outside import is cheap and
+        # must fail where it stands (inside its `try: ... except ImportError`)
+        lazy = frame.scope is None and frame.class_ns is None and module.split(".")[0] == self.natives.package_name
+        for name, asname in node.names:
+            target = asname or name
+            # `from package import submodule` runs the submodule now, as CPython does: its
+            # body may register providers (decorators) whose order is import order
+            if lazy and not self.is_submodule(module, name):
+                value: Any = LazyImport(module, name)
+            else:
+                value = self.resolve_lazy(LazyImport(module, name))
+            self.bind_name(frame, target, value, node.line, "")
+
+    def is_submodule(self, package: str, name: str) -> bool:
+        if package.split(".")[0] != self.natives.package_name:
+            return False
+        found = self.find_module_file(package)
+        return found is not None and found[1] and self.find_module_file(f"{package}.{name}") is not None
+
+    def absolute_module(self, module: str, level: int, current: ModuleObj) -> str:
+        if level == 0:
+            return module
+        parts = current.name.split(".")
+        if not current.is_package:
+            parts = parts[:-1]
+        if level > 1:
+            parts = parts[: len(parts) - (level - 1)]
+        base = ".".join(parts)
+        return f"{base}.{module}" if module else base
+
+    def s_FunctionDef(self, node: ir.Node, frame: Frame) -> None:
+        func = self.make_function(node.name, node.params, node.body, frame, node.line, False)
+        value: Any = func
+        for dec_node in reversed(node.decorators):
+            dec = self.evaluate(dec_node, frame)
+            value = self.apply_decorator(dec, value, frame, node.line)
+        if frame.class_obj is not None:
+            func.attrs["__class__"] = frame.class_obj  # for zero-argument super()
+        if frame.scope is None and frame.class_ns is None:
+            boundary = self.natives.boundary_for(self, frame.module.name, node.name)
+            if boundary is not None:
+                value = boundary
+        self.bind_name(frame, node.name, value, node.line, "")
+
+    def make_function(
+        self, name: str, params: list[ir.Node], body: Any, frame: Frame, line: int, is_lambda: bool
+    ) -> Function:
+        defaults = {}
+        for p in params:
+            if p.default is not None:
+                defaults[p.name] = self.evaluate(p.default, frame)
+        qual = f"{frame.class_obj.name}.{name}" if frame.class_obj is not None else name
+        if frame.class_ns is not None and frame.class_obj is None:
+            qual = f"{frame.class_ns.get('__qualname__', '?')}.{name}"
+        return Function(
+            name=name, qualname=qual, params=params, body=body, module=frame.module,
+            closure=frame.scope, defaults=defaults, line=line, is_lambda=is_lambda, interp=self,
+        )
+
+    def apply_decorator(self, dec: Any, func: Any, frame: Frame, line: int) -> Any:
+        if isinstance(dec, External) or isinstance(dec, Unknown):
+            # decorators from outside the tree (torch.compile, ...) keep the function's behaviour
+            return func
+        result = self.call(dec, [func], {})
+        if isinstance(result, Unknown):
+            return func
+        return result
+
+    def s_ClassDef(self, node: ir.Node, frame: Frame) -> None:
+        bases = []
+        external: list[str] = []
+        for b in node.bases:
+            value = self.evaluate(b, frame)
+            if isinstance(value, External):
+                external.append(value.path)
+            elif isinstance(value, Native) and value.name in ("str", "int", "dict", "float", "tuple", "list"):
+                external.append(value.name)
+            bases.append(value)
+        real_bases = tuple(b for b in bases if isinstance(b, Class))
+        for b in bases:
+            if isinstance(b, Native) and b.name in self.exc_classes:
+                real_bases += (self.exc_classes[b.name],)
+        cls = Class(node.name, real_bases, {}, frame.module, node.line, external_bases=tuple(external))
+        for base in real_bases:
+            cls.flags |= base.flags & {"enum", "exception", "str_mixin", "dataclass"}
+        if any(p.endswith("Enum") or p.endswith("IntEnum") or p.endswith("StrEnum") or p.endswith("Flag") for p in external):
+            cls.flags.add("enum")
+        if "str" in external or any(p.endswith("StrEnum") for p in external):
+            cls.flags.add("str_mixin")
+        ns: dict[str, Any] = {"__qualname__": node.name, "__module__": frame.module.name}
+        cls.ns = ns
+        # a class body sees its own namespace, then the enclosing function's locals, then globals
+        body_frame = Frame(module=frame.module, class_ns=ns, class_obj=cls, depth=frame.depth, outer_scope=frame.scope)
+        self.exec_block(node.body, body_frame)
+        if "enum" in cls.flags:
+            self.natives.make_enum(self, cls)
+        self.natives.class_created(self, cls)
+        for attr_name, attr_value in list(ns.items()):
+            if isinstance(attr_value, Instance):
+                found, set_name = attr_value.cls.lookup("__set_name__")
+                if found:
+                    self.call(self.bind(set_name, attr_value, attr_value.cls), [cls, attr_name], {})
+        value: Any = cls
+        for dec_node in reversed(node.decorators):
+            dec = self.evaluate(dec_node, frame)
+            value = self.apply_decorator(dec, value, frame, node.line)
+        self.bind_name(frame, node.name, value, node.line, "")
+
+    def s_Return(self, node: ir.Node, frame: Frame) -> None:
+        if node.value is None:
+            raise _Return(None, None)
+        value, reads = self.collect(lambda: self.evaluate(node.value, frame))
+        fname = frame.func.qualname if frame.func else "?"
+        ev = self.event("return", f"{fname}()", value, frame.module.file, node.line, "return", reads)
+        raise _Return(value, ev)
+
+    def s_Assign(self, node: ir.Node, frame: Frame) -> None:
+        value, reads = self.collect(lambda: self.evaluate(node.value, frame))
+        for target in node.targets:
+            self.assign(target, value, frame, node.line, node.text, reads)
+
+    def s_AnnAssign(self, node: ir.Node, frame: Frame) -> None:
+        if frame.class_obj is not None and isinstance(node.target, ir.Name):
+            ann = node.annotation
+            ann_text = _annotation_text(ann)
+            frame.class_obj.annotations.append((node.target.id, node.line, ann_text))
+            # evaluated on demand (get_type_hints, __annotations__), in the class's module
+            frame.class_obj.annotation_nodes[node.target.id] = ann
+        if node.value is None:
+            return
+        value, reads = self.collect(lambda: self.evaluate(node.value, frame))
+        self.assign(node.target, value, frame, node.line, node.text, reads)
+
+    def s_AugAssign(self, node: ir.Node, frame: Frame) -> None:
+        def compute() -> Any:
+            current = self.evaluate(node.target, frame)
+            rhs = self.evaluate(node.value, frame)
+            if isinstance(current, list) and node.op == "+" and isinstance(rhs, (list, tuple)):
+                self.check_size("+", current, rhs)
+                current.extend(rhs)  # in-place, like list.__iadd__
+                return current
+            if isinstance(current, set) and node.op == "|" and isinstance(rhs, (set, frozenset)):
+                current |= rhs
+                return current
+            if isinstance(current, dict) and node.op == "|" and isinstance(rhs, dict):
+                current.update(rhs)
+                return current
+            if is_plain(current) and is_plain(rhs) and node.op in _IBIN:
+                # in place, as CPython: `lst += "ab"` extends, errors name the operator "+="
+                self.check_size(node.op, current, rhs)
+                return self.data_op(lambda: _IBIN[node.op](current, rhs))
+            return self.binop(node.op, current, rhs)
+
+        value, reads = self.collect(compute)
+        self.assign(node.target, value, frame, node.line, node.text, reads)
+
+    def assign(self, target: ir.Node, value: Any, frame: Frame, line: int, text: str, reads: list[Event]) -> None:
+        kind = target.kind
+        if kind == "Name":
+            self.bind_name(frame, target.id, value, line, text, reads)
+        elif kind == "Attribute":
+            obj = self.evaluate(target.value, frame)
+            ev = self.event("write", target.attr, value, frame.module.file, line, text, reads)
+            self.setattr(obj, target.attr, value, ev)
+        elif kind == "Subscript":
+            obj = self.evaluate(target.value, frame)
+            key = self.evaluate(target.index, frame)
+            if isinstance(key, str) and key in self.tracked_keys:
+                self.note_keyed(key, value, frame, line, reads)
+            self.setitem(obj, key, value)
+        elif kind in ("TupleExpr", "ListExpr"):
+            items = self.unpack(value, target.elts, frame, line)
+            for sub, item in zip(target.elts, items, strict=False):
+                if isinstance(sub, ir.Starred):
+                    self.assign(sub.value, item, frame, line, text, reads)
+                else:
+                    self.assign(sub, item, frame, line, text, reads)
+        elif kind == "Starred":
+            self.assign(target.value, value, frame, line, text, reads)
+        else:
+            raise Unmodelled(f"assignment to {kind} at {frame.module.file}:{line}")
+
+    def unpack(self, value: Any, targets: list[ir.Node], frame: Frame, line: int) -> list[Any]:
+        n = len(targets)
+        star = [i for i, t in enumerate(targets) if isinstance(t, ir.Starred)]
+        if isinstance(value, Unknown):
+            return [value] * n
+        if isinstance(value, _SCALARS):
+            raise self.make_raise("TypeError", f"cannot unpack non-iterable {type(value).__name__} object")
+        items = self.iterate(value, frame, line)
+        if star:
+            i = star[0]
+            after = n - i - 1
+            if len(items) < n - 1:
+                raise self.make_raise("ValueError", f"not enough values to unpack (expected at least {n - 1}, got {len(items)})")
+            return items[:i] + [list(items[i: len(items) - after])] + items[len(items) - after:]
+        if len(items) < n:
+            raise self.make_raise("ValueError", f"not enough values to unpack (expected {n}, got {len(items)})")
+        if len(items) > n:
+            raise self.make_raise("ValueError", f"too many values to unpack (expected {n})")
+        return items
+
+    def bind_name(
+        self, frame: Frame, name: str, value: Any, line: int, text: str, reads: Iterable[Event] = ()
+    ) -> None:
+        ev = self.event("write", name, value, frame.module.file, line, text, reads) if text else None
+        if frame.class_ns is not None:
+            frame.class_ns[name] = value
+            return
+        scope = frame.scope
+        if scope is None or name in scope.globals_decl:
+            frame.module.globals[name] = value
+            if ev is not None:
+                frame.module.events[name] = ev
+            return
+        if name in scope.nonlocal_decl:
+            s = scope.parent
+            while s is not None and name not in s.vars:
+                s = s.parent
+            if s is not None:
+                s.vars[name] = value
+                if ev is not None:
+                    s.events[name] = ev
+                return
+        scope.vars[name] = value
+        if ev is not None:
+            scope.events[name] = ev
+
+    def s_If(self, node: ir.Node, frame: Frame) -> None:
+        test, reads = self.collect(lambda: self.evaluate(node.test, frame))
+        truth = self.truth(test, frame, node.line, node.text)
+        self.guards.append(Guard(frame.module.file, node.line, node.text, truth, tuple(reads)))
+        self.guard_tuple = None
+        try:
+            self.exec_block(node.body if truth else node.orelse, frame)
+        finally:
+            self.guards.pop()
+            self.guard_tuple = None
+
+    def s_While(self, node: ir.Node, frame: Frame) -> None:
+        count = 0
+        while True:
+            test = self.evaluate(node.test, frame)
+            if isinstance(test, Unknown):
+                raise Unmodelled(f"while-loop on an unknown condition at {frame.module.file}:{node.line} ({test.reason})")
+            if not self.truth(test, frame, node.line, node.text):
+                self.exec_block(node.orelse, frame)
+                return
+            count += 1
+            if count > self.bounds.max_loop:
+                raise AnalysisBound(f"analysis bound reached: loop at {frame.module.file}:{node.line} ran {count} times")
+            try:
+                self.exec_block(node.body, frame)
+            except _Break:
+                return
+            except _Continue:
+                continue
+
+    def s_For(self, node: ir.Node, frame: Frame) -> None:
+        iterable, reads = self.collect(lambda: self.evaluate(node.iter, frame))
+        if isinstance(iterable, Unknown):
+            raise Unmodelled(f"loop over an unknown value at {frame.module.file}:{node.line} ({iterable.reason})")
+        items = self.iterate(iterable, frame, node.line)
+        for count, item in enumerate(items):
+            if count > self.bounds.max_loop:
+                raise AnalysisBound(f"analysis bound reached: loop at {frame.module.file}:{node.line}")
+            self.assign(node.target, item, frame, node.line, "for", reads)
+            try:
+                self.exec_block(node.body, frame)
+            except _Break:
+                return
+            except _Continue:
+                continue
+        self.exec_block(node.orelse, frame)
+
+    def s_Try(self, node: ir.Node, frame: Frame) -> None:
+        try:
+            try:
+                self.exec_block(node.body, frame)
+            except PyRaise as raised:
+                handler = self.match_handler(node.handlers, raised, frame)
+                if handler is None:
+                    raise
+                if handler.name:
+                    self.bind_name(frame, handler.name, raised.exc, handler.line, "")
+                self.handling.append(raised)
+                try:
+                    self.exec_block(handler.body, frame)
+                finally:
+                    self.handling.pop()
+            else:
+                self.exec_block(node.orelse, frame)
+        finally:
+            if node.finalbody:
+                self.exec_block(node.finalbody, frame)
+
+    def match_handler(self, handlers: list[ir.Node], raised: PyRaise, frame: Frame) -> ir.Node | None:
+        exc = raised.exc
+        for h in handlers:
+            if h.type is None:
+                return h
+            types = self.evaluate(h.type, frame)
+            if not isinstance(types, tuple):
+                types = (types,)
+            for t in types:
+                if isinstance(t, Class) and isinstance(exc, Instance) and exc.cls.is_subclass_of(t):
+                    return h
+                if isinstance(t, Native) and t.name in self.exc_classes and isinstance(exc, Instance):
+                    if exc.cls.is_subclass_of(self.exc_classes[t.name]):
+                        return h
+        return None
+
+    def s_With(self, node: ir.Node, frame: Frame) -> None:
+        for expr, target in node.items:
+            ctx = self.evaluate(expr, frame)
+            if target is not None:
+                entered: Any = ctx
+                if isinstance(ctx, Instance):
+                    found, enter = ctx.cls.lookup("__enter__")
+                    if found:
+                        entered = self.call(self.bind(enter, ctx, ctx.cls), [], {})
+                elif isinstance(ctx, External):
+                    entered = Unknown(f"value of `with {ctx.path}`", None)
+                self.assign(target, entered, frame, node.line, "with", [])
+        self.exec_block(node.body, frame)
+
+    def s_Raise(self, node: ir.Node, frame: Frame) -> None:
+        if node.exc is None:
+            if self.handling:
+                raise self.handling[-1]
+            raise self.make_raise("RuntimeError", "No active exception to reraise")
+        exc = self.eval_message_expr(node.exc, frame)
+        if isinstance(exc, Class):
+            exc = self.instantiate_exception(exc, [])
+        if isinstance(exc, Native) and exc.name in self.exc_classes:
+            exc = self.instantiate_exception(self.exc_classes[exc.name], [])
+        if not isinstance(exc, Instance):
+            exc = self.instantiate_exception(self.exc_classes["Exception"], [f"(unmodelled exception {exc!r})"])
+        raise PyRaise(exc, frame.module.file, node.line, node.text)
+
+    def s_Assert(self, node: ir.Node, frame: Frame) -> None:
+        test = self.evaluate(node.test, frame)
+        if self.truth(test, frame, node.line, node.text):
+            return
+        msg = self.eval_message_expr(node.msg, frame) if node.msg is not None else ""
+        exc = self.instantiate_exception(self.exc_classes["AssertionError"], [msg] if node.msg is not None else [])
+        raise PyRaise(exc, frame.module.file, node.line, f"assert {node.text}")
+
+    def eval_message_expr(self, node: ir.Node, frame: Frame) -> Any:
+        saved = getattr(self, "_message_mode", False)
+        self._message_mode = True
+        try:
+            return self.evaluate(node, frame)
+        finally:
+            self._message_mode = saved
+
+    # ---- expressions ------------------------------------------------------------------
+    def evaluate(self, node: ir.Node, frame: Frame) -> Any:
+        handler = _EXPR.get(node.kind)
+        if handler is None:
+            handler = _EXPR[node.kind] = getattr(Interpreter, "e_" + node.kind)
+        return handler(self, node, frame)
+
+    def e_Const(self, node: ir.Node, frame: Frame) -> Any:
+        return node.value
+
+    def e_UnsupportedExpr(self, node: ir.Node, frame: Frame) -> Any:
+        return Unknown(f"unsupported expression {node.what} at {frame.module.file}:{node.line}")
+
+    def e_Await(self, node: ir.Node, frame: Frame) -> Any:
+        return Unknown("await expression")
+
+    def e_Yield(self, node: ir.Node, frame: Frame) -> Any:
+        raise Unmodelled(f"generator function at {frame.module.file}:{node.line}")
+
+    def e_Name(self, node: ir.Node, frame: Frame) -> Any:
+        name = node.id
+        if frame.class_ns is not None and name in frame.class_ns:
+            return frame.class_ns[name]
+        scope = frame.scope
+        if frame.class_ns is not None:
+            scope = frame.outer_scope
+        if scope is not None and name not in scope.globals_decl:
+            s: Scope | None = scope
+            while s is not None:
+                if name in s.vars:
+                    self.note_read(s.events.get(name))
+                    return s.vars[name]
+                if s is scope and name in s.local_names and frame.class_ns is None and name not in s.nonlocal_decl:
+                    # bound somewhere in this function, not yet here: CPython's UnboundLocalError
+                    raise self.make_raise("UnboundLocalError", f"cannot access local variable '{name}' where it is not associated with a value")
+                s = s.parent
+        g = frame.module.globals
+        if name in g:
+            value = g[name]
+            if isinstance(value, LazyImport):
+                value = self.resolve_lazy(value)
+                g[name] = value
+            self.note_read(frame.module.events.get(name))
+            return value
+        if name in self.builtins:
+            return self.builtins[name]
+        if frame.module.failed:
+            return Unknown(f"{frame.module.file} could not be parsed", f"parse:{frame.module.file}")
+        raise self.make_raise("NameError", f"name '{name}' is not defined")
+
+    def e_Attribute(self, node: ir.Node, frame: Frame) -> Any:
+        obj = self.evaluate(node.value, frame)
+        return self.getattr(obj, node.attr)
+
+    def e_Subscript(self, node: ir.Node, frame: Frame) -> Any:
+        obj = self.evaluate(node.value, frame)
+        index = self.evaluate(node.index, frame)
+        return self.getitem(obj, index)
+
+    def e_Slice(self, node: ir.Node, frame: Frame) -> Any:
+        parts = [None if p is None else self.evaluate(p, frame) for p in (node.lower, node.upper, node.step)]
+        u = first_unknown(parts)
+        return u if u is not None else slice(*parts)
+
+    def e_JoinedStr(self, node: ir.Node, frame: Frame) -> Any:
+        out: list[str] = []
+        for part in node.parts:
+            if isinstance(part, ir.Const):
+                out.append(str(part.value))
+                continue
+            value = self.evaluate(part.value, frame)
+            if isinstance(value, Unknown) and not getattr(self, "_message_mode", False):
+                return value
+            spec = self.evaluate(part.spec, frame) if part.spec is not None else ""
+            out.append(self.format_value(value, part.conversion, spec))
+        return "".join(out)
+
+    def format_value(self, value: Any, conversion: str | None, spec: Any) -> str:
+        if isinstance(value, Unknown):
+            return "<?>"
+        if conversion == "r":
+            text = self.repr_of(value)
+        elif conversion == "a":
+            text = ascii(value) if is_plain(value) else self.to_str(value)
+        else:
+            text = self.to_str(value)
+        if spec and isinstance(spec, str) and any(len(w) > 6 for w in re.findall(r"\d+", spec)):
+            raise AnalysisBound("analysis bound reached: format width too large")
+        if spec and isinstance(spec, str) and is_plain(value):
+            # as CPython: f"{x!r:>8}" formats the converted text, f"{None:>3}" is a TypeError
+            subject = text if conversion in ("r", "s", "a") else value
+            return self.data_op(lambda: format(subject, spec))
+        return text
+
+    def repr_of(self, value: Any) -> str:
+        """``repr(value)``: plain data as CPython; an exception as ``ValueError('x')``."""
+        if is_plain(value):
+            return repr(value)
+        if isinstance(value, Instance):
+            found, meth = value.cls.lookup("__repr__")
+            if found and isinstance(meth, Function):
+                result = self.call(self.bind(meth, value, value.cls), [], {})
+                return result if isinstance(result, str) else "<?>"
+            if "exception" in value.cls.flags:
+                args = value.attrs.get("args", ())
+                return f"{value.cls.name}({', '.join(self.repr_of(a) for a in args)})"
+        return self.to_str(value)
+
+    def to_str(self, value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        if is_plain(value):
+            return str(value)
+        if isinstance(value, Instance):
+            if "enum" in value.cls.flags and "_name_" in value.attrs:
+                if "str_mixin" in value.cls.flags:
+                    return str(value.attrs.get("_value_"))
+                return f"{value.cls.name}.{value.attrs['_name_']}"
+            found, meth = value.cls.lookup("__str__")
+            if "exception" in value.cls.flags and not (found and isinstance(meth, Function)):
+                args = value.attrs.get("args", ())
+                if len(args) == 1 and is_plain(args[0]) and value.cls.is_subclass_of(self.exc_classes["KeyError"]):
+                    return repr(args[0])
+                if len(args) == 1:
+                    return self.to_str(args[0])
+                # several arguments: str() of the exception is the repr of the args tuple
+                return "(" + ", ".join(self.repr_of(a) for a in args) + ")" if args else ""
+            found, meth = value.cls.lookup("__str__")
+            if found and isinstance(meth, Function):
+                result = self.call(self.bind(meth, value, value.cls), [], {})
+                return result if isinstance(result, str) else "<?>"
+            return f"<{value.cls.name} object>"
+        if isinstance(value, Unknown):
+            return "<?>"
+        if isinstance(value, Class):
+            return f"<class '{value.name}'>"
+        if isinstance(value, HFConfig):
+            return f"{value.attrs.get('model_type')}Config"
+        native = self.natives.to_str(value)
+        if native is not None:
+            return native
+        if isinstance(value, External):
+            return f"<{value.path}>"
+        return f"<{type(value).__name__}>"
+
+    def e_ListExpr(self, node: ir.Node, frame: Frame) -> Any:
+        return self.build_seq(node.elts, frame)
+
+    def e_TupleExpr(self, node: ir.Node, frame: Frame) -> Any:
+        return tuple(self.build_seq(node.elts, frame))
+
+    def e_SetExpr(self, node: ir.Node, frame: Frame) -> Any:
+        items = self.build_seq(node.elts, frame)
+        u = first_unknown(items)
+        if u is not None:
+            return Unknown(f"set containing an unknown ({u.reason})", u.key)
+        return self.data_op(lambda: set(items))
+
+    def build_seq(self, elts: list[ir.Node], frame: Frame) -> list[Any]:
+        out: list[Any] = []
+        for e in elts:
+            if isinstance(e, ir.Starred):
+                value = self.evaluate(e.value, frame)
+                if isinstance(value, Unknown):
+                    raise Unmodelled(f"unpacking an unknown value at {frame.module.file}:{e.line}")
+                out.extend(self.iterate(value, frame, e.line))
+            else:
+                out.append(self.evaluate(e, frame))
+        return out
+
+    def e_Starred(self, node: ir.Node, frame: Frame) -> Any:
+        return self.evaluate(node.value, frame)
+
+    def e_DictExpr(self, node: ir.Node, frame: Frame) -> Any:
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.items:
+            if key_node is None:
+                value = self.evaluate(value_node, frame)
+                if isinstance(value, dict):
+                    out.update(value)
+                elif isinstance(value, Unknown):
+                    raise Unmodelled(f"** of an unknown mapping at {frame.module.file}:{node.line}")
+                else:
+                    out.update(self.mapping_items(value))
+                continue
+            key = self.evaluate(key_node, frame)
+            if isinstance(key, str) and key in self.tracked_keys:
+                value, reads = self.collect(lambda v=value_node: self.evaluate(v, frame))
+                self.note_keyed(key, value, frame, value_node.line, reads)
+            else:
+                value = self.evaluate(value_node, frame)
+            if isinstance(key, Unknown):
+                raise Unmodelled(f"dict with an unknown key at {frame.module.file}:{node.line}")
+            self.data_op(lambda k=key, v=value: out.__setitem__(k, v))
+        return out
+
+    def e_BinOp(self, node: ir.Node, frame: Frame) -> Any:
+        left = self.evaluate(node.left, frame)
+        right = self.evaluate(node.right, frame)
+        return self.binop(node.op, left, right)
+
+    def binop(self, op: str, left: Any, right: Any) -> Any:
+        if isinstance(left, Unknown):
+            return left
+        if isinstance(right, Unknown):
+            return right
+        if op == "%" and isinstance(left, str):
+            args = right if isinstance(right, tuple) else (right,)
+            if all(is_plain(a) for a in args):
+                return self.data_op(lambda: left % right)
+            return left % tuple(self.to_str(a) for a in args) if "%s" in left else Unknown("string formatting of objects")
+        if is_plain(left) and is_plain(right):
+            fn = _BIN.get(op)
+            if fn is None:
+                return Unknown(f"operator {op}")
+            self.check_size(op, left, right)
+            return self.data_op(lambda: fn(left, right))
+        if isinstance(left, Instance) and "enum" in left.cls.flags and op == "|":
+            return Unknown("enum flag combination")
+        if op == "|" and (isinstance(left, (Class, External, Native, TypeForm)) or left is None) and (isinstance(right, (Class, External, Native, TypeForm)) or right is None):
+            return TypeForm(External("typing.Union"), tuple(x if x is not None else External("builtins.NoneType") for x in (left, right)))
+        for obj, name, other, _reflected in ((left, _DUNDER.get(op), right, False), (right, _RDUNDER.get(op), left, True)):
+            if isinstance(obj, Instance) and name:
+                found, meth = obj.cls.lookup(name)
+                if found:
+                    return self.call(self.bind(meth, obj, obj.cls), [other], {})
+        if isinstance(left, Instance) and "str_mixin" in left.cls.flags and op == "+":
+            return self.binop(op, left.attrs.get("_value_"), right)
+        native = self.natives.binop(self, op, left, right)
+        if native is not _NOT_NATIVE:
+            return native
+        return Unknown(f"operator {op} on {type(left).__name__} and {type(right).__name__}")
+
+    def check_size(self, op: str, left: Any, right: Any) -> None:
+        limit = self.bounds.max_seq_len
+        if op == "+" and isinstance(left, (str, list, tuple, bytes)) and isinstance(right, (str, list, tuple, bytes)):
+            if len(left) + len(right) > limit:
+                raise AnalysisBound("analysis bound reached: sequence too large")
+        if op == "*" and isinstance(left, (str, list, tuple, bytes)) and isinstance(right, int):
+            if len(left) * right > self.bounds.max_seq_len:
+                raise AnalysisBound("analysis bound reached: sequence too large")
+        if op == "*" and isinstance(right, (str, list, tuple, bytes)) and isinstance(left, int):
+            if len(right) * left > self.bounds.max_seq_len:
+                raise AnalysisBound("analysis bound reached: sequence too large")
+        if op == "**" and isinstance(right, int) and abs(right) > 4096:
+            raise AnalysisBound("analysis bound reached: exponent too large")
+        if op == "<<" and isinstance(right, int) and right > 4096:
+            raise AnalysisBound("analysis bound reached: shift too large")
+
+    def e_UnaryOp(self, node: ir.Node, frame: Frame) -> Any:
+        value = self.evaluate(node.operand, frame)
+        if node.op == "not":
+            t = self.truth_value(value)
+            if isinstance(t, Unknown):
+                return t
+            return not t
+        if isinstance(value, Unknown):
+            return value
+        if is_plain(value):
+            fn = {"-": operator.neg, "+": operator.pos, "~": operator.invert}[node.op]
+            return self.data_op(lambda: fn(value))
+        return Unknown(f"unary {node.op}")
+
+    def e_BoolOp(self, node: ir.Node, frame: Frame) -> Any:
+        # short-circuit; an unknown operand becomes a decision only when its truth matters
+        value: Any = None
+        for i, sub in enumerate(node.values):
+            value = self.evaluate(sub, frame)
+            if i == len(node.values) - 1:
+                return value
+            t = self.truth_value(value)
+            if isinstance(t, Unknown):
+                t = self.decide(t, frame.module.file, sub.line, f"{node.op}-operand")
+            if node.op == "and" and not t:
+                return value
+            if node.op == "or" and t:
+                return value
+        return value
+
+    def e_Compare(self, node: ir.Node, frame: Frame) -> Any:
+        left = self.evaluate(node.left, frame)
+        result: Any = True
+        for op, comp_node in zip(node.ops, node.comparators, strict=False):
+            right = self.evaluate(comp_node, frame)
+            r = self.compare(op, left, right)
+            if isinstance(r, Unknown):
+                return r
+            if not r:
+                return False
+            left = right
+        return result
+
+    def compare(self, op: str, left: Any, right: Any) -> Any:
+        if op in ("is", "is not"):
+            if isinstance(left, Unknown) or isinstance(right, Unknown):
+                u = left if isinstance(left, Unknown) else right
+                return Unknown(u.reason, (u.key + f" {op} {right!r}") if u.key else None)
+            same = left is right or (left is None and right is None)
+            if isinstance(left, External) and isinstance(right, External):
+                same = left.path == right.path  # outside objects are named, not allocated
+            if isinstance(left, bool) and isinstance(right, bool):
+                same = left == right
+            return same if op == "is" else not same
+        if op in ("in", "not in"):
+            r = self.contains(right, left)
+            if isinstance(r, Unknown):
+                return r
+            return r if op == "in" else not r
+        if isinstance(left, Unknown) or isinstance(right, Unknown):
+            u = left if isinstance(left, Unknown) else right
+            other = right if u is left else left
+            key = f"{u.key} {op} {other!r}" if u.key and is_plain(other) else None
+            return Unknown(u.reason, key)
+        if op in ("==", "!="):
+            eq = self.equals(left, right)
+            if isinstance(eq, Unknown):
+                return eq
+            return eq if op == "==" else not eq
+        left_v = self.plain_of(left)
+        right_v = self.plain_of(right)
+        if is_plain(left_v) and is_plain(right_v):
+            if contains_unknown(left_v) or contains_unknown(right_v):
+                return Unknown("comparison of values that contain an unknown")
+            return self.data_op(lambda: _CMP[op](left_v, right_v))
+        if isinstance(left, Instance):
+            found, meth = left.cls.lookup(_CMP_DUNDER[op])
+            if found:
+                return self.call(self.bind(meth, left, left.cls), [right], {})
+        native = self.natives.compare(self, op, left, right)
+        if native is not _NOT_NATIVE:
+            return native
+        return Unknown(f"comparison {op} of {type(left).__name__} and {type(right).__name__}")
+
+    def plain_of(self, value: Any) -> Any:
+        if isinstance(value, Instance) and "str_mixin" in value.cls.flags:
+            return value.attrs.get("_value_")
+        if isinstance(value, Instance) and "int_mixin" in value.cls.flags:
+            return value.attrs.get("_value_")
+        return value
+
+    def equals(self, left: Any, right: Any) -> Any:
+        if left is right:
+            return True
+        left_v = self.plain_of(left)
+        right_v = self.plain_of(right)
+        if is_plain(left_v) and is_plain(right_v):
+            if contains_unknown(left_v) or contains_unknown(right_v):
+                if isinstance(left_v, (list, tuple)) and isinstance(right_v, (list, tuple)):
+                    if len(left_v) != len(right_v):
+                        return False
+                    for a, b in zip(left_v, right_v, strict=False):
+                        e = self.equals(a, b)
+                        if e is not True:
+                            return e
+                    return True
+                return Unknown("equality of values that contain an unknown")
+            return left_v == right_v
+        if isinstance(left_v, Unknown) or isinstance(right_v, Unknown):
+            return left_v if isinstance(left_v, Unknown) else right_v
+        if isinstance(left, Instance):
+            found, meth = left.cls.lookup("__eq__")
+            if found and isinstance(meth, Function):
+                return self.call(self.bind(meth, left, left.cls), [right], {})
+        if isinstance(left, External) or isinstance(right, External):
+            ext = left if isinstance(left, External) else right
+            if is_plain(left_v) or is_plain(right_v):
+                return Unknown(f"value of {ext.path} is not modelled", f"ext:{ext.path}")
+            if isinstance(left, External) and isinstance(right, External):
+                return left.path == right.path
+        return False
+
+    def contains(self, container: Any, item: Any) -> Any:
+        if isinstance(container, Unknown):
+            return container
+        if isinstance(container, (dict, set, frozenset)) and is_plain(item):
+            self.data_op(lambda: hash(item))  # TypeError: unhashable type: 'list'
+        if isinstance(container, (dict, set, frozenset)) and (is_plain(item) and not isinstance(item, (list, dict, set))):
+            if isinstance(item, Unknown):
+                return item
+            if contains_unknown(item):
+                return Unknown("membership of a value that contains an unknown")
+            if isinstance(container, dict):
+                keys = container.keys()
+            else:
+                keys = container
+            try:
+                if item in keys:
+                    return True
+            except TypeError:
+                pass
+            if _EXACT_KEYS.isdisjoint(map(type, keys)):
+                return False
+        if isinstance(container, str):
+            if isinstance(item, Unknown):
+                return item
+            item_v = self.plain_of(item)
+            if not isinstance(item_v, str):
+                name = item_v.cls.name if isinstance(item_v, Instance) else type(item_v).__name__
+                raise self.make_raise("TypeError", f"'in <string>' requires string as left operand, not {name}")
+            return item_v in container
+        if isinstance(container, (list, tuple, set, frozenset, dict, range)):
+            seen_unknown: Unknown | None = None
+            elems = container.keys() if isinstance(container, dict) else container
+            for elem in elems:
+                eq = self.equals(elem, item)
+                if eq is True:
+                    return True
+                if isinstance(eq, Unknown):
+                    seen_unknown = eq
+            if isinstance(item, Unknown):
+                return item
+            return seen_unknown if seen_unknown is not None else False
+        if isinstance(container, HFConfig):
+            return self.contains(container.attrs, item)
+        if isinstance(container, Class) and "enum" in container.flags:
+            members = container.ns.get("__members_list__", [])
+            return any(m is item for m in members)
+        if isinstance(container, Instance):
+            found, meth = container.cls.lookup("__contains__")
+            if found:
+                return self.call(self.bind(meth, container, container.cls), [item], {})
+        if isinstance(container, External):
+            return Unknown(f"membership in {container.path} is not modelled", f"in:{container.path}")
+        if self.natives.is_environ(container):
+            return self.natives.environ_contains(self, item)
+        if isinstance(container, _SCALARS):
+            # `x in None`: CPython's own TypeError (the item is never looked at)
+            return self.data_op(lambda: operator.contains(container, None))
+        return Unknown(f"membership in {type(container).__name__} is not modelled")
+
+    def e_IfExp(self, node: ir.Node, frame: Frame) -> Any:
+        test, reads = self.collect(lambda: self.evaluate(node.test, frame))
+        truth = self.truth(test, frame, node.line, node.text)
+        self.guards.append(Guard(frame.module.file, node.line, node.text, truth, tuple(reads)))
+        self.guard_tuple = None
+        try:
+            return self.evaluate(node.body if truth else node.orelse, frame)
+        finally:
+            self.guards.pop()
+            self.guard_tuple = None
+
+    def e_NamedExpr(self, node: ir.Node, frame: Frame) -> Any:
+        value = self.evaluate(node.value, frame)
+        self.assign(node.target, value, frame, node.line, "walrus", [])
+        return value
+
+    def e_Lambda(self, node: ir.Node, frame: Frame) -> Any:
+        return self.make_function("<lambda>", node.params, node.body, frame, node.line, True)
+
+    def comprehension(self, node: ir.Node, frame: Frame, emit: Callable[[Frame], None]) -> None:
+        scope = Scope(parent=frame.scope)
+        if frame.scope is not None:
+            scope.globals_decl = frame.scope.globals_decl
+        inner = Frame(module=frame.module, scope=scope, func=frame.func, depth=frame.depth)
+        if frame.class_ns is not None:
+            inner.scope = Scope(parent=None)
+
+        def loop(i: int) -> None:
+            if i == len(node.generators):
+                emit(inner)
+                return
+            target, iter_node, ifs = node.generators[i]
+            iterable = self.evaluate(iter_node, inner if i else frame)
+            if isinstance(iterable, Unknown):
+                raise Unmodelled(f"comprehension over an unknown value at {frame.module.file}:{node.line} ({iterable.reason})")
+            for item in self.iterate(iterable, frame, node.line):
+                self.steps += 1
+                if self.steps > self.bounds.max_steps:
+                    raise AnalysisBound("analysis bound reached: too many steps")
+                self.assign(target, item, inner, node.line, "", [])
+                ok = True
+                for cond in ifs:
+                    c = self.evaluate(cond, inner)
+                    if not self.truth(c, inner, cond.line, "comprehension condition"):
+                        ok = False
+                        break
+                if ok:
+                    loop(i + 1)
+
+        loop(0)
+
+    def e_ListComp(self, node: ir.Node, frame: Frame) -> Any:
+        out: list[Any] = []
+        self.comprehension(node, frame, lambda f: out.append(self.evaluate(node.elt, f)))
+        return out
+
+    e_GeneratorExp = e_ListComp
+
+    def e_SetComp(self, node: ir.Node, frame: Frame) -> Any:
+        out = self.e_ListComp(node, frame)
+        u = first_unknown(out)
+        return u if u is not None else self.data_op(lambda: set(out))
+
+    def e_DictComp(self, node: ir.Node, frame: Frame) -> Any:
+        out: dict[Any, Any] = {}
+
+        def emit(f: Frame) -> None:
+            k = self.evaluate(node.key, f)
+            v = self.evaluate(node.value, f)
+            if isinstance(k, Unknown):
+                raise Unmodelled(f"dict comprehension with an unknown key at {frame.module.file}:{node.line}")
+            self.data_op(lambda: out.__setitem__(k, v))
+
+        self.comprehension(node, frame, emit)
+        return out
+
+    def e_Call(self, node: ir.Node, frame: Frame) -> Any:
+        func_node = node.func
+        # super() without arguments needs the enclosing class and instance
+        if isinstance(func_node, ir.Name) and func_node.id == "super" and not node.args:
+            return self.zero_arg_super(frame)
+        func = self.evaluate(func_node, frame)
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for kind, expr in node.args:
+            if kind == "":
+                args.append(self.evaluate(expr, frame))
+            elif kind == "*":
+                value = self.evaluate(expr, frame)
+                if isinstance(value, Unknown):
+                    return Unknown(f"call with *{value.reason}")
+                args.extend(self.iterate(value, frame, node.line))
+            elif kind == "**":
+                value = self.evaluate(expr, frame)
+                if isinstance(value, Unknown):
+                    return Unknown(f"call with **{value.reason}")
+                kwargs.update(self.mapping_items(value))
+            elif kind in self.tracked_keys:
+                value, reads = self.collect(lambda e=expr: self.evaluate(e, frame))
+                self.note_keyed(kind, value, frame, expr.line, reads)
+                kwargs[kind] = value
+            else:
+                kwargs[kind] = self.evaluate(expr, frame)
+        self._call_site = (frame.module.file, node.line)
+        return self.call(func, args, kwargs)
+
+    def zero_arg_super(self, frame: Frame) -> Any:
+        func = frame.func
+        if func is None or frame.scope is None:
+            return Unknown("super() outside a method")
+        cls = func.attrs.get("__class__")
+        if not isinstance(cls, Class):
+            return Unknown("super() in a function without a class")
+        first = func.params[0].name if func.params else None
+        obj = frame.scope.vars.get(first) if first else None
+        return SuperProxy(cls, obj)
+
+    # ---- calls ------------------------------------------------------------------------
+    def call(self, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if isinstance(func, Function):
+            return self.call_function(func, args, kwargs)
+        if isinstance(func, BoundMethod):
+            return self.call(func.func, [func.obj, *args], kwargs)
+        if isinstance(func, Native):
+            return func.fn(self, args, kwargs)
+        if isinstance(func, Class):
+            if func is self.natives.object_class and not args:
+                return Instance(func)
+            return self.instantiate(func, args, kwargs)
+        if isinstance(func, Partial):
+            return self.call(func.func, [*func.args, *args], {**func.kwargs, **kwargs})
+        if isinstance(func, Cached):
+            # functools.cache keys on hash/eq: data by value, analysed objects by identity
+            key = _memo_key([*args, *sorted(kwargs.items())])
+            if key is None:
+                return self.call(func.func, args, kwargs)
+            if key not in func.memo:
+                func.memo[key] = (self.call(func.func, args, kwargs), args, kwargs)
+            return func.memo[key][0]
+        if isinstance(func, External):
+            return self.natives.call_external(self, func, args, kwargs)
+        if isinstance(func, Unknown):
+            return Unknown(f"call of an unknown ({func.reason})", func.key)
+        if isinstance(func, StaticMethod):
+            return self.call(func.func, args, kwargs)
+        if isinstance(func, Instance):
+            found, meth = func.cls.lookup("__call__")
+            if found:
+                return self.call(self.bind(meth, func, func.cls), args, kwargs)
+            raise self.make_raise("TypeError", f"'{func.cls.name}' object is not callable")
+        if callable(func) and getattr(func, "__self__", None) is not None and is_plain(func.__self__):
+            return self.call_data_method(func, args, kwargs)
+        return Unknown(f"call of {type(func).__name__} is not modelled")
+
+    def call_data_method(self, method: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        owner = method.__self__
+        name = method.__name__
+        self.check_method_size(owner, name, args)
+        if name == "get" and isinstance(owner, dict) and args and isinstance(args[0], Unknown):
+            return args[0]
+        if name in ("join",) and args and contains_unknown(args[0] if not isinstance(args[0], Unknown) else [args[0]]):
+            if getattr(self, "_message_mode", False):
+                return owner.join(self.to_str(a) for a in args[0])
+            return Unknown("join of unknown parts")
+        if name == "join" and args and not isinstance(args[0], Unknown):
+            parts = list(args[0])
+            if all(isinstance(p, str) or (isinstance(p, Instance) and "str_mixin" in p.cls.flags) for p in parts):
+                return owner.join(self.plain_of(p) for p in parts)
+        u = first_unknown([*args, *kwargs.values()])
+        if u is not None and name not in ("append", "extend", "add", "insert", "update", "setdefault", "__setitem__", "pop"):
+            return Unknown(f"{type(owner).__name__}.{name} of an unknown ({u.reason})", None)
+        if name == "format" and isinstance(owner, str):
+            return self.data_op(lambda: owner.format(*[self.plain_or_str(a) for a in args], **{k: self.plain_or_str(v) for k, v in kwargs.items()}))
+        if name == "sort" and "key" in kwargs:
+            key = kwargs["key"]
+            results = [(self.call(key, [x], {}), x) for x in owner]
+            if any(isinstance(r, Unknown) for r, _ in results):
+                return Unknown("sort with an unknown key")
+            order = sorted(range(len(owner)), key=lambda i: results[i][0], reverse=bool(kwargs.get("reverse")))
+            owner[:] = [owner[i] for i in order]
+            return None
+        result = self.data_op(lambda: method(*args, **kwargs))
+        if name in ("items", "keys", "values") and isinstance(owner, dict):
+            return list(result)  # dict views as lists: iteration order is what matters here
+        return result
+
+    def check_method_size(self, owner: Any, name: str, args: list[Any]) -> None:
+        """Refuse data methods whose result would exceed the sequence bound, before they run."""
+        limit = self.bounds.max_seq_len
+        size = 0
+        if name in ("center", "ljust", "rjust", "zfill") and args and isinstance(args[0], int):
+            size = args[0]
+        elif name == "replace" and isinstance(owner, str) and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+            size = len(owner) + owner.count(args[0]) * max(0, len(args[1]) - len(args[0])) if args[0] else len(owner) * (len(args[1]) + 1)
+        elif name in ("extend", "join", "update") and args and isinstance(args[0], (list, tuple, str, set, dict, range)):
+            size = len(owner) + (sum(len(x) for x in args[0] if isinstance(x, str)) if name == "join" else len(args[0]))
+        elif name in ("append", "insert", "add"):
+            size = len(owner) + 1
+        if size > limit:
+            raise AnalysisBound("analysis bound reached: sequence too large")
+
+    def plain_or_str(self, value: Any) -> Any:
+        return value if is_plain(value) else self.to_str(value)
+
+    def data_op(self, fn: Callable[[], Any]) -> Any:
+        """Run an operation on plain data; its Python exceptions become analysed-code exceptions."""
+        try:
+            return fn()
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError, ZeroDivisionError, OverflowError) as exc:
+            if isinstance(exc, KeyError) and len(exc.args) == 1:
+                raise self.make_raise("KeyError", exc.args[0]) from None
+            raise self.make_raise(type(exc).__name__, str(exc.args[0]) if exc.args else "") from None
+
+    def call_function(self, func: Function, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        self.depth += 1
+        if self.depth > self.bounds.max_depth:
+            self.depth -= 1
+            raise AnalysisBound(f"analysis bound reached: call depth over {self.bounds.max_depth} at {func.qualname}")
+        scope = Scope(parent=func.closure, local_names=frozenset() if func.is_lambda else _function_locals(func.body))
+        frame = Frame(module=func.module, scope=scope, func=func, depth=self.depth)
+        try:
+            self.bind_params(func, args, kwargs, scope)
+            saved_reads = self.reads
+            self.reads = []
+            try:
+                if func.is_lambda:
+                    value, reads = self.collect(lambda: self.evaluate(func.body, frame))
+                    ev = self.event("return", f"{func.qualname}()", value, func.module.file, func.line, "lambda", reads)
+                    self.reads = saved_reads
+                    self.note_read(ev)
+                    return value
+                self.exec_block(func.body, frame)
+                self.reads = saved_reads
+                return None
+            except _Return as ret:
+                self.reads = saved_reads
+                self.note_read(ret.event)
+                return ret.value
+            finally:
+                self.reads = saved_reads
+        finally:
+            self.depth -= 1
+
+    def bind_params(self, func: Function, args: list[Any], kwargs: dict[str, Any], scope: Scope) -> None:
+        params = func.params
+        kwargs = dict(kwargs)
+        i = 0
+        star_kw: str | None = None
+        for p in params:
+            if p.star == "":
+                if i < len(args):
+                    scope.vars[p.name] = args[i]
+                    i += 1
+                    if p.name in kwargs:
+                        raise self.make_raise("TypeError", f"{func.qualname}() got multiple values for argument '{p.name}'")
+                elif p.name in kwargs:
+                    scope.vars[p.name] = kwargs.pop(p.name)
+                elif p.name in func.defaults:
+                    scope.vars[p.name] = func.defaults[p.name]
+                else:
+                    raise self.make_raise("TypeError", f"{func.qualname}() missing required argument: '{p.name}'")
+            elif p.star == "*":
+                scope.vars[p.name] = tuple(args[i:])
+                i = len(args)
+            elif p.star == "kwonly":
+                if p.name in kwargs:
+                    scope.vars[p.name] = kwargs.pop(p.name)
+                elif p.name in func.defaults:
+                    scope.vars[p.name] = func.defaults[p.name]
+                else:
+                    raise self.make_raise("TypeError", f"{func.qualname}() missing keyword argument: '{p.name}'")
+            elif p.star == "**":
+                star_kw = p.name
+        if i < len(args):
+            raise self.make_raise("TypeError", f"{func.qualname}() takes {i} positional arguments but {len(args)} were given")
+        if star_kw is not None:
+            scope.vars[star_kw] = kwargs
+        elif kwargs:
+            raise self.make_raise("TypeError", f"{func.qualname}() got an unexpected keyword argument '{next(iter(kwargs))}'")
+
+    def instantiate(self, cls: Class, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if "exception" in cls.flags:
+            inst = self.instantiate_exception(cls, args)
+            found, init = cls.lookup("__init__")
+            if found and isinstance(init, Function):
+                self.call(BoundMethod(init, inst), args, kwargs)
+            return inst
+        if "enum" in cls.flags:
+            return self.natives.enum_lookup(self, cls, args)
+        found, new = cls.lookup("__new__")
+        custom_new = found and (isinstance(new, Function) or isinstance(new, StaticMethod) and isinstance(new.func, Function))
+        if custom_new:
+            fn = new.func if isinstance(new, StaticMethod) else new
+            result = self.call(fn, [cls, *args], kwargs)
+            if not (isinstance(result, Instance) and result.cls.is_subclass_of(cls)):
+                return result
+            inst = result
+        else:
+            inst = Instance(cls)
+        found, init = cls.lookup("__init__")
+        if found:
+            self.call(self.bind(init, inst, cls), args, kwargs)
+        elif "dataclass" not in cls.flags and cls.external_bases and (args or kwargs):
+            # a subclass of an outside class (e.g. a transformers config) built with arguments
+            for k, v in kwargs.items():
+                inst.attrs[k] = v
+        return inst
+
+    def instantiate_exception(self, cls: Class, args: list[Any]) -> Instance:
+        inst = Instance(cls)
+        inst.attrs["args"] = tuple(args)
+        return inst
+
+    def make_raise(self, exc_name: str, message: Any) -> PyRaise:
+        cls = self.exc_classes.get(exc_name, self.exc_classes["Exception"])
+        exc = self.instantiate_exception(cls, [message])
+        file, line = getattr(self, "_call_site", ("?", 0))
+        return PyRaise(exc, file, line, "", explicit=False)
+
+    def bind(self, attr: Any, obj: Any, cls: Class) -> Any:
+        if isinstance(attr, Function):
+            return BoundMethod(attr, obj)
+        if isinstance(attr, StaticMethod):
+            return attr.func
+        if isinstance(attr, ClassMethod):
+            return BoundMethod(attr.func, cls)
+        if isinstance(attr, Native) and attr.bind_self:
+            return BoundMethod(attr, obj)
+        if isinstance(attr, Cached) and isinstance(attr.func, Function):
+            return BoundMethod(attr, obj)
+        if isinstance(attr, Property):
+            return self.call(attr.fget, [obj], {})
+        return attr
+
+    # ---- attributes and items ---------------------------------------------------------
+    def getattr(self, obj: Any, name: str) -> Any:
+        if isinstance(obj, Unknown):
+            return Unknown(obj.reason, f"{obj.key}.{name}" if obj.key else None)
+        if isinstance(obj, Instance):
+            return self.instance_attr(obj, name)
+        if isinstance(obj, ModuleObj):
+            return self.module_attr(obj, name)
+        if isinstance(obj, Class):
+            return self.class_attr(obj, name)
+        if isinstance(obj, External):
+            return self.natives.external_attr(self, obj, name)
+        if isinstance(obj, HFConfig):
+            return self.natives.hf_attr(self, obj, name)
+        if isinstance(obj, SuperProxy):
+            mro = obj.cls.mro()
+            cls_of_obj = obj.obj.cls if isinstance(obj.obj, Instance) else obj.obj if isinstance(obj.obj, Class) else obj.cls
+            full = cls_of_obj.mro() if isinstance(cls_of_obj, Class) else mro
+            start = full.index(obj.cls) + 1 if obj.cls in full else 1
+            for klass in full[start:]:
+                if name in klass.ns:
+                    return self.bind(klass.ns[name], obj.obj, cls_of_obj)
+            if name in self.natives.object_class.ns:
+                # every class ends in object (also those built on outside bases like msgspec.Struct)
+                return self.bind(self.natives.object_class.ns[name], obj.obj, cls_of_obj)
+            if name == "__post_init__":
+                return Native("object.__post_init__", lambda i, a, k: None)
+            return Unknown(f"super().{name} resolves outside the analysed tree")
+        if isinstance(obj, Function):
+            if name == "__name__":
+                return obj.name
+            if name == "__qualname__":
+                return obj.qualname
+            if name in obj.attrs:
+                return obj.attrs[name]
+            return Unknown(f"attribute {name} of function {obj.qualname}")
+        if isinstance(obj, (Native, BoundMethod, Cached, Partial)):
+            if name == "__name__":
+                inner = obj
+                while isinstance(inner, (Cached, Partial, BoundMethod)):
+                    inner = inner.func
+                return getattr(inner, "name", "?")
+            if isinstance(obj, Cached) and name == "cache_clear":
+                return Native("cache_clear", lambda i, a, k: obj.memo.clear())
+            if isinstance(obj, Partial) and name in ("func", "args", "keywords"):
+                return {"func": obj.func, "args": tuple(obj.args), "keywords": obj.kwargs}[name]
+            if isinstance(obj, BoundMethod) and name == "__self__":
+                return obj.obj
+            if isinstance(obj, BoundMethod) and name == "__func__":
+                return obj.func
+            return self.natives.native_attr(self, obj, name)
+        if is_plain(obj):
+            methods = _SAFE_METHODS.get(type(obj))
+            if methods is None:
+                for t, names in _SAFE_METHODS.items():
+                    if isinstance(obj, t):
+                        methods = names
+                        break
+            if methods and name in methods:
+                return getattr(obj, name)
+            if isinstance(obj, complex) and name in ("real", "imag"):
+                return getattr(obj, name)
+            raise self.make_raise("AttributeError", f"'{type(obj).__name__}' object has no attribute '{name}'")
+        return self.natives.native_attr(self, obj, name)
+
+    def instance_attr(self, obj: Instance, name: str) -> Any:
+        found, custom = obj.cls.lookup("__getattribute__")
+        if found and isinstance(custom, Function):
+            try:
+                return self.call(BoundMethod(custom, obj), [name], {})
+            except PyRaise as raised:
+                hook_found, getattr_fn = obj.cls.lookup("__getattr__")
+                if hook_found and isinstance(raised.exc, Instance) and raised.exc.cls.name == "AttributeError":
+                    return self.call(self.bind(getattr_fn, obj, obj.cls), [name], {})
+                raise
+        return self.default_instance_attr(obj, name)
+
+    def default_instance_attr(self, obj: Any, name: str) -> Any:
+        """``object.__getattribute__`` followed by ``__getattr__``."""
+        if not isinstance(obj, Instance):
+            return self.getattr(obj, name)
+        if name in obj.attrs:
+            self.note_read(obj.events.get(name))
+            return obj.attrs[name]
+        if name == "__class__":
+            return obj.cls
+        if name == "__dict__":
+            return obj.attrs
+        found, attr = obj.cls.lookup(name)
+        if found:
+            return self.bind(attr, obj, obj.cls)
+        special = self.natives.instance_special(self, obj, name)
+        if special is not None:
+            return special
+        found, getattr_fn = obj.cls.lookup("__getattr__")
+        if found:
+            return self.call(self.bind(getattr_fn, obj, obj.cls), [name], {})
+        if obj.cls.external_bases and not ("enum" in obj.cls.flags or "exception" in obj.cls.flags or "dataclass" in obj.cls.flags):
+            return Unknown(f"attribute {name} of {obj.cls.name} may come from {obj.cls.external_bases[0]}", f"attr:{obj.cls.name}.{name}")
+        raise self.make_raise("AttributeError", f"'{obj.cls.name}' object has no attribute '{name}'")
+
+    def class_attr(self, cls: Class, name: str) -> Any:
+        if name == "__name__":
+            return cls.name
+        if name == "__qualname__":
+            return cls.ns.get("__qualname__", cls.name)
+        if name == "__mro__":
+            return cls.mro()
+        if name == "__dict__":
+            return cls.ns
+        found, attr = cls.lookup(name)
+        if found:
+            if isinstance(attr, ClassMethod):
+                return BoundMethod(attr.func, cls)
+            if isinstance(attr, StaticMethod):
+                return attr.func
+            if isinstance(attr, Property):
+                return attr
+            return attr
+        special = self.natives.class_special(self, cls, name)
+        if special is not None:
+            return special
+        if cls.external_bases:
+            return Unknown(f"{cls.name}.{name} may come from {cls.external_bases[0]}", f"attr:{cls.name}.{name}")
+        raise self.make_raise("AttributeError", f"type object '{cls.name}' has no attribute '{name}'")
+
+    def setattr(self, obj: Any, name: str, value: Any, event: Event | None) -> None:
+        if isinstance(obj, Instance):
+            found, attr = obj.cls.lookup(name)
+            if found and isinstance(attr, Property) and attr.fset is not None:
+                self.call(attr.fset, [obj, value], {})
+                return
+            found, setattr_fn = obj.cls.lookup("__setattr__")
+            if found and isinstance(setattr_fn, Function):
+                self.call(BoundMethod(setattr_fn, obj), [name, value], {})
+                if event is not None and name in obj.attrs:
+                    obj.events[name] = event
+                return
+            self.natives.before_instance_write(self, obj, name, value, event)
+            obj.attrs[name] = value
+            if event is not None:
+                obj.events[name] = event
+        elif isinstance(obj, HFConfig):
+            obj.attrs[name] = value
+            if event is not None:
+                obj.events[name] = event
+        elif isinstance(obj, Class):
+            obj.ns[name] = value
+        elif isinstance(obj, ModuleObj):
+            obj.globals[name] = value
+            if event is not None:
+                obj.events[name] = event
+        elif isinstance(obj, Function):
+            obj.attrs[name] = value
+        elif isinstance(obj, (External, Unknown)):
+            return  # writes into things outside the tree do not feed back into resolution
+        else:
+            self.natives.set_native_attr(self, obj, name, value)
+
+    def getitem(self, obj: Any, index: Any) -> Any:
+        if isinstance(obj, Unknown):
+            return Unknown(obj.reason, f"{obj.key}[{index!r}]" if obj.key and is_plain(index) else None)
+        if isinstance(index, Unknown):
+            return Unknown(f"subscript by an unknown ({index.reason})", None)
+        if isinstance(obj, (list, tuple, str, bytes, range)):
+            if isinstance(index, slice) or isinstance(index, int):
+                return self.data_op(lambda: obj[index])
+            index_v = self.plain_of(index)
+            return self.data_op(lambda: obj[index_v])
+        if isinstance(obj, dict):
+            key = self.plain_of(index) if not isinstance(index, Instance) or index not in obj else index
+            try:
+                return obj[key]
+            except KeyError:
+                raise self.make_raise("KeyError", key) from None  # args == (key,), as in CPython
+            except TypeError as exc:
+                raise self.make_raise("TypeError", str(exc)) from None
+        if isinstance(obj, Instance):
+            found, meth = obj.cls.lookup("__getitem__")
+            if found:
+                return self.call(self.bind(meth, obj, obj.cls), [index], {})
+        if isinstance(obj, Class):
+            if "enum" in obj.flags:
+                return self.natives.enum_by_name(self, obj, index)
+            return Unknown("generic alias")
+        if isinstance(obj, (External, Native)):
+            return self.natives.external_item(self, obj, index)
+        if isinstance(obj, HFConfig):
+            return Unknown("subscript of a config object")
+        if isinstance(obj, (*_SCALARS, set, frozenset)):
+            # `None[0]`: CPython's own TypeError (the index is never looked at)
+            return self.data_op(lambda: operator.getitem(obj, 0))
+        return self.natives.native_item(self, obj, index)
+
+    def setitem(self, obj: Any, key: Any, value: Any) -> None:
+        if isinstance(obj, Unknown):
+            return
+        if isinstance(key, Unknown):
+            raise Unmodelled(f"item assignment with an unknown key ({key.reason})")
+        if isinstance(obj, (dict, list)):
+            k = self.plain_of(key) if isinstance(obj, dict) and isinstance(key, Instance) and "str_mixin" in key.cls.flags else key
+            self.data_op(lambda: obj.__setitem__(k, value))
+            return
+        if isinstance(obj, Instance):
+            found, meth = obj.cls.lookup("__setitem__")
+            if found:
+                self.call(self.bind(meth, obj, obj.cls), [key, value], {})
+                return
+        self.natives.set_native_item(self, obj, key, value)
+
+    def iterate(self, value: Any, frame: Frame | None, line: int) -> list[Any]:
+        if isinstance(value, (list, tuple, str, bytes, range, set, frozenset)):
+            if len(value) > self.bounds.max_seq_len:
+                raise AnalysisBound("analysis bound reached: sequence too long")
+            if isinstance(value, (set, frozenset)):
+                try:
+                    return sorted(value, key=_stable_key)
+                except TypeError:
+                    return list(value)
+            return list(value)
+        if isinstance(value, dict):
+            return list(value.keys())
+        if isinstance(value, Class) and "enum" in value.flags:
+            return list(value.ns.get("__members_list__", []))
+        if isinstance(value, HFConfig):
+            return list(value.attrs.keys())
+        if isinstance(value, Unknown):
+            raise Unmodelled(f"iteration over an unknown value ({value.reason})")
+        if isinstance(value, Instance):
+            found, meth = value.cls.lookup("__iter__")
+            if found:
+                it = self.call(self.bind(meth, value, value.cls), [], {})
+                return self.iterate(it, frame, line)
+        native = self.natives.iterate_native(self, value)
+        if native is not None:
+            return native
+        if isinstance(value, _SCALARS):
+            self.data_op(lambda: iter(value))  # TypeError: 'int' object is not iterable
+        raise Unmodelled(f"iteration over {type(value).__name__} ({value!r}) at line {line}")
+
+    def mapping_items(self, value: Any) -> dict[str, Any]:
+        if isinstance(value, dict):
+            return value
+        if isinstance(value, HFConfig):
+            return dict(value.attrs)
+        if isinstance(value, Instance):
+            return dict(value.attrs)
+        raise Unmodelled(f"** of {type(value).__name__}")
+
+
+
+_DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "|": "__or__", "&": "__and__", "/": "__truediv__"}
+_RDUNDER = {"+": "__radd__", "-": "__rsub__", "*": "__rmul__", "|": "__ror__", "&": "__rand__"}
+_CMP_DUNDER = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
+
+
+@functools.lru_cache(maxsize=8192)
+def _find_module_file(root: Path, name: str) -> tuple[Path, bool] | None:
+    # memoised: thousands of lookups per resolution, each 2-3 stat() calls; a located
+    # source tree does not change while the tool runs
+    base = root.joinpath(*name.split("."))
+    init = base / "__init__.py"
+    if init.is_file():
+        return init, True
+    py = base.with_suffix(".py")
+    if py.is_file():
+        return py, False
+    if base.is_dir():  # namespace package
+        return base, True
+    return None
+
+
+def _memo_key(values: list[Any]) -> Any:
+    """A hashable key for a cached call, or None when CPython's cache would not take the
+    arguments either (unhashable data) or the value is not known."""
+    out: list[Any] = []
+    for v in values:
+        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) and not isinstance(v[1], (list, dict, set)):
+            inner = _memo_key([v[1]])
+            if inner is None:
+                return None
+            out.append((v[0], inner))
+        elif isinstance(v, Unknown) or isinstance(v, (list, dict, set)):
+            return None
+        elif is_plain(v):
+            try:
+                hash(v)
+            except TypeError:
+                return None
+            out.append((type(v).__name__, v))
+        else:
+            out.append(("id", id(v)))  # the memo entry keeps the object alive
+    return tuple(out)
+
+
+_LOCALS: dict[int, tuple[list[ir.Node], frozenset[str]]] = {}
+
+
+def _function_locals(body: list[ir.Node]) -> frozenset[str]:
+    """Names a function body binds (assignment, for/with/except targets, import, def,
+    class), nested functions and comprehensions excluded; cached per body (the entry
+    keeps the body alive, so its id is not reused)."""
+    hit = _LOCALS.get(id(body))
+    if hit is not None and hit[0] is body:
+        return hit[1]
+    found = frozenset(n for stmt in body for n in bound_names(stmt, as_targets=True))
+    _LOCALS[id(body)] = (body, found)
+    return found
+
+
+def _target_names(node: ir.Node | None) -> list[str]:
+    if isinstance(node, ir.Name):
+        return [node.id]
+    if isinstance(node, (ir.TupleExpr, ir.ListExpr)):
+        return [n for e in node.elts for n in _target_names(e)]
+    if isinstance(node, ir.Starred):
+        return _target_names(node.value)
+    return []
+
+
+def bound_names(stmt: ir.Node, as_targets: bool = False) -> list[str]:
+    """Names a statement may bind at its own level and in its nested blocks (for marking
+    them unknown); ``as_targets`` adds ``with ... as x`` and ``except ... as e``."""
+    out: list[str] = []
+    kind = stmt.kind
+    if kind in ("FunctionDef", "ClassDef"):
+        out.append(stmt.name)
+    elif kind == "Assign":
+        for t in stmt.targets:
+            out.extend(_target_names(t))
+    elif kind in ("AnnAssign", "AugAssign"):
+        out.extend(_target_names(stmt.target))
+    elif kind == "Import":
+        out.extend(asname or dotted.split(".")[0] for dotted, asname in stmt.names)
+    elif kind == "ImportFrom" and stmt.names != "*":
+        out.extend(asname or name for name, asname in stmt.names)
+    elif kind == "For":
+        out.extend(_target_names(stmt.target))
+    elif kind == "With" and as_targets:
+        for _expr, target in stmt.items:
+            out.extend(_target_names(target))
+    for block in ("body", "orelse", "finalbody"):
+        if kind in ("If", "For", "While", "Try", "With") and hasattr(stmt, block):
+            for sub in getattr(stmt, block):
+                out.extend(bound_names(sub, as_targets))
+    if kind == "Try":
+        for h in stmt.handlers:
+            if as_targets and h.name:
+                out.append(h.name)
+            for sub in h.body:
+                out.extend(bound_names(sub, as_targets))
+    return out
+
+
+def _stable_key(value: Any) -> tuple[str, str]:
+    return (type(value).__name__, repr(value))
+
+
+def _annotation_text(node: ir.Node | None) -> str:
+    """A rough rendering of an annotation, enough to spot ClassVar/InitVar/Annotated."""
+    if node is None:
+        return ""
+    if isinstance(node, ir.Name):
+        return node.id
+    if isinstance(node, ir.Attribute):
+        return _annotation_text(node.value) + "." + node.attr
+    if isinstance(node, ir.Subscript):
+        return _annotation_text(node.value) + "[" + _annotation_text(node.index) + "]"
+    if isinstance(node, ir.TupleExpr):
+        return ", ".join(_annotation_text(e) for e in node.elts)
+    if isinstance(node, ir.Const):
+        return repr(node.value)
+    if isinstance(node, ir.BinOp):
+        return _annotation_text(node.left) + " | " + _annotation_text(node.right)
+    return "?"
+
+
+__all__ = [
+    "Interpreter", "Frame", "Bounds", "PyRaise", "Unmodelled", "LogRecord", "FieldSpec",
+    "Property", "is_plain",
+]

@@ -1,0 +1,1 @@
+"""Stage 2 — parse with libcst into the picklable IR, cached by content."""

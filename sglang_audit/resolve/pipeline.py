@@ -1,0 +1,267 @@
+"""The pipeline the commands call: locate the source → read the model and flags →
+resolve → (rules, render elsewhere).  Knows nothing of output formats."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sglang_audit.errors import InputError, SourceError
+from sglang_audit.evaluate.interpreter import Interpreter, PyRaise, Unmodelled
+from sglang_audit.evaluate.values import AnalysisBound, Class, ModuleObj
+from sglang_audit.frontend import ir
+from sglang_audit.frontend.parse import ParseFailure, SourceCache
+from sglang_audit.resolve.resolver import ModelInput, Resolver, Target
+from sglang_audit.resolve.resultcache import ResultCache
+from sglang_audit.result import Resolution
+from sglang_audit.shipped import profiles_dir
+from sglang_audit.source.locate import SourceTree, locate_source
+from sglang_audit.target.device import parse_device
+from sglang_audit.target.flags import FlagTable, extract_flags, parse_launch, parse_set
+
+
+@dataclass
+class Request:
+    source: str | None
+    arch: str
+    model: str | None
+    cuda: str = "12.9"
+    cudnn: str | None = None
+    sets: list[str] = field(default_factory=list)
+    launch: str | None = None
+    env: list[str] = field(default_factory=list)
+    with_packages: list[str] = field(default_factory=list)
+    without_packages: list[str] = field(default_factory=list)
+    use_cache: bool = True
+    flags: dict[str, Any] = field(default_factory=dict)  # already-typed field values (scripts)
+
+
+def bundled_profiles() -> list[str]:
+    return sorted(p.name for p in profiles_dir().iterdir() if (p / "config.json").is_file())
+
+
+def locate_model(spec: str) -> ModelInput:
+    try:
+        return _locate_model(spec)
+    except OSError as exc:  # a name too long, a permission denied, ...
+        shown = spec if len(spec) <= 200 else spec[:197] + "..."
+        raise InputError(f"cannot access model {shown!r}: {exc.strerror or exc}") from None
+
+
+def _locate_model(spec: str) -> ModelInput:
+    path = Path(spec).expanduser()
+    profile = profiles_dir() / spec
+    if not path.exists() and profile.is_dir():
+        path = profile
+    if not path.exists():
+        raise InputError(f"model not found: {spec!r} (a directory with config.json, or one of: {', '.join(bundled_profiles())})")
+    if path.is_file() and path.name == "config.json":
+        path = path.parent
+    config = path / "config.json"
+    if not config.is_file():
+        raise InputError(f"no config.json in model directory {path}")
+    data = _read_json(config)
+    if not isinstance(data, dict):
+        raise InputError(f"{config}: expected a JSON object, found {type(data).__name__}")
+    archs = data.get("architectures")
+    if not (isinstance(archs, list) and archs and isinstance(archs[0], str)):
+        raise InputError(f"{config}: no \"architectures\" list naming the model class")
+    hfq = path / "hf_quant_config.json"
+    if hfq.exists() or hfq.is_symlink():
+        if not hfq.is_file():
+            raise InputError(f"{hfq}: not a regular file")
+        if not isinstance(_read_json(hfq), dict):
+            raise InputError(f"{hfq}: expected a JSON object")
+    name = spec if path == profile else path.name
+    return ModelInput(name, path.resolve())
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def parse_env(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise InputError(f"bad --env {item!r}: expected NAME=VALUE")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+# The evaluator recurses on the analysed code; the resolver runs each path with this limit
+# (Resolver.run_path), and the flag-table pass must not fail where a resolution would not.
+EVAL_RECURSION_LIMIT = 20_000
+
+
+def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
+    """The release's own flags: its entry class (rules/settings.toml `[entry]`) and parser."""
+    entry = resolver.settings_spec["entry"]
+    rel = entry["module"].replace(".", "/") + ".py"
+    interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, EVAL_RECURSION_LIMIT))
+    try:
+        mod = interp.load_module(entry["module"])
+        if not isinstance(mod, ModuleObj) or mod.failed:
+            where = interp.parse_failures.get(rel) or getattr(mod, "failed", "missing")
+            raise SourceError(f"cannot read {rel} in {tree.package_dir}: {where}")
+        cls = mod.globals.get(entry["class"])
+        if not isinstance(cls, Class):
+            raise SourceError(f"no {entry['class']} class in {tree.package_dir.parent / rel}: unsupported layout")
+        return extract_flags(interp, cls)
+    except (PyRaise, Unmodelled, AnalysisBound) as exc:
+        # the module body itself stops (a raise at import, a bound): its flags are unknowable
+        raise InputError(f"cannot read the flags of {rel}: {_stop_reason(exc)}") from None
+    except RecursionError:
+        raise InputError(f"cannot read the flags of {rel}: analysis bound reached: recursion too deep") from None
+    finally:
+        sys.setrecursionlimit(old_limit)
+
+
+def _stop_reason(exc: Exception) -> str:
+    if isinstance(exc, PyRaise):
+        return f"it raises at {exc.file}:{exc.line}" + (f" ({exc.text})" if exc.text else "")
+    return str(exc)
+
+
+def check_entry(tree: SourceTree, resolver: Resolver) -> None:
+    """Refuse a tree whose entry module (``ServerArgs``'s) cannot be parsed or defines no
+    entry class: nothing could be resolved from it, so that is an input error (exit 2,
+    with file:line), not a report of unknowns.  A SourceError, not an InputError: the
+    release itself is unusable, whatever the flags (diff must not read it as "this
+    release refuses the flags").  A structural check on the parsed module (no
+    evaluation); the parse is cached for the resolution that follows."""
+    entry = resolver.settings_spec["entry"]
+    rel = entry["module"].replace(".", "/") + ".py"
+    path = resolver.root / rel
+    if not path.is_file():
+        raise SourceError(f"no {rel} in {resolver.root}: unsupported layout")
+    try:
+        module = resolver.cache.load(path)
+    except ParseFailure as exc:
+        where = f"{rel}:{exc.line}" if exc.line else rel
+        raise SourceError(f"cannot analyse {where}: {exc.message} ({tree.package_dir})") from None
+    if not _may_bind(module.body, entry["class"]):
+        raise SourceError(f"no {entry['class']} class in {rel} ({tree.package_dir}): unsupported or future layout")
+
+
+def _may_bind(body: list[ir.Node], name: str) -> bool:
+    """Whether module-level code (including if/try/with blocks) may bind ``name``."""
+    for node in body:
+        kind = node.kind
+        if kind == "ClassDef" and node.name == name:
+            return True
+        if kind == "FunctionDef" and node.name == "__getattr__":
+            return True  # a module __getattr__ may supply anything
+        if kind in ("Import", "ImportFrom"):
+            if node.names == "*":
+                return True
+            for dotted, asname in node.names:
+                # `import a.b` binds `a`; `from m import a` binds `a`
+                bound = asname or (dotted.split(".")[0] if kind == "Import" else dotted)
+                if bound == name:
+                    return True
+        if kind == "Assign" and any(_names(t, name) for t in node.targets):
+            return True
+        if kind in ("AnnAssign", "AugAssign") and _names(node.target, name):
+            return True
+        blocks: list[list[ir.Node]] = []
+        if kind in ("If", "For", "While"):
+            blocks = [node.body, node.orelse]
+        elif kind == "Try":
+            blocks = [node.body, node.orelse, node.finalbody, *[h.body for h in node.handlers]]
+        elif kind == "With":
+            blocks = [node.body]
+        if any(_may_bind(b, name) for b in blocks):
+            return True
+    return False
+
+
+def _names(target: ir.Node | None, name: str) -> bool:
+    if target is None:
+        return False
+    if target.kind == "Name":
+        return bool(target.id == name)
+    if target.kind in ("TupleExpr", "ListExpr"):
+        return any(_names(t, name) for t in target.elts)
+    if target.kind == "Starred":
+        return _names(target.value, name)
+    return False
+
+
+@dataclass
+class Prepared:
+    """A request turned into a target (and, when asked for or needed, the flag table)."""
+
+    tree: SourceTree
+    target: Target
+    table: FlagTable | None
+
+
+def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None] | None = None,
+            want_table: bool = False) -> Prepared:
+    tree = locate_source(request.source, progress=progress)
+    device = parse_device(request.arch, request.cuda, cudnn=request.cudnn)
+    env = parse_env(request.env)
+    model_spec = request.model
+    # the flag table needs an evaluator; build the target in two steps
+    placeholder = locate_model(model_spec) if model_spec else None
+    target = Target(tree, device, placeholder or ModelInput("?", Path(".").resolve()), {}, env,
+                    frozenset(request.with_packages), frozenset(request.without_packages))
+    resolver = Resolver(target, cache)
+    check_entry(tree, resolver)
+    flags: dict[str, Any] = dict(request.flags)
+    table: FlagTable | None = None
+    if request.launch or request.sets or want_table or request.flags:
+        table = flag_table(tree, resolver)
+        unknown = sorted(set(request.flags) - set(table.fields))
+        if unknown:
+            raise InputError(f"unknown setting {unknown[0]!r} for this release")
+        if request.launch:
+            launch_flags, launch_model = parse_launch(table, request.launch)
+            flags.update(launch_flags)
+            if model_spec is None and launch_model:
+                model_spec = launch_model
+        if request.sets:
+            flags.update(parse_set(table, request.sets))
+    if model_spec is None:
+        raise InputError("no model: pass --model DIR|PROFILE (or --model-path inside --launch)")
+    model = placeholder if placeholder is not None and model_spec == request.model else locate_model(model_spec)
+    target = Target(tree, device, model, flags, env, frozenset(request.with_packages), frozenset(request.without_packages))
+    return Prepared(tree, target, table)
+
+
+def resolve(request: Request, progress: Callable[[str], None] | None = None,
+            cache: SourceCache | None = None) -> Resolution:
+    # a shared cache lets callers that resolve repeatedly (explain) parse each file once
+    cache = cache or SourceCache(use_disk=request.use_cache)
+    target = prepare(request, cache, progress).target
+    return resolve_target(target, cache, ResultCache(enabled=request.use_cache))
+
+
+def resolve_target(target: Target, cache: SourceCache, results: ResultCache | None = None) -> Resolution:
+    """Resolve one target, through the result cache when one is given (``resultcache``:
+    keyed by the content of the tool, the tree, the model directory and the target)."""
+    resolver = Resolver(target, cache)
+    key = results.key(target, resolver.max_paths, resolver.bounds) if results is not None else None
+    hit = results.get(key) if results is not None else None
+    if hit is not None:
+        return hit
+    res = resolver.resolve()
+    if results is not None:
+        results.put(key, res)
+    return res
+

@@ -1,0 +1,693 @@
+"""Evaluate one release for one target: build ServerArgs as SGLang would, run its own
+resolution, then the scheduler's runtime initialisers, and turn what the evaluator saw
+into ``result.Resolution``.
+
+Branches on unknown inputs are explored by re-running the evaluation once per outcome
+(depth-first over the decisions, bounded by ``max_paths``); results that differ between
+paths are reported as unknown with each candidate and its conditions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sglang_audit.errors import InputError, strict_mode
+from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled
+from sglang_audit.evaluate.values import (
+    AnalysisBound,
+    Decision,
+    Event,
+    HFConfig,
+    Instance,
+    ModuleObj,
+    Unknown,
+)
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.resolve.layers import layer_values
+from sglang_audit.result import (
+    STATUS_REJECTED,
+    STATUS_RESOLVED,
+    STATUS_UNKNOWN,
+    Candidate,
+    ChainStep,
+    LogLine,
+    ModelSummary,
+    Rejection,
+    Resolution,
+    Setting,
+    UnknownValue,
+)
+from sglang_audit.shipped import load_toml
+from sglang_audit.source.locate import SourceTree
+from sglang_audit.target.device import Device, Environment
+from sglang_audit.target.world import NativeWorld, _dataclass_fields
+
+ABSENT = object()  # the release has no such field
+
+
+@dataclass
+class ModelInput:
+    name: str
+    path: Path
+
+
+@dataclass
+class PathResult:
+    taken: list[tuple[Decision, bool]]
+    config: dict[str, Any] = field(default_factory=dict)
+    config_events: dict[str, Event | None] = field(default_factory=dict)
+    runtime: dict[str, Any] = field(default_factory=dict)
+    runtime_events: dict[str, list[Event]] = field(default_factory=dict)
+    rejected: Rejection | None = None
+    aborted: str | None = None
+    runtime_failed: str | None = None
+    steps: int = 0
+    keyed: dict[str, list[Event]] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
+    logs: list[Any] = field(default_factory=list)
+    parse_failures: dict[str, str] = field(default_factory=dict)
+    new_decisions: list[Decision] = field(default_factory=list)
+
+
+@dataclass
+class Target:
+    source: SourceTree
+    device: Device
+    model: ModelInput
+    flags: dict[str, Any]
+    env: dict[str, str]
+    with_packages: frozenset[str] = frozenset()
+    without_packages: frozenset[str] = frozenset()
+
+
+class Resolver:
+    def __init__(self, target: Target, cache: SourceCache | None = None, max_paths: int = 24, bounds: Bounds | None = None) -> None:
+        self.target = target
+        self.cache = cache or SourceCache()
+        self.max_paths = max_paths
+        self.bounds = bounds or Bounds()
+        self.settings_spec = load_toml("settings.toml")
+        self.steps_used = 0
+        self.total_steps = 2 * self.bounds.max_steps
+        self.runtime_settings = {k for step in self.settings_spec["runtime"] for k in step["getters"]}
+        self.root = target.source.package_dir.parent
+        self.environment = build_environment(target)
+        self.world = NativeWorld(target.device, self.environment, [target.model.path], torch_version=_torch_version(self.environment))
+        self.world.source_root = self.root.resolve()
+
+    # ---- exploring paths --------------------------------------------------------------
+    def resolve(self) -> Resolution:
+        with _fewer_collections():
+            return self._resolve()
+
+    def _resolve(self) -> Resolution:
+        paths: list[PathResult] = []
+        pending: list[dict[str, bool]] = [{}]
+        explored_all = True
+        while pending:
+            decisions = pending.pop()
+            if len(paths) >= self.max_paths:
+                explored_all = False
+                break
+            result = self.run_path(decisions)
+            paths.append(result)
+            self.steps_used += result.steps
+            if self.steps_used > self.total_steps and pending:
+                explored_all = False  # one budget for all paths: a pathological tree stops here
+                break
+            # every decision first taken on this path opens the other outcome
+            prefix = dict(decisions)
+            for d in result.new_decisions:
+                alt = dict(prefix)
+                alt[d.key] = False
+                pending.append(alt)
+                prefix[d.key] = True
+        return self.join(paths, explored_all)
+
+    def run_path(self, decisions: dict[str, bool]) -> PathResult:
+        interp = Interpreter(self.root, self.cache, self.world, decisions, self.bounds)
+        interp.tracked_keys = frozenset(self.settings_spec["settings"])
+        result = PathResult(taken=interp.taken)
+        old_limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(old_limit, 20000))
+        try:
+            server_args = self.stage(interp, result, "config", lambda: self.build_server_args(interp))
+            if server_args is not None:
+                self.stage(interp, result, "config", lambda: self.read_config(interp, server_args, result))
+            if server_args is not None and result.rejected is None and result.aborted is None:
+                # the model summary and the runtime layer fail on their own: a gap there
+                # leaves the config-level values standing
+                self.stage(interp, result, "model", lambda: self.read_model(interp, server_args, result))
+                self.stage(interp, result, "runtime", lambda: self.run_runtime(interp, server_args, result))
+        finally:
+            sys.setrecursionlimit(old_limit)
+        result.logs = interp.logs
+        result.parse_failures = dict(interp.parse_failures)
+        result.new_decisions = list(interp.new_decisions)
+        result.steps = interp.steps
+        result.keyed = interp.keyed_events
+        result.taken = list(interp.taken)
+        return result
+
+    def stage(self, interp: Interpreter, result: PathResult, stage: str, fn: Any) -> Any:
+        reason: str | None = None
+        try:
+            return fn()
+        except PyRaise as raised:
+            r = self.rejection(interp, raised, stage)
+            if raised.explicit and stage != "model":
+                result.rejected = r
+                return None
+            reason = f"evaluation stopped: {r.exception}: {r.message} at {r.file}:{r.line} (not an explicit raise or assert in SGLang; treated as unknown)"
+        except (Unmodelled, AnalysisBound) as exc:
+            reason = str(exc)
+        except RecursionError:
+            reason = "analysis bound reached: recursion too deep"
+        except (ArithmeticError, MemoryError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            # an evaluator defect costs this path, never the run and never a verdict; in strict
+            # mode (the tests) it is a failure, so a defect cannot hide behind `unknown`
+            if strict_mode():
+                raise
+            reason = f"internal evaluator error ({type(exc).__name__}: {exc}); treated as unknown"
+        if stage == "config":
+            result.aborted = reason
+        elif stage == "runtime":
+            result.runtime_failed = f"runtime layer: {reason}"
+        else:
+            result.model["error"] = reason
+        return None
+
+    def rejection(self, interp: Interpreter, raised: PyRaise, stage: str) -> Rejection:
+        exc = raised.exc
+        name = exc.cls.name if isinstance(exc, Instance) else "Exception"
+        args = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
+        message = interp.to_str(args[0]) if len(args) == 1 else ", ".join(interp.to_str(a) for a in args)
+        return Rejection(message, raised.file, raised.line, name, stage, raised.text)
+
+    # ---- building ServerArgs ----------------------------------------------------------
+    def entry_module(self, interp: Interpreter) -> ModuleObj:
+        entry = self.settings_spec["entry"]
+        mod = interp.load_module(entry["module"])
+        if not isinstance(mod, ModuleObj):
+            raise InputError(f"{entry['module']} not found in the source tree")
+        return mod
+
+    def build_server_args(self, interp: Interpreter) -> Instance:
+        entry = self.settings_spec["entry"]
+        mod = self.entry_module(interp)
+        cls = interp.getattr(mod, entry["class"])
+        kwargs = {"model_path": str(self.target.model.path), **self.target.flags}
+        server_args = interp.call(cls, [], kwargs)
+        if not isinstance(server_args, Instance):
+            raise Unmodelled(f"{entry['class']}(...) did not produce an instance ({server_args!r})")
+        for method in entry["after_init"]:
+            found, _ = server_args.cls.lookup(method)
+            if found:
+                interp.call(interp.getattr(server_args, method), [], {})
+        return server_args
+
+    def read_config(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
+        reader = self.settings_spec["entry"]["resolution_reader"]
+        read_fn = None
+        if interp.find_module_file(reader["module"]) is not None:
+            mod = interp.load_module(reader["module"])
+            if isinstance(mod, ModuleObj) and reader["function"] in mod.globals:
+                read_fn = interp.getattr(mod, reader["function"])
+        declared = {f for f, _line, _owner in _dataclass_fields(server_args.cls)}
+        for name in self.settings_spec["settings"]:
+            if declared and name not in declared and name not in server_args.attrs:
+                result.config[name] = ABSENT  # not a field of this release
+                result.config_events[name] = None
+            elif read_fn is not None:
+                saved = interp.reads
+                interp.reads = []
+                value = interp.call(read_fn, [server_args, name], {})
+                reads = interp.reads
+                interp.reads = saved
+                result.config[name] = value
+                result.config_events[name] = reads[-1] if reads else server_args.events.get(name)
+            elif name in server_args.attrs:
+                result.config[name] = server_args.attrs[name]
+                result.config_events[name] = server_args.events.get(name)
+            else:
+                result.config[name] = ABSENT
+                result.config_events[name] = None
+
+    def read_model(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
+        spec = self.settings_spec["entry"]["model_config"]
+        model_config = server_args.attrs.get("model_config")
+        if not isinstance(model_config, Instance):
+            found, _ = server_args.cls.lookup("get_model_config")
+            if found:
+                model_config = interp.call(interp.getattr(server_args, "get_model_config"), [], {})
+            else:
+                mod = interp.load_module(spec["module"])
+                mc_cls = interp.getattr(mod, spec["class"])
+                model_config = interp.call(interp.getattr(mc_cls, spec["factory"]), [server_args], {})
+        if isinstance(model_config, Instance):
+            hf = model_config.attrs.get("hf_config")
+            archs = hf.attrs.get("architectures") if isinstance(hf, HFConfig) else None
+            result.model["architecture"] = archs[0] if isinstance(archs, list) and archs else None
+            result.model["quantization"] = model_config.attrs.get("quantization")
+            result.model["model_config"] = model_config
+        spec_algo = result.config.get("speculative_algorithm")
+        if spec_algo not in (None, ABSENT) and not isinstance(spec_algo, Unknown):
+            draft_path = server_args.attrs.get("speculative_draft_model_path") or str(self.target.model.path)
+            try:
+                mod = interp.load_module(spec["module"])
+                mc_cls = interp.getattr(mod, spec["class"])
+                draft = interp.call(interp.getattr(mc_cls, spec["factory"]), [server_args], {"model_path": draft_path, "is_draft_model": True})
+            except PyRaise as raised:
+                result.model["draft_error"] = self.rejection(interp, raised, "model").message
+                return
+            if isinstance(draft, Instance):
+                hf = draft.attrs.get("hf_config")
+                archs = hf.attrs.get("architectures") if isinstance(hf, HFConfig) else None
+                result.model["draft_architecture"] = archs[0] if isinstance(archs, list) and archs else None
+                result.model["draft_quantization"] = draft.attrs.get("quantization")
+
+    def publish(self, interp: Interpreter, server_args: Instance) -> None:
+        spec = self.settings_spec.get("publish")
+        if not spec or interp.find_module_file(spec["module"]) is None:
+            return
+        mod = interp.load_module(spec["module"])
+        if not isinstance(mod, ModuleObj) or spec["function"] not in mod.globals:
+            return
+        fn = interp.getattr(mod, spec["function"])
+        params = {p.name for p in getattr(fn, "params", [])}
+        kwargs: dict[str, Any] = {k: v for k, v in spec.get("kwargs", {}).items() if k in params}
+        for key, (cls_name, *args) in spec.get("constructed", {}).items():
+            if key in params and cls_name in mod.globals:
+                kwargs[key] = interp.call(interp.getattr(mod, cls_name), [None if a == "__none__" else a for a in args], {})
+        interp.call(fn, [server_args], kwargs)
+
+    def run_runtime(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
+        self.publish(interp, server_args)
+        model_config = result.model.get("model_config")
+        hf = model_config.attrs.get("hf_config") if isinstance(model_config, Instance) else None
+        check = hf.attrs.get("text_config", hf) if isinstance(hf, HFConfig) else None
+        for step in self.settings_spec["runtime"]:
+            if interp.find_module_file(step["module"]) is None:
+                continue
+            mod = interp.load_module(step["module"])
+            if isinstance(mod, ModuleObj) and mod.failed:
+                for setting in step["getters"]:
+                    result.runtime[setting] = Unknown(f"runtime initialiser not analysed: {interp.parse_failures.get(mod.file, mod.failed)}")
+                continue
+            if not isinstance(mod, ModuleObj) or step["initializer"] not in mod.globals:
+                continue
+            wanted = step.get("when_model_has")
+            saved = interp.reads
+            init_reads: list[Event] = []
+            if not wanted or (isinstance(check, HFConfig) and any(w in check.attrs for w in wanted)):
+                interp.reads = []
+                init = interp.getattr(mod, step["initializer"])
+                positional = [p for p in getattr(init, "params", []) if p.star == ""]
+                interp.call(init, [server_args] if positional else [], {})
+                init_reads = interp.reads
+                interp.reads = saved
+            # the getters run either way: they are what the layers read (without the
+            # initialiser, SGLang's getters fall back to their own defaults)
+            for setting, getter in step["getters"].items():
+                if getter not in mod.globals:
+                    continue
+                interp.reads = []
+                value = interp.call(interp.getattr(mod, getter), [], {})
+                reads = interp.reads
+                interp.reads = saved
+                if isinstance(value, Instance) and "enum" in value.cls.flags:
+                    value = value.attrs.get("_value_")
+                result.runtime[setting] = value
+                result.runtime_events[setting] = [*init_reads, *reads]
+
+    # ---- joining paths into a Resolution ----------------------------------------------
+    def join(self, paths: list[PathResult], explored_all: bool) -> Resolution:
+        names = self.settings_spec["settings"]
+        complete = [p for p in paths if p.aborted is None]
+        settings: dict[str, Setting] = {}
+        notes: list[str] = []
+        for p in paths:
+            if p.aborted:
+                notes.append(f"path {_when(p)}: {p.aborted}" if p.taken else p.aborted)
+            for _f, msg in p.parse_failures.items():
+                if msg not in notes:
+                    notes.append(msg)
+        if not explored_all:
+            notes.append(f"analysis bound reached: more than {self.max_paths} paths; unexplored outcomes exist")
+        all_rejected = bool(paths) and all(p.rejected is not None for p in paths)
+        rejected = None
+        conditional: list[Rejection] = []
+        if all_rejected and len({(p.rejected.message, p.rejected.file, p.rejected.line) for p in paths}) == 1:
+            rejected = paths[0].rejected
+        else:
+            for p in paths:
+                if p.rejected is not None:
+                    r = p.rejected
+                    conditional.append(Rejection(r.message, r.file, r.line, r.exception, r.stage, r.code, tuple(_when(p))))
+        for name in names:
+            settings[name] = self.join_setting(name, paths, complete, explored_all, rejected)
+        first = paths[0]
+        model = ModelSummary(
+            name=self.target.model.name,
+            path=str(self.target.model.path),
+            architecture=self.join_model_value(paths, "architecture"),
+            quantization=self.join_model_value(paths, "quantization"),
+            config_quant_method=_config_quant_method(self.target.model.path),
+            draft_architecture=self.join_model_value(paths, "draft_architecture"),
+            draft_quantization=self.join_model_value(paths, "draft_quantization"),
+        )
+        published = {n: (s.runtime if s.runtime is not None else s.config) for n, s in settings.items()}
+        for n, layer in layer_values(self.root, self.cache, published, model).items():
+            settings[n] = dataclasses.replace(settings[n], layer=layer)
+        logs = tuple(LogLine(rec.file, rec.line, rec.level, rec.message) for rec in first.logs)
+        return Resolution(
+            source=self.target.source.to_json(),
+            structure=detect_structure(self.root),
+            device=self.target.device.to_json(),
+            model=model,
+            flags=dict(self.target.flags),
+            env=dict(self.target.env),
+            rejected=rejected,
+            settings=settings,
+            rejections=tuple(conditional),
+            paths=len(paths),
+            analysis_notes=tuple(notes),
+            logs=logs,
+            files_read=tuple(sorted({p.as_posix() for p in self.cache.files_read})),
+        )
+
+    def join_model_value(self, paths: list[PathResult], key: str) -> Any:
+        values = [p.model.get(key) for p in paths if p.aborted is None and key in p.model]
+        values = [_public(v) for v in values]
+        distinct = _distinct(values)
+        if len(distinct) == 1 and len(values) == len([p for p in paths if p.aborted is None]):
+            return distinct[0]
+        if not values:
+            return None
+        return UnknownValue("differs between unknown inputs", tuple(Candidate(v) for v in distinct))
+
+    def join_setting(self, name: str, paths: list[PathResult], complete: list[PathResult], explored_all: bool, rejected: Rejection | None) -> Setting:
+        if rejected is not None:
+            return Setting(name, None, None, STATUS_REJECTED, (), note=f"configuration rejected: {rejected.message}")
+        present = any(p.config.get(name, ABSENT) is not ABSENT for p in complete)
+        if complete and not present:
+            return Setting(name, None, None, STATUS_RESOLVED, (), note="this release has no such setting", present=False)
+        outcomes: list[tuple[Any, Any, PathResult]] = []
+        for p in paths:
+            if p.aborted is not None:
+                outcomes.append((_AbortedValue(p.aborted), _AbortedValue(p.aborted), p))
+            elif p.rejected is not None:
+                outcomes.append((f"rejected: {p.rejected.message}", f"rejected: {p.rejected.message}", p))
+            else:
+                cfg = _public(p.config.get(name))
+                rt = _public(p.runtime[name]) if name in p.runtime else cfg
+                if p.runtime_failed and name in self.runtime_settings and name not in p.runtime:
+                    rt = _AbortedValue(p.runtime_failed)
+                outcomes.append((cfg, rt, p))
+        cfg_values = _distinct([o[0] for o in outcomes])
+        rt_values = _distinct([o[1] for o in outcomes])
+        base = next((p for p in complete if p.rejected is None), paths[0])
+        chain = tuple(self.chain_for(name, base))
+        single = len(cfg_values) == 1 and len(rt_values) == 1 and explored_all
+        if len(cfg_values) == 1 and explored_all and not isinstance(cfg_values[0], (_AbortedValue, Unknown)) and not single:
+            # the config value is known; only the runtime layer is not
+            rt = self.unknown_of(outcomes, 1, explored_all)
+            return Setting(name, cfg_values[0], rt, STATUS_UNKNOWN, chain, note="runtime value unknown")
+        if single and not isinstance(cfg_values[0], (_AbortedValue, Unknown)) and not isinstance(rt_values[0], (_AbortedValue, Unknown)):
+            runtime = rt_values[0]
+            return Setting(name, cfg_values[0], runtime if name in base.runtime else None, STATUS_RESOLVED, chain)
+        cfg = self.unknown_of(outcomes, 0, explored_all)
+        rt = self.unknown_of(outcomes, 1, explored_all)
+        return Setting(name, cfg, rt, STATUS_UNKNOWN, chain)
+
+    def unknown_of(self, outcomes: list[tuple[Any, Any, PathResult]], idx: int, explored_all: bool) -> Any:
+        values = _distinct([o[idx] for o in outcomes])
+        if len(values) == 1 and explored_all and not isinstance(values[0], (_AbortedValue, Unknown)):
+            return values[0]
+        candidates = []
+        reasons: list[str] = []
+        for value in values:
+            when: list[str] = []
+            for o in outcomes:
+                if _same(o[idx], value):
+                    when.append(" and ".join(_when(o[2])) or "always")
+            shown = value
+            if isinstance(value, _AbortedValue):
+                shown = f"unknown: {value.reason}"
+                reasons.append(value.reason)
+            elif isinstance(value, Unknown):
+                shown = f"unknown: {value.reason}"
+                reasons.append(value.reason)
+            candidates.append(Candidate(shown, tuple(sorted(set(when)))))
+        decision_reasons = sorted({d.reason for o in outcomes for d, _ in o[2].taken})
+        reason = "; ".join(_unique([*reasons, *decision_reasons])) or "differs between paths"
+        if not explored_all:
+            reason += f"; analysis bound reached ({self.max_paths} paths)"
+        return UnknownValue(reason, tuple(candidates))
+
+    # ---- evidence ---------------------------------------------------------------------
+    def chain_for(self, name: str, path: PathResult) -> list[ChainStep]:
+        steps: list[ChainStep] = []
+        ev = path.config_events.get(name)
+        if ev is not None:
+            flat = _flatten(ev, "config")
+            final = _value_text(path.config.get(name))
+            # the value may have travelled through a declaration stash or a pass's dict:
+            # cite the last place that declared this setting with this value
+            declared = [d for d in path.keyed.get(name, []) if _value_text(d.value) == final]
+            if declared:
+                flat = _flatten(declared[-1], "config") + flat
+            steps.extend(flat)
+        for rev in path.runtime_events.get(name, []):
+            steps.extend(_flatten(rev, "runtime"))
+        steps = _prune(steps, name)
+        seen: set[tuple[str, int, str, str]] = set()
+        out: list[ChainStep] = []
+        for s in steps:
+            key = (s.file, s.line, s.layer, repr(s.value))
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(s)
+        return out
+
+
+class _AbortedValue:
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _AbortedValue) and other.reason == self.reason
+
+    def __hash__(self) -> int:
+        return hash(self.reason)
+
+
+def _public(value: Any) -> Any:
+    """A value as it is shown: enum members by value, plain data as is."""
+    if value is ABSENT:
+        return None
+    if isinstance(value, Instance) and "enum" in value.cls.flags:
+        return value.attrs.get("_value_")
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    if isinstance(value, Unknown):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_public(v) for v in value]
+    return repr(value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, Unknown) and isinstance(b, Unknown):
+        return a.reason == b.reason
+    return type(a) is type(b) and a == b
+
+
+def _distinct(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        if not any(_same(v, o) for o in out):
+            out.append(v)
+    return out
+
+
+def _unique(items: list[str]) -> list[str]:
+    out: list[str] = []
+    for i in items:
+        if i not in out:
+            out.append(i)
+    return out
+
+
+def _when(path: PathResult) -> list[str]:
+    return [f"{d.text} [{d.reason}] is {'true' if truth else 'false'} ({d.file}:{d.line})" for d, truth in path.taken]
+
+
+def _value_text(value: Any) -> Any:
+    value = _public(value)
+    if isinstance(value, Unknown):
+        return f"unknown: {value.reason}"
+    return value
+
+
+def _flatten(ev: Event, layer: str, depth: int = 0, seen: set[int] | None = None) -> list[ChainStep]:
+    """Events that produced a value, oldest first: sources, guard sources, the write."""
+    seen = seen if seen is not None else set()
+    if id(ev) in seen or depth > 12:
+        return []
+    seen.add(id(ev))
+    out: list[ChainStep] = []
+    for g in ev.guards:
+        for src in g.sources:
+            out.extend(_flatten(src, layer, depth + 1, seen))
+    for src in ev.sources:
+        out.extend(_flatten(src, layer, depth + 1, seen))
+    if ev.kind == "return" and not ev.guards:
+        return out  # a plain return adds nothing a reader needs
+    if not _is_data(ev.value):
+        return out  # functions, classes, modules bound to names are not decisions
+    guard = " and ".join(g.describe() for g in ev.guards if g.file == ev.file) or ("default" if ev.kind == "default" else "")
+    if ev.kind == "flag":
+        guard = "set by the user"
+    out.append(ChainStep(ev.file, ev.line, guard, _value_text(ev.value), ev.text, layer, ev.kind))
+    return out
+
+
+def _prune(steps: list[ChainStep], name: str) -> list[ChainStep]:
+    """Keep the decisions a reader needs: guarded writes, the setting's own default or
+    flag, declarations of it, and the last step of each layer (the value itself)."""
+    keep: list[ChainStep] = []
+    last = {layer: max((i for i, s in enumerate(steps) if s.layer == layer), default=-1) for layer in ("config", "runtime")}
+    for i, s in enumerate(steps):
+        # the user's own flags that fed a decision always matter; defaults only of this setting
+        own = s.kind in ("flag", "declare") or s.kind == "default" and s.code.startswith(name)
+        # the config layer is kept whole (predicate results feed its guards); the runtime
+        # layer is pruned, since publishing reads every environment variable on the way
+        if s.layer == "config" or s.guard and s.kind not in ("default", "flag") or own or i == last.get(s.layer):
+            keep.append(s)
+    return keep
+
+
+def _is_data(value: Any) -> bool:
+    if isinstance(value, (str, int, float, bool, type(None), Unknown)):
+        return True
+    if isinstance(value, Instance) and "enum" in value.cls.flags:
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_data(v) for v in value)
+    return False
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """The evaluator allocates many objects that live for the whole resolution (modules,
+    functions, events); with the default thresholds the collector walks them again and
+    again (a quarter of the time on 0.5.10). Collect less often while resolving."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], 50_000), max(old[1], 20), max(old[2], 100))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+def detect_structure(root: Path) -> str:
+    """Name the resolution structure from what the tree contains (never the version)."""
+    srt = root / "sglang" / "srt"
+    server_args = srt / "server_args.py"
+    text = server_args.read_text(encoding="utf-8", errors="replace") if server_args.is_file() else ""
+    if "def resolve_once" in text and (srt / "arg_groups" / "pipeline.py").is_file():
+        fields_dir = srt / "arg_groups" / "fields"
+        return "E6 pipeline with run_hook and msgspec fields" if fields_dir.is_dir() else "E5 pipeline (resolve_once)"
+    if "run_post_process_pass" in text or "_resolved_overrides" in text:
+        return "E4 hybrid with declaration stash"
+    if (srt / "arg_groups").is_dir() and re.search(r"_hook\b|hook\.", text):
+        return "E3 _handle_* steps and arg_groups hooks"
+    if re.search(r"self\._handle_\w+\(", text):
+        return "E2 ordered _handle_* steps"
+    if "def __post_init__" in text:
+        return "E0/E1 monolithic __post_init__"
+    return "unrecognised"
+
+
+def _config_quant_method(model_dir: Path) -> Any:
+    try:
+        data = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    q = data.get("quantization_config") if isinstance(data, dict) else None
+    return q.get("quant_method") if isinstance(q, dict) else None
+
+
+_REQ = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*([^;]*)(;\s*(.*))?$")
+
+
+def build_environment(target: Target) -> Environment:
+    """Installed import names and versions: the release's own unconditional requirements."""
+    spec = load_toml("packages.toml")
+    import_names: dict[str, str] = spec["import_names"]
+    installed: set[str] = set(spec["base"]["installed"])
+    default_extras = set(spec["base"]["default_extras"])
+    versions: list[tuple[str, str]] = []
+    for dist, _extra, version_spec, marker in _requirements(target.source.package_dir):
+        extra_name = re.search(r"extra\s*==\s*[\"']([^\"']+)", marker or "")
+        if extra_name and extra_name.group(1) not in default_extras:
+            continue
+        if marker and not extra_name and ("aarch64" in marker and "!=" not in marker or "darwin" in marker):
+            continue
+        name = import_names.get(dist, import_names.get(dist.lower(), dist.lower().replace("-", "_")))
+        installed.add(name)
+        m = re.match(r"==\s*([^,\s]+)", version_spec.strip())
+        if m:
+            versions.append((dist, m.group(1)))
+    if target.device.platform != "cuda":
+        # GPU-vendor packages pinned for CUDA are not what a ROCm/NPU/XPU/CPU image carries
+        installed -= {"flashinfer", "sgl_kernel", "flash_attn", "deep_gemm", "cutlass", "cuda", "quack"}
+    return Environment(
+        env=tuple(sorted(target.env.items())),
+        installed=frozenset(installed),
+        versions=tuple(versions),
+        extra=target.with_packages,
+        missing=target.without_packages,
+    )
+
+
+def _requirements(package_dir: Path) -> list[tuple[str, str, str, str]]:
+    parent = package_dir.parent
+    out: list[tuple[str, str, str, str]] = []
+    for meta in sorted(parent.glob("sglang-*.dist-info/METADATA")) + sorted(parent.glob("*/METADATA")):
+        if not meta.is_file() or meta.stat().st_size > 4 * 1024 * 1024:
+            continue  # a FIFO or a huge file is not package metadata
+        for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
+            m = _REQ.match(line.strip())
+            if m:
+                out.append((m.group(1), m.group(2) or "", m.group(3) or "", m.group(5) or ""))
+        if out:
+            return out
+    pyproject = parent / "pyproject.toml"
+    if pyproject.is_file() and pyproject.stat().st_size <= 4 * 1024 * 1024:
+        text = pyproject.read_text(encoding="utf-8", errors="replace")
+        block = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, re.S | re.M)
+        if block:
+            for item in re.findall(r'"([^"]+)"', block.group(1)):
+                m = re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*([^;]*)(;\s*(.*))?", item)
+                if m:
+                    out.append((m.group(1), m.group(2) or "", m.group(3) or "", m.group(5) or ""))
+    return out
+
+
+def _torch_version(env: Environment) -> str:
+    for dist, ver in env.versions:
+        if dist.lower() == "torch":
+            return ver
+    return "2.9.1"

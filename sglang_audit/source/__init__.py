@@ -1,0 +1,1 @@
+"""Stage 1 — locate the SGLang source (checkout, wheel, sdist, sglang==X, installed)."""

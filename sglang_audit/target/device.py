@@ -1,0 +1,116 @@
+"""The target: GPU architecture, CUDA version, platform, installed packages, environment.
+
+These are the inputs the analysed code would probe at run time (``torch.cuda``,
+``nvidia-smi``, ``importlib.util.find_spec``, ``os.environ``).  Parsing a user's
+``--arch``/``--cuda`` lives here too, with one-line errors.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, replace
+
+from sglang_audit.errors import InputError
+
+# (major, minor), typical product, memory in MiB per GPU (drives memory-derived settings only)
+CUDA_ARCHS: dict[str, tuple[int, int, str, int]] = {
+    "sm80": (8, 0, "NVIDIA A100-SXM4-80GB", 81920),
+    "sm86": (8, 6, "NVIDIA RTX A6000", 49140),
+    "sm89": (8, 9, "NVIDIA L40S", 46068),
+    "sm90": (9, 0, "NVIDIA H100 80GB HBM3", 81559),
+    "sm100": (10, 0, "NVIDIA B200", 183359),
+    "sm103": (10, 3, "NVIDIA B300 SXM6 AC", 275040),
+    "sm110": (11, 0, "NVIDIA Thor", 125772),
+    "sm120": (12, 0, "NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887),
+    "sm121": (12, 1, "NVIDIA GB10", 122572),
+}
+HIP_ARCHS: dict[str, tuple[int, int, str, int]] = {
+    "gfx942": (9, 4, "AMD Instinct MI300X", 196592),
+    "gfx950": (9, 5, "AMD Instinct MI355X", 294896),
+}
+OTHER_PLATFORMS = ("npu", "xpu", "cpu")
+ARCH_CHOICES = (*CUDA_ARCHS, *HIP_ARCHS, *OTHER_PLATFORMS)
+
+
+@dataclass(frozen=True)
+class Device:
+    platform: str  # cuda | hip | npu | xpu | cpu
+    arch: str  # sm120, gfx942, npu, ...
+    major: int | None
+    minor: int | None
+    cuda: str | None  # "12.9" (torch.version.cuda) on cuda
+    hip: str | None  # torch.version.hip on hip
+    name: str
+    memory_mib: int
+    gpu_count: int = 8
+    driver: str = "580.95.05"
+    cudnn: int | None = None  # torch.backends.cudnn.version(), e.g. 91002; None: not known
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+    @property
+    def capability(self) -> tuple[int, int] | None:
+        if self.major is None or self.minor is None:
+            return None
+        return (self.major, self.minor)
+
+
+def parse_cuda(text: str) -> str:
+    if not re.fullmatch(r"\d{1,2}\.\d{1,2}", text.strip()):
+        raise InputError(f"bad --cuda {text!r}: expected MAJOR.MINOR such as 12.9 or 13.0")
+    return text.strip()
+
+
+def parse_device(arch: str, cuda: str = "12.9", gpus: int = 8, cudnn: str | None = None) -> Device:
+    """``--arch`` accepts sm80…sm121, a pair like ``12.0``, gfx942/gfx950, npu, xpu, cpu."""
+    device = _parse_arch(arch, cuda, gpus)
+    if cudnn is None:
+        return device
+    m = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?", cudnn.strip())
+    if cudnn.strip().isdigit():
+        value = int(cudnn.strip())
+    elif m:
+        value = int(m.group(1)) * 10000 + int(m.group(2)) * 100 + int(m.group(3) or 0)
+    else:
+        raise InputError(f"bad --cudnn {cudnn!r}: expected a version such as 9.10.2 or 91002")
+    return replace(device, cudnn=value)
+
+
+def _parse_arch(arch: str, cuda: str, gpus: int) -> Device:
+    key = arch.strip().lower()
+    pair = re.fullmatch(r"(\d{1,2})\.(\d)", key)
+    if pair:
+        key = f"sm{int(pair.group(1))}{pair.group(2)}"
+    if key in ("hip", "rocm", "mi300x"):
+        key = "gfx942"
+    if key in CUDA_ARCHS:
+        major, minor, name, mem = CUDA_ARCHS[key]
+        return Device("cuda", key, major, minor, parse_cuda(cuda), None, name, mem, gpus)
+    if key in HIP_ARCHS:
+        major, minor, name, mem = HIP_ARCHS[key]
+        return Device("hip", key, major, minor, None, "6.4.43482", name, mem, gpus)
+    if key in OTHER_PLATFORMS:
+        return Device(key, key, None, None, None, None, key, 65536, gpus)
+    raise InputError(
+        f"unknown --arch {arch!r}: choose one of {', '.join(ARCH_CHOICES)} or a pair like 12.0"
+    )
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What the process would see: env vars set by the user, installed import names."""
+
+    env: tuple[tuple[str, str], ...] = ()
+    installed: frozenset[str] = frozenset()
+    versions: tuple[tuple[str, str], ...] = ()  # distribution name → version (pins)
+    extra: frozenset[str] = field(default_factory=frozenset)  # --with
+    missing: frozenset[str] = field(default_factory=frozenset)  # --without
+
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+    def has_package(self, import_name: str) -> bool:
+        if import_name in self.missing:
+            return False
+        return import_name in self.installed or import_name in self.extra

@@ -1,0 +1,265 @@
+"""The release's own command-line flags: `--moe-runner-backend` → field, type, choices.
+
+Found by evaluating ``ServerArgs.add_cli_args(parser)`` with a recording parser, so a
+pasted launch command and ``--set`` mean what they mean to that release.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from sglang_audit.errors import InputError
+from sglang_audit.evaluate.interpreter import Interpreter, PyRaise, Unmodelled
+from sglang_audit.evaluate.values import (
+    AnalysisBound,
+    Class,
+    External,
+    Instance,
+    Native,
+    TypeForm,
+    Unknown,
+)
+from sglang_audit.target.world import _dataclass_fields, dataclass_default
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    flags: tuple[str, ...]
+    dest: str
+    action: str  # "store" | "store_true" | "store_false" | "append" | "other"
+    type_name: str  # "str" | "int" | "float" | "json" | "other"
+    choices: tuple[str, ...] | None
+    nargs: Any = None
+
+
+class RecordingParser:
+    """Stands in for argparse.ArgumentParser inside the evaluator."""
+
+    def __init__(self) -> None:
+        self.options: list[OptionSpec] = []
+
+    def native_attr(self, interp: Interpreter, name: str) -> Any:
+        if name == "add_argument":
+            return Native("add_argument", self._add_argument)
+        if name in ("add_argument_group", "add_mutually_exclusive_group", "add_subparsers", "add_parser"):
+            return Native(name, lambda i, a, k: self)
+        return Native(name, lambda i, a, k: None)
+
+    def _add_argument(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        flags = tuple(a for a in args if isinstance(a, str))
+        if not flags:
+            return None
+        long = next((f for f in flags if f.startswith("--")), flags[0])
+        dest = kwargs.get("dest")
+        if not isinstance(dest, str):
+            dest = long.lstrip("-").replace("-", "_")
+        action = kwargs.get("action", "store")
+        if not isinstance(action, str):
+            action = "other"
+        typ = kwargs.get("type")
+        type_name = "none"  # argparse's default (str), but a generated CLI may convert later
+        if isinstance(typ, Native) and typ.name in ("int", "float", "str"):
+            type_name = typ.name
+        elif isinstance(typ, Native) and typ.name == "json.loads":
+            type_name = "json"
+        elif typ is not None:
+            type_name = "other"
+        choices = kwargs.get("choices")
+        if isinstance(choices, (list, tuple, set, frozenset)) and all(isinstance(c, str) for c in choices):
+            choice_t: tuple[str, ...] | None = tuple(choices)
+        else:
+            choice_t = None
+        self.options.append(OptionSpec(flags, dest, action, type_name, choice_t, kwargs.get("nargs")))
+        return None
+
+
+@dataclass
+class FlagTable:
+    by_flag: dict[str, OptionSpec]
+    by_dest: dict[str, OptionSpec]
+    fields: dict[str, Any]  # dataclass field -> default value
+    field_types: dict[str, str] = field(default_factory=dict)  # field -> int|float|bool|str (annotation)
+
+
+def extract_flags(interp: Interpreter, server_args_cls: Class) -> FlagTable:
+    parser = RecordingParser()
+    found, add = server_args_cls.lookup("add_cli_args")
+    if found:
+        try:
+            interp.call(interp.getattr(server_args_cls, "add_cli_args"), [parser], {})
+        except (PyRaise, Unmodelled, AnalysisBound):
+            pass  # whatever was recorded before the stop is still usable
+    fields: dict[str, Any] = {}
+    for name, _line, _owner in _dataclass_fields(server_args_cls):
+        try:
+            ok, default = dataclass_default(interp, server_args_cls, name)
+        except (PyRaise, Unmodelled):
+            ok, default = False, None
+        fields[name] = default if ok else None
+    options = []
+    for o in parser.options:
+        if o.dest not in fields:
+            # e.g. --tensor-parallel-size/--tp-size: from_cli_args maps the argparse dest
+            # onto the field another spelling names
+            alias = next((f.lstrip("-").replace("-", "_") for f in o.flags if f.lstrip("-").replace("-", "_") in fields), None)
+            if alias is not None:
+                o = OptionSpec(o.flags, alias, o.action, o.type_name, o.choices, o.nargs)
+        options.append(o)
+    parser.options = options
+    by_flag = {f: o for o in parser.options for f in o.flags}
+    by_dest = {o.dest: o for o in parser.options}
+    return FlagTable(by_flag, by_dest, fields, _field_types(interp, server_args_cls))
+
+
+def _field_types(interp: Interpreter, cls: Class) -> dict[str, str]:
+    """The scalar type each field is annotated with (``Optional[int]`` → int), so a flag
+    whose argparse ``type=`` is a helper still gets typed like the release's own CLI."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.mro()):
+        try:
+            annotations = interp.natives.annotations_of(interp, klass)
+        except (PyRaise, Unmodelled, AnalysisBound):
+            continue
+        for name, ann in annotations.items():
+            scalar = _scalar(ann)
+            if scalar:
+                out[name] = scalar
+    return out
+
+
+def _scalar(ann: Any, depth: int = 0) -> str | None:
+    if depth > 4:
+        return None
+    if isinstance(ann, Native) and ann.name in ("int", "float", "bool", "str"):
+        return ann.name
+    if isinstance(ann, TypeForm):
+        leaf = getattr(ann.origin, "path", getattr(ann.origin, "name", "")).rsplit(".", 1)[-1]
+        if leaf in ("Annotated", "Optional", "Union"):
+            for arg in ann.args if leaf != "Annotated" else ann.args[:1]:
+                found = _scalar(arg, depth + 1)
+                if found:
+                    return found
+    return None
+
+
+def _convert(spec: OptionSpec | None, default: Any, key: str, text: str, annotated: str | None = None) -> Any:
+    if spec is not None and spec.choices is not None and text not in spec.choices:
+        raise InputError(f"bad value {text!r} for {key}: choose one of {', '.join(spec.choices)}")
+    type_name = spec.type_name if spec is not None else None
+    if type_name in (None, "other", "none", "str") and annotated in ("int", "float", "bool"):
+        # the field is typed (0.5.14+ records convert the parsed text to the annotation)
+        type_name = annotated
+    elif type_name == "none":
+        type_name = "str" if isinstance(default, str) or default is None else None
+    if type_name is None or type_name == "other" or type_name == "str" and not isinstance(default, str) and default is not None:
+        if isinstance(default, bool):
+            type_name = "bool"
+        elif isinstance(default, int):
+            type_name = "int"
+        elif isinstance(default, float):
+            type_name = "float"
+        else:
+            type_name = "str"
+    if spec is not None and spec.action in ("store_true", "store_false"):
+        type_name = "bool"
+    try:
+        if type_name == "bool":
+            low = text.lower()
+            if low in ("true", "1", "yes", "on"):
+                return True
+            if low in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(text)
+        if type_name == "int":
+            return int(text)
+        if type_name == "float":
+            return float(text)
+    except ValueError:
+        raise InputError(f"bad value {text!r} for {key}: expected {type_name}") from None
+    if text in ("None", "none", "null") and default is None and (spec is None or spec.choices is None):
+        return None
+    return text
+
+
+def parse_set(table: FlagTable, items: list[str]) -> dict[str, Any]:
+    """``--set key=value`` (key as field name or as flag name)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise InputError(f"bad --set {item!r}: expected KEY=VALUE")
+        key, value = item.split("=", 1)
+        key = key.strip()
+        dest = key.lstrip("-").replace("-", "_")
+        spec = table.by_flag.get("--" + key.lstrip("-")) or table.by_dest.get(dest)
+        if spec is not None:
+            dest = spec.dest
+        if dest not in table.fields:
+            close = difflib.get_close_matches(dest, list(table.fields), n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise InputError(f"unknown setting {key!r} for this release{hint}")
+        out[dest] = _convert(spec, table.fields.get(dest), key, value, table.field_types.get(dest))
+    return out
+
+
+def parse_launch(table: FlagTable, command: str) -> tuple[dict[str, Any], str | None]:
+    """A pasted ``python -m sglang.launch_server ...`` command → (flags, model path)."""
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise InputError(f"cannot parse --launch command: {exc}") from None
+    start = 0
+    for idx, w in enumerate(words):
+        if w.startswith("--"):
+            start = idx
+            break
+    else:
+        raise InputError("--launch command has no --flags")
+    out: dict[str, Any] = {}
+    model: str | None = None
+    i = start
+    while i < len(words):
+        w = words[i]
+        if not w.startswith("-"):
+            raise InputError(f"--launch: unexpected argument {w!r}")
+        flag, eq, inline = w.partition("=")
+        spec = table.by_flag.get(flag)
+        if spec is None and flag.startswith("--"):
+            # argparse accepts an unambiguous prefix of a long option (allow_abbrev)
+            matches = {o.dest: o for f, o in table.by_flag.items() if f.startswith(flag) and f.startswith("--")}
+            if len(matches) == 1:
+                spec = next(iter(matches.values()))
+        if spec is None:
+            close = difflib.get_close_matches(flag, list(table.by_flag), n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise InputError(f"--launch: unknown flag {flag!r} for this release{hint}")
+        if spec.action in ("store_true", "store_false"):
+            value: Any = spec.action == "store_true"
+            i += 1
+        else:
+            if eq:
+                text = inline
+                i += 1
+            else:
+                if i + 1 >= len(words):
+                    raise InputError(f"--launch: {flag} needs a value")
+                text = words[i + 1]
+                i += 2
+            if spec.nargs in ("+", "*"):
+                vals = [text]
+                while i < len(words) and not words[i].startswith("--"):
+                    vals.append(words[i])
+                    i += 1
+                value = [_convert(spec, None, flag, v) for v in vals]
+            else:
+                value = _convert(spec, table.fields.get(spec.dest), flag, text, table.field_types.get(spec.dest))
+        if spec.dest == "model_path":
+            model = value
+            continue
+        out[spec.dest] = value
+    return out, model
+
+
+__all__ = ["FlagTable", "OptionSpec", "extract_flags", "parse_launch", "parse_set", "External", "Instance", "Unknown"]

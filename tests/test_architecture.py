@@ -1,0 +1,129 @@
+"""The pipeline is visible in the folders: a stage imports only from the stages before it.
+
+source → frontend → evaluate → target → resolve → rules → analyses → render → cli; the data
+model (`result`), `errors`, `shipped` (the tool's own data) and `cachedir` from anywhere.
+Every import counts, at module level or inside a function, so a cycle cannot hide behind a
+deferred import.
+"""
+
+from __future__ import annotations
+
+import ast
+import tokenize
+from pathlib import Path
+
+import networkx as nx
+
+PACKAGE = Path(__file__).resolve().parent.parent / "sglang_audit"
+STAGES = ["source", "frontend", "evaluate", "target", "resolve", "rules", "analyses", "render", "cli"]
+BASE = {"sglang_audit", "sglang_audit.errors", "sglang_audit.result", "sglang_audit.shipped", "sglang_audit.cachedir"}
+# the evaluator knows no SGLang, no torch, no command line: nothing of these names in its code
+EVALUATE_FORBIDDEN_WORDS = ("sglang.", "torch", "click", "server_args")
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    mod = _module(path)
+    pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:  # `from pkg import module` imports the module
+                full = f"{target}.{alias.name}"
+                is_mod = (PACKAGE.parent / (full.replace(".", "/") + ".py")).is_file() or \
+                    (PACKAGE.parent / full.replace(".", "/")).is_dir()
+                out.add(full if is_mod else target)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return {m for m in out if m.split(".")[0] == "sglang_audit" and m != mod}
+
+
+def _stage(mod: str) -> int | None:
+    parts = mod.split(".")
+    if mod in BASE or len(parts) < 2 or parts[1] not in STAGES:
+        return None
+    return STAGES.index(parts[1])
+
+
+def _graph() -> nx.DiGraph:
+    g = nx.DiGraph()
+    for path in PACKAGE.rglob("*.py"):
+        g.add_node(_module(path))
+        for dep in _imports(path):
+            g.add_edge(_module(path), dep)
+    return g
+
+
+def test_every_module_is_in_a_stage_or_the_base() -> None:
+    loose = sorted(m for m in _graph() if m not in BASE and _stage(m) is None and not m.startswith("sglang_audit._"))
+    assert loose == [], f"modules outside the pipeline's folders: {loose}"
+
+
+def _violations(g: nx.DiGraph) -> list[str]:
+    bad = []
+    for a, b in g.edges:
+        sa, sb = _stage(a), _stage(b)
+        if b in BASE or sb is None:
+            continue
+        if sa is None:
+            bad.append(f"{a} (base) imports {b}")
+        elif sb > sa:
+            bad.append(f"{a} ({STAGES[sa]}) imports {b} ({STAGES[sb]})")
+    return sorted(bad)
+
+
+def test_a_stage_imports_only_from_stages_before_it() -> None:
+    bad = _violations(_graph())
+    assert bad == [], "\n".join(bad)
+
+
+def test_no_import_cycle() -> None:
+    cycles = list(nx.simple_cycles(_graph()))
+    assert cycles == [], cycles
+
+
+def _code_words(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every code token and string literal; comments and docstrings left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    doc_lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                doc_lines.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    with path.open("rb") as fh:
+        return [(tok.start[0], tok.string) for tok in tokenize.tokenize(fh.readline)
+                if tok.type not in (tokenize.COMMENT, tokenize.ENCODING) and tok.start[0] not in doc_lines]
+
+
+def test_the_evaluator_knows_no_sglang_torch_or_command_line() -> None:
+    hits = [f"{path.name}:{n}: {text}" for path in (PACKAGE / "evaluate").rglob("*.py")
+            for n, text in _code_words(path) if any(w in text for w in EVALUATE_FORBIDDEN_WORDS)]
+    assert hits == [], hits
+
+
+def test_the_checker_sees_a_violation() -> None:
+    """The direction check itself: a backwards import is reported, a base import is not."""
+    g = _graph()
+    g.add_edge("sglang_audit.evaluate.values", "sglang_audit.cli.main")
+    g.add_edge("sglang_audit.evaluate.values", "sglang_audit.result")
+    assert _violations(g) == ["sglang_audit.evaluate.values (evaluate) imports sglang_audit.cli.main (cli)"]
+
+
+def test_long_modules_say_why() -> None:
+    """No module over ~800 lines without a reason written at its top."""
+    silent = []
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > 800 and "Why this module is long:" not in (ast.get_docstring(ast.parse(text)) or ""):
+            silent.append(f"{path.relative_to(PACKAGE)} ({text.count(chr(10))} lines)")
+    assert silent == [], silent

@@ -1,0 +1,130 @@
+"""The evaluator as a closed component: it runs against any world that implements its
+`World` protocol, and strict mode turns its internal errors into failures."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sglang_audit.evaluate import interpreter
+from sglang_audit.evaluate.interpreter import Bounds, Interpreter, World
+from sglang_audit.evaluate.values import NOT_HANDLED, Class, Instance, ModuleObj, Unknown
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.resolve.pipeline import Request, resolve
+from sglang_audit.target import world as world_mod
+
+ROOT = Path(__file__).resolve().parent.parent
+MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"
+
+
+def _protocol_methods() -> dict[str, inspect.Signature]:
+    return {n: inspect.signature(f) for n, f in vars(World).items()
+            if callable(f) and not n.startswith("_")}
+
+
+def test_the_world_implements_every_hook_with_the_protocols_parameters() -> None:
+    methods = _protocol_methods()
+    assert {"builtins", "call_external", "boundary_for", "native_module"} <= set(methods)
+    for name, sig in methods.items():
+        impl = getattr(world_mod.NativeWorld, name, None)
+        assert impl is not None, f"NativeWorld lacks {name}"
+        assert list(inspect.signature(impl).parameters) == list(sig.parameters), name
+
+
+class TinyWorld:
+    """A world that knows nothing: no builtins but the exceptions, every hook NOT_HANDLED.
+    The interpreter must still evaluate plain Python with it."""
+
+    package_name = "pkg"
+
+    def __init__(self) -> None:
+        self.object_class: Class = world_mod._make_object_class()
+        self.exception_classes: dict[str, Class] = world_mod._make_exception_classes()
+
+    def builtins(self, interp: Interpreter) -> dict[str, Any]:
+        return dict(self.exception_classes)
+
+    def native_module(self, interp: Interpreter, name: str) -> Any:
+        return None  # no module is the world's: pkg is evaluated, anything else is External
+
+    def boundary_for(self, interp: Interpreter, module: str, name: str) -> Any:
+        return None
+
+    def to_str(self, value: Any) -> str | None:
+        return None
+
+    def is_environ(self, obj: Any) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:  # the remaining hooks: not handled
+        return lambda *a, **k: NOT_HANDLED if name not in ("class_created", "make_enum") else None
+
+
+def _interp(tmp_path: Path, source: str) -> tuple[Interpreter, ModuleObj]:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "m.py").write_text(source)
+    interp = Interpreter(tmp_path, SourceCache(use_disk=False), TinyWorld(), {}, Bounds())  # type: ignore[arg-type]
+    mod = interp.load_module("pkg.m")
+    assert isinstance(mod, ModuleObj) and not mod.failed
+    return interp, mod
+
+
+SOURCE = """
+class Cfg:
+    def __init__(self, mode):
+        self.mode = mode
+        if mode == "fast":
+            self.backend = "cutlass"
+        else:
+            self.backend = "triton"
+
+def pick(flag):
+    if flag:
+        return "a"
+    return "b"
+"""
+
+
+def test_interpreter_runs_with_a_world_that_knows_nothing(tmp_path: Path) -> None:
+    interp, mod = _interp(tmp_path, SOURCE)
+    cfg = interp.call(interp.getattr(mod, "Cfg"), ["fast"], {})
+    assert isinstance(cfg, Instance) and cfg.attrs["backend"] == "cutlass"
+    assert interp.call(interp.getattr(mod, "pick"), [0], {}) == "b"
+
+
+def test_a_branch_on_an_unknown_is_a_decision_not_a_guess(tmp_path: Path) -> None:
+    interp, mod = _interp(tmp_path, SOURCE)
+    assert interp.call(interp.getattr(mod, "pick"), [Unknown("flag")], {}) == "a"  # first outcome: True
+    (decision,) = interp.new_decisions
+    assert decision.file == "pkg/m.py" and decision.text == "flag"
+    again = Interpreter(tmp_path, SourceCache(use_disk=False), TinyWorld(), {decision.key: False}, Bounds())  # type: ignore[arg-type]
+    mod2 = again.load_module("pkg.m")
+    assert again.call(again.getattr(mod2, "pick"), [Unknown("flag")], {}) == "b"
+
+
+def _break_binop(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: Interpreter, node: Any, frame: Any) -> Any:
+        raise TypeError("evaluator defect")
+    monkeypatch.setattr(Interpreter, "e_Compare", broken)
+    monkeypatch.setitem(interpreter._EXPR, "Compare", broken)  # the dispatch table caches handlers
+
+
+def test_strict_mode_raises_an_internal_evaluator_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    _break_binop(monkeypatch)
+    monkeypatch.setenv("SGLANG_AUDIT_STRICT", "1")
+    with pytest.raises(TypeError, match="evaluator defect"):
+        resolve(Request(source=str(MINI_E2), arch="sm120", model="deepseek-r1-nvfp4", use_cache=False))
+
+
+def test_without_strict_mode_an_internal_error_is_unknown_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    _break_binop(monkeypatch)
+    monkeypatch.setenv("SGLANG_AUDIT_STRICT", "0")
+    res = resolve(Request(source=str(MINI_E2), arch="sm120", model="deepseek-r1-nvfp4", use_cache=False))
+    unknown = [s for s in res.settings.values() if s.status == "unknown"]
+    assert unknown, "a defect in the evaluator must not leave settings resolved"
+    assert any("internal evaluator error (TypeError: evaluator defect)" in str(s.to_json()) for s in unknown)
