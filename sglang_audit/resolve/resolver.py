@@ -602,21 +602,27 @@ def _fewer_collections() -> Iterator[None]:
 
 
 def detect_structure(root: Path) -> str:
-    """Name the resolution structure from what the tree contains (never the version)."""
-    srt = root / "sglang" / "srt"
-    server_args = srt / "server_args.py"
-    text = server_args.read_text(encoding="utf-8", errors="replace") if server_args.is_file() else ""
-    if "def resolve_once" in text and (srt / "arg_groups" / "pipeline.py").is_file():
-        fields_dir = srt / "arg_groups" / "fields"
-        return "E6 pipeline with run_hook and msgspec fields" if fields_dir.is_dir() else "E5 pipeline (resolve_once)"
-    if "run_post_process_pass" in text or "_resolved_overrides" in text:
-        return "E4 hybrid with declaration stash"
-    if (srt / "arg_groups").is_dir() and re.search(r"_hook\b|hook\.", text):
-        return "E3 _handle_* steps and arg_groups hooks"
-    if re.search(r"self\._handle_\w+\(", text):
-        return "E2 ordered _handle_* steps"
-    if "def __post_init__" in text:
-        return "E0/E1 monolithic __post_init__"
+    """Name the resolution structure from what the tree contains (never the version), by the
+    fingerprints in rules/eras.toml."""
+    texts: dict[str, str] = {}
+
+    def holds(cond: dict[str, str]) -> bool:
+        if "exists" in cond:
+            return (root / cond["exists"]).exists()
+        if "missing" in cond:
+            return not (root / cond["missing"]).exists()
+        rel = cond["file"]
+        if rel not in texts:
+            path = root / rel
+            texts[rel] = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        if "contains" in cond:
+            return cond["contains"] in texts[rel]
+        return re.search(cond["regex"], texts[rel]) is not None
+
+    for era in load_toml("eras.toml")["era"]:
+        alternatives = era.get("any") or [era["conditions"]]
+        if any(all(holds(c) for c in conds) for conds in alternatives):
+            return era["name"]
     return "unrecognised"
 
 
