@@ -81,3 +81,85 @@ def _rmtree(path: Path) -> None:
         shutil.rmtree(path, onexc=retry)
     else:
         shutil.rmtree(path, onerror=retry)
+
+
+# ---- entries: atomic, checksummed, loaded without running code -------------------------
+# A cache dir may be shared, restored from a CI artifact or damaged on disk. Each entry is
+# ``MAGIC sha256(payload) \n payload``, written to a private temp name and renamed; a read
+# is capped in size, checks the checksum before the payload is looked at, and unpickles
+# with an allowlist of constructors (plain data classes of this package), so a damaged
+# entry cannot cost gigabytes and a crafted one cannot call anything. Any failure is a miss.
+
+MAX_ENTRY_BYTES = 256 * 1024 * 1024
+
+
+class EntryRejected(Exception):
+    """The entry is absent, damaged or names a constructor outside the allowlist."""
+
+
+def write_entry(path: Path, magic: bytes, payload: bytes) -> bool:
+    """Atomically write ``path``; False when the cache could not take it."""
+    import hashlib
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tmp.open("xb") as fh:
+            fh.write(magic + hashlib.sha256(payload).hexdigest().encode() + b"\n")
+            fh.write(payload)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        return False
+    return True
+
+
+def read_entry(path: Path, magic: bytes, max_bytes: int = MAX_ENTRY_BYTES) -> bytes:
+    """The payload of a checksummed entry (raises EntryRejected for any defect)."""
+    import hashlib
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        raise EntryRejected("absent") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            raise EntryRejected("not a regular file of a plausible size")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError:
+        raise EntryRejected("unreadable") from None
+    finally:
+        os.close(fd)
+    head = len(magic) + 65
+    if len(data) < head or not data.startswith(magic) or data[head - 1:head] != b"\n":
+        raise EntryRejected("bad header")
+    payload = data[head:]
+    if hashlib.sha256(payload).hexdigest().encode() != data[len(magic):head - 1]:
+        raise EntryRejected("checksum mismatch")
+    return payload
+
+
+def safe_unpickle(payload: bytes, allowed: dict[tuple[str, str], object]) -> object:
+    """Unpickle with only the constructors in ``allowed`` ((module, name) → object)."""
+    import io
+    import pickle
+
+    class _Restricted(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> object:
+            try:
+                return allowed[(module, name)]
+            except KeyError:
+                raise EntryRejected(f"constructor {module}.{name} not allowed") from None
+
+    try:
+        return _Restricted(io.BytesIO(payload)).load()
+    except EntryRejected:
+        raise
+    except Exception as exc:  # damaged data: any unpickling failure is a miss
+        raise EntryRejected(f"cannot unpickle ({type(exc).__name__})") from None
