@@ -33,14 +33,22 @@ import json
 import os
 import pickle
 import stat
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from . import result as _result
-from .cachedir import EntryRejected, read_entry, safe_unpickle, writable_subdir, write_entry
+from .cachedir import (
+    EntryRejected,
+    StampIndex,
+    TooLarge,
+    read_entry,
+    safe_unpickle,
+    stamp_index,
+    writable_subdir,
+    write_entry,
+)
 from .result import Resolution
 
 RESULT_FORMAT = "results2"  # bump when the pickled Resolution or the key changes shape
@@ -48,9 +56,7 @@ _MAGIC = b"SGA-RESULT2 "
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _RULES_DIR = _PACKAGE_DIR.parent / "rules"
 MODEL_READ_CAP = 16 * 1024 * 1024  # natives' open() refuses larger files: only their size is seen
-MAX_HASHED_FILE = 512 * 1024 * 1024  # a file to hash beyond this: not cached at all
 MAX_ENTRIES = 200_000  # a tree or model dir with more entries is not cached
-RACY_NS = 2_000_000_000  # a stamp younger than this may hide a same-size rewrite
 
 # the only constructors a result entry may name: the frozen dataclasses of result.py
 _ALLOWED: dict[tuple[str, str], object] = {
@@ -60,8 +66,7 @@ _ALLOWED: dict[tuple[str, str], object] = {
 _ALLOWED.update({("builtins", "frozenset"): frozenset, ("builtins", "set"): set})
 
 
-class _NotCacheable(Exception):
-    """The inputs are too large or odd to key (the resolution runs uncached)."""
+_NotCacheable = TooLarge  # the inputs are too large or odd to key: the resolution runs uncached
 
 
 class ResultCache:
@@ -71,7 +76,7 @@ class ResultCache:
         self.dir = writable_subdir("results") if enabled else None
         self.stable_tree = stable_tree
         self._tree_digests: dict[str, str] = {}
-        self._hashes = StampIndex(self.dir / "stamps" if self.dir is not None else None)
+        self._hashes = stamp_index() if self.dir is not None else StampIndex(None)
         self.hits = 0
         self.misses = 0
 
@@ -149,76 +154,6 @@ def _tool_digest() -> str:
 
 
 # ---- content hashes, re-computed only for files whose stamp changed ---------------------
-
-
-class StampIndex:
-    """sha256 of files by real path, valid while the file's stamp (size, mtime, ctime,
-    inode, device) is the one it was hashed at. ctime cannot be set back by a user
-    (``touch -r`` restores mtime only; a copy over a reused inode changes ctime), so an
-    equal stamp means equal content -- except within the filesystem clock's tick, hence
-    stamps younger than RACY_NS are re-hashed every time and never stored. Kept in memory
-    and, per process, saved to ``results/stamps`` (checksummed; a damaged index is empty)."""
-
-    def __init__(self, directory: Path | None) -> None:
-        self.dir = directory
-        self.known: dict[str, tuple[list[int], str]] = {}
-        self._loaded = False
-        self._dirty = False
-
-    def _file(self) -> Path | None:
-        return None if self.dir is None else self.dir / "index.json"
-
-    def _load(self) -> None:
-        self._loaded = True
-        file = self._file()
-        if file is None:
-            return
-        try:
-            data = json.loads(read_entry(file, b"SGA-STAMPS1 "))
-        except (EntryRejected, ValueError, RecursionError):
-            return
-        if isinstance(data, dict):
-            for path, entry in data.items():
-                if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], str)
-                        and isinstance(entry[0], list) and all(type(x) is int for x in entry[0])):
-                    self.known[path] = (entry[0], entry[1])
-
-    def digest(self, path: str, st: os.stat_result) -> str:
-        if not self._loaded:
-            self._load()
-        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
-        known = self.known.get(path)
-        if known is not None and known[0] == stamp:
-            return known[1]
-        if st.st_size > MAX_HASHED_FILE:
-            raise _NotCacheable(path)
-        h = hashlib.sha256()
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise _NotCacheable(path)  # swapped for a FIFO or device since the stat
-            read = 0
-            while chunk := fh.read(1 << 20):
-                read += len(chunk)
-                if read > MAX_HASHED_FILE:
-                    raise _NotCacheable(path)
-                h.update(chunk)
-        sha = h.hexdigest()
-        now = time.time_ns()
-        if now - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS:
-            self.known[path] = (stamp, sha)
-            self._dirty = True
-        return sha
-
-    def save(self) -> None:
-        file = self._file()
-        if file is None or not self._dirty:
-            return
-        self._dirty = False
-        if len(self.known) > 4 * MAX_ENTRIES:  # forget everything rather than grow forever
-            self.known.clear()
-        payload = json.dumps({p: [s, h] for p, (s, h) in self.known.items()}).encode()
-        write_entry(file, b"SGA-STAMPS1 ", payload)
 
 
 def _walk(root: str, hashes: StampIndex, h: Any, should_hash: Callable[[str, int], bool]) -> None:

@@ -143,7 +143,7 @@ def test_same_size_edit_with_the_mtime_restored_misses(setup):
 def test_same_size_edit_of_an_old_file_misses(setup, monkeypatch):
     # the stamp index trusts stamps older than two seconds: pretend the clock moved on,
     # so the first digest stores every stamp, and the edit must still be seen (ctime)
-    import sglang_audit.resultcache as rc
+    import sglang_audit.cachedir as rc
 
     checkout, model = setup
     results = ResultCache()
@@ -403,7 +403,7 @@ def test_no_edit_is_answered_from_the_cache(seed, tmp_path_factory, monkeypatch)
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    import sglang_audit.resultcache as rc
+    import sglang_audit.cachedir as rc
 
     @settings(max_examples=30, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -109,3 +109,65 @@ def test_package_has_no_dynamic_execution():
             if banned.search(code):
                 offenders.append(f"{py.name}:{no}: {line.strip()}")
     assert offenders == []
+
+
+# ---- the extracted sources are the archive's, and archives are bounded (issue #23) ------
+
+from test_source import wheel_members, write_tar, write_zip  # noqa: E402
+
+from sglang_audit.errors import SourceError  # noqa: E402
+from sglang_audit.source import locate_source  # noqa: E402
+
+
+@pytest.mark.parametrize("attack", ["edit", "same_size_edit", "add", "remove", "symlink"])
+def test_an_edited_extracted_tree_is_extracted_again(tmp_path, isolated_cache, attack):
+    import os
+
+    whl = write_zip(tmp_path / "in" / "sglang-0.5.10-py3-none-any.whl", wheel_members())
+    tree = locate_source(str(whl))
+    server_args = tree.package_dir / "srt" / "server_args.py"
+    original = server_args.read_bytes()
+    if attack == "edit":
+        server_args.write_bytes(original + b"EVIL = 1\n")
+    elif attack == "same_size_edit":
+        st = server_args.stat()
+        server_args.write_bytes(original.replace(b"pass", b"PASS"))
+        os.utime(server_args, ns=(st.st_atime_ns, st.st_mtime_ns))
+    elif attack == "add":
+        (tree.package_dir / "srt" / "injected.py").write_text("x = 1\n")
+    elif attack == "remove":
+        (tree.package_dir / "__init__.py").unlink()
+    else:
+        outside = tmp_path / "outside.py"
+        outside.write_bytes(original)
+        server_args.unlink()
+        server_args.symlink_to(outside)
+    messages: list[str] = []
+    again = locate_source(str(whl), progress=messages.append)
+    # (a server_args.py linked out of the tree is not even a package: extracted again too)
+    assert any("differs from the archive" in m for m in messages) or attack == "symlink"
+    assert any(m.startswith("extracting") for m in messages)
+    assert (again.package_dir / "srt" / "server_args.py").read_bytes() == original
+    assert not (again.package_dir / "srt" / "server_args.py").is_symlink()
+    assert not (again.package_dir / "srt" / "injected.py").exists()
+    assert (again.package_dir / "__init__.py").is_file()
+
+
+def test_an_untouched_extracted_tree_is_reused(tmp_path, isolated_cache):
+    whl = write_zip(tmp_path / "in" / "sglang-0.5.10-py3-none-any.whl", wheel_members())
+    first = locate_source(str(whl))
+    inode = (first.package_dir / "srt" / "server_args.py").stat().st_ino
+    messages: list[str] = []
+    again = locate_source(str(whl), progress=messages.append)
+    assert messages == []  # neither extracted nor re-extracted
+    assert (again.package_dir / "srt" / "server_args.py").stat().st_ino == inode
+
+
+def test_a_tar_bomb_is_refused_by_its_ratio(tmp_path, isolated_cache):
+    members = wheel_members()
+    members["sglang/srt/zeros.py"] = b"\0" * (8 * 1024 * 1024)  # compresses ~1000:1
+    sdist = write_tar(tmp_path / "in" / "sglang-0.5.10.tar.gz", members)
+    assert sdist.stat().st_size < 100 * 1024
+    with pytest.raises(SourceError, match=r"more than 100:1 uncompressed.*tar bomb"):
+        locate_source(str(sdist))
+    assert not list((isolated_cache / "sources").glob("*/sglang"))
