@@ -342,7 +342,9 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
     if sources is None:
         raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
     archive_sha = _sha256(path)
-    root = sources / archive_sha[:16]
+    # the last 16 hex digits: copies extracted with a manifest never share a directory with
+    # the manifest-less ones of earlier versions, which may be in use from the same cache
+    root = sources / archive_sha[-16:]
     complete = (root / _MARKER).is_file()
     package = _find_package(root, archive_layouts=True) if complete else None
     if package is not None and not _verified(root, archive_sha):
@@ -350,7 +352,7 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
         package = None
     if package is None:
         if complete:  # a cached copy someone has damaged or edited: start over
-            shutil.rmtree(root, ignore_errors=True)
+            _retire(root, sources)
         say(f"extracting {path.name} into {root} ...")
         _extract(path, kind, root, sources, archive_sha)
         package = _find_package(root, archive_layouts=True)
@@ -396,6 +398,17 @@ def _sweep_stale(parent: Path, prefix: str) -> None:
                 shutil.rmtree(path, ignore_errors=True)
         except OSError:
             pass
+
+
+def _retire(root: Path, sources: Path) -> None:
+    """Move ``root`` aside (one rename, so a process reading it keeps its open files and a
+    new extraction can take the name) and delete it."""
+    aside = sources / f".extract-retired-{root.name}-{os.getpid()}-{time.time_ns()}"
+    try:
+        os.rename(root, aside)
+    except OSError:
+        aside = root
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _verified(root: Path, archive_sha: str) -> bool:
