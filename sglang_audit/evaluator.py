@@ -397,7 +397,13 @@ class Interpreter:
             handler = _STMT.get(stmt.kind)
             if handler is None:
                 handler = _STMT[stmt.kind] = getattr(Interpreter, "s_" + stmt.kind)
-            handler(self, stmt, frame)
+            try:
+                handler(self, stmt, frame)
+            except (Unmodelled, AnalysisBound) as exc:
+                # the innermost statement names where evaluation stopped (free unless raised)
+                if getattr(exc, "where", None) is None:
+                    exc.where = f"{frame.module.file}:{stmt.line}"  # type: ignore[attr-defined]
+                raise
 
     def s_ExprStmt(self, node: ir.Node, frame: Frame) -> None:
         self.evaluate(node.value, frame)

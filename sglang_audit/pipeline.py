@@ -133,7 +133,8 @@ def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
 def _stop_reason(exc: Exception) -> str:
     if isinstance(exc, PyRaise):
         return f"it raises at {exc.file}:{exc.line}" + (f" ({exc.text})" if exc.text else "")
-    return str(exc)
+    where = getattr(exc, "where", None)
+    return str(exc) + (f" (evaluation stopped at {where})" if where and where not in str(exc) else "")
 
 
 def check_entry(tree: SourceTree, resolver: Resolver) -> None:

@@ -26,7 +26,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .errors import AuditError
-from .result import ChainStep, Resolution, Setting, UnknownValue
+from .result import STATUS_UNKNOWN, ChainStep, Resolution, Setting, UnknownValue
 
 SHIPPED_RULES_DIR = Path(__file__).resolve().parent.parent / "rules" / "known-bad"
 SETTINGS_TOML = Path(__file__).resolve().parent.parent / "rules" / "settings.toml"
@@ -769,7 +769,21 @@ def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
                 rule.needs_env,
             ))
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.rule_id, f.setting or ""))
-    return CheckResult(res, (REJECTED_RULE, *rules), tuple(findings), tuple(undecided))
+    # a setting the resolution could not state is undecided in its own right: no rule may
+    # happen to need it, yet "no findings" would be claimed on a guess (issue #23)
+    for name, setting in res.settings.items():
+        if setting.status == STATUS_UNKNOWN and setting.present:
+            undecided.append(Undecided(UNKNOWN_SETTING_RULE.id, UNKNOWN_SETTING_RULE.severity, name,
+                                       ((f"settings.{name}", _unknown_reason(setting)),)))
+    return CheckResult(res, (REJECTED_RULE, UNKNOWN_SETTING_RULE, *rules), tuple(findings), tuple(undecided))
+
+
+def _unknown_reason(setting: Any) -> str:
+    for value in (setting.config, setting.runtime, setting.layer):
+        reason = getattr(value, "reason", None)
+        if reason:
+            return str(reason)
+    return setting.note or "unknown"
 
 
 def _plain(value: Any) -> Any:
@@ -784,6 +798,16 @@ def check_example(rule: Rule, example: Mapping[str, Any]) -> bool | None:
     results = [evaluate(rule.when, facts, rule, s, {}) for s in rule.subjects]
     return True if True in results else (None if None in results else False)
 
+
+# A setting left unknown: the check cannot be clean (exit 3 at --fail-on error/warning).
+UNKNOWN_SETTING_RULE = Rule(
+    id="SGA002", slug="setting-unknown", severity="error", confidence="high",
+    title="A setting of this deployment could not be resolved",
+    description="The resolution left a setting unknown (its reason names where evaluation stopped): no rule can be trusted to have seen its value, so the check is undecided, never clean.",
+    message="This setting is unknown.", fix="Read the reason; pass the missing input (flags, model files) or report the gap.",
+    sources=(), subjects=(None,), when=("all", ()), fingerprints=(), examples_flag=(), examples_pass=(),
+    checked="Derived from the resolution (Setting.status == unknown).", path="<builtin>",
+)
 
 # SGLang itself refusing the configuration (an assert/raise on the path) is always reported.
 REJECTED_RULE = Rule(

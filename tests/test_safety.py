@@ -171,3 +171,85 @@ def test_a_tar_bomb_is_refused_by_its_ratio(tmp_path, isolated_cache):
     with pytest.raises(SourceError, match=r"more than 100:1 uncompressed.*tar bomb"):
         locate_source(str(sdist))
     assert not list((isolated_cache / "sources").glob("*/sglang"))
+
+
+# ---- "missing" is never "resolved"; unknowns are never a clean exit (issue #23) ---------
+
+from clirun import cli  # noqa: E402
+
+FP4_UTILS = ("python", "sglang", "srt", "layers", "quantization", "fp4_utils.py")
+BASE = ["-a", "sm120", "-m", "deepseek-r1-nvfp4", "--no-cache"]
+
+
+def _copy(tmp_path: Path) -> Path:
+    root = tmp_path / "copy"
+    shutil.copytree(MINI_E2, root)
+    return root
+
+
+@pytest.mark.parametrize("what", ["initializer", "getter"])
+def test_a_renamed_runtime_initialiser_is_unknown_not_the_config_value(tmp_path, isolated_cache, what):
+    import json as _json
+
+    root = _copy(tmp_path)
+    fp4 = root.joinpath(*FP4_UTILS)
+    name = "initialize_fp4_gemm_config" if what == "initializer" else "get_fp4_gemm_runner_backend"
+    fp4.write_text(fp4.read_text().replace(f"def {name}(", f"def {name}_v2("))
+    code, out, _ = cli("resolve", "-s", str(root), *BASE, "--format", "json")
+    assert code == 3
+    fp4_setting = _json.loads(out)["settings"]["fp4_gemm_runner_backend"]
+    assert fp4_setting["status"] == "unknown"
+    reason = fp4_setting["runtime"]["unknown"]
+    assert f"{name} not found in sglang/srt/layers/quantization/fp4_utils.py" in reason
+    # the original resolves the runtime value from the initialiser
+    code, out, _ = cli("resolve", "-s", str(MINI_E2), *BASE, "--format", "json")
+    assert _json.loads(out)["settings"]["fp4_gemm_runner_backend"]["runtime"] == "flashinfer_cudnn"
+
+
+def test_a_renamed_runtime_initialiser_makes_check_undecided(tmp_path, isolated_cache):
+    root = _copy(tmp_path)
+    fp4 = root.joinpath(*FP4_UTILS)
+    fp4.write_text(fp4.read_text().replace("def initialize_fp4_gemm_config(", "def initialize_fp4_gemm_config_v2("))
+    code, out, _ = cli("check", "-s", str(root), *BASE)
+    assert code == 3, out
+    assert "SGA002" in out and "initialize_fp4_gemm_config not found" in out
+    assert "no findings." not in out
+
+
+def test_a_missing_initialiser_module_is_unknown(tmp_path, isolated_cache):
+    import json as _json
+
+    root = _copy(tmp_path)
+    root.joinpath(*FP4_UTILS).rename(root.joinpath(*FP4_UTILS[:-1], "fp4_gemm.py"))
+    code, out, _ = cli("resolve", "-s", str(root), *BASE, "--format", "json")
+    assert code == 3
+    reason = _json.loads(out)["settings"]["fp4_gemm_runner_backend"]["runtime"]["unknown"]
+    assert "no module sglang.srt.layers.quantization.fp4_utils" in reason
+
+
+def test_every_setting_unknown_is_never_exit_0(tmp_path, isolated_cache):
+    # the config stage stops on every path (an iteration over a value the tool cannot
+    # know); resolve and check both say so, and the reason names the file:line
+    root = _copy(tmp_path)
+    sa = root / "python" / "sglang" / "srt" / "server_args.py"
+    text = sa.read_text()
+    text = text.replace("    def __post_init__(self):\n",
+                        "    def __post_init__(self):\n        import glob\n        found = sorted(glob.glob('/nonexistent-dir/*'))\n", 1)
+    sa.write_text(text)
+    line = text.splitlines().index("        found = sorted(glob.glob('/nonexistent-dir/*'))") + 1
+    code, out, _ = cli("resolve", "-s", str(root), *BASE)
+    assert code == 3
+    assert f"sglang/srt/server_args.py:{line}" in out
+    code, out, _ = cli("check", "-s", str(root), *BASE)
+    assert code == 3 and "SGA002" in out and "no findings." not in out
+    code, _out, _ = cli("check", "-s", str(root), *BASE, "--fail-on", "never")
+    assert code == 0
+
+
+def test_a_text_line_shows_an_unknown_reason_once(tmp_path, isolated_cache):
+    root = _copy(tmp_path)
+    fp4 = root.joinpath(*FP4_UTILS)
+    fp4.write_text(fp4.read_text().replace("def initialize_fp4_gemm_config(", "def initialize_fp4_gemm_config_v2("))
+    code, out, _ = cli("resolve", "-s", str(root), *BASE)
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("fp4_gemm_runner_backend")]
+    assert line.count("initialize_fp4_gemm_config not found") == 1, line
