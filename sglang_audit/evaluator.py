@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -329,6 +330,12 @@ class Interpreter:
         return mod
 
     def run_module_body(self, mod: ModuleObj, path: Path) -> None:
+        if not _inside_tree(str(path), str(self.root)):
+            # the tree is a boundary: a module linked out of it (into the user's home, say)
+            # is never read; what depends on it is unknown
+            self.parse_failures[mod.file] = f"{mod.file}: not read: its real path leaves the source tree"
+            mod.failed = "its real path leaves the source tree"
+            return
         try:
             tree = self.cache.load(path)
         except ParseFailure as exc:
@@ -1840,6 +1847,13 @@ class Interpreter:
 _DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "|": "__or__", "&": "__and__", "/": "__truediv__"}
 _RDUNDER = {"+": "__radd__", "-": "__rsub__", "*": "__rmul__", "|": "__ror__", "&": "__rand__"}
 _CMP_DUNDER = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
+
+
+@functools.lru_cache(maxsize=8192)
+def _inside_tree(path: str, root: str) -> bool:
+    # memoised like _find_module_file: a located tree does not change while the tool runs
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
 @functools.lru_cache(maxsize=8192)

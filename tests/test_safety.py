@@ -253,3 +253,23 @@ def test_a_text_line_shows_an_unknown_reason_once(tmp_path, isolated_cache):
     code, out, _ = cli("resolve", "-s", str(root), *BASE)
     (line,) = [ln for ln in out.splitlines() if ln.startswith("fp4_gemm_runner_backend")]
     assert line.count("initialize_fp4_gemm_config not found") == 1, line
+
+
+def test_a_module_linked_out_of_the_tree_is_not_read(tmp_path, isolated_cache):
+    import json as _json
+
+    root = _copy(tmp_path)
+    fp4 = root.joinpath(*FP4_UTILS)
+    home = tmp_path / "home"
+    home.mkdir()
+    outside = home / "fp4_utils.py"
+    # the same module, with a value only the linked file could produce
+    outside.write_text(fp4.read_text().replace('backend = "flashinfer_cudnn"', 'backend = "from_home"'))
+    fp4.unlink()
+    fp4.symlink_to(outside)
+    code, out, _ = cli("resolve", "-s", str(root), *BASE, "--format", "json")
+    assert "from_home" not in out
+    data = _json.loads(out)
+    assert data["settings"]["fp4_gemm_runner_backend"]["status"] == "unknown"
+    assert "leaves the source tree" in out
+    assert code == 3
