@@ -14,6 +14,7 @@ import gc
 import json
 import re
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -101,6 +102,11 @@ class Resolver:
             return self._resolve()
 
     def _resolve(self) -> Resolution:
+        # one wall-clock budget for the whole resolution, parsing excluded (a cold cache on a
+        # busy machine must not turn answers unknown); the deterministic bounds come first
+        start, parsed = time.monotonic(), self.cache.parse_seconds
+        budget = self.bounds.wall_seconds
+        self.over_budget = lambda: time.monotonic() - start - (self.cache.parse_seconds - parsed) > budget
         paths: list[PathResult] = []
         pending: list[dict[str, bool]] = [{}]
         explored_all = True
@@ -126,6 +132,7 @@ class Resolver:
 
     def run_path(self, decisions: dict[str, bool]) -> PathResult:
         interp = Interpreter(self.root, self.cache, self.world, decisions, self.bounds)
+        interp.deadline = getattr(self, "over_budget", None)
         interp.tracked_keys = frozenset(self.settings_spec["settings"])
         result = PathResult(taken=interp.taken)
         old_limit = sys.getrecursionlimit()
