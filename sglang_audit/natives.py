@@ -589,8 +589,12 @@ class NativeWorld:
         if key in interp.hf_configs:
             cfg = interp.hf_configs[key]
         else:
-            file = inside / "config.json"
-            data = json.loads(file.read_text(encoding="utf-8"))
+            from .parselimits import UserFileError, read_user_file
+
+            try:
+                data = json.loads(read_user_file(inside / "config.json", "model config").decode("utf-8"))
+            except (UserFileError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+                return Unknown(f"config of model {path!r} not read ({getattr(exc, 'message', exc)})")
             cfg = self.make_hf_config(data, str(inside))
             interp.hf_configs[key] = cfg
         overrides = kwargs.get("model_override_args")

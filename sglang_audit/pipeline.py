@@ -16,6 +16,7 @@ from .device import parse_device
 from .errors import InputError, SourceError
 from .evaluator import Interpreter, PyRaise, Unmodelled
 from .frontend import ParseFailure, SourceCache
+from .parselimits import UserFileError, read_user_file
 from .resolver import ModelInput, Resolver, Target
 from .result import Resolution
 from .resultcache import ResultCache
@@ -84,7 +85,9 @@ def _locate_model(spec: str) -> ModelInput:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_user_file(path, "model file").decode("utf-8"))
+    except UserFileError as exc:
+        raise InputError(exc.message) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
     except RecursionError:

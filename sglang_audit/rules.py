@@ -26,6 +26,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .errors import AuditError
+from .parselimits import UserFileError, read_user_file, safe_yaml_load
 from .result import STATUS_UNKNOWN, ChainStep, Resolution, Setting, UnknownValue
 
 SHIPPED_RULES_DIR = Path(__file__).resolve().parent.parent / "rules" / "known-bad"
@@ -226,7 +227,9 @@ def load_rules(extra_dirs: Iterable[Path] = (), shipped: bool = True) -> tuple[R
 
 def load_rule_file(path: Path, settings: tuple[str, ...] | None = None) -> Rule:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_yaml_load(read_user_file(path, "rule file").decode("utf-8"))
+    except UserFileError as exc:
+        raise RuleError(exc.message) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleError(f"{path}: cannot read ({exc})") from None
     except yaml.YAMLError as exc:

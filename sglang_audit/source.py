@@ -31,6 +31,7 @@ from packaging.version import InvalidVersion, Version
 
 from .cachedir import TooLarge, cache_root, stamp_index, writable_subdir
 from .errors import SourceError
+from .parselimits import UserFileError, read_user_file
 
 # Extraction limits (module-level so tests can lower them). Real wheels are far below:
 # SGLang 0.5.23 holds ~120 MiB in total, its largest member is ~24 MiB, and no member
@@ -669,9 +670,11 @@ _VERSION_PY = re.compile(
 
 
 def _read_text(path: Path) -> str | None:
+    """A metadata file's text; None when absent, not a regular file or over 16 MB (a FIFO
+    or a 3 GB pyproject.toml beside the package is not metadata and is never read whole)."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
-    except OSError:
+        return read_user_file(path, "metadata file").decode("utf-8", errors="replace")
+    except UserFileError:
         return None
 
 

@@ -273,3 +273,71 @@ def test_a_module_linked_out_of_the_tree_is_not_read(tmp_path, isolated_cache):
     assert data["settings"]["fp4_gemm_runner_backend"]["status"] == "unknown"
     assert "leaves the source tree" in out
     assert code == 3
+
+
+# ---- user files: regular files only, size caps, YAML aliases bounded (issue #23) --------
+
+import os  # noqa: E402
+
+from sglang_audit.diff import load_deployments  # noqa: E402
+from sglang_audit.errors import InputError  # noqa: E402
+from sglang_audit.parselimits import read_user_file  # noqa: E402
+
+
+def _fifo(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    os.mkfifo(path)  # no writer: reading it would block for ever
+    return path
+
+
+def test_a_fifo_as_location_is_refused_not_read(tmp_path, isolated_cache):
+    fifo = _fifo(tmp_path, "launch.sh")
+    code, _out, err = cli("check", "-s", str(MINI_E2), *BASE, "--location", str(fifo))
+    assert code == 2 and "not a regular file" in err
+
+
+def test_dev_zero_as_location_is_refused(tmp_path, isolated_cache):
+    code, _out, err = cli("check", "-s", str(MINI_E2), *BASE, "--location", "/dev/zero")
+    assert code == 2 and "not a regular file" in err
+
+
+def test_a_fifo_as_deployment_file_is_refused(tmp_path):
+    with pytest.raises(InputError, match="not a regular file"):
+        load_deployments(_fifo(tmp_path, "deploy.yaml"))
+
+
+def test_a_fifo_among_the_rules_is_refused(tmp_path, isolated_cache):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    _fifo(rules, "SGA900.yaml")
+    code, _out, err = cli("check", "-s", str(MINI_E2), *BASE, "--rules", str(rules))
+    assert code == 2 and "not a regular file" in err
+
+
+def test_a_yaml_alias_bomb_deployment_is_refused(tmp_path):
+    bomb = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    bomb += "".join(f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join(["*" + chr(97 + i)] * 9) + "]\n" for i in range(8))
+    path = tmp_path / "deploy.yaml"
+    path.write_text(bomb)
+    assert len(bomb) < 1024
+    with pytest.raises(InputError, match="aliases expand to more than"):
+        load_deployments(path)
+
+
+def test_a_huge_user_file_is_not_read_whole(tmp_path):
+    big = tmp_path / "big.json"
+    with big.open("wb") as fh:
+        fh.truncate(3 * 1024**3)  # sparse: 3 GB that cost nothing to make
+    from sglang_audit.parselimits import UserFileError
+
+    with pytest.raises(UserFileError, match="larger than 16 MB"):
+        read_user_file(big, "model file")
+
+
+def test_a_huge_pyproject_beside_the_package_is_not_read(tmp_path, isolated_cache):
+    root = _copy(tmp_path)
+    pyproject = root / "python" / "pyproject.toml"
+    with pyproject.open("r+b") as fh:
+        fh.truncate(3 * 1024**3)
+    code, out, _ = cli("resolve", "-s", str(root), *BASE)
+    assert code in (0, 3) and "moe_runner_backend" in out
