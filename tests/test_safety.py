@@ -341,3 +341,76 @@ def test_a_huge_pyproject_beside_the_package_is_not_read(tmp_path, isolated_cach
         fh.truncate(3 * 1024**3)
     code, out, _ = cli("resolve", "-s", str(root), *BASE)
     assert code in (0, 3) and "moe_runner_backend" in out
+
+
+# ---- output a hostile tree cannot forge (issue #23) -------------------------------------
+
+FORGED = "flashinfer_trtllm\\r\\x1b[2Kfp4_gemm_runner_backend  cudnn  (resolved)\\u202e"
+
+
+def _forging_tree(tmp_path: Path) -> Path:
+    root = _copy(tmp_path)
+    sa = root / "python" / "sglang" / "srt" / "server_args.py"
+    sa.write_text(sa.read_text().replace('self.moe_runner_backend = "flashinfer_trtllm"',
+                                         f'self.moe_runner_backend = "{FORGED}"', 1))
+    return root
+
+
+def test_text_output_escapes_control_and_bidi_characters(tmp_path, isolated_cache):
+    import subprocess
+    import sys
+
+    root = _forging_tree(tmp_path)
+    # a real process and stdout (click strips ANSI escapes only from non-terminals)
+    proc = subprocess.run([sys.executable, "-m", "sglang_audit.cli", "resolve", "-s", str(root),
+                           "-a", "sm100", "-m", "deepseek-r1-nvfp4", "--no-cache"],
+                          capture_output=True, text=True, timeout=120)
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("moe_runner_backend")]
+    assert "\r" not in proc.stdout and "\u202e" not in proc.stdout
+    assert "\\x0d" in line and "\\u202e" in line  # shown, escaped, on the setting's own line
+
+
+def test_json_output_keeps_the_value_exactly(tmp_path, isolated_cache):
+    import json as _json
+
+    root = _forging_tree(tmp_path)
+    code, out, _ = cli("resolve", "-s", str(root), "-a", "sm100", "-m", "deepseek-r1-nvfp4", "--no-cache", "--format", "json")
+    value = _json.loads(out)["settings"]["moe_runner_backend"]["config"]
+    assert value == "flashinfer_trtllm\r\x1b[2Kfp4_gemm_runner_backend  cudnn  (resolved)\u202e"
+
+
+def test_output_under_a_non_utf8_stdout_encoding_does_not_crash(tmp_path, isolated_cache):
+    import subprocess
+    import sys
+
+    root = _copy(tmp_path)
+    sa = root / "python" / "sglang" / "srt" / "server_args.py"
+    sa.write_text(sa.read_text().replace('self.moe_runner_backend = "flashinfer_trtllm"',
+                                         'self.moe_runner_backend = "flashinfer_trtllm_café_→"', 1))
+    proc = subprocess.run([sys.executable, "-m", "sglang_audit.cli", "resolve", "-s", str(root),
+                           "-a", "sm100", "-m", "deepseek-r1-nvfp4", "--no-cache"],
+                          capture_output=True, timeout=120, env={**os.environ, "PYTHONIOENCODING": "latin-1"})
+    assert proc.returncode in (0, 3), proc.stderr[-500:]
+    assert b"flashinfer_trtllm_caf\xe9_?" in proc.stdout  # what latin-1 cannot take is replaced
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_quoted():
+    from sglang_audit.render_matrix import _cell
+
+    assert _cell("=HYPERLINK(\"http://x\",\"y\")") == "'=HYPERLINK(\"http://x\",\"y\")"
+    for dangerous in ("+1", "-1+2", "@SUM(A1)", "\t=1"):
+        assert _cell(dangerous).startswith("'")
+    assert _cell("flashinfer_trtllm") == "flashinfer_trtllm"
+
+
+def test_sarif_uri_of_a_relative_location_is_percent_encoded(tmp_path, isolated_cache, monkeypatch):
+    import json as _json
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "deploy dir#1").mkdir()
+    launch = Path("deploy dir#1") / "launch café.sh"
+    (tmp_path / launch).write_text("python -m sglang.launch_server --moe-runner-backend auto\n")
+    code, out, _ = cli("check", "-s", str(MINI_E2), *BASE, "--format", "sarif", "--location", str(launch))
+    uris = {loc["physicalLocation"]["artifactLocation"]["uri"]
+            for r in _json.loads(out)["runs"][0]["results"] for loc in r["locations"]}
+    assert "deploy%20dir%231/launch%20caf%C3%A9.sh" in uris

@@ -48,7 +48,10 @@ def _anchor(path: Path | None) -> Any:
     except UserFileError as exc:
         raise InputError(exc.message) from None
     # SARIF wants a relative URI with forward slashes (relative to the repo checkout in CI)
-    uri = path.as_posix() if not path.is_absolute() else path.resolve().as_uri()
+    # a relative URI reference (RFC 3986): spaces, '#', '%', non-ASCII ... percent-encoded
+    from urllib.parse import quote
+
+    uri = quote(path.as_posix(), safe="/") if not path.is_absolute() else path.resolve().as_uri()
     return Anchor(uri, text)
 
 
