@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
 import secrets
+import stat
+import time
 from pathlib import Path
 
 from platformdirs import user_cache_dir
@@ -81,3 +86,175 @@ def _rmtree(path: Path) -> None:
         shutil.rmtree(path, onexc=retry)
     else:
         shutil.rmtree(path, onerror=retry)
+
+
+# ---- entries: atomic, checksummed, loaded without running code -------------------------
+# A cache dir may be shared, restored from a CI artifact or damaged on disk. Each entry is
+# ``MAGIC sha256(payload) \n payload``, written to a private temp name and renamed; a read
+# is capped in size, checks the checksum before the payload is looked at, and unpickles
+# with an allowlist of constructors (plain data classes of this package), so a damaged
+# entry cannot cost gigabytes and a crafted one cannot call anything. Any failure is a miss.
+
+MAX_ENTRY_BYTES = 256 * 1024 * 1024
+
+
+class EntryRejected(Exception):
+    """The entry is absent, damaged or names a constructor outside the allowlist."""
+
+
+def write_entry(path: Path, magic: bytes, payload: bytes) -> bool:
+    """Atomically write ``path``; False when the cache could not take it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tmp.open("xb") as fh:
+            fh.write(magic + hashlib.sha256(payload).hexdigest().encode() + b"\n")
+            fh.write(payload)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        return False
+    return True
+
+
+def read_entry(path: Path, magic: bytes, max_bytes: int = MAX_ENTRY_BYTES) -> bytes:
+    """The payload of a checksummed entry (raises EntryRejected for any defect)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        raise EntryRejected("absent") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            raise EntryRejected("not a regular file of a plausible size")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError:
+        raise EntryRejected("unreadable") from None
+    finally:
+        os.close(fd)
+    head = len(magic) + 65
+    if len(data) < head or not data.startswith(magic) or data[head - 1:head] != b"\n":
+        raise EntryRejected("bad header")
+    payload = data[head:]
+    if hashlib.sha256(payload).hexdigest().encode() != data[len(magic):head - 1]:
+        raise EntryRejected("checksum mismatch")
+    return payload
+
+
+def safe_unpickle(payload: bytes, allowed: dict[tuple[str, str], object]) -> object:
+    """Unpickle with only the constructors in ``allowed`` ((module, name) → object)."""
+    import io
+    import pickle
+
+    class _Restricted(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> object:
+            try:
+                return allowed[(module, name)]
+            except KeyError:
+                raise EntryRejected(f"constructor {module}.{name} not allowed") from None
+
+    try:
+        return _Restricted(io.BytesIO(payload)).load()
+    except EntryRejected:
+        raise
+    except Exception as exc:  # damaged data: any unpickling failure is a miss
+        raise EntryRejected(f"cannot unpickle ({type(exc).__name__})") from None
+
+
+# ---- content hashes, re-computed only for files whose stamp changed ---------------------
+
+MAX_HASHED_FILE = 512 * 1024 * 1024  # a file to hash beyond this: the caller does not cache
+RACY_NS = 2_000_000_000  # a stamp younger than this may hide a same-size rewrite
+MAX_INDEX_ENTRIES = 800_000  # beyond this the index starts afresh rather than grow forever
+
+
+class TooLarge(Exception):
+    """A file too large (or no longer regular) to hash."""
+
+
+class StampIndex:
+    """sha256 of files by real path, valid while the file's stamp (size, mtime, ctime,
+    inode, device) is the one it was hashed at. ctime cannot be set back by a user
+    (``touch -r`` restores mtime only; a copy over a reused inode changes ctime), so an
+    equal stamp means equal content -- except within the filesystem clock's tick, hence
+    stamps younger than RACY_NS are re-hashed every time and never stored. Kept in memory
+    and, per process, saved to ``results/stamps`` (checksummed; a damaged index is empty)."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.dir = directory
+        self.known: dict[str, tuple[list[int], str]] = {}
+        self._loaded = False
+        self._dirty = False
+
+    def _file(self) -> Path | None:
+        return None if self.dir is None else self.dir / "index.json"
+
+    def _load(self) -> None:
+        self._loaded = True
+        file = self._file()
+        if file is None:
+            return
+        try:
+            data = json.loads(read_entry(file, b"SGA-STAMPS1 "))
+        except (EntryRejected, ValueError, RecursionError):
+            return
+        if isinstance(data, dict):
+            for path, entry in data.items():
+                if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], str)
+                        and isinstance(entry[0], list) and all(type(x) is int for x in entry[0])):
+                    self.known[path] = (entry[0], entry[1])
+
+    def digest(self, path: str, st: os.stat_result) -> str:
+        if not self._loaded:
+            self._load()
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+        known = self.known.get(path)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        if st.st_size > MAX_HASHED_FILE:
+            raise TooLarge(path)
+        h = hashlib.sha256()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise TooLarge(path)  # swapped for a FIFO or device since the stat
+            read = 0
+            while chunk := fh.read(1 << 20):
+                read += len(chunk)
+                if read > MAX_HASHED_FILE:
+                    raise TooLarge(path)
+                h.update(chunk)
+        sha = h.hexdigest()
+        now = time.time_ns()
+        if now - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS:
+            self.known[path] = (stamp, sha)
+            self._dirty = True
+        return sha
+
+    def save(self) -> None:
+        file = self._file()
+        if file is None or not self._dirty:
+            return
+        self._dirty = False
+        if len(self.known) > MAX_INDEX_ENTRIES:  # forget everything rather than grow forever
+            self.known.clear()
+        payload = json.dumps({p: [s, h] for p, (s, h) in self.known.items()}).encode()
+        write_entry(file, b"SGA-STAMPS1 ", payload)
+
+
+
+
+@functools.cache
+def _shared_index(directory: Path | None) -> StampIndex:
+    return StampIndex(directory)
+
+
+def stamp_index() -> StampIndex:
+    """The process's index in ``<cache>/results/stamps`` (one instance, so that two users
+    in a process do not overwrite each other's saves); in memory only when not writable."""
+    results = writable_subdir("results")
+    return _shared_index(results / "stamps" if results is not None else None)

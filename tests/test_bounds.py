@@ -95,6 +95,55 @@ PATHOLOGIES: dict[str, str] = {
             s = s.replace("x", "xx")""",
     "len_of_huge_range": """
         self.big = len(range(10**30))""",
+    "invalid_regex": '''
+        import re
+        if re.match("(", "x"):
+            self.moe_runner_backend = "triton"''',
+    # --- issue #23: work charged by size, memory by the size of values built ---
+    "catastrophic_regex": '''
+        import re
+        if re.match("(a+)+$", "a" * 40 + "b"):
+            self.moe_runner_backend = "triton"''',
+    "bigint_growth": """
+        x = 3
+        for i in range(100):
+            x = x * x
+        self.big = x""",
+    "in_huge_list": """
+        a = list(range(10**6))
+        for i in range(10**5):
+            if -1 in a:
+                self.big = 1""",
+    "count_huge_list": """
+        a = list(range(10**6))
+        for i in range(10**5):
+            self.big = a.count(-1)""",
+    "sorted_huge_list": """
+        a = list(range(10**6))
+        for i in range(10**5):
+            self.big = sorted(a)""",
+    "str_of_shared_list": """
+        a = [0]
+        for i in range(60):
+            a = [a, a]
+        self.big = str(a)""",
+    "eq_of_shared_lists": """
+        a = [0]
+        b = [0]
+        for i in range(60):
+            a = [a, a]
+            b = [b, b]
+        self.big = a == b""",
+    "percent_width": """
+        self.big = "%*d" % (10**9, 1)""",
+    "format_width": """
+        self.big = "{:>1000000000}".format(1)""",
+    "fstring_width": '''
+        w = 10**9
+        self.big = f"{1:>{w}}"''',
+    "expandtabs": """
+        self.big = "a\tb".expandtabs(10**9)""",
+    "class_chain": "\n        class C0: pass" + "".join(f"\n        class C{i}(C{i - 1}): pass" for i in range(1, 5000)) + "\n        self.big = C4999.__mro__",
 }
 
 
@@ -160,6 +209,19 @@ def assert_bound_reached(proc: subprocess.CompletedProcess[str]) -> str:
         ("pow_builtin", "exponent too large"),
         ("list_extend", "sequence too large"),
         ("str_replace_growth", "sequence too large"),
+        # issue #23
+        ("catastrophic_regex", "may backtrack without end"),
+        ("bigint_growth", "integer too large"),
+        ("in_huge_list", "work on large values"),
+        ("count_huge_list", "work on large values"),
+        ("sorted_huge_list", "work on large values"),
+        ("str_of_shared_list", "work on large values"),
+        ("eq_of_shared_lists", "work on large values"),
+        ("percent_width", "format width too large"),
+        ("format_width", "format width too large"),
+        ("fstring_width", "format width too large"),
+        ("expandtabs", "sequence too large"),
+        ("class_chain", "class hierarchy deeper than 200"),
     ],
 )
 def test_pathological_code_is_bounded(pathology: str, detail: str, pathological: Path, isolated_cache: Path) -> None:
@@ -182,3 +244,33 @@ def test_unknown_branching_is_cut_at_the_path_bound(pathological: Path, isolated
 def test_len_of_huge_range(pathological: Path, isolated_cache: Path) -> None:
     proc, _ = resolve(pathological, "len_of_huge_range", isolated_cache)
     assert proc.returncode == 3, proc.stderr
+
+
+def test_an_invalid_regex_is_unknown_not_an_internal_error(pathological: Path, isolated_cache: Path) -> None:
+    proc, _ = resolve(pathological, "invalid_regex", isolated_cache)
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    moe = json.loads(proc.stdout)["settings"]["moe_runner_backend"]
+    assert moe["status"] == "unknown"
+    assert "invalid regular expression '('" in json.dumps(moe)
+
+
+def test_the_wall_clock_budget_ends_a_resolution_and_is_not_cached(pathological: Path, isolated_cache: Path) -> None:
+    """The last-resort bound: a budget of 0 s stops the first path after 1,024 steps; the
+    answer depends on the machine, so it is never cached."""
+    from sglang_audit.evaluate.interpreter import Bounds
+    from sglang_audit.frontend.parse import SourceCache
+    from sglang_audit.resolve.pipeline import Request, prepare
+    from sglang_audit.resolve.resolver import Resolver
+    from sglang_audit.resolve.resultcache import ResultCache
+
+    cache = SourceCache()
+    target = prepare(Request(source=str(pathological), arch="sm120", model="deepseek-r1-nvfp4",
+                             env=["PATHOLOGY=nested_loops"]), cache).target
+    res = Resolver(target, cache, bounds=Bounds(wall_seconds=0.0)).resolve()
+    moe = res.settings["moe_runner_backend"]
+    assert moe.status == "unknown"
+    assert "wall-clock budget of 0 s per resolution" in moe.config.reason
+    results = ResultCache()
+    results.put("ab" * 32, res)
+    assert results.get("ab" * 32) is None

@@ -109,3 +109,308 @@ def test_package_has_no_dynamic_execution():
             if banned.search(code):
                 offenders.append(f"{py.name}:{no}: {line.strip()}")
     assert offenders == []
+
+
+# ---- the extracted sources are the archive's, and archives are bounded (issue #23) ------
+
+from test_source import wheel_members, write_tar, write_zip  # noqa: E402
+
+from sglang_audit.errors import SourceError  # noqa: E402
+from sglang_audit.source.locate import locate_source  # noqa: E402
+
+
+@pytest.mark.parametrize("attack", ["edit", "same_size_edit", "add", "remove", "symlink"])
+def test_an_edited_extracted_tree_is_extracted_again(tmp_path, isolated_cache, attack):
+    import os
+
+    whl = write_zip(tmp_path / "in" / "sglang-0.5.10-py3-none-any.whl", wheel_members())
+    tree = locate_source(str(whl))
+    server_args = tree.package_dir / "srt" / "server_args.py"
+    original = server_args.read_bytes()
+    if attack == "edit":
+        server_args.write_bytes(original + b"EVIL = 1\n")
+    elif attack == "same_size_edit":
+        st = server_args.stat()
+        server_args.write_bytes(original.replace(b"pass", b"PASS"))
+        os.utime(server_args, ns=(st.st_atime_ns, st.st_mtime_ns))
+    elif attack == "add":
+        (tree.package_dir / "srt" / "injected.py").write_text("x = 1\n")
+    elif attack == "remove":
+        (tree.package_dir / "__init__.py").unlink()
+    else:
+        outside = tmp_path / "outside.py"
+        outside.write_bytes(original)
+        server_args.unlink()
+        server_args.symlink_to(outside)
+    messages: list[str] = []
+    again = locate_source(str(whl), progress=messages.append)
+    # (a server_args.py linked out of the tree is not even a package: extracted again too)
+    assert any("differs from the archive" in m for m in messages) or attack == "symlink"
+    assert any(m.startswith("extracting") for m in messages)
+    assert (again.package_dir / "srt" / "server_args.py").read_bytes() == original
+    assert not (again.package_dir / "srt" / "server_args.py").is_symlink()
+    assert not (again.package_dir / "srt" / "injected.py").exists()
+    assert (again.package_dir / "__init__.py").is_file()
+
+
+def test_an_untouched_extracted_tree_is_reused(tmp_path, isolated_cache):
+    whl = write_zip(tmp_path / "in" / "sglang-0.5.10-py3-none-any.whl", wheel_members())
+    first = locate_source(str(whl))
+    inode = (first.package_dir / "srt" / "server_args.py").stat().st_ino
+    messages: list[str] = []
+    again = locate_source(str(whl), progress=messages.append)
+    assert messages == []  # neither extracted nor re-extracted
+    assert (again.package_dir / "srt" / "server_args.py").stat().st_ino == inode
+
+
+def test_a_tar_bomb_is_refused_by_its_ratio(tmp_path, isolated_cache):
+    members = wheel_members()
+    members["sglang/srt/zeros.py"] = b"\0" * (8 * 1024 * 1024)  # compresses ~1000:1
+    sdist = write_tar(tmp_path / "in" / "sglang-0.5.10.tar.gz", members)
+    assert sdist.stat().st_size < 100 * 1024
+    with pytest.raises(SourceError, match=r"more than 100:1 uncompressed.*tar bomb"):
+        locate_source(str(sdist))
+    assert not list((isolated_cache / "sources").glob("*/sglang"))
+
+
+# ---- "missing" is never "resolved"; unknowns are never a clean exit (issue #23) ---------
+
+from clirun import cli  # noqa: E402
+
+FP4_UTILS = ("python", "sglang", "srt", "layers", "quantization", "fp4_utils.py")
+BASE = ["-a", "sm120", "-m", "deepseek-r1-nvfp4", "--no-cache"]
+
+
+def _copy(tmp_path: Path) -> Path:
+    root = tmp_path / "copy"
+    shutil.copytree(MINI_E2, root)
+    return root
+
+
+@pytest.mark.parametrize("what", ["initializer", "getter"])
+def test_a_renamed_runtime_initialiser_is_unknown_not_the_config_value(tmp_path, isolated_cache, what):
+    import json as _json
+
+    root = _copy(tmp_path)
+    fp4 = root.joinpath(*FP4_UTILS)
+    name = "initialize_fp4_gemm_config" if what == "initializer" else "get_fp4_gemm_runner_backend"
+    fp4.write_text(fp4.read_text().replace(f"def {name}(", f"def {name}_v2("))
+    code, out, _ = cli("resolve", "-s", str(root), *BASE, "--format", "json")
+    assert code == 3
+    fp4_setting = _json.loads(out)["settings"]["fp4_gemm_runner_backend"]
+    assert fp4_setting["status"] == "unknown"
+    reason = fp4_setting["runtime"]["unknown"]
+    assert f"{name} not found in sglang/srt/layers/quantization/fp4_utils.py" in reason
+    # the original resolves the runtime value from the initialiser
+    code, out, _ = cli("resolve", "-s", str(MINI_E2), *BASE, "--format", "json")
+    assert _json.loads(out)["settings"]["fp4_gemm_runner_backend"]["runtime"] == "flashinfer_cudnn"
+
+
+def test_a_renamed_runtime_initialiser_makes_check_undecided(tmp_path, isolated_cache):
+    root = _copy(tmp_path)
+    fp4 = root.joinpath(*FP4_UTILS)
+    fp4.write_text(fp4.read_text().replace("def initialize_fp4_gemm_config(", "def initialize_fp4_gemm_config_v2("))
+    code, out, _ = cli("check", "-s", str(root), *BASE)
+    assert code == 3, out
+    assert "SGA002" in out and "initialize_fp4_gemm_config not found" in out
+    assert "no findings." not in out
+
+
+def test_a_missing_initialiser_module_is_unknown(tmp_path, isolated_cache):
+    import json as _json
+
+    root = _copy(tmp_path)
+    root.joinpath(*FP4_UTILS).rename(root.joinpath(*FP4_UTILS[:-1], "fp4_gemm.py"))
+    code, out, _ = cli("resolve", "-s", str(root), *BASE, "--format", "json")
+    assert code == 3
+    reason = _json.loads(out)["settings"]["fp4_gemm_runner_backend"]["runtime"]["unknown"]
+    assert "no module sglang.srt.layers.quantization.fp4_utils" in reason
+
+
+def test_every_setting_unknown_is_never_exit_0(tmp_path, isolated_cache):
+    # the config stage stops on every path (an iteration over a value the tool cannot
+    # know); resolve and check both say so, and the reason names the file:line
+    root = _copy(tmp_path)
+    sa = root / "python" / "sglang" / "srt" / "server_args.py"
+    text = sa.read_text()
+    text = text.replace("    def __post_init__(self):\n",
+                        "    def __post_init__(self):\n        import glob\n        found = sorted(glob.glob('/nonexistent-dir/*'))\n", 1)
+    sa.write_text(text)
+    line = text.splitlines().index("        found = sorted(glob.glob('/nonexistent-dir/*'))") + 1
+    code, out, _ = cli("resolve", "-s", str(root), *BASE)
+    assert code == 3
+    assert f"sglang/srt/server_args.py:{line}" in out
+    code, out, _ = cli("check", "-s", str(root), *BASE)
+    assert code == 3 and "SGA002" in out and "no findings." not in out
+    code, _out, _ = cli("check", "-s", str(root), *BASE, "--fail-on", "never")
+    assert code == 0
+
+
+def test_a_text_line_shows_an_unknown_reason_once(tmp_path, isolated_cache):
+    root = _copy(tmp_path)
+    fp4 = root.joinpath(*FP4_UTILS)
+    fp4.write_text(fp4.read_text().replace("def initialize_fp4_gemm_config(", "def initialize_fp4_gemm_config_v2("))
+    code, out, _ = cli("resolve", "-s", str(root), *BASE)
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("fp4_gemm_runner_backend")]
+    assert line.count("initialize_fp4_gemm_config not found") == 1, line
+
+
+def test_a_module_linked_out_of_the_tree_is_not_read(tmp_path, isolated_cache):
+    import json as _json
+
+    root = _copy(tmp_path)
+    fp4 = root.joinpath(*FP4_UTILS)
+    home = tmp_path / "home"
+    home.mkdir()
+    outside = home / "fp4_utils.py"
+    # the same module, with a value only the linked file could produce
+    outside.write_text(fp4.read_text().replace('backend = "flashinfer_cudnn"', 'backend = "from_home"'))
+    fp4.unlink()
+    fp4.symlink_to(outside)
+    code, out, _ = cli("resolve", "-s", str(root), *BASE, "--format", "json")
+    assert "from_home" not in out
+    data = _json.loads(out)
+    assert data["settings"]["fp4_gemm_runner_backend"]["status"] == "unknown"
+    assert "leaves the source tree" in out
+    assert code == 3
+
+
+# ---- user files: regular files only, size caps, YAML aliases bounded (issue #23) --------
+
+import os  # noqa: E402
+
+from sglang_audit.analyses.diff import load_deployments  # noqa: E402
+from sglang_audit.errors import InputError  # noqa: E402
+from sglang_audit.userfiles import read_user_file  # noqa: E402
+
+
+def _fifo(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    os.mkfifo(path)  # no writer: reading it would block for ever
+    return path
+
+
+def test_a_fifo_as_location_is_refused_not_read(tmp_path, isolated_cache):
+    fifo = _fifo(tmp_path, "launch.sh")
+    code, _out, err = cli("check", "-s", str(MINI_E2), *BASE, "--location", str(fifo))
+    assert code == 2 and "not a regular file" in err
+
+
+def test_dev_zero_as_location_is_refused(tmp_path, isolated_cache):
+    code, _out, err = cli("check", "-s", str(MINI_E2), *BASE, "--location", "/dev/zero")
+    assert code == 2 and "not a regular file" in err
+
+
+def test_a_fifo_as_deployment_file_is_refused(tmp_path):
+    with pytest.raises(InputError, match="not a regular file"):
+        load_deployments(_fifo(tmp_path, "deploy.yaml"))
+
+
+def test_a_fifo_among_the_rules_is_refused(tmp_path, isolated_cache):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    _fifo(rules, "SGA900.yaml")
+    code, _out, err = cli("check", "-s", str(MINI_E2), *BASE, "--rules", str(rules))
+    assert code == 2 and "not a regular file" in err
+
+
+def test_a_yaml_alias_bomb_deployment_is_refused(tmp_path):
+    bomb = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    bomb += "".join(f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join(["*" + chr(97 + i)] * 9) + "]\n" for i in range(8))
+    path = tmp_path / "deploy.yaml"
+    path.write_text(bomb)
+    assert len(bomb) < 1024
+    with pytest.raises(InputError, match="aliases expand to more than"):
+        load_deployments(path)
+
+
+def test_a_huge_user_file_is_not_read_whole(tmp_path):
+    big = tmp_path / "big.json"
+    with big.open("wb") as fh:
+        fh.truncate(3 * 1024**3)  # sparse: 3 GB that cost nothing to make
+    from sglang_audit.userfiles import UserFileError
+
+    with pytest.raises(UserFileError, match="larger than 16 MB"):
+        read_user_file(big, "model file")
+
+
+def test_a_huge_pyproject_beside_the_package_is_not_read(tmp_path, isolated_cache):
+    root = _copy(tmp_path)
+    pyproject = root / "python" / "pyproject.toml"
+    with pyproject.open("r+b") as fh:
+        fh.truncate(3 * 1024**3)
+    code, out, _ = cli("resolve", "-s", str(root), *BASE)
+    assert code in (0, 3) and "moe_runner_backend" in out
+
+
+# ---- output a hostile tree cannot forge (issue #23) -------------------------------------
+
+FORGED = "flashinfer_trtllm\\r\\x1b[2Kfp4_gemm_runner_backend  cudnn  (resolved)\\u202e"
+
+
+def _forging_tree(tmp_path: Path) -> Path:
+    root = _copy(tmp_path)
+    sa = root / "python" / "sglang" / "srt" / "server_args.py"
+    sa.write_text(sa.read_text().replace('self.moe_runner_backend = "flashinfer_trtllm"',
+                                         f'self.moe_runner_backend = "{FORGED}"', 1))
+    return root
+
+
+def test_text_output_escapes_control_and_bidi_characters(tmp_path, isolated_cache):
+    import subprocess
+    import sys
+
+    root = _forging_tree(tmp_path)
+    # a real process and stdout (click strips ANSI escapes only from non-terminals)
+    proc = subprocess.run([sys.executable, "-m", "sglang_audit.cli.main", "resolve", "-s", str(root),
+                           "-a", "sm100", "-m", "deepseek-r1-nvfp4", "--no-cache"],
+                          capture_output=True, text=True, timeout=120)
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("moe_runner_backend")]
+    assert "\r" not in proc.stdout and "\u202e" not in proc.stdout
+    assert "\\x0d" in line and "\\u202e" in line  # shown, escaped, on the setting's own line
+
+
+def test_json_output_keeps_the_value_exactly(tmp_path, isolated_cache):
+    import json as _json
+
+    root = _forging_tree(tmp_path)
+    code, out, _ = cli("resolve", "-s", str(root), "-a", "sm100", "-m", "deepseek-r1-nvfp4", "--no-cache", "--format", "json")
+    value = _json.loads(out)["settings"]["moe_runner_backend"]["config"]
+    assert value == "flashinfer_trtllm\r\x1b[2Kfp4_gemm_runner_backend  cudnn  (resolved)\u202e"
+
+
+def test_output_under_a_non_utf8_stdout_encoding_does_not_crash(tmp_path, isolated_cache):
+    import subprocess
+    import sys
+
+    root = _copy(tmp_path)
+    sa = root / "python" / "sglang" / "srt" / "server_args.py"
+    sa.write_text(sa.read_text().replace('self.moe_runner_backend = "flashinfer_trtllm"',
+                                         'self.moe_runner_backend = "flashinfer_trtllm_café_→"', 1))
+    proc = subprocess.run([sys.executable, "-m", "sglang_audit.cli.main", "resolve", "-s", str(root),
+                           "-a", "sm100", "-m", "deepseek-r1-nvfp4", "--no-cache"],
+                          capture_output=True, timeout=120, env={**os.environ, "PYTHONIOENCODING": "latin-1"})
+    assert proc.returncode in (0, 3), proc.stderr[-500:]
+    assert b"flashinfer_trtllm_caf\xe9_?" in proc.stdout  # what latin-1 cannot take is replaced
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_quoted():
+    from sglang_audit.render.matrix import _cell
+
+    assert _cell("=HYPERLINK(\"http://x\",\"y\")") == "'=HYPERLINK(\"http://x\",\"y\")"
+    for dangerous in ("+1", "-1+2", "@SUM(A1)", "\t=1"):
+        assert _cell(dangerous).startswith("'")
+    assert _cell("flashinfer_trtllm") == "flashinfer_trtllm"
+
+
+def test_sarif_uri_of_a_relative_location_is_percent_encoded(tmp_path, isolated_cache, monkeypatch):
+    import json as _json
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "deploy dir#1").mkdir()
+    launch = Path("deploy dir#1") / "launch café.sh"
+    (tmp_path / launch).write_text("python -m sglang.launch_server --moe-runner-backend auto\n")
+    code, out, _ = cli("check", "-s", str(MINI_E2), *BASE, "--format", "sarif", "--location", str(launch))
+    uris = {loc["physicalLocation"]["artifactLocation"]["uri"]
+            for r in _json.loads(out)["runs"][0]["results"] for loc in r["locations"]}
+    assert "deploy%20dir%231/launch%20caf%C3%A9.sh" in uris

@@ -38,6 +38,7 @@ from sglang_audit.shipped import load_toml
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import parse_device
 from sglang_audit.target.flags import FlagTable
+from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
 # ---- vocabulary --------------------------------------------------------------------------
 CHANGE_UNCHANGED = "unchanged"
@@ -117,11 +118,9 @@ def load_deployments(path: Path) -> list[Deployment]:
     """Read and validate a YAML or TOML deployment file; every problem is one InputError
     line naming the file (and the deployment)."""
     try:
-        if path.stat().st_size > _MAX_DEPLOYMENT_FILE:
-            raise InputError(f"deployment file {path}: larger than {_MAX_DEPLOYMENT_FILE} bytes")
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read deployment file {path}: {exc.strerror or exc}") from None
+        text = read_user_file(path, "deployment file", _MAX_DEPLOYMENT_FILE).decode("utf-8")
+    except UserFileError as exc:
+        raise InputError(exc.message) from None
     except UnicodeDecodeError:
         raise InputError(f"deployment file {path}: not UTF-8 text") from None
     suffix = path.suffix.lower()
@@ -133,7 +132,7 @@ def load_deployments(path: Path) -> list[Deployment]:
             raise InputError(f"deployment file {path}: not valid TOML ({exc})") from None
     elif suffix in (".yaml", ".yml"):
         try:
-            data = yaml.safe_load(text)
+            data = safe_yaml_load(text)
         except yaml.YAMLError as exc:
             raise InputError(f"deployment file {path}: not valid YAML ({' '.join(str(exc).split())})") from None
     else:

@@ -41,12 +41,17 @@ def _anchor(path: Path | None) -> Any:
 
     if path is None:
         return None
+    from sglang_audit.userfiles import UserFileError, read_user_file
+
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read --location {path}: {exc.strerror or exc}") from None
+        text = read_user_file(path, "--location").decode("utf-8", errors="replace")
+    except UserFileError as exc:
+        raise InputError(exc.message) from None
     # SARIF wants a relative URI with forward slashes (relative to the repo checkout in CI)
-    uri = path.as_posix() if not path.is_absolute() else path.resolve().as_uri()
+    # a relative URI reference (RFC 3986): spaces, '#', '%', non-ASCII ... percent-encoded
+    from urllib.parse import quote
+
+    uri = quote(path.as_posix(), safe="/") if not path.is_absolute() else path.resolve().as_uri()
     return Anchor(uri, text)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 import traceback
 from typing import Any, NoReturn
@@ -122,6 +123,7 @@ class AuditGroup(click.Group):
     output, a renderer bug) still ends as one line and a documented exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        restore = install_safe_output()
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
@@ -132,5 +134,60 @@ class AuditGroup(click.Group):
             broken_pipe()
         except Exception as exc:
             internal_error(exc)
+        finally:
+            restore()
+
+
+# ---- output that analysed values cannot forge ------------------------------------------
+# Values printed come from the analysed tree and the user's files: a control character
+# (\r, ESC sequences) or a bidi override in them could rewrite what a terminal or a code
+# review shows (a forged "resolved" line). Every character of those classes written to
+# stdout/stderr is escaped (\x1b, \u202e): JSON and SARIF already escape controls, and
+# an escaped bidi character inside a JSON string is the same string. Characters the
+# output encoding cannot take are replaced, never a crash.
+
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_unsafe(text: str) -> str:
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+
+
+class _SafeText(io.TextIOWrapper):
+    def write(self, s: str) -> int:
+        super().write(escape_unsafe(s).encode(self.encoding or "utf-8", "replace").decode(self.encoding or "utf-8", "replace"))
+        return len(s)
+
+
+def install_safe_output() -> Any:
+    """Swap stdout/stderr for escaping writers over the same buffers; returns the undo."""
+    saved = (sys.stdout, sys.stderr)
+    made: list[_SafeText] = []
+
+    def wrap(stream: Any) -> Any:
+        buffer = getattr(stream, "buffer", None)
+        if buffer is None or isinstance(stream, _SafeText):
+            return stream
+        try:
+            stream.flush()
+            safe = _SafeText(buffer, encoding=getattr(stream, "encoding", None) or "utf-8",
+                             errors="replace", line_buffering=True)
+        except (AttributeError, ValueError, OSError, LookupError):
+            return stream
+        made.append(safe)
+        return safe
+
+    sys.stdout, sys.stderr = wrap(saved[0]), wrap(saved[1])
+
+    def restore() -> None:
+        for safe in made:
+            try:
+                safe.flush()
+                safe.detach()  # the buffer belongs to the original stream: never close it
+            except (ValueError, OSError):
+                pass
+        sys.stdout, sys.stderr = saved
+
+    return restore
 
 

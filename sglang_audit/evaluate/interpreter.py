@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -94,6 +95,9 @@ class Bounds:
     max_depth: int = 150
     max_loop: int = 200_000
     max_seq_len: int = 1_000_000
+    max_int_bits: int = 100_000  # ~30,000 digits: no config value is larger
+    max_mro: int = 200  # classes in one hierarchy (SGLang's deepest has ~10)
+    wall_seconds: float = 40.0  # per resolution, parsing excluded (a last resort: see charge())
 
 
 @dataclass
@@ -248,6 +252,7 @@ class Interpreter:
         self.reads: list[Event] | None = None
         self.seq = 0
         self.steps = 0
+        self.deadline: Callable[[], bool] | None = None  # set by the resolver: the wall-clock budget
         self.depth = 0
         self.logs: list[LogRecord] = []
         self.notes: list[str] = []
@@ -373,6 +378,12 @@ class Interpreter:
         return mod
 
     def run_module_body(self, mod: ModuleObj, path: Path) -> None:
+        if not _inside_tree(str(path), str(self.root)):
+            # the tree is a boundary: a module linked out of it (into the user's home, say)
+            # is never read; what depends on it is unknown
+            self.parse_failures[mod.file] = f"{mod.file}: not read: its real path leaves the source tree"
+            mod.failed = "its real path leaves the source tree"
+            return
         try:
             tree = self.cache.load(path)
         except ParseFailure as exc:
@@ -438,10 +449,18 @@ class Interpreter:
             self.steps += 1
             if self.steps > self.bounds.max_steps:
                 raise AnalysisBound(f"analysis bound reached: more than {self.bounds.max_steps} steps")
+            if not self.steps & 1023 and self.deadline is not None and self.deadline():
+                raise AnalysisBound(f"analysis bound reached: wall-clock budget of {self.bounds.wall_seconds:.0f} s per resolution")
             handler = _STMT.get(stmt.kind)
             if handler is None:
                 handler = _STMT[stmt.kind] = getattr(Interpreter, "s_" + stmt.kind)
-            handler(self, stmt, frame)
+            try:
+                handler(self, stmt, frame)
+            except (Unmodelled, AnalysisBound) as exc:
+                # the innermost statement names where evaluation stopped (free unless raised)
+                if getattr(exc, "where", None) is None:
+                    exc.where = f"{frame.module.file}:{stmt.line}"  # type: ignore[attr-defined]
+                raise
 
     def s_ExprStmt(self, node: ir.Node, frame: Frame) -> None:
         self.evaluate(node.value, frame)
@@ -586,6 +605,9 @@ class Interpreter:
         for b in bases:
             if isinstance(b, Native) and b.name in self.exc_classes:
                 real_bases += (self.exc_classes[b.name],)
+        if sum(len(b.mro()) for b in real_bases if isinstance(b, Class)) > self.bounds.max_mro:
+            # C3 linearisation is quadratic in the depth per class: a 5,000-class chain is cubic
+            raise AnalysisBound(f"analysis bound reached: class hierarchy deeper than {self.bounds.max_mro} at {frame.module.file}:{node.line}")
         cls = Class(node.name, real_bases, {}, frame.module, node.line, external_bases=tuple(external))
         for base in real_bases:
             cls.flags |= base.flags & {"enum", "exception", "str_mixin", "dataclass"}
@@ -956,6 +978,7 @@ class Interpreter:
 
     def repr_of(self, value: Any) -> str:
         """``repr(value)``: plain data as CPython; an exception as ``ValueError('x')``."""
+        self.charge_walk(value)
         if is_plain(value):
             return repr(value)
         if isinstance(value, Instance):
@@ -971,6 +994,7 @@ class Interpreter:
     def to_str(self, value: Any) -> str:
         if isinstance(value, str):
             return value
+        self.charge_walk(value)
         if is_plain(value):
             return str(value)
         if isinstance(value, Instance):
@@ -1068,6 +1092,7 @@ class Interpreter:
             return right
         if op == "%" and isinstance(left, str):
             args = right if isinstance(right, tuple) else (right,)
+            _check_percent_widths(left, right, self.bounds.max_seq_len)
             if all(is_plain(a) for a in args):
                 return self.data_op(lambda: left % right)
             return left % tuple(self.to_str(a) for a in args) if "%s" in left else Unknown("string formatting of objects")
@@ -1108,6 +1133,14 @@ class Interpreter:
             raise AnalysisBound("analysis bound reached: exponent too large")
         if op == "<<" and isinstance(right, int) and right > 4096:
             raise AnalysisBound("analysis bound reached: shift too large")
+        if type(left) is int and type(right) is int:
+            # the result's size, before it is computed (x = x * x doubles it per step)
+            bits = left.bit_length()
+            grown = {"*": bits + right.bit_length(), "**": bits * abs(right), "<<": bits + max(right, 0)}.get(op, 0)
+            if grown > self.bounds.max_int_bits:
+                raise AnalysisBound("analysis bound reached: integer too large")
+        if op == "%" and isinstance(left, str):
+            _check_percent_widths(left, right, limit)
 
     def e_UnaryOp(self, node: ir.Node, frame: Frame) -> Any:
         value = self.evaluate(node.operand, frame)
@@ -1205,6 +1238,8 @@ class Interpreter:
             return True
         left_v = self.plain_of(left)
         right_v = self.plain_of(right)
+        if isinstance(left_v, (list, tuple, dict, set, frozenset)) and isinstance(right_v, (list, tuple, dict, set, frozenset)):
+            self.charge_walk(left_v, right_v)
         if is_plain(left_v) and is_plain(right_v):
             if contains_unknown(left_v) or contains_unknown(right_v):
                 if isinstance(left_v, (list, tuple)) and isinstance(right_v, (list, tuple)):
@@ -1263,6 +1298,7 @@ class Interpreter:
         if isinstance(container, (list, tuple, set, frozenset, dict, range)):
             seen_unknown: Unknown | None = None
             elems = container.keys() if isinstance(container, dict) else container
+            self.charge(len(elems))
             for elem in elems:
                 eq = self.equals(elem, item)
                 if eq is True:
@@ -1488,11 +1524,33 @@ class Interpreter:
             size = len(owner) + (sum(len(x) for x in args[0] if isinstance(x, str)) if name == "join" else len(args[0]))
         elif name in ("append", "insert", "add"):
             size = len(owner) + 1
+        elif name == "expandtabs" and isinstance(owner, str):
+            tab = args[0] if args else 8
+            size = len(owner) * tab if isinstance(tab, int) and "\t" in owner else 0
+        elif name in ("format", "format_map") and isinstance(owner, str):
+            _check_format_widths(owner, args, limit)
         if size > limit:
             raise AnalysisBound("analysis bound reached: sequence too large")
+        if name in ("count", "index", "sort", "remove", "copy", "reverse") and isinstance(owner, (list, tuple)):
+            self.charge(len(owner))
 
     def plain_or_str(self, value: Any) -> Any:
         return value if is_plain(value) else self.to_str(value)
+
+    def charge(self, n: int) -> None:
+        """Count work proportional to a value's size as steps (``x in big_list`` in a loop is
+        a million steps per iteration, not one), so the step bound covers it."""
+        self.steps += n
+        if self.steps > self.bounds.max_steps:
+            raise AnalysisBound(f"analysis bound reached: more than {self.bounds.max_steps} steps (work on large values)")
+
+    def charge_walk(self, *values: Any) -> None:
+        """Charge a walk over containers (``==``, ``str``) by their size with shared parts
+        counted at each use, as CPython walks them: ``a = [a, a]`` sixty times is 2**60."""
+        limit = self.bounds.max_steps
+        for value in values:
+            if isinstance(value, (list, tuple, dict, set, frozenset)):
+                self.charge(_walk_size(value, limit + 1))
 
     def data_op(self, fn: Callable[[], Any]) -> Any:
         """Run an operation on plain data; its Python exceptions become analysed-code exceptions."""
@@ -1878,6 +1936,61 @@ class Interpreter:
 _DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "|": "__or__", "&": "__and__", "/": "__truediv__"}
 _RDUNDER = {"+": "__radd__", "-": "__rsub__", "*": "__rmul__", "|": "__ror__", "&": "__rand__"}
 _CMP_DUNDER = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
+
+
+def _walk_size(value: Any, limit: int) -> int:
+    """Elements a full walk of ``value`` visits (shared parts counted at each use), up to
+    ``limit``; computed per distinct container, so cheap even when the walk is not."""
+    memo: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if key in memo and not done:
+            continue
+        children = list(node.items()) if isinstance(node, dict) else node
+        kids = [c for pair in children for c in (pair if isinstance(node, dict) else (pair,))
+                if isinstance(c, (list, tuple, dict, set, frozenset))]
+        if done:
+            total = len(children) + sum(memo.get(id(c), 0) for c in kids)
+            memo[key] = min(total, limit)
+            continue
+        memo[key] = 0  # a cycle (a list holding itself) is walked once, as repr does
+        stack.append((node, True))
+        stack.extend((c, False) for c in kids if id(c) not in memo)
+    return memo.get(id(value), 0)
+
+
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
+
+
+def _check_percent_widths(template: str, args: Any, limit: int) -> None:
+    """``"%*d" % (10**9, 1)``: a width or precision, written or passed, over the bound."""
+    stars = False
+    for m in _PERCENT_SPEC.finditer(template):
+        for part in m.groups():
+            if part == "*":
+                stars = True
+            elif part and (len(part) > 7 or int(part) > limit):
+                raise AnalysisBound("analysis bound reached: format width too large")
+    values = args if isinstance(args, tuple) else (args,)
+    if stars and any(type(v) is int and abs(v) > limit for v in values):
+        raise AnalysisBound("analysis bound reached: format width too large")
+
+
+def _check_format_widths(template: str, args: list[Any], limit: int) -> None:
+    """``"{:>1000000000}".format(1)`` and ``"{:>{}}".format(1, 10**9)``."""
+    if any(len(w) > 7 for w in re.findall(r"\d+", template)):
+        raise AnalysisBound("analysis bound reached: format width too large")
+    if re.search(r"\{[^{}]*:[^{}]*\{", template) and any(type(v) is int and abs(v) > limit for v in args):
+        raise AnalysisBound("analysis bound reached: format width too large")
+
+
+@functools.lru_cache(maxsize=8192)
+def _inside_tree(path: str, root: str) -> bool:
+    # memoised like _find_module_file: a located tree does not change while the tool runs
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
 @functools.lru_cache(maxsize=8192)

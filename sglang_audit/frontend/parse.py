@@ -16,12 +16,11 @@ import copyreg
 import gc
 import hashlib
 import io
-import os
 import pickle
 import re
-import secrets
 import stat
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,18 @@ from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from sglang_audit import __version__
-from sglang_audit.cachedir import writable_subdir
+from sglang_audit.cachedir import (
+    EntryRejected,
+    read_entry,
+    safe_unpickle,
+    writable_subdir,
+    write_entry,
+)
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.limits import TooComplex, check_source
 
 # Bumped whenever the IR or the converter changes, so a cache never serves stale trees.
-IR_FORMAT = f"{__version__}-ir10"  # ir10: the IR module moved to sglang_audit.frontend.ir
+IR_FORMAT = f"{__version__}-ir11"  # ir11: checksummed entries; the IR module is sglang_audit.frontend.ir
 MAX_SOURCE_BYTES = 8 * 1024 * 1024  # a config module is never this large; bounds the work
 MAX_TEXT = 240  # guard/assignment text kept as evidence is truncated to this
 
@@ -659,10 +664,21 @@ def dump_tree(tree: ir.Node) -> bytes:
     return buf.getvalue()
 
 
+# an IR entry may name only the node constructor and the constant types a literal can be
+# (a shared or restored cache dir must not be able to call anything else)
+_IR_ALLOWED: dict[tuple[str, str], object] = {
+    ("sglang_audit.frontend.parse", "_ir_node"): _ir_node,
+    ("builtins", "complex"): complex,
+    ("builtins", "Ellipsis"): Ellipsis,
+    ("builtins", "frozenset"): frozenset,
+    ("builtins", "set"): set,
+}
+IR_MAGIC = b"SGA-IR1 "
+
+
 def load_tree(data: bytes) -> Any:
     with _gc_paused():
-        # our own cache of our own IR classes (never analysed code), versioned by key
-        return pickle.loads(data)  # noqa: S301
+        return safe_unpickle(data, _IR_ALLOWED)
 
 
 class _gc_paused:  # noqa: N801 - used like a function
@@ -688,10 +704,11 @@ class SourceCache:
 
     def __init__(self, use_disk: bool = True, on_parse: Callable[[Path], None] | None = None):
         self._memory: dict[str, ir.Node] = {}
-        self._keys: dict[Path, tuple[tuple[int, int, int, int], str]] = {}
+        self._keys: dict[Path, tuple[tuple[int, int, int, int, int], str]] = {}
         self._disk = writable_subdir("ir") if use_disk else None
         self.on_parse = on_parse
         self.parse_count = 0
+        self.parse_seconds = 0.0  # excluded from the resolver's wall-clock budget
         self.files_read: list[Path] = []
 
     def load(self, path: Path) -> ir.Node:
@@ -701,7 +718,7 @@ class SourceCache:
                 raise ParseFailure("not a regular file, not analysed")
             if st.st_size > MAX_SOURCE_BYTES:
                 raise ParseFailure(f"file larger than {MAX_SOURCE_BYTES // (1024 * 1024)} MB, not analysed")
-            stamp = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+            stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
             known = self._keys.get(path)
             if known is not None and known[0] == stamp and known[1] in self._memory:
                 self.files_read.append(path)
@@ -726,7 +743,9 @@ class SourceCache:
             if self.on_parse is not None:
                 self.on_parse(path)
             self.parse_count += 1
+            began = time.monotonic()
             tree = convert_source(text)
+            self.parse_seconds += time.monotonic() - began
             self._write_disk(key, tree)
         self._memory[key] = tree
         return tree
@@ -735,25 +754,16 @@ class SourceCache:
         if self._disk is None:
             return None
         try:
-            data = (self._disk / f"{key}.pickle").read_bytes()
-        except OSError:
-            return None
-        try:
-            tree = load_tree(data)
-        except Exception:  # a damaged entry is a miss, never an error
+            tree = load_tree(read_entry(self._disk / f"{key}.pickle", IR_MAGIC))
+        except EntryRejected:  # absent, damaged or crafted: a miss, never an error
             return None
         return tree if isinstance(tree, ir.Node) else None
 
     def _write_disk(self, key: str, tree: ir.Node) -> None:
         if self._disk is None:
             return
-        # a name per writer: parallel workers may write the same key at the same time
-        tmp = self._disk / f".{key}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
-            tmp.write_bytes(dump_tree(tree))
-            tmp.replace(self._disk / f"{key}.pickle")
-        except (OSError, RecursionError, pickle.PicklingError):
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
+            data = dump_tree(tree)
+        except (RecursionError, pickle.PicklingError):
+            return
+        write_entry(self._disk / f"{key}.pickle", IR_MAGIC, data)

@@ -82,7 +82,9 @@ def render_check(result: CheckResult, fail_on: str) -> str:
         out.extend(_finding_lines(f))
         out.append("")
     if not result.findings:
-        out.extend(["no findings.", ""])
+        # never a bare "no findings" over an unknown: that reads as a clean check
+        out.extend([f"no findings, but {len(result.undecided)} undecided (below): not a clean check."
+                    if result.undecided else "no findings.", ""])
     if result.undecided:
         out.append("undecided (a fact these rules need is unknown in the resolution):")
         for u in result.undecided:

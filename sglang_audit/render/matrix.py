@@ -230,7 +230,7 @@ def render_csv(m: Matrix) -> str:
             values += [value_text(c.config, full=True), value_text(c.runtime, full=True)] if c.present else ["n/a", "n/a"]
         if not r.cells:
             values = [""] * (2 * len(m.columns))
-        w.writerow([
+        w.writerow([_cell(x) for x in [
             r.case.arch, r.case.model, r.case.flag_set,
             " ".join(f"{k}={v}" for k, v in r.flags.items()), r.status, *values,
             ";".join(f"{f.rule}:{f.severity}" + (f":{f.setting}" if f.setting else "") for f in r.findings),
@@ -238,8 +238,15 @@ def render_csv(m: Matrix) -> str:
             f"{r.rejected.exception}: {' '.join(r.rejected.message.split())}" if r.rejected else "",
             f"{r.rejected.file}:{r.rejected.line}" if r.rejected else "",
             r.error or "",
-        ])
+        ]])
     return buf.getvalue()
+
+
+def _cell(value: str) -> str:
+    """A CSV cell a spreadsheet will not run: one starting with = + - @ (or a tab/CR that
+    some read past) is prefixed with ' (OWASP's advice for CSV injection)."""
+    text = str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 _CSS = """

@@ -7,11 +7,22 @@ from typing import Any
 from sglang_audit.result import Resolution, Setting, UnknownValue
 
 
-def _value(v: Any) -> str:
+def _value(v: Any, shown_reason: str | None = None) -> str:
+    """A value for a text line; an unknown's reason is printed once per line (a candidate
+    that is that same unknown, or a runtime value unknown for the same reason, says so
+    without repeating it)."""
     if isinstance(v, UnknownValue):
-        cands = ", ".join(str(c.value) for c in v.candidates)
-        return f"unknown ({v.reason})" + (f" — candidates: {cands}" if cands else "")
+        cands = ", ".join(_candidate(c.value, v.reason) for c in v.candidates)
+        head = "unknown (as above)" if v.reason == shown_reason else f"unknown ({v.reason})"
+        return head + (f" — candidates: {cands}" if cands else "")
     return "None" if v is None else str(v)
+
+
+def _candidate(value: Any, reason: str) -> str:
+    text = str(value)
+    if text.startswith("unknown: ") and text[len("unknown: "):] in reason:
+        return "unknown"  # its reason is the line's
+    return text
 
 
 def render_resolution(res: Resolution, verbose: bool = False) -> str:
@@ -62,6 +73,7 @@ _PRIMARY = ("moe_runner_backend", "speculative_moe_runner_backend", "fp4_gemm_ru
 def _setting_line(name: str, s: Setting, width: int) -> str:
     rt = ""
     if s.runtime is not None and not (not isinstance(s.runtime, UnknownValue) and s.runtime == s.config):
-        rt = f" → runtime {_value(s.runtime)}"
+        shown = s.config.reason if isinstance(s.config, UnknownValue) else None
+        rt = f" → runtime {_value(s.runtime, shown)}"
     note = f"  [{s.note}]" if s.note else ""
     return f"{name:{width}}  {_value(s.config)}{rt}  ({s.status}){note}"

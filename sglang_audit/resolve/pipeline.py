@@ -22,6 +22,7 @@ from sglang_audit.shipped import profiles_dir
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import parse_device
 from sglang_audit.target.flags import FlagTable, extract_flags, parse_launch, parse_set
+from sglang_audit.userfiles import UserFileError, read_user_file
 
 
 @dataclass
@@ -82,7 +83,9 @@ def _locate_model(spec: str) -> ModelInput:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_user_file(path, "model file").decode("utf-8"))
+    except UserFileError as exc:
+        raise InputError(exc.message) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
     except RecursionError:
@@ -134,7 +137,8 @@ def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
 def _stop_reason(exc: Exception) -> str:
     if isinstance(exc, PyRaise):
         return f"it raises at {exc.file}:{exc.line}" + (f" ({exc.text})" if exc.text else "")
-    return str(exc)
+    where = getattr(exc, "where", None)
+    return str(exc) + (f" (evaluation stopped at {where})" if where and where not in str(exc) else "")
 
 
 def check_entry(tree: SourceTree, resolver: Resolver) -> None:

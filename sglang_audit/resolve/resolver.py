@@ -14,6 +14,7 @@ import gc
 import json
 import re
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -110,6 +111,11 @@ class Resolver:
             return self._resolve()
 
     def _resolve(self) -> Resolution:
+        # one wall-clock budget for the whole resolution, parsing excluded (a cold cache on a
+        # busy machine must not turn answers unknown); the deterministic bounds come first
+        start, parsed = time.monotonic(), self.cache.parse_seconds
+        budget = self.bounds.wall_seconds
+        self.over_budget = lambda: time.monotonic() - start - (self.cache.parse_seconds - parsed) > budget
         paths: list[PathResult] = []
         pending: list[dict[str, bool]] = [{}]
         explored_all = True
@@ -135,6 +141,7 @@ class Resolver:
 
     def run_path(self, decisions: dict[str, bool]) -> PathResult:
         interp = Interpreter(self.root, self.cache, self.world, decisions, self.bounds)
+        interp.deadline = getattr(self, "over_budget", None)
         interp.tracked_keys = frozenset(self.settings_spec["settings"])
         result = PathResult(taken=interp.taken)
         old_limit = sys.getrecursionlimit()
@@ -170,6 +177,9 @@ class Resolver:
             reason = f"evaluation stopped: {r.exception}: {r.message} at {r.file}:{r.line} (not an explicit raise or assert in SGLang; treated as unknown)"
         except (Unmodelled, AnalysisBound) as exc:
             reason = str(exc)
+            where = getattr(exc, "where", None)
+            if where and f"{where}" not in reason:
+                reason += f" (evaluation stopped at {where})"
         except RecursionError:
             reason = "analysis bound reached: recursion too deep"
         except (ArithmeticError, MemoryError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
@@ -296,7 +306,20 @@ class Resolver:
         hf = model_config.attrs.get("hf_config") if isinstance(model_config, Instance) else None
         check = hf.attrs.get("text_config", hf) if isinstance(hf, HFConfig) else None
         for step in self.settings_spec["runtime"]:
+            # a release whose config has one of these settings has the initialiser too (every
+            # release since the settings exist); one the tool cannot find -- renamed, moved,
+            # unreadable -- leaves the runtime value unknown, never the config value unchanged.
+            # A module missing with its whole package (the small fixture trees, which model
+            # only some layers) is taken as a release without that layer.
+            expected = [s for s in step["getters"] if result.config.get(s, ABSENT) is not ABSENT]
+            rel = step["module"].replace(".", "/") + ".py"
             if interp.find_module_file(step["module"]) is None:
+                if interp.find_module_file(step["module"].rsplit(".", 1)[0]) is None:
+                    continue
+                for setting in expected:
+                    result.runtime[setting] = Unknown(
+                        f"runtime initialiser {step['initializer']} not found: no module {step['module']} "
+                        f"({rel}) in this release, which has the setting {setting}")
                 continue
             mod = interp.load_module(step["module"])
             if isinstance(mod, ModuleObj) and mod.failed:
@@ -304,6 +327,11 @@ class Resolver:
                     result.runtime[setting] = Unknown(f"runtime initialiser not analysed: {interp.parse_failures.get(mod.file, mod.failed)}")
                 continue
             if not isinstance(mod, ModuleObj) or step["initializer"] not in mod.globals:
+                where = mod.file if isinstance(mod, ModuleObj) else rel
+                for setting in expected:
+                    result.runtime[setting] = Unknown(
+                        f"runtime initialiser {step['initializer']} not found in {where} "
+                        f"(renamed or moved?), though this release has the setting {setting}")
                 continue
             wanted = step.get("when_model_has")
             saved = interp.reads
@@ -319,6 +347,10 @@ class Resolver:
             # initialiser, SGLang's getters fall back to their own defaults)
             for setting, getter in step["getters"].items():
                 if getter not in mod.globals:
+                    if setting in expected:
+                        result.runtime[setting] = Unknown(
+                            f"runtime getter {getter} not found in {mod.file} (renamed or moved?), "
+                            f"though this release has the setting {setting}")
                     continue
                 interp.reads = []
                 value = interp.call(interp.getattr(mod, getter), [], {})

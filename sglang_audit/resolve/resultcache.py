@@ -7,32 +7,65 @@ the evaluator would give again; anything that changes misses:
 
 * the tool: every file of the `sglang_audit` package and `rules/*.toml` (known-bad rules are
   applied after resolution and are not part of it), hashed by content once per process;
-* the source tree: every file's relative path, size, mtime and inode (the policy the IR
-  cache already uses for "unchanged since hashed"), and the metadata beside the package;
-* the model directory: every file's name and content (files over 4 MB by size and mtime);
+* the source tree, by content: every file's path and sha256 (symlinks followed and their
+  targets recorded; a file is re-hashed when its stamp -- size, mtime, ctime, inode,
+  device -- differs from the one it was hashed at, and a stamp younger than two seconds is
+  never trusted, since a same-size rewrite within the clock's tick keeps it), the names
+  beside the package and the content of the metadata there;
+* the model directory, by content the same way: every name with its type, the content of
+  every file the evaluator may read (all files up to its 16 MB read cap, every ``*.json``
+  whatever its size) and the size of the rest (the evaluator only sees their size);
+* the model path itself (SGLang reads it: ``"llama-2" in model_path.lower()``), the package
+  path and the source origin (reported in the result);
 * the target (device, flags by type and value, env, packages) and the analysis bounds.
 
-Entries live in ``<user cache>/results``, are written atomically, and anything unreadable is
-a miss. `--no-cache` bypasses them; `sglang-audit cache clear` removes them.
+Entries live in ``<user cache>/results``, checksummed and unpickled with an allowlist of
+this package's result classes (``cachedir.read_entry``/``safe_unpickle``); anything
+unreadable is a miss. `--no-cache` bypasses them; `sglang-audit cache clear` removes them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
 import os
 import pickle
+import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sglang_audit import __version__
-from sglang_audit.cachedir import writable_subdir
+from sglang_audit import result as _result
+from sglang_audit.cachedir import (
+    EntryRejected,
+    StampIndex,
+    TooLarge,
+    read_entry,
+    safe_unpickle,
+    stamp_index,
+    writable_subdir,
+    write_entry,
+)
 from sglang_audit.result import Resolution
 from sglang_audit.shipped import package_dir, rules_dir
 
-RESULT_FORMAT = "results1"  # bump when the pickled Resolution changes shape
-_BIG = 4 * 1024 * 1024
+RESULT_FORMAT = "results2"  # bump when the pickled Resolution or the key changes shape
+_MAGIC = b"SGA-RESULT2 "
+MODEL_READ_CAP = 16 * 1024 * 1024  # natives' open() refuses larger files: only their size is seen
+MAX_ENTRIES = 200_000  # a tree or model dir with more entries is not cached
+
+# the only constructors a result entry may name: the frozen dataclasses of result.py
+_ALLOWED: dict[tuple[str, str], object] = {
+    ("sglang_audit.result", name): cls for name, cls in vars(_result).items()
+    if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == "sglang_audit.result"
+}
+_ALLOWED.update({("builtins", "frozenset"): frozenset, ("builtins", "set"): set})
+
+
+_NotCacheable = TooLarge  # the inputs are too large or odd to key: the resolution runs uncached
 
 
 class ResultCache:
@@ -42,26 +75,30 @@ class ResultCache:
         self.dir = writable_subdir("results") if enabled else None
         self.stable_tree = stable_tree
         self._tree_digests: dict[str, str] = {}
+        self._hashes = stamp_index() if self.dir is not None else StampIndex(None)
         self.hits = 0
         self.misses = 0
 
     def tree_digest(self, package_dir: str) -> str:
         if not self.stable_tree:
-            return _tree_digest(package_dir)
+            return _tree_digest(package_dir, self._hashes)
         if package_dir not in self._tree_digests:
-            self._tree_digests[package_dir] = _tree_digest(package_dir)
+            self._tree_digests[package_dir] = _tree_digest(package_dir, self._hashes)
         return self._tree_digests[package_dir]
 
     def key(self, target: Any, max_paths: int, bounds: Any) -> str | None:
         if self.dir is None:
             return None
         try:
+            package_dir = str(target.source.package_dir.resolve())
+            model_path = target.model.path
             parts = {
                 "format": RESULT_FORMAT,
                 "tool": _tool_digest(),
-                "tree": self.tree_digest(str(target.source.package_dir.resolve())),
-                "source": [target.source.version, target.source.flashinfer],
-                "model": [target.model.name, _dir_digest(target.model.path)],
+                "tree": self.tree_digest(package_dir),
+                "source": [package_dir, target.source.version, target.source.flashinfer, target.source.origin],
+                "model": [target.model.name, str(model_path), str(Path(model_path).resolve()),
+                          _model_digest(str(model_path), self._hashes)],
                 "device": target.device.to_json(),
                 "flags": sorted((k, type(v).__name__, repr(v)) for k, v in target.flags.items()),
                 "env": sorted(target.env.items()),
@@ -69,18 +106,22 @@ class ResultCache:
                 "without": sorted(target.without_packages),
                 "bounds": [max_paths, repr(bounds)],
             }
-        except OSError:
+        except (OSError, RuntimeError, ValueError, _NotCacheable):
             return None
+        finally:
+            self._hashes.save()
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
+    def _path(self, key: str) -> Path | None:
+        return None if self.dir is None else self.dir / key[:2] / f"{key}.entry"
+
     def get(self, key: str | None) -> Resolution | None:
-        if key is None or self.dir is None:
+        path = self._path(key) if key is not None else None
+        if path is None:
             return None
-        path = self.dir / key[:2] / f"{key}.pickle"
         try:
-            with path.open("rb") as fh:
-                value = pickle.load(fh)
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError):
+            value = safe_unpickle(read_entry(path, _MAGIC), _ALLOWED)
+        except EntryRejected:
             self.misses += 1
             return None
         if not isinstance(value, Resolution):
@@ -90,17 +131,16 @@ class ResultCache:
         return value
 
     def put(self, key: str | None, res: Resolution) -> None:
-        if key is None or self.dir is None:
+        path = self._path(key) if key is not None else None
+        if path is None:
             return
-        path = self.dir / key[:2] / f"{key}.pickle"
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        if "wall-clock budget" in json.dumps(res.to_json(), default=str):
+            return  # depends on the machine's speed, not on the inputs: never cached
         try:
-            path.parent.mkdir(exist_ok=True)
-            with tmp.open("wb") as fh:
-                pickle.dump(res, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except (OSError, pickle.PicklingError, TypeError, AttributeError):
-            tmp.unlink(missing_ok=True)  # a value that does not pickle is simply not cached
+            payload = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
+            return  # a value that does not pickle is simply not cached
+        write_entry(path, _MAGIC, payload)
 
 
 @functools.lru_cache(maxsize=1)
@@ -114,37 +154,75 @@ def _tool_digest() -> str:
     return h.hexdigest()
 
 
-def _tree_digest(package_dir: str) -> str:
-    """The package's files and, beside it, the metadata the resolver reads (``*/METADATA``,
-    ``pyproject.toml``). Walked on every lookup (~50 ms for 0.5.23's 5,800 files): a tree
-    edited while a process runs must not be answered from the cache (unless the caller
-    says the tree is fixed: ``stable_tree``)."""
+# ---- content hashes, re-computed only for files whose stamp changed ---------------------
+
+
+def _walk(root: str, hashes: StampIndex, h: Any, should_hash: Callable[[str, int], bool]) -> None:
+    """Feed ``h`` every entry under ``root``: its relative path, type, link target and
+    content hash (``should_hash(name, size)``) or size. Directory links are followed
+    (each real directory once, so a link cycle ends)."""
+    seen_dirs: set[tuple[int, int]] = set()
+    count = 0
+
+    def emit(*fields: object) -> None:
+        h.update(b"\0".join(os.fsencode(f) if isinstance(f, str) else str(f).encode() for f in fields) + b"\n")
+
+    def onerror(exc: OSError) -> None:
+        emit("error", os.path.relpath(str(exc.filename or root), root), exc.errno or 0)
+
+    for dirpath, dirnames, names in os.walk(root, followlinks=True, onerror=onerror):
+        st_dir = os.stat(dirpath)
+        if (st_dir.st_dev, st_dir.st_ino) in seen_dirs:
+            dirnames[:] = []
+            emit("cycle", os.path.relpath(dirpath, root))
+            continue
+        seen_dirs.add((st_dir.st_dev, st_dir.st_ino))
+        dirnames.sort()
+        for name in dirnames:
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root)
+            emit("d", rel, os.readlink(full) if os.path.islink(full) else "")
+        for name in sorted(names):
+            count += 1
+            if count > MAX_ENTRIES:
+                raise _NotCacheable(root)
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root)
+            link = os.readlink(full) if os.path.islink(full) else ""
+            try:
+                st = os.stat(full)
+            except OSError:
+                emit("broken", rel, link)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                emit("special", rel, link, stat.S_IFMT(st.st_mode))
+                continue
+            real = os.path.realpath(full) if link else full
+            if should_hash(name, st.st_size):
+                emit("f", rel, link, real if link else "", st.st_size, hashes.digest(real, st))
+            else:
+                emit("big", rel, link, real if link else "", st.st_size)
+
+
+def _tree_digest(package_dir: str, hashes: StampIndex) -> str:
+    """The package's files by content and, beside it, what the resolver reads: the
+    names there (the evaluator answers path probes inside the source root) and the
+    metadata (``pyproject.toml``, ``PKG-INFO``, ``*.dist-info``/``*.egg-info``)."""
     h = hashlib.sha256()
     parent = os.path.dirname(package_dir)
-    extra = [os.path.join(parent, "pyproject.toml")]
-    extra += sorted(str(p) for p in Path(parent).glob("*/METADATA"))
-    for full in extra:
-        if os.path.isfile(full):
-            st = os.stat(full)
-            h.update(f"{os.path.relpath(full, parent)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
-    for dirpath, dirnames, names in os.walk(package_dir):
-        dirnames.sort()
-        for name in sorted(names):
-            full = os.path.join(dirpath, name)
-            st = os.lstat(full)
-            h.update(f"{os.path.relpath(full, package_dir)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
+    for name in sorted(os.listdir(parent)):
+        full = os.path.join(parent, name)
+        h.update(os.fsencode(name) + b"\0" + str(stat.S_IFMT(os.lstat(full).st_mode)).encode() + b"\n")
+        if name in ("pyproject.toml", "PKG-INFO", "setup.cfg", "setup.py") or name.endswith((".dist-info", ".egg-info")):
+            if os.path.isdir(full):
+                _walk(full, hashes, h, lambda _n, _s: True)
+            elif os.path.isfile(full):
+                h.update(hashes.digest(os.path.realpath(full), os.stat(full)).encode())
+    _walk(package_dir, hashes, h, lambda _n, _s: True)
     return h.hexdigest()
 
 
-def _dir_digest(model_dir: Path) -> str:
+def _model_digest(model_dir: str, hashes: StampIndex) -> str:
     h = hashlib.sha256()
-    for p in sorted(model_dir.rglob("*")):
-        if not p.is_file():
-            continue
-        st = p.stat()
-        h.update(f"{p.relative_to(model_dir).as_posix()}\0{st.st_size}\n".encode())
-        if st.st_size <= _BIG:
-            h.update(hashlib.sha256(p.read_bytes()).digest())
-        else:
-            h.update(f"{st.st_mtime_ns}".encode())
+    _walk(model_dir, hashes, h, lambda name, size: size <= MODEL_READ_CAP or name.endswith(".json"))
     return h.hexdigest()

@@ -7,6 +7,10 @@ the release and its pinned FlashInfer, and code fingerprints (a regex or substri
 one file of the analysed release, read as text, never imported).  Nothing here looks at
 evaluator internals.
 
+Why this module is long: the rule schema (validated at load), the fact vocabulary and the
+three-valued matcher share one vocabulary of fact names; splitting the fact derivation into
+its own module is the next step as the vocabulary grows with the field rules.
+
 Matching is three-valued: a fact the resolution could not state (an ``UnknownValue``)
 is decided only when all its candidate values agree (candidates on which SGLang rejects
 the configuration are ignored: nothing runs there); otherwise the rule is *undecided*
@@ -26,8 +30,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from sglang_audit.errors import AuditError
-from sglang_audit.result import ChainStep, Resolution, Setting, UnknownValue
+from sglang_audit.result import STATUS_UNKNOWN, ChainStep, Resolution, Setting, UnknownValue
 from sglang_audit.shipped import known_bad_dir, load_toml
+from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
@@ -221,7 +226,9 @@ def load_rules(extra_dirs: Iterable[Path] = (), shipped: bool = True) -> tuple[R
 
 def load_rule_file(path: Path, settings: tuple[str, ...] | None = None) -> Rule:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_yaml_load(read_user_file(path, "rule file").decode("utf-8"))
+    except UserFileError as exc:
+        raise RuleError(exc.message) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleError(f"{path}: cannot read ({exc})") from None
     except yaml.YAMLError as exc:
@@ -764,7 +771,21 @@ def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
                 rule.needs_env,
             ))
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.rule_id, f.setting or ""))
-    return CheckResult(res, (REJECTED_RULE, *rules), tuple(findings), tuple(undecided))
+    # a setting the resolution could not state is undecided in its own right: no rule may
+    # happen to need it, yet "no findings" would be claimed on a guess (issue #23)
+    for name, setting in res.settings.items():
+        if setting.status == STATUS_UNKNOWN and setting.present:
+            undecided.append(Undecided(UNKNOWN_SETTING_RULE.id, UNKNOWN_SETTING_RULE.severity, name,
+                                       ((f"settings.{name}", _unknown_reason(setting)),)))
+    return CheckResult(res, (REJECTED_RULE, UNKNOWN_SETTING_RULE, *rules), tuple(findings), tuple(undecided))
+
+
+def _unknown_reason(setting: Any) -> str:
+    for value in (setting.config, setting.runtime, setting.layer):
+        reason = getattr(value, "reason", None)
+        if reason:
+            return str(reason)
+    return setting.note or "unknown"
 
 
 def _plain(value: Any) -> Any:
@@ -779,6 +800,16 @@ def check_example(rule: Rule, example: Mapping[str, Any]) -> bool | None:
     results = [evaluate(rule.when, facts, rule, s, {}) for s in rule.subjects]
     return True if True in results else (None if None in results else False)
 
+
+# A setting left unknown: the check cannot be clean (exit 3 at --fail-on error/warning).
+UNKNOWN_SETTING_RULE = Rule(
+    id="SGA002", slug="setting-unknown", severity="error", confidence="high",
+    title="A setting of this deployment could not be resolved",
+    description="The resolution left a setting unknown (its reason names where evaluation stopped): no rule can be trusted to have seen its value, so the check is undecided, never clean.",
+    message="This setting is unknown.", fix="Read the reason; pass the missing input (flags, model files) or report the gap.",
+    sources=(), subjects=(None,), when=("all", ()), fingerprints=(), examples_flag=(), examples_pass=(),
+    checked="Derived from the resolution (Setting.status == unknown).", path="<builtin>",
+)
 
 # SGLang itself refusing the configuration (an assert/raise on the path) is always reported.
 REJECTED_RULE = Rule(

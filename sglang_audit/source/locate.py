@@ -29,8 +29,9 @@ from typing import IO
 
 from packaging.version import InvalidVersion, Version
 
-from sglang_audit.cachedir import cache_root, writable_subdir
+from sglang_audit.cachedir import TooLarge, cache_root, stamp_index, writable_subdir
 from sglang_audit.errors import SourceError
+from sglang_audit.userfiles import UserFileError, read_user_file
 
 # Extraction limits (module-level so tests can lower them). Real wheels are far below:
 # SGLang 0.5.23 holds ~120 MiB in total, its largest member is ~24 MiB, and no member
@@ -341,14 +342,20 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
     sources = writable_subdir("sources")
     if sources is None:
         raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
-    root = sources / _sha256(path)[:16]
+    archive_sha = _sha256(path)
+    # the last 16 hex digits: copies extracted with a manifest never share a directory with
+    # the manifest-less ones of earlier versions, which may be in use from the same cache
+    root = sources / archive_sha[-16:]
     complete = (root / _MARKER).is_file()
     package = _find_package(root, archive_layouts=True) if complete else None
+    if package is not None and not _verified(root, archive_sha):
+        say(f"the extracted copy of {path.name} in {root} differs from the archive; extracting again")
+        package = None
     if package is None:
-        if complete:  # a cached copy someone has damaged: start over
-            shutil.rmtree(root, ignore_errors=True)
+        if complete:  # a cached copy someone has damaged or edited: start over
+            _retire(root, sources)
         say(f"extracting {path.name} into {root} ...")
-        _extract(path, kind, root, sources)
+        _extract(path, kind, root, sources, archive_sha)
         package = _find_package(root, archive_layouts=True)
     if package is None:  # _extract already checked this; only a concurrent deletion gets here
         raise SourceError(f"no SGLang package found in {path} (expected sglang/srt/server_args.py)")
@@ -394,23 +401,71 @@ def _sweep_stale(parent: Path, prefix: str) -> None:
             pass
 
 
-def _extract(archive: Path, kind: str, root: Path, sources: Path) -> None:
+def _retire(root: Path, sources: Path) -> None:
+    """Move ``root`` aside (one rename, so a process reading it keeps its open files and a
+    new extraction can take the name) and delete it."""
+    aside = sources / f".extract-retired-{root.name}-{os.getpid()}-{time.time_ns()}"
+    try:
+        os.rename(root, aside)
+    except OSError:
+        aside = root
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _verified(root: Path, archive_sha: str) -> bool:
+    """Whether ``root`` holds exactly what was extracted from the archive with this hash:
+    the marker's manifest (path → sha256 of every file written) against the files there,
+    hashed again only when their stamp changed (``cachedir.StampIndex``). A file added,
+    removed, edited, replaced by a link or anything else is a mismatch."""
+    try:
+        marker = json.loads((root / _MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    files = marker.get("files") if isinstance(marker, dict) else None
+    if not isinstance(files, dict) or marker.get("archive_sha256") != archive_sha:
+        return False  # written by an older version (no manifest): extract again
+    index = stamp_index()
+    seen = 0
+    try:
+        for dirpath, _dirnames, names in os.walk(root):
+            for name in names:
+                full = os.path.join(dirpath, name)
+                rel = os.path.relpath(full, root)
+                if rel == _MARKER:
+                    continue
+                st = os.lstat(full)
+                if not stat.S_ISREG(st.st_mode) or files.get(rel) != index.digest(full, st):
+                    return False
+                seen += 1
+            for name in _dirnames:
+                if os.path.islink(os.path.join(dirpath, name)):
+                    return False
+    except (OSError, TooLarge):
+        return False
+    finally:
+        index.save()
+    return seen == len(files)
+
+
+def _extract(archive: Path, kind: str, root: Path, sources: Path, archive_sha: str) -> None:
     """Extract the useful members into `root`, atomically: temp dir, marker last, rename."""
     _sweep_stale(sources, ".extract-")
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".extract-{root.name}-", dir=sources))
     except OSError as exc:
         raise SourceError(f"cannot write to {sources}: {exc.strerror or exc}") from None
+    manifest: dict[str, str] = {}
     try:
         if kind == "zip":
-            _extract_zip(archive, tmp)
+            _extract_zip(archive, tmp, manifest)
         else:
-            _extract_tar(archive, tmp)
+            _extract_tar(archive, tmp, manifest)
         if _find_package(tmp, archive_layouts=True) is None:
             raise SourceError(
                 f"no SGLang package found in {archive} (expected sglang/srt/server_args.py)"
             )
-        (tmp / _MARKER).write_text(json.dumps({"archive": archive.name}) + "\n")
+        marker = {"archive": archive.name, "archive_sha256": archive_sha, "files": manifest}
+        (tmp / _MARKER).write_text(json.dumps(marker) + "\n")
         os.chmod(tmp, 0o755)  # mkdtemp made it private; the extracted tree is not secret
         try:
             os.rename(tmp, root)
@@ -473,7 +528,7 @@ class _Budget:
             )
 
 
-def _extract_zip(archive: Path, dest: Path) -> None:
+def _extract_zip(archive: Path, dest: Path, manifest: dict[str, str]) -> None:
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -505,7 +560,7 @@ def _extract_zip(archive: Path, dest: Path) -> None:
         for info, parts in plan:
             try:
                 with zf.open(info) as src:
-                    _write_member(src, dest, parts, info.file_size, archive, info.filename)
+                    manifest[os.path.join(*parts)] = _write_member(src, dest, parts, info.file_size, archive, info.filename)
             except (
                 zipfile.BadZipFile,
                 zlib.error,
@@ -518,11 +573,15 @@ def _extract_zip(archive: Path, dest: Path) -> None:
                 ) from None
 
 
-def _extract_tar(archive: Path, dest: Path) -> None:
+def _extract_tar(archive: Path, dest: Path, manifest: dict[str, str]) -> None:
     try:
         tf = tarfile.open(archive, "r:*")
     except (tarfile.TarError, OSError) as exc:
         raise SourceError(f"cannot read {archive}: {exc}") from None
+    try:
+        packed = os.path.getsize(archive)
+    except OSError as exc:
+        raise SourceError(f"cannot read {archive}: {exc.strerror or exc}") from None
     with tf:
         budget = _Budget(archive)
         name = "<header>"
@@ -533,6 +592,13 @@ def _extract_tar(archive: Path, dest: Path) -> None:
                 name = member.name
                 parts = _member_parts(name, archive)
                 budget.admit(name, parts, member.size, is_dir=member.isdir())
+                # a tar has no per-member compressed size: bound the whole archive's ratio
+                # (checked on declared sizes, before tarfile decompresses past the data)
+                if budget.total > RATIO_MIN_BYTES and budget.total > MAX_RATIO * max(packed, 1):
+                    raise SourceError(
+                        f"refusing {archive.name}: more than {MAX_RATIO}:1 uncompressed "
+                        f"(at member {name!r}; tar bomb?)"
+                    )
                 if not parts or member.isdir() or not _KEEP.fullmatch("/".join(parts)):
                     continue
                 if member.issym() or member.islnk():
@@ -548,14 +614,15 @@ def _extract_tar(archive: Path, dest: Path) -> None:
                 if src is None:
                     raise SourceError(f"cannot extract {name!r} from {archive.name}")
                 with src:
-                    _write_member(src, dest, parts, member.size, archive, name)
+                    manifest[os.path.join(*parts)] = _write_member(src, dest, parts, member.size, archive, name)
         except (tarfile.TarError, EOFError, zlib.error) as exc:
             raise SourceError(f"cannot extract {name!r} from {archive.name}: {exc}") from None
 
 
 def _write_member(
     src: IO[bytes], dest: Path, parts: tuple[str, ...], declared: int, archive: Path, name: str
-) -> None:
+) -> str:
+    """Write one member; returns the sha256 of what was written (the manifest's entry)."""
     target = dest.joinpath(*parts)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -565,6 +632,7 @@ def _write_member(
                 f"refusing {archive.name}: member {name!r} escapes the extraction dir"
             )
         written = 0
+        digest = hashlib.sha256()
         with open(target, "xb") as out:  # "x": never overwrite or follow an existing entry
             while chunk := src.read(_CHUNK):
                 written += len(chunk)
@@ -573,10 +641,12 @@ def _write_member(
                         f"refusing {archive.name}: member {name!r} is larger than its declared size"
                     )
                 out.write(chunk)
+                digest.update(chunk)
     except OSError as exc:
         raise SourceError(
             f"cannot extract {name!r} from {archive.name}: {exc.strerror or exc}"
         ) from None
+    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------- metadata
@@ -600,9 +670,11 @@ _VERSION_PY = re.compile(
 
 
 def _read_text(path: Path) -> str | None:
+    """A metadata file's text; None when absent, not a regular file or over 16 MB (a FIFO
+    or a 3 GB pyproject.toml beside the package is not metadata and is never read whole)."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
-    except OSError:
+        return read_user_file(path, "metadata file").decode("utf-8", errors="replace")
+    except UserFileError:
         return None
 
 

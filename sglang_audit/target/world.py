@@ -335,6 +335,7 @@ class NativeWorld:
 
     def _sorted(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
         items = interp.iterate(args[0], None, 0)
+        interp.charge(len(items))  # the work is the size: sorting a big list in a loop
         key = kwargs.get("key")
         reverse = bool(kwargs.get("reverse", False))
         if key is not None:
@@ -348,6 +349,7 @@ class NativeWorld:
 
     def _minmax(self, interp: Interpreter, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         items = interp.iterate(args[0], None, 0) if len(args) == 1 else list(args)
+        interp.charge(len(items))
         if any(isinstance(x, Unknown) for x in items):
             return Unknown(f"{fn.__name__}() of unknown values")
         if "key" in kwargs:
@@ -586,8 +588,12 @@ class NativeWorld:
         if key in interp.hf_configs:
             cfg = interp.hf_configs[key]
         else:
-            file = inside / "config.json"
-            data = json.loads(file.read_text(encoding="utf-8"))
+            from sglang_audit.userfiles import UserFileError, read_user_file
+
+            try:
+                data = json.loads(read_user_file(inside / "config.json", "model config").decode("utf-8"))
+            except (UserFileError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+                return Unknown(f"config of model {path!r} not read ({getattr(exc, 'message', exc)})")
             cfg = self.make_hf_config(data, str(inside))
             interp.hf_configs[key] = cfg
         overrides = kwargs.get("model_override_args")
@@ -800,7 +806,7 @@ class NativeWorld:
             "re.match": Native("re.match", lambda i, a, k: _regex(i, "match", a)),
             "re.fullmatch": Native("re.fullmatch", lambda i, a, k: _regex(i, "fullmatch", a)),
             "re.search": Native("re.search", lambda i, a, k: _regex(i, "search", a)),
-            "re.sub": Native("re.sub", lambda i, a, k: self._plain_call(i, re.sub, a[:3], {})),
+            "re.sub": Native("re.sub", lambda i, a, k: _regex_sub(i, self, a)),
             "math.ceil": Native("ceil", lambda i, a, k: self._plain_call(i, math.ceil, a, {})),
             "math.floor": Native("floor", lambda i, a, k: self._plain_call(i, math.floor, a, {})),
             "math.log2": Native("log2", lambda i, a, k: self._plain_call(i, math.log2, a, {})),
@@ -1340,10 +1346,69 @@ def _regex(interp: Interpreter, fn: str, args: list[Any]) -> Any:
     pattern, text = args[0], args[1]
     if not isinstance(pattern, str) or not isinstance(text, str) or len(pattern) > 500 or len(text) > 100_000:
         return Unknown("regular expression on unknown input")
+    refused = _regex_refused(pattern, text)
+    if refused:
+        return Unknown(refused)
     m = getattr(re, fn)(pattern, text)
     if m is None:
         return None
     return RegexMatch([m.group(0), *m.groups()])
+
+
+def _regex_sub(interp: Interpreter, world: NativeWorld, args: list[Any]) -> Any:
+    if len(args) >= 3 and isinstance(args[0], str) and isinstance(args[2], str):
+        refused = _regex_refused(args[0], args[2])
+        if refused:
+            return Unknown(refused)
+    return world._plain_call(interp, re.sub, args[:3], {})
+
+
+# CPython's `re` backtracks without a budget: `(a+)+$` on 40 characters runs for hours.
+# A pattern with a repetition inside a repetition (the shape of every catastrophic case)
+# is run only on texts short enough that its worst case is small (2**20 steps).
+_NESTED_REPEAT_TEXT = 20
+
+
+def _regex_refused(pattern: str, text: str) -> str | None:
+    """Why an analysed pattern is not run (invalid, or may backtrack without end), or None."""
+    try:
+        import re._parser as sre_parse  # type: ignore[import-not-found]
+    except ImportError:  # Python 3.10
+        import sre_parse  # type: ignore[no-redef]
+    try:
+        parsed = sre_parse.parse(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        return f"invalid regular expression {pattern[:60]!r} ({exc})"
+    if len(text) > _NESTED_REPEAT_TEXT and _nested_repeat(parsed, 0, sre_parse):
+        return (f"analysis bound reached: regular expression {pattern[:60]!r} nests a repetition in a "
+                f"repetition and may backtrack without end on a {len(text)}-character text")
+    return None
+
+
+def _nested_repeat(items: Any, depth: int, sre_parse: Any) -> bool:
+    consts = sre_parse
+    for op, av in items:
+        name = str(op)
+        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            lo, hi, sub = av
+            unbounded = hi is consts.MAXREPEAT or hi > 1
+            if unbounded and depth > 0:
+                return True
+            if _nested_repeat(sub, depth + (1 if unbounded else 0), sre_parse):
+                return True
+        elif name == "SUBPATTERN":
+            if _nested_repeat(av[-1], depth, sre_parse):
+                return True
+        elif name == "BRANCH":
+            if any(_nested_repeat(b, depth, sre_parse) for b in av[1]):
+                return True
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            if _nested_repeat(av[1], depth, sre_parse):
+                return True
+        elif name == "GROUPREF_EXISTS":
+            if any(b is not None and _nested_repeat(b, depth, sre_parse) for b in av[1:]):
+                return True
+    return False
 
 
 def _version_parse(interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
