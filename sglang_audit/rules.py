@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +114,8 @@ class Rule:
 
     @property
     def family(self) -> str:
+        if self.id.startswith("SGK"):
+            return "kernel"
         fam = {"1": "fp4-gemm", "2": "moe", "3": "flashinfer-version", "4": "attention"}
         return fam.get(self.id[3:4], "custom") if self.id.startswith("SGA") else "custom"
 
@@ -748,6 +750,7 @@ def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
         ))
         return CheckResult(res, (REJECTED_RULE, *rules), tuple(findings), ())
     facts = Facts.from_resolution(res)
+    findings.extend(kernel_findings(res))
     for rule in rules:
         for subject in rule.subjects:
             unknown: dict[str, str] = {}
@@ -769,7 +772,7 @@ def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
                 rule.needs_env,
             ))
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.rule_id, f.setting or ""))
-    return CheckResult(res, (REJECTED_RULE, *rules), tuple(findings), tuple(undecided))
+    return CheckResult(res, (REJECTED_RULE, *KERNEL_RULES, *rules), tuple(findings), tuple(undecided))
 
 
 def _plain(value: Any) -> Any:
@@ -794,3 +797,47 @@ REJECTED_RULE = Rule(
     sources=(), subjects=(None,), when=("all", ()), fingerprints=(), examples_flag=(), examples_pass=(),
     checked="Derived from the resolution (result.Resolution.rejected).", path="<builtin>",
 )
+
+
+# The kernel library's own declared support (kernels.py, Setting.kernel): derived findings,
+# not rule files. SGK101: the library refuses the kernel for this GPU; SGK102: it could
+# not be told (info, never fails a run).
+KERNEL_UNSUPPORTED_RULE = Rule(
+    id="SGK101", slug="kernel-unsupported-on-device", severity="error", confidence="high",
+    title="The kernel library declares no kernel for this GPU",
+    description="The FlashInfer version the release pins declares the entry point SGLang calls for this setting "
+                "unsupported on the device's compute capability (backend_requirement / supported_compute_capability / JIT arch list).",
+    message="", fix="", sources=(), subjects=(None,), when=("all", ()), fingerprints=(), examples_flag=(),
+    examples_pass=(), checked="Derived from Setting.kernel (sglang_audit/kernels.py).", path="<builtin>",
+)
+KERNEL_UNKNOWN_RULE = replace(
+    KERNEL_UNSUPPORTED_RULE, id="SGK102", slug="kernel-support-unknown", severity="info", confidence="low",
+    title="The kernel library's support for this GPU is not known",
+    description="The entry point SGLang calls could not be shown to exist for the device from the kernel library's source.",
+)
+KERNEL_RULES = (KERNEL_UNSUPPORTED_RULE, KERNEL_UNKNOWN_RULE)
+
+
+def kernel_findings(res: Resolution) -> list[Finding]:
+    out: list[Finding] = []
+    sm = str(res.device.get("arch"))
+    for name, setting in res.settings.items():
+        k = setting.kernel
+        if k is None or k.status == "supported" or (k.status == "unknown" and not k.function):
+            continue
+        rule = KERNEL_UNSUPPORTED_RULE if k.status == "unsupported" else KERNEL_UNKNOWN_RULE
+        what = f"{k.function}" + (f" backend {k.backend!r}" if k.backend else "")
+        lib = f"{k.library} {k.version}" if k.version else k.library
+        if k.status == "unsupported":
+            message = f"{lib} declares {what} unsupported on {sm}: {k.reason}"
+            fix = f"Choose a {cli_flag(name)} value whose kernel {k.library} declares for this GPU."
+        else:
+            message = f"{lib}: whether {what} runs on {sm} is not known: {k.reason}"
+            fix = "Verify on the hardware before relying on it."
+        code = tuple(CodeEvidence(f"{layer.mechanism}:{layer.function}", layer.file, True, layer.line, layer.detail)
+                     for layer in k.layers if layer.says == k.status or k.status == "unknown")
+        value = effective(setting)
+        out.append(Finding(rule.id, rule.slug, rule.severity, rule.confidence, rule.title, message, fix,
+                           tuple(f"{k.library} {k.version}: {c.file}:{c.line}" for c in code[:1]),
+                           name, _plain(value), _decision_chain(setting), _deciding(setting, value), code))
+    return out
