@@ -37,6 +37,8 @@ SUPPORTED = "supported"
 UNSUPPORTED = "unsupported"
 UNKNOWN = "unknown"
 
+# the default of --flashinfer-source (e.g. `none` in the unit tests, which must not download)
+FLASHINFER_SOURCE_ENV = "SGLANG_AUDIT_FLASHINFER_SOURCE"
 _MAX_IMPORT_HOPS = 8
 _MAX_CALL_DEPTH = 3
 
@@ -81,7 +83,7 @@ def attach(
             from .source import locate_flashinfer as locate
         try:
             if flashinfer_source is not None and flashinfer_source.strip().lower() == "none":
-                raise AuditError("not read (--flashinfer-source none)")
+                raise AuditError(f"not read (--flashinfer-source none, or {FLASHINFER_SOURCE_ENV}=none)")
             tree = locate(flashinfer_source, res.source.get("flashinfer"), progress=progress)
             source_json = {"library": "flashinfer", "version": tree.version, "origin": tree.origin}
         except AuditError as exc:
@@ -585,6 +587,8 @@ def _gen_calls(reader: FlashInferReader, found: Found, arch_param: str, cc: tupl
             if gen is not None:
                 out.append((gen, f"{found.func.name} ({found.rel}:{call.line})"))
         elif depth < _MAX_CALL_DEPTH and "module" in callee:
+            # a module getter it delegates to (0.7.2: _get_trtllm_moe_sm100_module_impl);
+            # other calls (cubin loaders, ...) are not followed
             inner = reader.find(found.module, callee)
             if inner is not None:
                 more = _gen_calls(reader, inner, "", cc, depth + 1)
@@ -597,8 +601,8 @@ def _gen_calls(reader: FlashInferReader, found: Found, arch_param: str, cc: tupl
 def _major_versions(gen: Found) -> tuple[list[int] | None, int]:
     for call in _calls(gen.func.body):
         for key, value in call.args:
-            if key == "supported_major_versions":
-                return _int_list(value), call.line
+            if key == "supported_major_versions":  # cite the list's own line
+                return _int_list(value), value.line
     return None, gen.func.line
 
 

@@ -4,6 +4,7 @@ resolve → (rules, render elsewhere).  Knows nothing of output formats."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -259,8 +260,10 @@ def with_kernels(res: Resolution, target: Target, cache: SourceCache, flashinfer
                  progress: Callable[[str], None] | None = None) -> Resolution:
     """``res`` with each setting's kernel-library verdict (``kernels.py``), read after the
     (cached) resolution so the FlashInfer source never enters the result-cache key."""
-    from .kernels import attach
+    from .kernels import FLASHINFER_SOURCE_ENV, attach
 
+    if flashinfer_source is None:
+        flashinfer_source = os.environ.get(FLASHINFER_SOURCE_ENV) or None
     return attach(res, target.source.package_dir.parent, cache, flashinfer_source, progress)
 
 
