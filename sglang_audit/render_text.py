@@ -77,9 +77,12 @@ def _kernel_lines(s: Setting, width: int, verbose: bool) -> list[str]:
     k = s.kernel
     assert k is not None
     pad = f"{'':{width}}    "
-    what = k.function + (f" backend {k.backend!r}" if k.backend else "")
     lib = f"{k.library} {k.version}" if k.version else k.library
-    out = [f"{pad}kernel  {k.status}" + (f": {what}" if what else "") + f"  ({lib})"]
+    if k.function:
+        what = k.function + (f" backend {k.backend!r}" if k.backend else "")
+        out = [f"{pad}kernel  {k.status}: {what}  ({lib})"]
+    else:  # no entry point known yet (auto decided by the layers), or another library
+        out = [f"{pad}kernel  {k.status} ({lib})"]
     if k.status != "supported" or not k.layers:  # a supported verdict is its layers
         out.append(f"{pad}        {k.reason}")
     if k.call_site:

@@ -344,3 +344,34 @@ def test_real_field_reference_deployment_has_no_unsupported_kernel(release):
     assert kernels["moe_runner_backend"].status == "supported"
     assert kernels["moe_runner_backend"].layers[0].function == "gen_cutlass_fused_moe_sm120_module"
     assert not any(f.rule_id == "SGK101" for f in check_resolution(res, ()).findings)
+
+
+@pytest.mark.real_release
+def test_real_explain_shows_the_kernel_of_each_forced_choice(release):
+    from sglang_audit.explain import explain
+    from sglang_audit.pipeline import Request
+
+    tree = release("0.5.10")
+    exp = explain(Request(source=str(tree.package_dir), arch="sm120", model="qwen3.5-397b-a17b-nvfp4"),
+                  "fp4_gemm_runner_backend")
+    by = {c.choice: c for c in exp.choices}
+    assert by["flashinfer_trtllm"].outcome == "accepted"  # SGLang's checks pass ...
+    assert by["flashinfer_trtllm"].kernel.status == "unsupported"  # ... FlashInfer's do not
+    assert by["flashinfer_cudnn"].kernel.status == "supported"
+    assert by["cutlass"].kernel.status == "unknown" and "jit_kernel" in by["cutlass"].kernel.reason
+    assert exp.setting.kernel is not None and exp.setting.kernel.status == "supported"  # auto → cudnn
+
+
+@pytest.mark.real_release
+def test_real_cli_check_and_flashinfer_source_none(release):
+    from clirun import cli
+
+    pkg = str(release("0.5.23").package_dir)
+    code, out, _ = cli("check", "-s", pkg, "-a", "sm120", "-m", "qwen3.5-397b-a17b-nvfp4",
+                       "--set", "fp4_gemm_runner_backend=flashinfer_trtllm")
+    assert code == 1 and "ERROR   SGK101 kernel-unsupported-on-device" in out
+    assert "flashinfer 0.7.2 declares flashinfer.mm_fp4 backend 'trtllm' unsupported on sm120" in out
+    code, out, _ = cli("resolve", "-s", pkg, "-a", "sm120", "-m", "qwen3.5-397b-a17b-nvfp4",
+                       "--set", "fp4_gemm_runner_backend=flashinfer_trtllm", "--flashinfer-source", "none")
+    assert "kernel library read: flashinfer not read: not read (--flashinfer-source none" in out
+    assert "kernel  unknown: flashinfer.mm_fp4 backend 'trtllm'  (flashinfer)" in out
