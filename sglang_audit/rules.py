@@ -823,7 +823,9 @@ def kernel_findings(res: Resolution) -> list[Finding]:
     sm = str(res.device.get("arch"))
     for name, setting in res.settings.items():
         k = setting.kernel
-        if k is None or k.status == "supported" or (k.status == "unknown" and not k.function):
+        # an unknown is a finding only when the library was read and the entry point is
+        # known (not when FlashInfer could not be located, or `auto` is still open)
+        if k is None or k.status == "supported" or (k.status == "unknown" and not (k.function and k.version)):
             continue
         rule = KERNEL_UNSUPPORTED_RULE if k.status == "unsupported" else KERNEL_UNKNOWN_RULE
         what = f"{k.function}" + (f" backend {k.backend!r}" if k.backend else "")

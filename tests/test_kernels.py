@@ -268,8 +268,16 @@ def test_attach_source_none_is_unknown_not_an_error(cache):
     k = res.settings["fp4_gemm_runner_backend"].kernel
     assert k.status == "unknown" and "FlashInfer source not read" in k.reason
     assert res.kernel_source["error"].startswith("not read")
-    (finding,) = kernel_findings(res)
+    assert kernel_findings(res) == []  # nothing read, nothing to report beyond kernel_source
+
+
+def test_unknown_after_reading_is_an_info_finding(cache):
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", moe="flashinfer_trtllm"), cache)
+    assert res.settings["moe_runner_backend"].kernel.status == "unknown"
+    (finding,) = [f for f in kernel_findings(res) if f.setting == "moe_runner_backend"]
     assert finding.rule_id == "SGK102" and finding.severity == "info"
+    assert "prebuilt binaries" in finding.message
+    assert check_resolution(res, ()).exit_code("warning") == 1  # SGK101 on the FP4 GEMM only
 
 
 def test_shipped_mapping_is_well_formed():
