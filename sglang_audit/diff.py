@@ -32,7 +32,7 @@ from .explain import deciding_step, final_value
 from .frontend import SourceCache
 from .guards import GuardFact
 from .natives import load_toml
-from .pipeline import Request, prepare, resolve_target
+from .pipeline import Request, prepare, resolve_target, with_kernels
 from .pipeline import guards as run_guards
 from .result import ChainStep, Rejection, Resolution, Setting, UnknownValue
 from .resultcache import ResultCache
@@ -560,6 +560,9 @@ def compare_setting(name: str, old: SideOutcome, new: SideOutcome) -> SettingDif
     note = ""
     if o.status != n.status and o.status != "unknown" and n.status != "unknown":
         note = f"status {o.status} → {n.status}"
+    if o.kernel is not None and n.kernel is not None and o.kernel.status != n.kernel.status:
+        change = f"kernel {o.kernel.status} → {n.kernel.status}"
+        note = f"{note}; {change}" if note else change
     if layers:
         return make(CHANGE_CHANGED, tuple(layers), note)
     if unknown:
@@ -695,6 +698,9 @@ class _Release:
         if self.table is None:
             self.table = prep.table
         res = resolve_target(prep.target, self.cache, self.results)
+        # the kernel library each side pins (kernels.py): support gained or lost shows as
+        # an SGK101 finding new in / gone from one side, and in the setting's note
+        res = with_kernels(res, prep.target, self.cache, req.flashinfer_source, self.progress)
         # the pin the resolution reports (the same tree, so the same pin)
         self.flashinfer = res.source.get("flashinfer", self.flashinfer)
         return SideOutcome(res)

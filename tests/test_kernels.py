@@ -383,3 +383,18 @@ def test_real_cli_check_and_flashinfer_source_none(release):
                        "--set", "fp4_gemm_runner_backend=flashinfer_trtllm", "--flashinfer-source", "none")
     assert "kernel library read: flashinfer not read: not read (--flashinfer-source none" in out
     assert "kernel  unknown: flashinfer.mm_fp4 backend 'trtllm'  (flashinfer)" in out
+
+
+def test_diff_reports_a_kernel_that_loses_support(cache):
+    from dataclasses import replace
+
+    from sglang_audit.diff import SideOutcome, compare_setting
+    from sglang_audit.render_diff import _setting_block
+
+    new = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm"), cache)
+    s = new.settings["fp4_gemm_runner_backend"]
+    old = replace(new, settings={**new.settings, s.name: replace(s, kernel=replace(s.kernel, status="supported", version="9.9.8"))})
+    sd = compare_setting(s.name, SideOutcome(old), SideOutcome(new))
+    assert sd.change == "unchanged" and sd.note == "kernel supported → unsupported"
+    lines = _setting_block(sd, ("old", "new"), 24, verbose=False)
+    assert any("kernel supported (flashinfer 9.9.8) → unsupported (flashinfer 9.9.9): SM120 not in _trtllm_requirement" in ln for ln in lines)
