@@ -211,7 +211,8 @@ def _resolution(arch: str, major: int, minor: int, fp4: Any, moe: Any = "triton"
     }
     return Resolution(
         source={"version": "0.0.0", "flashinfer": "9.9.9", "origin": "x"}, structure="E?",
-        device={"platform": "cuda", "arch": arch, "major": major, "minor": minor, "name": arch},
+        device={"platform": "cuda", "arch": arch, "major": major, "minor": minor, "name": arch, "cuda": "12.9",
+                "hip": None, "memory_mib": 1, "gpu_count": 8, "driver": "x", "cudnn": None},
         model=ModelSummary("m", "/m", "X", "modelopt_fp4", "modelopt"), flags={}, env={},
         rejected=None, settings=settings,
     )
@@ -398,3 +399,13 @@ def test_diff_reports_a_kernel_that_loses_support(cache):
     assert sd.change == "unchanged" and sd.note == "kernel supported → unsupported"
     lines = _setting_block(sd, ("old", "new"), 24, verbose=False)
     assert any("kernel supported (flashinfer 9.9.8) → unsupported (flashinfer 9.9.9): SM120 not in _trtllm_requirement" in ln for ln in lines)
+
+
+def test_html_report_shows_the_kernel_verdict_escaped(cache):
+    from sglang_audit.render_html import ReportData, render_html
+
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm"), cache)
+    page = render_html(ReportData(res, check=check_resolution(res, ())))
+    assert '<span class="badge changed">unsupported</span> <code>flashinfer.mm_fp4 backend &#39;trtllm&#39;</code>' in page
+    assert "SM120 not in _trtllm_requirement" in page
+    assert "SGK101" in page

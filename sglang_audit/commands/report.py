@@ -22,7 +22,7 @@ import click
 from ..cli_common import make_request, progress, run_or_exit, target_options
 from ..errors import AuditError, InputError
 from ..frontend import SourceCache
-from ..pipeline import Request, prepare, resolve_target
+from ..pipeline import Request, prepare, resolve_target, with_kernels
 from ..pipeline import resolve as run_resolve
 from ..render_html import PRIMARY, ReportData, Snippet, key_steps
 from ..result import ChainStep, Resolution
@@ -177,6 +177,7 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
     cache = SourceCache(use_disk=request.use_cache)
     prep = prepare(request, cache, say)
     res = resolve_target(prep.target, cache, ResultCache(enabled=request.use_cache))
+    res = with_kernels(res, prep.target, cache, request.flashinfer_source, say)  # kernel verdicts (kernels.py)
     notes: list[str] = []
     explanations: dict[str, Any] = {}
     for name in explain_fields:
