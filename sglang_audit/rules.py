@@ -807,13 +807,15 @@ KERNEL_UNSUPPORTED_RULE = Rule(
     title="The kernel library declares no kernel for this GPU",
     description="The FlashInfer version the release pins declares the entry point SGLang calls for this setting "
                 "unsupported on the device's compute capability (backend_requirement / supported_compute_capability / JIT arch list).",
-    message="", fix="", sources=(), subjects=(None,), when=("all", ()), fingerprints=(), examples_flag=(),
+    message="", fix="Choose a value of the setting whose kernel the library declares for this GPU (the finding names the requirement).",
+    sources=(), subjects=(None,), when=("all", ()), fingerprints=(), examples_flag=(),
     examples_pass=(), checked="Derived from Setting.kernel (sglang_audit/kernels.py).", path="<builtin>",
 )
 KERNEL_UNKNOWN_RULE = replace(
     KERNEL_UNSUPPORTED_RULE, id="SGK102", slug="kernel-support-unknown", severity="info", confidence="low",
     title="The kernel library's support for this GPU is not known",
     description="The entry point SGLang calls could not be shown to exist for the device from the kernel library's source.",
+    fix="Verify on the hardware before relying on it.",
 )
 KERNEL_RULES = (KERNEL_UNSUPPORTED_RULE, KERNEL_UNKNOWN_RULE)
 
