@@ -22,6 +22,7 @@ unknown and says so. A helper that is not on SGLang's path only informs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -558,8 +559,12 @@ def _jit(reader: FlashInferReader, entry: Found, getter: str, arch_param: str, c
                                       f"JIT spec{named} built via {via}: no literal supported_major_versions"))
         else:
             says = SUPPORTED if cc[0] in majors else UNSUPPORTED
+            # the spec's own name may say less than its arch list (…_sm100_module compiling
+            # for majors [10, 12]): report both, the arch list decides what is compiled
+            tag = re.search(r"_sm(\d{2,3})(?:_|$)", gen.func.name)
+            named_for = (f"; named for SM{tag.group(1)}" if tag and tag.group(1) != f"{cc[0]}{cc[1]}" else "")
             layers.append(KernelLayer("jit", gen.func.name, gen.rel, line, says,
-                                      f"nvcc archs for majors {majors}{named}, built via {via}"))
+                                      f"nvcc archs for majors {majors}{named}, built via {via}{named_for}"))
         artifacts = [c for c in _calls(gen.func.body) if _call_name(c) == "get_artifact"]
         if artifacts:
             layers.append(KernelLayer(

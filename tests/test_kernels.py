@@ -129,6 +129,7 @@ def test_trtllm_moe_layers_disagree_with_runtime_artifacts_and_say_so(cache):
     assert "`arch[0] < 10` is false" in by["helper"].detail
     assert by["jit"].says == "supported"
     assert "majors [10, 12]" in by["jit"].detail and "'fused_moe_trtllm_sm100'" in by["jit"].detail
+    assert "named for SM100" in by["jit"].detail  # the name and the arch list disagree: both shown
     assert by["jit"].line == line_of("flashinfer/jit/fused_moe.py", "supported_major_versions=[10, 12]")
     assert by["artifact"].says == "unknown"
     assert "prebuilt binaries fetched at run time" in v.reason
