@@ -202,7 +202,9 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
         else:
             if say:
                 say(f"resolving the same deployment with {from_source}")
-            base = run_resolve(replace(request, source=from_source), progress=say)
+            # the --from release's own FlashInfer pin, not the one given for this release
+            fi = "none" if (request.flashinfer_source or "").strip().lower() == "none" else None
+            base = run_resolve(replace(request, source=from_source, flashinfer_source=fi), progress=say)
     snippets = read_snippets(prep.tree.package_dir.parent, _evidence(res, explanations, check))
     return ReportData(res, explanations, check, check_note, base, diff, snippets, tuple(notes), timestamp)
 
