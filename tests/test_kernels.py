@@ -410,3 +410,18 @@ def test_html_report_shows_the_kernel_verdict_escaped(cache):
     assert '<span class="badge changed">unsupported</span> <code>flashinfer.mm_fp4 backend &#39;trtllm&#39;</code>' in page
     assert "SM120 not in _trtllm_requirement" in page
     assert "SGK101" in page
+
+
+def test_locate_flashinfer_installed_is_found_not_imported(tmp_path, monkeypatch):
+    import sys
+
+    site = tmp_path / "site"
+    (site / "flashinfer").mkdir(parents=True)
+    (site / "flashinfer" / "__init__.py").write_text("raise SystemExit('imported!')\n")
+    (site / "flashinfer" / "utils.py").write_text("")
+    (site / "flashinfer_python-1.2.3.dist-info").mkdir()
+    (site / "flashinfer_python-1.2.3.dist-info" / "METADATA").write_text("Name: flashinfer_python\nVersion: 1.2.3\n\n")
+    monkeypatch.syspath_prepend(str(site))
+    tree = locate_flashinfer("installed", "0.6.7")
+    assert tree.version == "1.2.3" and tree.origin == "installed" and tree.package_dir == (site / "flashinfer").resolve()
+    assert "flashinfer" not in sys.modules
