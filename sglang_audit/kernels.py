@@ -17,7 +17,7 @@ Each is a ``KernelLayer`` with file:line in the version read. A layer that Flash
 enforces on the call (the backend table, the decorator, the JIT arch list) saying
 "unsupported" makes the verdict unsupported; conditions on the call's arguments (dtypes,
 shapes) are listed, not evaluated; where only a runtime artifact decides, the verdict is
-unknown and says so. A helper that is not on SGLang's path only informs.
+unknown and says so. A helper (`is_*_supported`) is a declaration, not a check the entry runs: it only informs.
 """
 
 from __future__ import annotations

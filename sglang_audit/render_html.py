@@ -491,7 +491,7 @@ def _kernel_view(s: Setting) -> dict[str, Any] | None:
         "status": k.status, "what": (k.function or k.library) + (f" backend {k.backend!r}" if k.backend else ""),
         "library": f"{k.library} {k.version}" if k.version else k.library, "reason": k.reason,
         "call_site": k.call_site,
-        "layers": [f"{x.mechanism}: {x.function} says {x.says}{'' if x.enforced else ' (not on SGLang’s path)'}: "
+        "layers": [f"{x.mechanism}: {x.function} says {x.says}{'' if x.enforced else ' (declared; not a check the call runs)'}: "
                    f"{x.detail} ({x.file}:{x.line})" for x in k.layers],
         "conditions": list(k.conditions),
     }

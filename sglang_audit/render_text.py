@@ -88,7 +88,7 @@ def _kernel_lines(s: Setting, width: int, verbose: bool) -> list[str]:
     if k.call_site:
         out.append(f"{pad}        called from {k.call_site}")
     for layer in k.layers:
-        mark = "" if layer.enforced else " (not on SGLang's path)"
+        mark = "" if layer.enforced else " (declared; not a check the call runs)"
         out.append(f"{pad}        {layer.mechanism}: {layer.function} says {layer.says}{mark}: {layer.detail} ({layer.file}:{layer.line})")
     if verbose:
         out.extend(f"{pad}        at call time: {c}" for c in k.conditions)
