@@ -103,7 +103,11 @@ def attach(
                 verdict = KernelVerdict(UNKNOWN, "flashinfer", tree.version if tree else None, row["entry"],
                                         row["backend"], f"no CUDA compute capability for {res.device.get('arch')}")
             else:
-                verdict = evaluate_row(reader, row, cc, tree.version if tree else None, sglang_root, cache)
+                try:
+                    verdict = evaluate_row(reader, row, cc, tree.version if tree else None, sglang_root, cache)
+                except (RecursionError, ParseFailure) as exc:  # a pathological file: unknown, not a crash
+                    verdict = KernelVerdict(UNKNOWN, "flashinfer", tree.version if tree else None, row["entry"],
+                                            row["backend"], f"FlashInfer source not readable: {exc}")
         else:
             entry = row["entry"] if row else ""
             library = (row or {}).get("library", "flashinfer")
