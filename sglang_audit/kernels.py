@@ -134,9 +134,7 @@ def _classify(name: str, setting: Setting, res: Resolution,
         return None
     quant = model.draft_quantization if draft else model.quantization
     if isinstance(quant, UnknownValue):
-        if any(True for _ in rows):
-            return ("unknown", None, f"the model's quantization is unknown ({quant.reason})")
-        return None
+        return ("unknown", None, f"the model's quantization is unknown ({quant.reason})") if rows else None
     value = _value(setting)
     for row in rows:
         if value in row["values"] and quant in row["quantization"]:
