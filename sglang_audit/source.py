@@ -813,10 +813,12 @@ def _download_flashinfer(version: str, label: str, say: Callable[[str], None]) -
     except OSError as exc:
         raise SourceError(f"cannot write to {wheels}: {exc.strerror or exc}") from None
     try:
+        # wheels only: FlashInfer's wheels are pure Python (py3-none-any), and preparing an
+        # sdist's metadata would run its build backend, i.e. execute the code we only read
         result = _pip_download(version, label, staging, binary_only=True, dist="flashinfer-python")
-        if result.returncode != 0 and _pip_failure(result) == "not-found":
-            result = _pip_download(version, label, staging, binary_only=False, dist="flashinfer-python")
         if result.returncode != 0:
+            if _pip_failure(result) == "not-found":
+                raise SourceError(f"{label}: no wheel on the package index; {_FI_HINT}")
             raise _download_error(label, result)
         files = sorted(p for p in staging.iterdir() if p.is_file() and p.name.lower().endswith(_ARCHIVE_SUFFIXES))
         if not files:
