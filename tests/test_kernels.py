@@ -425,3 +425,44 @@ def test_locate_flashinfer_installed_is_found_not_imported(tmp_path, monkeypatch
     tree = locate_flashinfer("installed", "0.6.7")
     assert tree.version == "1.2.3" and tree.origin == "installed" and tree.package_dir == (site / "flashinfer").resolve()
     assert "flashinfer" not in sys.modules
+
+
+def _fake_pip(wheel_bytes: bytes | None, calls: list[tuple[str, bool]]) -> Any:
+    import subprocess
+
+    def fake(version: str, label: str, dest: Path, *, binary_only: bool, dist: str = "sglang") -> Any:
+        calls.append((f"{dist}=={version}", binary_only))
+        if wheel_bytes is None:
+            return subprocess.CompletedProcess([], 1, "", "ERROR: No matching distribution found for x")
+        (dest / f"flashinfer_python-{version}-py3-none-any.whl").write_bytes(wheel_bytes)
+        return subprocess.CompletedProcess([], 0, "", "")
+
+    return fake
+
+
+def test_pinned_flashinfer_is_downloaded_once_as_a_wheel(tmp_path, isolated_cache, monkeypatch):
+    import io
+
+    from sglang_audit import source
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for path in FI.rglob("*.py"):
+            zf.write(path, path.relative_to(FI.parent).as_posix())
+        zf.writestr("flashinfer_python-9.9.9.dist-info/METADATA", "Name: flashinfer-python\nVersion: 9.9.9\n\n")
+    calls: list[tuple[str, bool]] = []
+    monkeypatch.setattr(source, "_pip_download", _fake_pip(buf.getvalue(), calls))
+    first = locate_flashinfer(None, "9.9.9")
+    second = locate_flashinfer(None, "9.9.9")
+    assert calls == [("flashinfer-python==9.9.9", True)]  # wheel only, and only once
+    assert first == second and first.version == "9.9.9" and first.origin == "flashinfer-python==9.9.9"
+
+
+def test_pinned_flashinfer_without_a_wheel_is_refused_not_built(isolated_cache, monkeypatch):
+    from sglang_audit import source
+
+    calls: list[tuple[str, bool]] = []
+    monkeypatch.setattr(source, "_pip_download", _fake_pip(None, calls))
+    with pytest.raises(SourceError, match=r"flashinfer-python==0\.1\.0: no wheel on the package index"):
+        locate_flashinfer(None, "0.1.0")
+    assert calls == [("flashinfer-python==0.1.0", True)]  # no sdist fallback: it would run its build
