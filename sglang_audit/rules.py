@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -799,9 +799,10 @@ REJECTED_RULE = Rule(
 )
 
 
-# The kernel library's own declared support (kernels.py, Setting.kernel): derived findings,
-# not rule files. SGK101: the library refuses the kernel for this GPU; SGK102: it could
-# not be told (info, never fails a run).
+# The kernel library's own declared support (kernels.py, Setting.kernel): a derived finding,
+# not a rule file. SGK101: the library refuses the kernel for this GPU. An unknown verdict
+# is no finding (every trtllm-gen MoE on SM100 would be one: its kernels are prebuilt
+# artifacts); resolve/explain/report show it with its reason.
 KERNEL_UNSUPPORTED_RULE = Rule(
     id="SGK101", slug="kernel-unsupported-on-device", severity="error", confidence="high",
     title="The kernel library declares no kernel for this GPU",
@@ -811,35 +812,23 @@ KERNEL_UNSUPPORTED_RULE = Rule(
     sources=(), subjects=(None,), when=("all", ()), fingerprints=(), examples_flag=(),
     examples_pass=(), checked="Derived from Setting.kernel (sglang_audit/kernels.py).", path="<builtin>",
 )
-KERNEL_UNKNOWN_RULE = replace(
-    KERNEL_UNSUPPORTED_RULE, id="SGK102", slug="kernel-support-unknown", severity="info", confidence="low",
-    title="The kernel library's support for this GPU is not known",
-    description="The entry point SGLang calls could not be shown to exist for the device from the kernel library's source.",
-    fix="Verify on the hardware before relying on it.",
-)
-KERNEL_RULES = (KERNEL_UNSUPPORTED_RULE, KERNEL_UNKNOWN_RULE)
+KERNEL_RULES = (KERNEL_UNSUPPORTED_RULE,)
 
 
 def kernel_findings(res: Resolution) -> list[Finding]:
     out: list[Finding] = []
     sm = str(res.device.get("arch"))
+    rule = KERNEL_UNSUPPORTED_RULE
     for name, setting in res.settings.items():
         k = setting.kernel
-        # an unknown is a finding only when the library was read and the entry point is
-        # known (not when FlashInfer could not be located, or `auto` is still open)
-        if k is None or k.status == "supported" or (k.status == "unknown" and not (k.function and k.version)):
+        if k is None or k.status != "unsupported":
             continue
-        rule = KERNEL_UNSUPPORTED_RULE if k.status == "unsupported" else KERNEL_UNKNOWN_RULE
         what = f"{k.function}" + (f" backend {k.backend!r}" if k.backend else "")
         lib = f"{k.library} {k.version}" if k.version else k.library
-        if k.status == "unsupported":
-            message = f"{lib} declares {what} unsupported on {sm}: {k.reason}"
-            fix = f"Choose a {cli_flag(name)} value whose kernel {k.library} declares for this GPU."
-        else:
-            message = f"{lib}: whether {what} runs on {sm} is not known: {k.reason}"
-            fix = "Verify on the hardware before relying on it."
+        message = f"{lib} declares {what} unsupported on {sm}: {k.reason}"
+        fix = f"Choose a {cli_flag(name)} value whose kernel {k.library} declares for this GPU."
         code = tuple(CodeEvidence(f"{layer.mechanism}:{layer.function}", layer.file, True, layer.line, layer.detail)
-                     for layer in k.layers if layer.says == k.status or k.status == "unknown")
+                     for layer in k.layers if layer.says == "unsupported" and layer.enforced)
         value = effective(setting)
         out.append(Finding(rule.id, rule.slug, rule.severity, rule.confidence, rule.title, message, fix,
                            tuple(f"{k.library} {k.version}: {c.file}:{c.line}" for c in code[:1]),
