@@ -58,6 +58,44 @@ class ChainStep:
 
 
 @dataclass(frozen=True)
+class KernelLayer:
+    """What one layer of the kernel library's code says about the device (kernels.py)."""
+
+    mechanism: str  # "backend_requirement" | "supported_compute_capability" | "helper" | "jit" | "artifact" | "call_site"
+    function: str
+    file: str  # relative to the dir holding the library package, e.g. flashinfer/gemm/gemm_base.py
+    line: int
+    says: str  # "supported" | "unsupported" | "unknown"
+    detail: str  # the requirement as written
+    enforced: bool = True  # False: declared, but not a check on SGLang's path (a helper)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mechanism": self.mechanism, "function": self.function, "file": self.file, "line": self.line,
+                "says": self.says, "detail": self.detail, "enforced": self.enforced}
+
+
+@dataclass(frozen=True)
+class KernelVerdict:
+    """Whether the kernel library declares the called kernel for the device."""
+
+    status: str  # "supported" | "unsupported" | "unknown"
+    library: str  # "flashinfer", "sgl-kernel", ...
+    version: str | None  # the library version read
+    function: str  # the entry point, e.g. "flashinfer.mm_fp4"
+    backend: str  # the backend key passed ("trtllm"), "" when none
+    reason: str  # one line: the deciding requirement, or why unknown
+    layers: tuple[KernelLayer, ...] = ()
+    conditions: tuple[str, ...] = ()  # call-time conditions not evaluated (shapes, dtypes), as written
+    call_site: str = ""  # the SGLang file:line that imports the entry
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "library": self.library, "version": self.version,
+                "function": self.function, "backend": self.backend, "reason": self.reason,
+                "layers": [layer.to_json() for layer in self.layers],
+                "conditions": list(self.conditions), "call_site": self.call_site}
+
+
+@dataclass(frozen=True)
 class Setting:
     name: str
     config: Any  # str | None | UnknownValue
@@ -69,6 +107,9 @@ class Setting:
     # what the layers do with the published value when the model is built (rules/layers.toml);
     # None: not applicable (the value is concrete, or no listed method re-decides it)
     layer: Any = None  # None | UnknownValue
+    # whether the kernel library declares the kernel this value calls for the device
+    # (kernels.py, attached after resolution); None: no kernel-library question
+    kernel: KernelVerdict | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +120,7 @@ class Setting:
             "chain": [s.to_json() for s in self.chain],
             "note": self.note,
             "present": self.present,
+            "kernel": self.kernel.to_json() if self.kernel else None,
         }
 
 
@@ -147,6 +189,9 @@ class Resolution:
     analysis_notes: tuple[str, ...] = ()
     logs: tuple[LogLine, ...] = ()
     files_read: tuple[str, ...] = field(default=())
+    # the kernel library source read for the settings' `kernel` verdicts (kernels.py):
+    # {"library", "version", "origin"} or {"library", "error"}; None: not needed/not read
+    kernel_source: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -163,6 +208,7 @@ class Resolution:
             "paths": self.paths,
             "analysis_notes": list(self.analysis_notes),
             "logs": [entry.to_json() for entry in self.logs],
+            "kernel_source": self.kernel_source,
         }
 
 

@@ -26,6 +26,14 @@ def release():
     return get
 
 
+@pytest.fixture(autouse=True)
+def _no_flashinfer_download(request, monkeypatch):
+    """Unit tests never download FlashInfer: kernel verdicts read no library unless a test
+    passes one (tests/test_kernels.py) or is a real-release test."""
+    if request.node.get_closest_marker("real_release") is None:
+        monkeypatch.setenv("SGLANG_AUDIT_FLASHINFER_SOURCE", "none")
+
+
 @pytest.fixture()
 def isolated_cache(tmp_path, monkeypatch):
     """A private cache dir for tests that must not share state (real releases excluded)."""

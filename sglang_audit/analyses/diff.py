@@ -30,7 +30,7 @@ from sglang_audit.analyses.guards import GuardFact
 from sglang_audit.analyses.guards import guards_for as run_guards
 from sglang_audit.errors import AuditError, InputError
 from sglang_audit.frontend.parse import SourceCache
-from sglang_audit.resolve.pipeline import Request, prepare, resolve_target
+from sglang_audit.resolve.pipeline import Request, prepare, resolve_target, with_kernels
 from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.result import ChainStep, Rejection, Resolution, Setting, UnknownValue
 from sglang_audit.rules.knownbad import Finding, Rule, check_resolution, load_rules
@@ -559,6 +559,9 @@ def compare_setting(name: str, old: SideOutcome, new: SideOutcome) -> SettingDif
     note = ""
     if o.status != n.status and o.status != "unknown" and n.status != "unknown":
         note = f"status {o.status} → {n.status}"
+    if o.kernel is not None and n.kernel is not None and o.kernel.status != n.kernel.status:
+        change = f"kernel {o.kernel.status} → {n.kernel.status}"
+        note = f"{note}; {change}" if note else change
     if layers:
         return make(CHANGE_CHANGED, tuple(layers), note)
     if unknown:
@@ -694,6 +697,9 @@ class _Release:
         if self.table is None:
             self.table = prep.table
         res = resolve_target(prep.target, self.cache, self.results)
+        # the kernel library each side pins (kernels.py): support gained or lost shows as
+        # an SGK101 finding new in / gone from one side, and in the setting's note
+        res = with_kernels(res, prep.target, self.cache, req.flashinfer_source, self.progress)
         # the pin the resolution reports (the same tree, so the same pin)
         self.flashinfer = res.source.get("flashinfer", self.flashinfer)
         return SideOutcome(res)

@@ -26,9 +26,16 @@ from sglang_audit.analyses.graph import (
 from sglang_audit.analyses.guards import list_guards
 from sglang_audit.errors import InputError
 from sglang_audit.frontend.parse import SourceCache
-from sglang_audit.resolve.pipeline import Request, prepare
+from sglang_audit.resolve.pipeline import Request, prepare, with_kernels
 from sglang_audit.resolve.resolver import Resolver
-from sglang_audit.result import ChainStep, Rejection, Resolution, Setting, UnknownValue
+from sglang_audit.result import (
+    ChainStep,
+    KernelVerdict,
+    Rejection,
+    Resolution,
+    Setting,
+    UnknownValue,
+)
 from sglang_audit.shipped import load_toml
 
 OUTCOME_ACCEPTED = "accepted"
@@ -118,6 +125,7 @@ class ChoiceOutcome:
     rejection: Rejection | None = None
     conditional: tuple[Rejection, ...] = ()  # rejections on some unknown-input paths only
     note: str = ""
+    kernel: KernelVerdict | None = None  # the kernel library's declared support (kernels.py)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -129,6 +137,7 @@ class ChoiceOutcome:
             "rejection": self.rejection.to_json() if self.rejection else None,
             "conditional_rejections": [r.to_json() for r in self.conditional],
             "note": self.note,
+            "kernel": self.kernel.to_json() if self.kernel else None,
         }
 
 
@@ -341,7 +350,7 @@ def explain(request: Request, field: str, progress: Callable[[str], None] | None
         close = difflib.get_close_matches(field, settings, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise InputError(f"cannot explain {field!r}{hint}: explain covers the settings sglang-audit resolves: {', '.join(settings)}")
-    base = Resolver(prep.target, cache).resolve()
+    base = with_kernels(Resolver(prep.target, cache).resolve(), prep.target, cache, request.flashinfer_source, progress)
     setting = base.settings[field]
     dg = build_graph(prep.tree.package_dir, cache)
     predicates = _predicate_values(list_guards(Resolver(prep.target, cache)))
@@ -374,7 +383,10 @@ def explain(request: Request, field: str, progress: Callable[[str], None] | None
                 res = base
             else:
                 res = Resolver(replace(prep.target, flags={**prep.target.flags, field: choice}), cache).resolve()
-            outcomes.append(_classify(choice, default, res, field, ctx))
+                res = with_kernels(res, prep.target, cache, request.flashinfer_source)
+            outcome = _classify(choice, default, res, field, ctx)
+            kernel = res.settings[field].kernel if field in res.settings else None
+            outcomes.append(replace(outcome, kernel=kernel) if kernel is not None else outcome)
     else:
         notes.append(f"this release has no {field} setting")
 

@@ -50,6 +50,7 @@ def target_options(fn: Any) -> Any:
         click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see (default: unset, so the release's declared default applies). Repeatable."),
         click.option("--with", "with_packages", multiple=True, metavar="PKG", help="Pretend an optional package is installed (e.g. triton_kernels)."),
         click.option("--without", "without_packages", multiple=True, metavar="PKG", help="Pretend a dependency is missing (e.g. flashinfer)."),
+        click.option("--flashinfer-source", metavar="SRC", help="FlashInfer source read for the kernel verdicts: a wheel/sdist/checkout, `installed` (found, not imported), or `none`. Default: $SGLANG_AUDIT_FLASHINFER_SOURCE, else flashinfer-python==PIN from the release's metadata, downloaded into the cache (never installed)."),
         click.option("--no-cache", is_flag=True, help="Do not read or write the parsed-file cache."),
     ]
     for opt in reversed(options):
@@ -62,7 +63,7 @@ def make_request(kw: dict[str, Any]) -> Request:
         source=kw["source"], arch=kw["arch"], model=kw["model"], cuda=kw["cuda"], cudnn=kw.get("cudnn"),
         sets=list(kw["sets"]), launch=kw["launch"], env=list(kw["env"]),
         with_packages=list(kw["with_packages"]), without_packages=list(kw["without_packages"]),
-        use_cache=not kw["no_cache"],
+        use_cache=not kw["no_cache"], flashinfer_source=kw.get("flashinfer_source"),
     )
 
 

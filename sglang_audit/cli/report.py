@@ -23,7 +23,7 @@ from sglang_audit.cli.common import make_request, progress, run_or_exit, target_
 from sglang_audit.errors import AuditError, InputError
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.render.html import PRIMARY, ReportData, Snippet, key_steps
-from sglang_audit.resolve.pipeline import Request, prepare, resolve_target
+from sglang_audit.resolve.pipeline import Request, prepare, resolve_target, with_kernels
 from sglang_audit.resolve.pipeline import resolve as run_resolve
 from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.result import ChainStep, Resolution
@@ -177,6 +177,7 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
     cache = SourceCache(use_disk=request.use_cache)
     prep = prepare(request, cache, say)
     res = resolve_target(prep.target, cache, ResultCache(enabled=request.use_cache))
+    res = with_kernels(res, prep.target, cache, request.flashinfer_source, say)  # kernel verdicts (kernels.py)
     notes: list[str] = []
     explanations: dict[str, Any] = {}
     for name in explain_fields:
@@ -201,7 +202,9 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
         else:
             if say:
                 say(f"resolving the same deployment with {from_source}")
-            base = run_resolve(replace(request, source=from_source), progress=say)
+            # the --from release's own FlashInfer pin, not the one given for this release
+            fi = "none" if (request.flashinfer_source or "").strip().lower() == "none" else None
+            base = run_resolve(replace(request, source=from_source, flashinfer_source=fi), progress=say)
     snippets = read_snippets(prep.tree.package_dir.parent, _evidence(res, explanations, check))
     return ReportData(res, explanations, check, check_note, base, diff, snippets, tuple(notes), timestamp)
 

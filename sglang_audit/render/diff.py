@@ -117,6 +117,9 @@ def _setting_block(sd: SettingDiff, labels: tuple[str, str], width: int, verbose
         for label, s, dec in ((labels[0], sd.old, sd.old_deciding), (labels[1], sd.new, sd.new_deciding)):
             out.append(f"      {label:{lw}}  {_values(s)}")
             out.extend(_chain_lines(s, dec, "        ", verbose))
+    ko, kn = (sd.old.kernel if sd.old else None), (sd.new.kernel if sd.new else None)
+    if ko is not None and kn is not None and ko.status != kn.status:
+        out.append(f"      kernel {ko.status} (flashinfer {ko.version}) → {kn.status} (flashinfer {kn.version}): {kn.reason}")
     for title, items in (("guards removed", sd.guards_removed), ("guards added", sd.guards_added)):
         for g in items:
             out.append(f"      {title}: {g}")

@@ -143,6 +143,10 @@ def _choice_lines(c: ChoiceOutcome, width: int, device: str) -> list[str]:
                 lines.append(f"  {'':{width}}    because {_condition_text(cond, device, taken=True)}")
     else:
         lines = [f"{pad}unknown: {_clip(c.note)}"]
+    if c.kernel is not None:
+        k = c.kernel
+        what = f" {k.function or k.library}" + (f" backend {k.backend!r}" if k.backend else "")
+        lines.append(f"  {'':{width}}    kernel {k.status}:{what} — {_clip(k.reason, 240)}")
     for r in c.conditional:
         lines.append(f"  {'':{width}}    rejected when {' and '.join(r.when)}: {r.exception}: {_clip(r.message)} ({r.file}:{r.line})")
     return lines

@@ -249,6 +249,7 @@ class _View:
             "key_steps": [self.step(st, key=deciding is not None and st == deciding) for st in key],
             "all_steps": [self.step(st) for st in s.chain] if len(key) < len(s.chain) else [],
             "explain": self.explanation(exp) if exp is not None else None,
+            "kernel": _kernel_view(s) if not rejected else None,
         }
 
     def explanation(self, exp: Explanation) -> dict[str, Any]:
@@ -479,6 +480,21 @@ class _View:
                      for x in res.logs if x.level in ("warning", "error", "info", "critical")],
             "notes": list(self.d.notes),
         }
+
+
+def _kernel_view(s: Setting) -> dict[str, Any] | None:
+    """The kernel library's declared support for this setting's kernel (kernels.py)."""
+    k = s.kernel
+    if k is None:
+        return None
+    return {
+        "status": k.status, "what": (k.function or k.library) + (f" backend {k.backend!r}" if k.backend else ""),
+        "library": f"{k.library} {k.version}" if k.version else k.library, "reason": k.reason,
+        "call_site": k.call_site,
+        "layers": [f"{x.mechanism}: {x.function} says {x.says}{'' if x.enforced else ' (declared; not a check the call runs)'}: "
+                   f"{x.detail} ({x.file}:{x.line})" for x in k.layers],
+        "conditions": list(k.conditions),
+    }
 
 
 def _same(a: Any, b: Any) -> bool:

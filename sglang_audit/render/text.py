@@ -37,6 +37,10 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
         out.append(f"draft: {_value(m.draft_architecture)}, quantization {_value(m.draft_quantization)}")
     if res.flags:
         out.append("flags: " + " ".join(f"{k}={v}" for k, v in res.flags.items()))
+    ks = res.kernel_source
+    if ks:
+        read = f"{ks.get('library')} {ks.get('version')} ({ks.get('origin')})" if "error" not in ks else f"{ks.get('library')} not read: {ks['error']}"
+        out.append(f"kernel library read: {read}")
     if res.rejected:
         r = res.rejected
         out.append("")
@@ -55,6 +59,8 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
             out.append(f"{'':{width}}    layers  unknown: {s.layer.reason}")
             for c in s.layer.candidates:
                 out.append(f"{'':{width}}            may {c.value}  (at {', '.join(c.when)})")
+        if s.kernel is not None:
+            out.extend(_kernel_lines(s, width, verbose))
         for step in s.chain if verbose or name in _PRIMARY else []:
             if step.kind in ("default",) and not verbose:
                 continue
@@ -77,3 +83,27 @@ def _setting_line(name: str, s: Setting, width: int) -> str:
         rt = f" → runtime {_value(s.runtime, shown)}"
     note = f"  [{s.note}]" if s.note else ""
     return f"{name:{width}}  {_value(s.config)}{rt}  ({s.status}){note}"
+
+
+def _kernel_lines(s: Setting, width: int, verbose: bool) -> list[str]:
+    k = s.kernel
+    assert k is not None
+    pad = f"{'':{width}}    "
+    lib = f"{k.library} {k.version}" if k.version else k.library
+    if k.function:
+        what = k.function + (f" backend {k.backend!r}" if k.backend else "")
+        out = [f"{pad}kernel  {k.status}: {what}  ({lib})"]
+    else:  # no entry point known yet (auto decided by the layers), or another library
+        out = [f"{pad}kernel  {k.status} ({lib})"]
+    if k.status != "supported" or not k.layers:  # a supported verdict is its layers
+        out.append(f"{pad}        {k.reason}")
+    if k.call_site:
+        out.append(f"{pad}        called from {k.call_site}")
+    for layer in k.layers:
+        mark = "" if layer.enforced else " (declared; not a check the call runs)"
+        out.append(f"{pad}        {layer.mechanism}: {layer.function} says {layer.says}{mark}: {layer.detail} ({layer.file}:{layer.line})")
+    if verbose:
+        out.extend(f"{pad}        at call time: {c}" for c in k.conditions)
+    elif k.conditions:
+        out.append(f"{pad}        + {len(k.conditions)} call-time conditions on dtypes/shapes (-v lists them)")
+    return out

@@ -4,6 +4,7 @@ resolve → (rules, render elsewhere).  Knows nothing of output formats."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +40,9 @@ class Request:
     without_packages: list[str] = field(default_factory=list)
     use_cache: bool = True
     flags: dict[str, Any] = field(default_factory=dict)  # already-typed field values (scripts)
+    # the FlashInfer source read for the kernel verdicts: None = the release's pin (cache or
+    # package index), a path, or "installed"; "none" = do not read it (verdicts unknown)
+    flashinfer_source: str | None = None
 
 
 def bundled_profiles() -> list[str]:
@@ -253,7 +257,19 @@ def resolve(request: Request, progress: Callable[[str], None] | None = None,
     # a shared cache lets callers that resolve repeatedly (explain) parse each file once
     cache = cache or SourceCache(use_disk=request.use_cache)
     target = prepare(request, cache, progress).target
-    return resolve_target(target, cache, ResultCache(enabled=request.use_cache))
+    res = resolve_target(target, cache, ResultCache(enabled=request.use_cache))
+    return with_kernels(res, target, cache, request.flashinfer_source, progress)
+
+
+def with_kernels(res: Resolution, target: Target, cache: SourceCache, flashinfer_source: str | None,
+                 progress: Callable[[str], None] | None = None) -> Resolution:
+    """``res`` with each setting's kernel-library verdict (``kernels.py``), read after the
+    (cached) resolution so the FlashInfer source never enters the result-cache key."""
+    from sglang_audit.resolve.kernels import FLASHINFER_SOURCE_ENV, attach
+
+    if flashinfer_source is None:
+        flashinfer_source = os.environ.get(FLASHINFER_SOURCE_ENV) or None
+    return attach(res, target.source.package_dir.parent, cache, flashinfer_source, progress)
 
 
 def resolve_target(target: Target, cache: SourceCache, results: ResultCache | None = None) -> Resolution:

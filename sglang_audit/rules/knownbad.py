@@ -117,6 +117,8 @@ class Rule:
 
     @property
     def family(self) -> str:
+        if self.id.startswith("SGK"):
+            return "kernel"
         fam = {"1": "fp4-gemm", "2": "moe", "3": "flashinfer-version", "4": "attention"}
         return fam.get(self.id[3:4], "custom") if self.id.startswith("SGA") else "custom"
 
@@ -750,6 +752,7 @@ def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
         ))
         return CheckResult(res, (REJECTED_RULE, *rules), tuple(findings), ())
     facts = Facts.from_resolution(res)
+    findings.extend(kernel_findings(res))
     for rule in rules:
         for subject in rule.subjects:
             unknown: dict[str, str] = {}
@@ -777,7 +780,7 @@ def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
         if setting.status == STATUS_UNKNOWN and setting.present:
             undecided.append(Undecided(UNKNOWN_SETTING_RULE.id, UNKNOWN_SETTING_RULE.severity, name,
                                        ((f"settings.{name}", _unknown_reason(setting)),)))
-    return CheckResult(res, (REJECTED_RULE, UNKNOWN_SETTING_RULE, *rules), tuple(findings), tuple(undecided))
+    return CheckResult(res, (REJECTED_RULE, UNKNOWN_SETTING_RULE, *KERNEL_RULES, *rules), tuple(findings), tuple(undecided))
 
 
 def _unknown_reason(setting: Any) -> str:
@@ -820,3 +823,40 @@ REJECTED_RULE = Rule(
     sources=(), subjects=(None,), when=("all", ()), fingerprints=(), examples_flag=(), examples_pass=(),
     checked="Derived from the resolution (result.Resolution.rejected).", path="<builtin>",
 )
+
+
+# The kernel library's own declared support (kernels.py, Setting.kernel): a derived finding,
+# not a rule file. SGK101: the library refuses the kernel for this GPU. An unknown verdict
+# is no finding (every trtllm-gen MoE on SM100 would be one: its kernels are prebuilt
+# artifacts); resolve/explain/report show it with its reason.
+KERNEL_UNSUPPORTED_RULE = Rule(
+    id="SGK101", slug="kernel-unsupported-on-device", severity="error", confidence="high",
+    title="The kernel library declares no kernel for this GPU",
+    description="The FlashInfer version the release pins declares the entry point SGLang calls for this setting "
+                "unsupported on the device's compute capability (backend_requirement / supported_compute_capability / JIT arch list).",
+    message="", fix="Choose a value of the setting whose kernel the library declares for this GPU (the finding names the requirement).",
+    sources=(), subjects=(None,), when=("all", ()), fingerprints=(), examples_flag=(),
+    examples_pass=(), checked="Derived from Setting.kernel (sglang_audit/kernels.py).", path="<builtin>",
+)
+KERNEL_RULES = (KERNEL_UNSUPPORTED_RULE,)
+
+
+def kernel_findings(res: Resolution) -> list[Finding]:
+    out: list[Finding] = []
+    sm = str(res.device.get("arch"))
+    rule = KERNEL_UNSUPPORTED_RULE
+    for name, setting in res.settings.items():
+        k = setting.kernel
+        if k is None or k.status != "unsupported":
+            continue
+        what = f"{k.function}" + (f" backend {k.backend!r}" if k.backend else "")
+        lib = f"{k.library} {k.version}" if k.version else k.library
+        message = f"{lib} declares {what} unsupported on {sm}: {k.reason}"
+        fix = f"Choose a {cli_flag(name)} value whose kernel {k.library} declares for this GPU."
+        code = tuple(CodeEvidence(f"{layer.mechanism}:{layer.function}", layer.file, True, layer.line, layer.detail)
+                     for layer in k.layers if layer.says == "unsupported" and layer.enforced)
+        value = effective(setting)
+        out.append(Finding(rule.id, rule.slug, rule.severity, rule.confidence, rule.title, message, fix,
+                           tuple(f"{k.library} {k.version}: {c.file}:{c.line}" for c in code[:1]),
+                           name, _plain(value), _decision_chain(setting), _deciding(setting, value), code))
+    return out

@@ -278,12 +278,12 @@ def _download_release(version: str, label: str, say: Callable[[str], None]) -> P
 
 
 def _pip_download(
-    version: str, label: str, dest: Path, *, binary_only: bool
+    version: str, label: str, dest: Path, *, binary_only: bool, dist: str = "sglang"
 ) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps"]
     if binary_only:
         cmd.append("--only-binary=:all:")
-    cmd += ["-d", str(dest), f"sglang=={version}"]
+    cmd += ["-d", str(dest), f"{dist}=={version}"]
     # Never prompt (e.g. for index credentials): stdin is closed and PIP_NO_INPUT set.
     env = {**os.environ, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     try:
@@ -528,7 +528,7 @@ class _Budget:
             )
 
 
-def _extract_zip(archive: Path, dest: Path, manifest: dict[str, str]) -> None:
+def _extract_zip(archive: Path, dest: Path, manifest: dict[str, str], keep: re.Pattern[str] = _KEEP) -> None:
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -540,7 +540,7 @@ def _extract_zip(archive: Path, dest: Path, manifest: dict[str, str]) -> None:
         for info in zf.infolist():
             parts = _member_parts(info.filename, archive)
             budget.admit(info.filename, parts, info.file_size, is_dir=info.is_dir())
-            if not parts or info.is_dir() or not _KEEP.fullmatch("/".join(parts)):
+            if not parts or info.is_dir() or not keep.fullmatch("/".join(parts)):
                 continue  # never written, so its type does not matter
             mode = info.external_attr >> 16
             if stat.S_ISLNK(mode):
@@ -573,7 +573,7 @@ def _extract_zip(archive: Path, dest: Path, manifest: dict[str, str]) -> None:
                 ) from None
 
 
-def _extract_tar(archive: Path, dest: Path, manifest: dict[str, str]) -> None:
+def _extract_tar(archive: Path, dest: Path, manifest: dict[str, str], keep: re.Pattern[str] = _KEEP) -> None:
     try:
         tf = tarfile.open(archive, "r:*")
     except (tarfile.TarError, OSError) as exc:
@@ -599,7 +599,7 @@ def _extract_tar(archive: Path, dest: Path, manifest: dict[str, str]) -> None:
                         f"refusing {archive.name}: more than {MAX_RATIO}:1 uncompressed "
                         f"(at member {name!r}; tar bomb?)"
                     )
-                if not parts or member.isdir() or not _KEEP.fullmatch("/".join(parts)):
+                if not parts or member.isdir() or not keep.fullmatch("/".join(parts)):
                     continue
                 if member.issym() or member.islnk():
                     kind = "symlink" if member.issym() else "hardlink"

@@ -1,0 +1,238 @@
+"""The FlashInfer source SGLang calls, located like SGLang's (never installed or imported):
+the release's pin downloaded into the cache, a wheel/sdist/checkout the user names, or the
+installed package found with find_spec. resolve/kernels.py reads what it declares per GPU."""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from sglang_audit.cachedir import cache_root, writable_subdir
+from sglang_audit.errors import SourceError
+from sglang_audit.source.locate import (
+    _ARCHIVE_SUFFIXES,
+    _HEADER_NAME,
+    _HEADER_VERSION,
+    _MARKER,
+    _VERSION_PY,
+    _archive_kind,
+    _download_error,
+    _extract_tar,
+    _extract_zip,
+    _pip_download,
+    _pip_failure,
+    _read_text,
+    _sha256,
+    _sweep_stale,
+    _valid_version,
+    _within,
+)
+
+# --------------------------------------------------------------------------- FlashInfer
+# The kernel library SGLang calls, read (never imported) for what it declares per GPU
+# (kernels.py). Located like SGLang: the release's pin downloaded into the cache, a
+# wheel/sdist/checkout the user names, or the installed package found with find_spec.
+
+_FI_KEEP = re.compile(
+    r"(?:[^/]+/)?flashinfer/.+\.py"
+    r"|[^/]+\.dist-info/METADATA"
+    r"|(?:[^/]+/)?PKG-INFO"
+)
+_FI_HINT = "pass --flashinfer-source DIR|WHEEL|installed"
+
+
+@dataclass(frozen=True)
+class FlashInferTree:
+    package_dir: Path  # the directory named `flashinfer` (contains utils.py)
+    version: str | None  # the version read, e.g. "0.6.7.post2"
+    origin: str  # "flashinfer-python==X", a path, or "installed"
+
+    def to_json(self) -> dict:
+        return {"package_dir": str(self.package_dir), "version": self.version, "origin": self.origin}
+
+
+def locate_flashinfer(
+    spec: str | None, pin: str | None, *, progress: Callable[[str], None] | None = None
+) -> FlashInferTree:
+    """The FlashInfer source to read: ``spec`` (a path or ``installed``) when given, else
+    ``flashinfer-python==pin`` from the cache or the package index (downloaded, never installed)."""
+    say: Callable[[str], None] = progress or (lambda _msg: None)
+    if spec is None:
+        if not pin:
+            raise SourceError(f"the SGLang release pins no flashinfer-python version; {_FI_HINT}")
+        try:
+            version = str(Version(pin))
+        except InvalidVersion:
+            raise SourceError(f"bad flashinfer-python pin {pin!r}; {_FI_HINT}") from None
+        label = f"flashinfer-python=={version}"
+        archive = _cached_flashinfer(version) or _download_flashinfer(version, label, say)
+        return _locate_fi_archive(archive, label, say)
+    text = spec.strip()
+    if text == "installed":
+        return _locate_fi_installed()
+    path = Path(text).expanduser()
+    if path.is_dir():
+        package = _find_fi_package(path, archive_layouts=False) or _find_fi_package(path, archive_layouts=True)
+        if package is None:
+            raise SourceError(f"no FlashInfer package found in {path} (expected flashinfer/utils.py)")
+        metas = [*sorted(package.parent.glob("flashinfer_python-*.dist-info/METADATA")), package.parent / "PKG-INFO"]
+        return FlashInferTree(package, _fi_version(package, metas), text)
+    if path.is_file():
+        return _locate_fi_archive(path, text, say)
+    raise SourceError(f"FlashInfer source not found: {text}; {_FI_HINT}")
+
+
+def _fi_package_at(candidate: Path, boundary: str) -> Path | None:
+    real = os.path.realpath(candidate)
+    if not _within(real, boundary) or os.path.basename(real) != "flashinfer":
+        return None
+    for name in ("__init__.py", "utils.py"):
+        member = os.path.realpath(os.path.join(real, name))
+        try:
+            if not (_within(member, real) and stat.S_ISREG(os.stat(member).st_mode)):
+                return None
+        except OSError:
+            return None
+    return Path(real)
+
+
+def _find_fi_package(root: Path, *, archive_layouts: bool) -> Path | None:
+    boundary = os.path.realpath(root)
+    candidates = [root / "flashinfer", root]
+    if archive_layouts:
+        tops = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())
+        candidates = [root / "flashinfer", *[top / "flashinfer" for top in tops]]
+    for candidate in candidates:
+        found = _fi_package_at(candidate, boundary)
+        if found is not None:
+            return found
+    return None
+
+
+def _locate_fi_installed() -> FlashInferTree:
+    # find_spec on the top-level name consults the path finders only (nothing executed)
+    try:
+        spec = importlib.util.find_spec("flashinfer")
+    except (ImportError, ValueError):
+        spec = None
+    for location in list(spec.submodule_search_locations or []) if spec is not None else []:
+        package = _fi_package_at(Path(location), os.path.realpath(location))
+        if package is not None:
+            metas = sorted(package.parent.glob("flashinfer_python-*.dist-info/METADATA"))
+            return FlashInferTree(package, _fi_version(package, metas), "installed")
+    raise SourceError(f"no installed flashinfer found; {_FI_HINT}")
+
+
+def _cached_flashinfer(version: str) -> Path | None:
+    wheels = cache_root() / "wheels"
+    for stem in (f"flashinfer_python-{version}", f"flashinfer-python-{version}"):
+        stem = glob.escape(stem)
+        for pattern in (f"{stem}-*.whl", f"{stem}.tar.gz"):
+            found = sorted(wheels.glob(pattern))
+            if found:
+                return found[0]
+    return None
+
+
+def _download_flashinfer(version: str, label: str, say: Callable[[str], None]) -> Path:
+    wheels = writable_subdir("wheels")
+    if wheels is None:
+        raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
+    say(f"downloading {label} from the package index ...")
+    _sweep_stale(wheels, ".download-")
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=".download-", dir=wheels))
+    except OSError as exc:
+        raise SourceError(f"cannot write to {wheels}: {exc.strerror or exc}") from None
+    try:
+        # wheels only: FlashInfer's wheels are pure Python (py3-none-any), and preparing an
+        # sdist's metadata would run its build backend, i.e. execute the code we only read
+        result = _pip_download(version, label, staging, binary_only=True, dist="flashinfer-python")
+        if result.returncode != 0:
+            if _pip_failure(result) == "not-found":
+                raise SourceError(f"{label}: no wheel on the package index; {_FI_HINT}")
+            raise _download_error(label, result)
+        files = sorted(p for p in staging.iterdir() if p.is_file() and p.name.lower().endswith(_ARCHIVE_SUFFIXES))
+        if not files:
+            raise SourceError(f"{label}: pip reported success but left no wheel or sdist")
+        target = wheels / files[0].name
+        try:
+            os.replace(files[0], target)
+        except OSError as exc:
+            raise SourceError(f"cannot write {target}: {exc.strerror or exc}") from None
+        return target
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _locate_fi_archive(path: Path, origin: str, say: Callable[[str], None]) -> FlashInferTree:
+    kind = _archive_kind(path)
+    sources = writable_subdir("sources")
+    if sources is None:
+        raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
+    root = sources / _sha256(path)[:16]
+    complete = (root / _MARKER).is_file()
+    package = _find_fi_package(root, archive_layouts=True) if complete else None
+    if package is None:
+        if complete:
+            shutil.rmtree(root, ignore_errors=True)
+        say(f"extracting {path.name} into {root} ...")
+        _sweep_stale(sources, ".extract-")
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".extract-{root.name}-", dir=sources))
+        except OSError as exc:
+            raise SourceError(f"cannot write to {sources}: {exc.strerror or exc}") from None
+        try:
+            if kind == "zip":
+                _extract_zip(path, tmp, {}, _FI_KEEP)
+            else:
+                _extract_tar(path, tmp, {}, _FI_KEEP)
+            if _find_fi_package(tmp, archive_layouts=True) is None:
+                raise SourceError(f"no FlashInfer package found in {path} (expected flashinfer/utils.py)")
+            (tmp / _MARKER).write_text(json.dumps({"archive": path.name}) + "\n")
+            os.chmod(tmp, 0o755)
+            try:
+                os.rename(tmp, root)
+            except OSError:
+                if not (root / _MARKER).is_file():
+                    shutil.rmtree(root, ignore_errors=True)
+                    os.rename(tmp, root)
+        except OSError as exc:
+            raise SourceError(f"cannot extract {path.name} into {root}: {exc.strerror or exc}") from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        package = _find_fi_package(root, archive_layouts=True)
+    if package is None:
+        raise SourceError(f"no FlashInfer package found in {path} (expected flashinfer/utils.py)")
+    metas = [*sorted(root.glob("*.dist-info/METADATA")), *sorted(root.glob("*/PKG-INFO")), root / "PKG-INFO"]
+    return FlashInferTree(package, _fi_version(package, metas), origin)
+
+
+def _fi_version(package: Path, metas: Iterable[Path]) -> str | None:
+    for path in metas:
+        text = _read_text(path)
+        if text is None:
+            continue
+        headers = re.split(r"\r?\n\r?\n", text, maxsplit=1)[0]
+        name = _HEADER_NAME.search(headers)
+        if name and re.sub(r"[-_.]+", "-", name.group(1).lower()) == "flashinfer-python":
+            version = _HEADER_VERSION.search(headers)
+            if version and _valid_version(version.group(1)):
+                return version.group(1)
+    for name in ("_build_meta.py", "version.py"):  # the generated file first
+        text = _read_text(package / name)
+        match = _VERSION_PY.search(text) if text else None
+        if match and _valid_version(match.group(1)):
+            return match.group(1)
+    return None

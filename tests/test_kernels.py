@@ -1,0 +1,466 @@
+"""The kernel library's own declared support for the GPU (sglang_audit/kernels.py, issue 17).
+
+Fixture kernel libraries (fixtures/kernels/) cover each mechanism; the real-release tests
+read the FlashInfer version each SGLang release pins (downloaded into the user cache)."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sglang_audit.errors import SourceError
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.render.text import render_resolution
+from sglang_audit.resolve.kernels import FlashInferReader, attach, evaluate_row, kernel_spec
+from sglang_audit.result import ModelSummary, Resolution, Setting, UnknownValue
+from sglang_audit.rules.knownbad import check_resolution, kernel_findings
+from sglang_audit.source.flashinfer import locate_flashinfer
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kernels"
+FI = FIXTURES / "fi_mini" / "flashinfer"
+SGLANG_SIDE = FIXTURES / "sglang_side"
+GEMM = "flashinfer/gemm/gemm_base.py"
+QUANT = "sglang.srt.layers.quantization.modelopt_quant"
+TRTLLM_RUNNER = "sglang.srt.layers.moe.moe_runner.flashinfer_trtllm"
+
+
+@pytest.fixture(scope="module")
+def cache() -> SourceCache:
+    return SourceCache(use_disk=False)
+
+
+def row(entry: str, backend: str = "", callers: tuple[str, ...] = (QUANT,), **extra: Any) -> dict[str, Any]:
+    return {"entry": entry, "backend": backend, "callers": list(callers), **extra}
+
+
+def verdict(cache: SourceCache, r: dict[str, Any], cc: tuple[int, int]) -> Any:
+    return evaluate_row(FlashInferReader(FI, cache), r, cc, "9.9.9", SGLANG_SIDE, cache)
+
+
+def line_of(rel: str, text: str, root: Path = FI.parent) -> int:
+    lines = (root / rel).read_text().splitlines()
+    return next(i for i, ln in enumerate(lines, 1) if text in ln)
+
+
+# ---- backend_requirement + supported_compute_capability ---------------------------------
+
+
+def test_backend_requirement_refuses_a_capability_the_requirement_does_not_list(cache):
+    v = verdict(cache, row("flashinfer.mm_fp4", "trtllm"), (12, 0))
+    assert v.status == "unsupported"
+    layer = v.layers[0]
+    assert (layer.mechanism, layer.function, layer.file) == ("backend_requirement", "_trtllm_requirement", GEMM)
+    assert layer.line == line_of(GEMM, "@supported_compute_capability([100, 103])")
+    assert "@supported_compute_capability([100, 103])" in v.reason and "SM120" in v.reason
+    assert f"{GEMM}:{layer.line}" in v.reason
+    # the SGLang side: where the release imports the entry
+    assert v.call_site == f"sglang/srt/layers/quantization/modelopt_quant.py:{line_of('sglang/srt/layers/quantization/modelopt_quant.py', 'import mm_fp4', SGLANG_SIDE)}"
+
+
+def test_backend_requirement_accepts_a_listed_capability(cache):
+    v = verdict(cache, row("flashinfer.mm_fp4", "trtllm"), (10, 0))
+    assert v.status == "supported"
+    assert v.library == "flashinfer" and v.version == "9.9.9" and v.backend == "trtllm"
+
+
+def test_requirement_function_imported_from_another_module_is_followed(cache):
+    v = verdict(cache, row("flashinfer.mm_fp4", "far"), (12, 0))
+    assert v.status == "supported"
+    assert v.layers[0].file == "flashinfer/gemm/extra.py"
+    assert verdict(cache, row("flashinfer.mm_fp4", "far"), (10, 0)).status == "unsupported"
+
+
+def test_requirement_without_capability_decorator_is_unknown(cache):
+    v = verdict(cache, row("flashinfer.mm_fp4", "bare"), (12, 0))
+    assert v.status == "unknown"
+    assert "declares no @supported_compute_capability" in v.reason
+
+
+def test_backend_missing_from_the_table_is_unsupported(cache):
+    v = verdict(cache, row("flashinfer.mm_fp4", "nosuch"), (10, 0))
+    assert v.status == "unsupported"
+    assert "has no backend 'nosuch'" in v.reason
+    assert "'wide', 'trtllm', 'far', 'bare'" in v.reason
+
+
+def test_argument_conditions_are_listed_not_evaluated(cache):
+    v = verdict(cache, row("flashinfer.mm_fp4", "wide"), (12, 0))
+    assert v.status == "supported"
+    assert any("_wide_requirement raises if out_dtype is None" in c for c in v.conditions)
+    assert any("_check_problem_size raises if a.shape[1] != b.shape[0]" in c and f"{GEMM}:" in c for c in v.conditions)
+
+
+def test_entry_the_release_does_not_import_is_unknown(cache):
+    # the fixture SGLang side does not import direct_kernel: the mapping is not trusted,
+    # whatever the library declares
+    v = verdict(cache, row("flashinfer.direct_kernel"), (9, 0))
+    assert v.status == "unknown" and "no import of direct_kernel from flashinfer" in v.reason
+    assert v.layers == () and v.call_site == ""
+
+
+def test_decorator_on_the_entry_itself_refuses(cache, tmp_path):
+    side = tmp_path / "sglang" / "srt"
+    side.mkdir(parents=True)
+    (side / "caller.py").write_text("from flashinfer import direct_kernel\n")
+    reader = FlashInferReader(FI, cache)
+    r = row("flashinfer.direct_kernel", callers=("sglang.srt.caller",))
+    v = evaluate_row(reader, r, (12, 0), "9.9.9", tmp_path, cache)
+    assert v.status == "unsupported"
+    assert v.layers[0].mechanism == "supported_compute_capability"
+    assert v.layers[0].line == line_of(GEMM, "@supported_compute_capability([90])")
+    assert evaluate_row(reader, r, (9, 0), "9.9.9", tmp_path, cache).status == "supported"
+
+
+# ---- helper + JIT spec + artifacts -------------------------------------------------------
+
+TRTLLM = row("flashinfer.fused_moe.trtllm_fp4_block_scale_moe", callers=(TRTLLM_RUNNER,),
+             helper="is_trtllm_moe_supported", jit="get_trtllm_moe_sm100_module")
+
+
+def test_trtllm_moe_layers_disagree_with_runtime_artifacts_and_say_so(cache):
+    v = verdict(cache, TRTLLM, (12, 0))
+    assert v.status == "unknown"
+    by = {layer.mechanism: layer for layer in v.layers}
+    assert by["helper"].says == "supported" and not by["helper"].enforced
+    assert "`arch[0] < 10` is false" in by["helper"].detail
+    assert by["jit"].says == "supported"
+    assert "majors [10, 12]" in by["jit"].detail and "'fused_moe_trtllm_sm100'" in by["jit"].detail
+    assert "named for SM100" in by["jit"].detail  # the name and the arch list disagree: both shown
+    assert by["jit"].line == line_of("flashinfer/jit/fused_moe.py", "supported_major_versions=[10, 12]")
+    assert by["artifact"].says == "unknown"
+    assert "prebuilt binaries fetched at run time" in v.reason
+    assert any("dtype_weights != dtype_act" in c for c in v.conditions)
+    assert v.call_site.startswith("sglang/srt/layers/moe/moe_runner/flashinfer_trtllm.py:")
+
+
+def test_trtllm_moe_below_the_jit_arch_list_is_unsupported(cache):
+    v = verdict(cache, TRTLLM, (9, 0))
+    assert v.status == "unsupported"
+    assert "majors [10, 12]" in v.reason
+    helper = next(layer for layer in v.layers if layer.mechanism == "helper")
+    assert helper.says == "unsupported" and "`arch[0] < 10` holds on SM90" in helper.detail
+
+
+CUTLASS = row("flashinfer.fused_moe.cutlass_fused_moe", jit="get_cutlass_fused_moe_module", jit_arch_param="backend")
+
+
+@pytest.mark.parametrize(("cc", "status", "module", "majors"), [
+    ((12, 0), "supported", "gen_cutlass_fused_moe_sm120_module", "[12]"),
+    ((10, 3), "supported", "gen_cutlass_fused_moe_sm100_module", "[10, 11]"),
+    ((9, 0), "supported", "gen_cutlass_fused_moe_sm90_module", "[9]"),
+])
+def test_jit_getter_dispatch_on_the_capability_string(cache, cc, status, module, majors):
+    v = verdict(cache, CUTLASS, cc)
+    assert v.status == status
+    (layer,) = v.layers
+    assert layer.function == module and f"majors {majors}" in layer.detail
+
+
+def test_jit_getter_with_no_module_for_the_device_is_unsupported(cache):
+    v = verdict(cache, CUTLASS, (11, 0))
+    assert v.status == "unsupported"
+    assert "builds no JIT module on SM110" in v.reason
+
+
+def test_missing_entry_is_unknown(cache, tmp_path):
+    side = tmp_path / "sglang"
+    side.mkdir()
+    (side / "c.py").write_text("from flashinfer import gone\n")
+    v = evaluate_row(FlashInferReader(FI, cache), row("flashinfer.gone", callers=("sglang.c",)), (12, 0), "9.9.9", tmp_path, cache)
+    assert v.status == "unknown" and "flashinfer.gone not found in FlashInfer 9.9.9" in v.reason
+
+
+# ---- locating FlashInfer -----------------------------------------------------------------
+
+
+def test_locate_flashinfer_checkout_reads_its_version():
+    tree = locate_flashinfer(str(FI.parent), None)
+    assert tree.package_dir == FI.resolve() and tree.version == "9.9.9"
+
+
+def test_locate_flashinfer_wheel_extracts_only_python(tmp_path, isolated_cache):
+    wheel = tmp_path / "flashinfer_python-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path in FI.rglob("*.py"):
+            zf.write(path, path.relative_to(FI.parent).as_posix())
+        zf.writestr("flashinfer/data/kernel.cubin", b"\0" * 10)
+        zf.writestr("flashinfer_python-9.9.9.dist-info/METADATA", "Name: flashinfer-python\nVersion: 9.9.9\n\n")
+    tree = locate_flashinfer(str(wheel), None)
+    assert tree.version == "9.9.9" and tree.origin == str(wheel)
+    assert (tree.package_dir / "gemm" / "gemm_base.py").is_file()
+    assert not (tree.package_dir / "data" / "kernel.cubin").exists()
+
+
+def test_locate_flashinfer_without_pin_or_source_says_how():
+    with pytest.raises(SourceError, match="pins no flashinfer-python version; pass --flashinfer-source"):
+        locate_flashinfer(None, None)
+    with pytest.raises(SourceError, match="FlashInfer source not found"):
+        locate_flashinfer("/nonexistent/fi", "0.6.7")
+
+
+# ---- attached to a resolution: text, JSON, check ----------------------------------------
+
+
+def _resolution(arch: str, major: int, minor: int, fp4: Any, moe: Any = "triton", layer: Any = None) -> Resolution:
+    settings = {
+        "moe_runner_backend": Setting("moe_runner_backend", moe, moe, "resolved", layer=layer),
+        "fp4_gemm_runner_backend": Setting("fp4_gemm_runner_backend", fp4, fp4, "resolved"),
+    }
+    return Resolution(
+        source={"version": "0.0.0", "flashinfer": "9.9.9", "origin": "x"}, structure="E?",
+        device={"platform": "cuda", "arch": arch, "major": major, "minor": minor, "name": arch, "cuda": "12.9",
+                "hip": None, "memory_mib": 1, "gpu_count": 8, "driver": "x", "cudnn": None},
+        model=ModelSummary("m", "/m", "X", "modelopt_fp4", "modelopt"), flags={}, env={},
+        rejected=None, settings=settings,
+    )
+
+
+def _attach(res: Resolution, cache: SourceCache, source: str | None = str(FI.parent)) -> Resolution:
+    return attach(res, SGLANG_SIDE, cache, source)
+
+
+def test_attach_text_json_and_check(cache):
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm"), cache)
+    k = res.settings["fp4_gemm_runner_backend"].kernel
+    assert k is not None and k.status == "unsupported" and k.function == "flashinfer.mm_fp4" and k.backend == "trtllm"
+    assert res.settings["moe_runner_backend"].kernel is None  # triton: no kernel library question
+    assert res.kernel_source == {"library": "flashinfer", "version": "9.9.9", "origin": str(FI.parent)}
+    data = json.loads(json.dumps(res.to_json()))
+    assert data["settings"]["fp4_gemm_runner_backend"]["kernel"]["status"] == "unsupported"
+    assert data["settings"]["moe_runner_backend"]["kernel"] is None
+    text = render_resolution(res)
+    assert "kernel  unsupported: flashinfer.mm_fp4 backend 'trtllm'  (flashinfer 9.9.9)" in text
+    assert "kernel library read: flashinfer 9.9.9" in text
+    (finding,) = kernel_findings(res)
+    assert (finding.rule_id, finding.severity, finding.setting) == ("SGK101", "error", "fp4_gemm_runner_backend")
+    assert "declares flashinfer.mm_fp4 backend 'trtllm' unsupported on sm120" in finding.message
+    assert finding.code and finding.code[0].file == GEMM
+    result = check_resolution(res, ())
+    assert result.exit_code("error") == 1
+    assert any(r.id == "SGK101" for r in result.rules)
+
+
+def test_attach_sm100_supported_gives_no_finding(cache):
+    res = _attach(_resolution("sm100", 10, 0, "flashinfer_trtllm"), cache)
+    assert res.settings["fp4_gemm_runner_backend"].kernel.status == "supported"
+    assert kernel_findings(res) == []
+
+
+def test_attach_layer_decided_auto_is_unknown_without_reading(cache):
+    layer = UnknownValue("decided when the MoE layers are built")
+    res = _attach(_resolution("sm120", 12, 0, "triton", moe="auto", layer=layer), cache)
+    k = res.settings["moe_runner_backend"].kernel
+    assert k is not None and k.status == "unknown" and "decided again when the layers are built" in k.reason
+    assert res.kernel_source is None  # nothing mapped to FlashInfer: it was not located
+    assert kernel_findings(res) == []  # an unknown without an entry point is no finding
+
+
+def test_attach_other_library_is_unknown_with_reason(cache):
+    res = _attach(_resolution("sm120", 12, 0, "cutlass"), cache)
+    k = res.settings["fp4_gemm_runner_backend"].kernel
+    assert k.status == "unknown" and k.library.startswith("sgl-kernel") and "jit_kernel" in k.reason
+
+
+def test_attach_source_none_is_unknown_not_an_error(cache):
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm"), cache, source="none")
+    k = res.settings["fp4_gemm_runner_backend"].kernel
+    assert k.status == "unknown" and "FlashInfer source not read" in k.reason
+    assert res.kernel_source["error"].startswith("not read")
+    assert kernel_findings(res) == []  # nothing read, nothing to report beyond kernel_source
+
+
+def test_unknown_after_reading_is_no_finding(cache):
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", moe="flashinfer_trtllm"), cache)
+    assert res.settings["moe_runner_backend"].kernel.status == "unknown"
+    # only the FP4 GEMM's unsupported kernel is a finding; the unknown MoE kernel is shown by resolve
+    assert [(f.rule_id, f.setting) for f in kernel_findings(res)] == [("SGK101", "fp4_gemm_runner_backend")]
+
+
+def test_shipped_mapping_is_well_formed():
+    spec = kernel_spec()
+    for r in spec["kernel"]:
+        assert r["entry"].startswith("flashinfer.") and r["model"] in ("target", "draft")
+        assert r["values"] and r["quantization"] and r["callers"] and r["source"]
+    assert {r["setting"] for r in spec["kernel"]} >= {"fp4_gemm_runner_backend", "moe_runner_backend", "speculative_moe_runner_backend"}
+
+
+# ---- real releases ------------------------------------------------------------------------
+
+
+def _real(release: Any, version: str, arch: str, sets: list[str]) -> Resolution:
+    from sglang_audit.resolve.pipeline import Request, resolve
+
+    tree = release(version)
+    return resolve(Request(source=str(tree.package_dir), arch=arch, model="qwen3.5-397b-a17b-nvfp4", sets=sets))
+
+
+def _flashinfer_line(res: Resolution, rel: str, line: int) -> str:
+    tree = locate_flashinfer(None, res.source["flashinfer"])
+    return (tree.package_dir.parent / rel).read_text().splitlines()[line - 1]
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(("version", "pin"), [("0.5.10", "0.6.7.post2"), ("0.5.23", "0.7.2")])
+def test_real_fp4_trtllm_sm120_unsupported_sm100_supported(release, version, pin):
+    res = _real(release, version, "sm120", ["fp4_gemm_runner_backend=flashinfer_trtllm"])
+    assert res.kernel_source["version"] == pin
+    k = res.settings["fp4_gemm_runner_backend"].kernel
+    assert k.status == "unsupported" and k.function == "flashinfer.mm_fp4" and k.backend == "trtllm"
+    layer = k.layers[0]
+    assert layer.file == GEMM and layer.function == "_trtllm_gemm_fp4_requirement"
+    # the cited line is the decorator as written in the pinned version
+    assert _flashinfer_line(res, layer.file, layer.line).startswith("@supported_compute_capability([100, 103")
+    assert "def _trtllm_gemm_fp4_requirement" in _flashinfer_line(res, layer.file, layer.line + 1)
+    assert "SM120 not in _trtllm_gemm_fp4_requirement" in k.reason
+    assert any(f.rule_id == "SGK101" and f.setting == "fp4_gemm_runner_backend" for f in kernel_findings(res))
+    res100 = _real(release, version, "sm100", ["fp4_gemm_runner_backend=flashinfer_trtllm"])
+    assert res100.settings["fp4_gemm_runner_backend"].kernel.status == "supported"
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.23"])
+def test_real_trtllm_moe_sm120_reports_each_layer(release, version):
+    res = _real(release, version, "sm120", ["moe_runner_backend=flashinfer_trtllm"])
+    k = res.settings["moe_runner_backend"].kernel
+    assert k.function == "flashinfer.fused_moe.trtllm_fp4_block_scale_moe"
+    # the helper and the JIT arch list accept SM12x; the kernels are prebuilt cubins: unknown
+    assert k.status == "unknown"
+    by = {layer.mechanism: layer for layer in k.layers}
+    assert by["helper"].function == "is_trtllm_moe_supported" and by["helper"].says == "supported"
+    assert "arch[0] < 10" in by["helper"].detail
+    assert by["jit"].function == "gen_trtllm_gen_fused_moe_sm100_module" and "majors [10, 12]" in by["jit"].detail
+    assert "supported_major_versions=[10, 12]" in _flashinfer_line(res, by["jit"].file, by["jit"].line)
+    assert by["artifact"].says == "unknown" and "get_artifact" in by["artifact"].detail
+    assert not any(f.rule_id == "SGK101" for f in kernel_findings(res))
+
+
+@pytest.mark.real_release
+def test_real_field_reference_deployment_has_no_unsupported_kernel(release):
+    res = _real(release, "0.5.10", "sm120", [
+        "tp_size=8", "speculative_algorithm=NEXTN", "disable_radix_cache=true",
+        "moe_runner_backend=flashinfer_cutlass", "fp4_gemm_runner_backend=flashinfer_cudnn",
+    ])
+    assert res.rejected is None
+    kernels = {name: s.kernel for name, s in res.settings.items() if s.kernel is not None}
+    assert set(kernels) >= {"moe_runner_backend", "speculative_moe_runner_backend", "fp4_gemm_runner_backend"}
+    assert all(k.status != "unsupported" for k in kernels.values())
+    assert kernels["fp4_gemm_runner_backend"].status == "supported"
+    assert kernels["moe_runner_backend"].status == "supported"
+    assert kernels["moe_runner_backend"].layers[0].function == "gen_cutlass_fused_moe_sm120_module"
+    assert not any(f.rule_id == "SGK101" for f in check_resolution(res, ()).findings)
+
+
+@pytest.mark.real_release
+def test_real_explain_shows_the_kernel_of_each_forced_choice(release):
+    from sglang_audit.analyses.explain import explain
+    from sglang_audit.resolve.pipeline import Request
+
+    tree = release("0.5.10")
+    exp = explain(Request(source=str(tree.package_dir), arch="sm120", model="qwen3.5-397b-a17b-nvfp4"),
+                  "fp4_gemm_runner_backend")
+    by = {c.choice: c for c in exp.choices}
+    assert by["flashinfer_trtllm"].outcome == "accepted"  # SGLang's checks pass ...
+    assert by["flashinfer_trtllm"].kernel.status == "unsupported"  # ... FlashInfer's do not
+    assert by["flashinfer_cudnn"].kernel.status == "supported"
+    assert by["cutlass"].kernel.status == "unknown" and "jit_kernel" in by["cutlass"].kernel.reason
+    assert exp.setting.kernel is not None and exp.setting.kernel.status == "supported"  # auto → cudnn
+
+
+@pytest.mark.real_release
+def test_real_cli_check_and_flashinfer_source_none(release):
+    from clirun import cli
+
+    pkg = str(release("0.5.23").package_dir)
+    code, out, _ = cli("check", "-s", pkg, "-a", "sm120", "-m", "qwen3.5-397b-a17b-nvfp4",
+                       "--set", "fp4_gemm_runner_backend=flashinfer_trtllm")
+    assert code == 1 and "ERROR   SGK101 kernel-unsupported-on-device" in out
+    assert "flashinfer 0.7.2 declares flashinfer.mm_fp4 backend 'trtllm' unsupported on sm120" in out
+    code, out, _ = cli("resolve", "-s", pkg, "-a", "sm120", "-m", "qwen3.5-397b-a17b-nvfp4",
+                       "--set", "fp4_gemm_runner_backend=flashinfer_trtllm", "--flashinfer-source", "none")
+    assert "kernel library read: flashinfer not read: not read (--flashinfer-source none" in out
+    assert "kernel  unknown: flashinfer.mm_fp4 backend 'trtllm'  (flashinfer)" in out
+
+
+def test_diff_reports_a_kernel_that_loses_support(cache):
+    from dataclasses import replace
+
+    from sglang_audit.analyses.diff import SideOutcome, compare_setting
+    from sglang_audit.render.diff import _setting_block
+
+    new = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm"), cache)
+    s = new.settings["fp4_gemm_runner_backend"]
+    old = replace(new, settings={**new.settings, s.name: replace(s, kernel=replace(s.kernel, status="supported", version="9.9.8"))})
+    sd = compare_setting(s.name, SideOutcome(old), SideOutcome(new))
+    assert sd.change == "unchanged" and sd.note == "kernel supported → unsupported"
+    lines = _setting_block(sd, ("old", "new"), 24, verbose=False)
+    assert any("kernel supported (flashinfer 9.9.8) → unsupported (flashinfer 9.9.9): SM120 not in _trtllm_requirement" in ln for ln in lines)
+
+
+def test_html_report_shows_the_kernel_verdict_escaped(cache):
+    from sglang_audit.render.html import ReportData, render_html
+
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm"), cache)
+    page = render_html(ReportData(res, check=check_resolution(res, ())))
+    assert '<span class="badge changed">unsupported</span> <code>flashinfer.mm_fp4 backend &#39;trtllm&#39;</code>' in page
+    assert "SM120 not in _trtllm_requirement" in page
+    assert "SGK101" in page
+
+
+def test_locate_flashinfer_installed_is_found_not_imported(tmp_path, monkeypatch):
+    import sys
+
+    site = tmp_path / "site"
+    (site / "flashinfer").mkdir(parents=True)
+    (site / "flashinfer" / "__init__.py").write_text("raise SystemExit('imported!')\n")
+    (site / "flashinfer" / "utils.py").write_text("")
+    (site / "flashinfer_python-1.2.3.dist-info").mkdir()
+    (site / "flashinfer_python-1.2.3.dist-info" / "METADATA").write_text("Name: flashinfer_python\nVersion: 1.2.3\n\n")
+    monkeypatch.syspath_prepend(str(site))
+    tree = locate_flashinfer("installed", "0.6.7")
+    assert tree.version == "1.2.3" and tree.origin == "installed" and tree.package_dir == (site / "flashinfer").resolve()
+    assert "flashinfer" not in sys.modules
+
+
+def _fake_pip(wheel_bytes: bytes | None, calls: list[tuple[str, bool]]) -> Any:
+    import subprocess
+
+    def fake(version: str, label: str, dest: Path, *, binary_only: bool, dist: str = "sglang") -> Any:
+        calls.append((f"{dist}=={version}", binary_only))
+        if wheel_bytes is None:
+            return subprocess.CompletedProcess([], 1, "", "ERROR: No matching distribution found for x")
+        (dest / f"flashinfer_python-{version}-py3-none-any.whl").write_bytes(wheel_bytes)
+        return subprocess.CompletedProcess([], 0, "", "")
+
+    return fake
+
+
+def test_pinned_flashinfer_is_downloaded_once_as_a_wheel(tmp_path, isolated_cache, monkeypatch):
+    import io
+
+    from sglang_audit.source import flashinfer as source
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for path in FI.rglob("*.py"):
+            zf.write(path, path.relative_to(FI.parent).as_posix())
+        zf.writestr("flashinfer_python-9.9.9.dist-info/METADATA", "Name: flashinfer-python\nVersion: 9.9.9\n\n")
+    calls: list[tuple[str, bool]] = []
+    monkeypatch.setattr(source, "_pip_download", _fake_pip(buf.getvalue(), calls))
+    first = locate_flashinfer(None, "9.9.9")
+    second = locate_flashinfer(None, "9.9.9")
+    assert calls == [("flashinfer-python==9.9.9", True)]  # wheel only, and only once
+    assert first == second and first.version == "9.9.9" and first.origin == "flashinfer-python==9.9.9"
+
+
+def test_pinned_flashinfer_without_a_wheel_is_refused_not_built(isolated_cache, monkeypatch):
+    from sglang_audit.source import flashinfer as source
+
+    calls: list[tuple[str, bool]] = []
+    monkeypatch.setattr(source, "_pip_download", _fake_pip(None, calls))
+    with pytest.raises(SourceError, match=r"flashinfer-python==0\.1\.0: no wheel on the package index"):
+        locate_flashinfer(None, "0.1.0")
+    assert calls == [("flashinfer-python==0.1.0", True)]  # no sdist fallback: it would run its build
