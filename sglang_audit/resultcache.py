@@ -69,6 +69,8 @@ class ResultCache:
                 "with": sorted(target.with_packages),
                 "without": sorted(target.without_packages),
                 "bounds": [max_paths, repr(bounds)],
+                "fields": list(getattr(target, "extra_fields", ())),
+                "draft": _draft_digest(target.flags.get("speculative_draft_model_path")),
             }
         except OSError:
             return None
@@ -149,3 +151,10 @@ def _dir_digest(model_dir: Path) -> str:
         else:
             h.update(f"{st.st_mtime_ns}".encode())
     return h.hexdigest()
+
+
+def _draft_digest(draft: Any) -> str | None:
+    """The draft model's directory content: its config.json decides the draft's settings."""
+    if isinstance(draft, str) and Path(draft).is_dir():
+        return _dir_digest(Path(draft))
+    return None
