@@ -25,6 +25,8 @@ class OptionSpec:
     type_name: str  # "str" | "int" | "float" | "json" | "other"
     choices: tuple[str, ...] | None
     nargs: Any = None
+    # a custom argparse Action: the release's class (values.Class) or argparse's (External)
+    action_class: Any = None
 
 
 class RecordingParser:
@@ -49,8 +51,13 @@ class RecordingParser:
         if not isinstance(dest, str):
             dest = long.lstrip("-").replace("-", "_")
         action = kwargs.get("action", "store")
-        if not isinstance(action, str):
-            action = "other"
+        action_class = None
+        if isinstance(action, External) and action.path.rsplit(".", 1)[-1] == "BooleanOptionalAction":
+            # argparse adds the --no- spelling; both take no value
+            action, action_class = "boolean_optional", action
+            flags = flags + tuple("--no-" + f[2:] for f in flags if f.startswith("--"))
+        elif not isinstance(action, str):
+            action, action_class = "other", action
         typ = kwargs.get("type")
         type_name = "none"  # argparse's default (str), but a generated CLI may convert later
         if isinstance(typ, Native) and typ.name in ("int", "float", "str"):
@@ -64,8 +71,29 @@ class RecordingParser:
             choice_t: tuple[str, ...] | None = tuple(choices)
         else:
             choice_t = None
-        self.options.append(OptionSpec(flags, dest, action, type_name, choice_t, kwargs.get("nargs")))
+        nargs = kwargs.get("nargs")
+        if action == "other" and "nargs" not in kwargs:
+            nargs = custom_action_nargs(action_class)
+        self.options.append(OptionSpec(flags, dest, action, type_name, choice_t, nargs, action_class))
         return None
+
+
+def custom_action_nargs(action_class: Any) -> Any:
+    """The nargs a custom Action class gives itself when add_argument passes none: its
+    ``__init__``'s ``nargs=`` default (e.g. SGLang's Deprecated*Action: 0), else argparse's
+    None; Unknown when the class is not the release's own."""
+    if isinstance(action_class, Class):
+        found, init = action_class.lookup("__init__")
+        params = getattr(init, "params", None) if found else None
+        if params is None:
+            return None  # argparse.Action.__init__: nargs=None
+        for p in params:
+            if getattr(p, "name", None) == "nargs":
+                defaults = getattr(init, "defaults", {})
+                value = defaults.get("nargs", None)
+                return value if isinstance(value, (int, str, type(None))) else Unknown("nargs of a custom action")
+        return None
+    return Unknown(f"nargs of the argparse action {action_class!r}")
 
 
 @dataclass
@@ -98,7 +126,7 @@ def extract_flags(interp: Interpreter, server_args_cls: Class) -> FlagTable:
             # onto the field another spelling names
             alias = next((f.lstrip("-").replace("-", "_") for f in o.flags if f.lstrip("-").replace("-", "_") in fields), None)
             if alias is not None:
-                o = OptionSpec(o.flags, alias, o.action, o.type_name, o.choices, o.nargs)
+                o = OptionSpec(o.flags, alias, o.action, o.type_name, o.choices, o.nargs, o.action_class)
         options.append(o)
     parser.options = options
     by_flag = {f: o for o in parser.options for f in o.flags}
@@ -248,12 +276,19 @@ def parse_argv(table: FlagTable, words: list[str], release: str = "this release"
             close = difflib.get_close_matches(flag, list(table.by_flag), n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             raise InputError(f"{release}: unknown flag {flag!r}{hint}")
-        if spec.action in ("store_true", "store_false") or spec.nargs == 0:
+        if isinstance(spec.nargs, Unknown):
+            raise InputError(f"{release}: {flag} uses a custom argparse action whose arguments are not known")
+        if spec.action in ("store_true", "store_false", "boolean_optional") or spec.nargs == 0:
             if eq:
                 raise InputError(f"{release}: {flag} takes no value (ignored explicit argument {inline!r})")
-            if spec.action not in ("store_true", "store_false"):
+            if spec.action == "boolean_optional":
+                # --x / --no-x (an abbreviation resolves to the spec, so look at the full flag)
+                full = next((f for f in spec.flags if f.startswith(flag)), flag) if flag not in spec.flags else flag
+                value: Any = not full.startswith("--no-")
+            elif spec.action in ("store_true", "store_false"):
+                value = spec.action == "store_true"
+            else:
                 raise InputError(f"{release}: {flag} uses a custom argparse action; its effect is not modelled")
-            value: Any = spec.action == "store_true"
             i += 1
         elif spec.nargs in ("+", "*") or isinstance(spec.nargs, int):
             vals = [inline] if eq else []

@@ -22,7 +22,7 @@ from . import ir
 from .cliargs import FlagTable, OptionSpec
 from .errors import InputError
 from .evaluator import Interpreter, PyRaise, Unmodelled
-from .values import AnalysisBound, Class, Function, Instance, ModuleObj, Native, Unknown
+from .values import AnalysisBound, Class, Function, Instance, ModuleObj, Native
 
 MERGER_MODULES = ("sglang.srt.utils.server_args_config_parser", "sglang.srt.server_args_config_parser")
 
@@ -55,6 +55,10 @@ def merge_config(interp: Interpreter, table: FlagTable, argv: list[str], release
             raise InputError(f"{release}: ConfigArgumentMerger(...) could not be evaluated")
         merger.attrs["_parse_yaml_config"] = Native("_parse_yaml_config", lambda i, a, k: _load(i, merger, cls, a[0], release))
         merged = interp.call(interp.getattr(merger, "merge_config_with_args"), [list(argv)], {})
+        if interp.new_decisions:
+            # the merge branched on something the tool does not know: no guess
+            d = interp.new_decisions[0]
+            raise InputError(f"{release}: --config merge depends on {d.reason} ({d.file}:{d.line}); not analysable")
     except PyRaise as raised:
         raise InputError(f"{release} refuses --config: {_message(interp, raised)} ({raised.file}:{raised.line})") from None
     except (Unmodelled, AnalysisBound) as exc:
@@ -71,9 +75,9 @@ def _load(interp: Interpreter, merger: Instance, cls: Class, path: Any, release:
     p = Path(path).expanduser()
     # _validate_yaml_file, as written in every release that has it
     if p.suffix.lower() not in (".yaml", ".yml"):
-        raise interp.make_raise("ValueError", f"Config file must be YAML format, got: {p.suffix}")
+        raise InputError(f"{release} refuses --config: Config file must be YAML format, got: {p.suffix} (ConfigArgumentMerger._validate_yaml_file)")
     if not p.exists():
-        raise interp.make_raise("ValueError", f"Config file not found: {path}")
+        raise InputError(f"{release} refuses --config: Config file not found: {path} (ConfigArgumentMerger._validate_yaml_file)")
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -81,7 +85,7 @@ def _load(interp: Interpreter, merger: Instance, cls: Class, path: Any, release:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise interp.make_raise("ValueError", "Config file must contain a dictionary at root level")
+        raise InputError(f"{release} refuses --config: Config file must contain a dictionary at root level (ConfigArgumentMerger._parse_yaml_config)")
     data = _plain(data, path)
     found, original = cls.lookup("_parse_yaml_config")
     if found and isinstance(original, Function) and _mentions(original.body, "_convert_config_to_args"):
@@ -126,13 +130,15 @@ def _stand_in_parser(table: FlagTable) -> Instance:
 
 
 def _action(spec: OptionSpec, action_class: Any) -> Instance:
-    inst = Instance(action_class(_ACTION_CLASS.get(spec.action, "Action")))
-    nargs = spec.nargs
-    if spec.action in ("store_true", "store_false", "store_const", "count"):
+    if spec.action == "other" and isinstance(spec.action_class, Class):
+        inst = Instance(spec.action_class)  # the release's own Action subclass
+    elif spec.action == "boolean_optional":
+        inst = Instance(action_class("BooleanOptionalAction"))
+    else:
+        inst = Instance(action_class(_ACTION_CLASS.get(spec.action, "Action")))
+    nargs = spec.nargs  # custom actions: their __init__'s default (cliargs.custom_action_nargs)
+    if spec.action in ("store_true", "store_false", "store_const", "count", "boolean_optional"):
         nargs = 0
-    elif spec.action == "other":
-        # a custom Action class may set nargs in its own __init__: not recorded
-        nargs = Unknown(f"nargs of the custom action of {spec.flags[0]}")
     inst.attrs.update(option_strings=list(spec.flags), dest=spec.dest, nargs=nargs)
     return inst
 

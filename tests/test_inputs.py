@@ -282,3 +282,141 @@ def test_request_api_takes_hf_ids_too(hub):
     fake_hub(hub, "someorg/Qwen3-Mirror", "qwen3-30b-a3b")
     res = resolve(Request(source=str(MINI_E2), arch="sm100", model="someorg/Qwen3-Mirror"))
     assert res.model.name == "someorg/Qwen3-Mirror" and res.model.architecture == "Qwen3MoeForCausalLM"
+
+
+# ---- real releases ---------------------------------------------------------------------------
+
+QWEN_NEXTN = {"tp_size": 8, "speculative_algorithm": "NEXTN", "disable_radix_cache": True}
+
+
+def _settings(result: dict) -> dict:
+    """The settings with the model's own path (quoted in evidence) written as <model>."""
+    text = json.dumps(result["settings"]).replace(json.dumps(result["model"]["path"])[1:-1], "<model>")
+    return json.loads(text)
+
+
+def _same_answer(results: list[dict]) -> None:
+    first = results[0]
+    for other in results[1:]:
+        assert _settings(other) == _settings(first)
+        assert other["model"]["quantization"] == first["model"]["quantization"]
+        assert other["model"]["draft_architecture"] == first["model"]["draft_architecture"]
+        assert other["rejected"] == first["rejected"]
+
+
+@pytest.mark.real_release
+def test_same_answer_whichever_way_the_deployment_is_given(release, tmp_path, monkeypatch):
+    """flags (--set), a pasted launch command, SGLang's YAML, a Hugging Face id (the
+    bundled profile's, and a copy in the local HF cache): one answer."""
+    src = str(release("0.5.10").package_dir)
+    hub_root = tmp_path / "hub"
+    hub_root.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_root))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    fake_hub(hub_root, "someorg/Qwen3.5-Mirror", "qwen3.5-397b-a17b-nvfp4")
+    cfg = tmp_path / "server.yaml"
+    cfg.write_text("model-path: qwen3.5-397b-a17b-nvfp4\ntp-size: 8\nspeculative-algorithm: NEXTN\ndisable-radix-cache: true\n")
+    base = ["resolve", "-s", src, "-a", "sm120", "--format", "json"]
+    forms = {
+        "set": [*base, "-m", "qwen3.5-397b-a17b-nvfp4", "--set", "tp_size=8", "--set", "speculative_algorithm=NEXTN",
+                "--set", "disable_radix_cache=true"],
+        "launch": [*base, "--launch", "python3 -m sglang.launch_server \\\n  --model-path qwen3.5-397b-a17b-nvfp4 \\\n"
+                   "  --tp 8 --speculative-algorithm NEXTN \\\n  --disable-radix-cache  # MTP\n"],
+        "docker": [*base, "--launch", "docker run --gpus all --ipc=host lmsysorg/sglang:v0.5.10 sglang serve "
+                   "--model-path nvidia/Qwen3.5-397B-A17B-NVFP4 --tp-size=8 --speculative-algorithm=NEXTN --disable-radix-cache"],
+        "config": [*base, "--config", str(cfg)],
+        "config_in_launch": [*base, "--launch", f"python -m sglang.launch_server --config {cfg}"],
+        "hf_id_profile": [*base, "-m", "nvidia/Qwen3.5-397B-A17B-NVFP4", "--launch",
+                          "python -m sglang.launch_server --tp 8 --speculative-algorithm NEXTN --disable-radix-cache"],
+        "hf_id_cache": [*base, "-m", "someorg/Qwen3.5-Mirror", "--set", "tp_size=8", "--set", "speculative_algorithm=NEXTN",
+                        "--set", "disable_radix_cache=true"],
+    }
+    results = {}
+    for name, args in forms.items():
+        code, out, err = cli(*args)
+        assert code in (0, 3), (name, err)
+        results[name] = json.loads(out)
+        assert results[name]["flags"] == QWEN_NEXTN, name
+    _same_answer(list(results.values()))
+    s = results["set"]["settings"]
+    assert s["speculative_algorithm"]["config"] == "EAGLE"
+    assert s["fp4_gemm_runner_backend"]["runtime"] == "flashinfer_cudnn"
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version", ["0.5.5", "0.5.23"])
+def test_config_file_merged_as_the_release_merges_it(release, tmp_path, version):
+    src = str(release(version).package_dir)
+    cfg = tmp_path / "server.yaml"
+    # false for a store_true flag adds nothing (both merger generations)
+    cfg.write_text("tp-size: 8\nmoe-runner-backend: triton\ndisable-radix-cache: false\n")
+    base = ["resolve", "-s", src, "-a", "sm90", "-m", "qwen3-30b-a3b", "--format", "json"]
+    code, out, err = cli(*base, "--config", cfg)
+    assert code in (0, 3), err
+    assert json.loads(out)["flags"] == {"tp_size": 8, "moe_runner_backend": "triton"}
+    # command-line flags win over the file (the release puts the file's arguments first)
+    code, out, err = cli(*base, "--launch", f"python -m sglang.launch_server --tp 2 --config {cfg}")
+    assert code in (0, 3), err
+    assert json.loads(out)["flags"] == {"tp_size": 2, "moe_runner_backend": "triton"}
+    # --set wins over both
+    code, out, err = cli(*base, "--config", cfg, "--set", "tp_size=4")
+    assert json.loads(out)["flags"]["tp_size"] == 4
+    code, _out, err = cli(*base, "--config", cfg, "--launch", f"python -m sglang.launch_server --config {cfg}")
+    assert code == 2 and f"SGLang {version}" in err and "only one" in err
+
+
+@pytest.mark.real_release
+def test_0523_config_refuses_what_the_release_refuses(release, tmp_path):
+    """0.5.23's merger refuses keys whose action takes no single value, e.g. the
+    BooleanOptionalAction --enable-tf32-matmul (server_args_config_parser.py)."""
+    cfg = tmp_path / "server.yaml"
+    cfg.write_text("enable-tf32-matmul: true\n")
+    code, _out, err = cli("resolve", "-s", str(release("0.5.23").package_dir), "-a", "sm90", "-m", "qwen3-30b-a3b", "--config", cfg)
+    assert code == 2
+    assert "SGLang 0.5.23 refuses --config: Unsupported config option 'enable_tf32_matmul' with action 'BooleanOptionalAction'" in err
+    assert "server_args_config_parser.py:" in err
+    # a deprecated spelling (SGLang's DeprecatedStoreTrueAction, nargs=0 in its __init__) too
+    cfg.write_text("enable-dp-attention: true\n")
+    code, _out, err = cli("resolve", "-s", str(release("0.5.23").package_dir), "-a", "sm90", "-m", "qwen3-30b-a3b", "--config", cfg)
+    assert code == 2 and "'enable_dp_attention' with action 'DeprecatedStoreTrueAction'" in err
+    # on the command line the same flag is a switch with a --no- spelling
+    code, out, err = cli("resolve", "-s", str(release("0.5.23").package_dir), "-a", "sm90", "-m", "qwen3-30b-a3b",
+                         "--launch", "sglang serve --no-enable-tf32-matmul --tp 2", "--format", "json")
+    assert code in (0, 3), err
+    assert json.loads(out)["flags"] == {"enable_tf32_matmul": False, "tp_size": 2}
+
+
+@pytest.mark.real_release
+def test_0514_bool_fields_are_switches_as_in_the_release_parser(release):
+    """0.5.14's dataclass-derived parser (arg_groups/arg_utils.py) turns every bool /
+    Optional[bool] field into store_true: `--enable-multimodal --tp 4` parses."""
+    code, out, err = cli("resolve", "-s", str(release("0.5.14").package_dir), "-a", "sm120", "-m", "qwen3.5-397b-a17b-nvfp4",
+                         "--launch", "python -m sglang.launch_server --enable-multimodal --tp 4", "--format", "json")
+    assert code in (0, 3), err
+    assert json.loads(out)["flags"] == {"enable_multimodal": True, "tp_size": 4}
+
+
+@pytest.mark.real_release
+def test_draft_model_by_hf_id(release, tmp_path, monkeypatch):
+    src = str(release("0.5.10").package_dir)
+    hub_root = tmp_path / "hub"
+    hub_root.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_root))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    launch = ("python -m sglang.launch_server --model-path llama-3.1-8b-nvfp4 --speculative-algorithm EAGLE3 "
+              "--speculative-draft-model-path someorg/Llama-3.1-8B-eagle3 --speculative-num-steps 3 "
+              "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4")
+    # not locatable: an input error naming it, never a run of unknowns with exit 0
+    code, _out, err = cli("resolve", "-s", src, "-a", "sm90", "--launch", launch)
+    assert code == 2 and "draft model someorg/Llama-3.1-8B-eagle3" in err
+    snap = fake_hub(hub_root, "someorg/Llama-3.1-8B-eagle3", "llama-3.1-8b-nvfp4")
+    cfg = json.loads((snap / "config.json").read_text())
+    cfg["architectures"] = ["LlamaForCausalLMEagle3"]
+    cfg.pop("quantization_config", None)
+    (snap / "config.json").write_text(json.dumps(cfg))
+    code, out, err = cli("resolve", "-s", src, "-a", "sm90", "--launch", launch, "--format", "json")
+    assert code in (0, 1, 3), err
+    data = json.loads(out)
+    assert data["flags"]["speculative_draft_model_path"] == str(snap.resolve())
+    if data["rejected"] is None:
+        assert data["model"]["draft_architecture"] == "LlamaForCausalLMEagle3"
