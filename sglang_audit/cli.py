@@ -9,7 +9,16 @@ from typing import Any
 import click
 
 from . import __version__
-from .cli_common import EXIT_CODES, AuditGroup, make_request, progress, run_or_exit, target_options
+from .cli_common import (
+    EXIT_CODES,
+    STATUS,
+    AuditGroup,
+    make_request,
+    parse_progress,
+    progress,
+    run_or_exit,
+    target_options,
+)
 from .device import ARCH_CHOICES
 from .pipeline import Request, resolve
 
@@ -50,7 +59,14 @@ def resolve_cmd(fmt: str, verbose: bool, **kw: Any) -> None:
           python3 -m sglang.launch_server --model-path nvidia/Qwen3.5-397B-A17B-NVFP4 \\
           --tp 8 --speculative-algorithm NEXTN --disable-radix-cache"
     """
-    res = run_or_exit(lambda: resolve(make_request(kw), progress=progress))
+    from .frontend import SourceCache
+
+    request = make_request(kw)
+    cache = SourceCache(use_disk=request.use_cache, on_parse=parse_progress())
+    try:
+        res = run_or_exit(lambda: resolve(request, progress=progress, cache=cache))
+    finally:
+        STATUS.clear()
     if fmt == "json":
         click.echo(json.dumps(res.to_json(), indent=2, sort_keys=False))
     else:

@@ -27,7 +27,47 @@ Exit codes:
 def progress(msg: str) -> None:
     """Progress for a person watching: on a terminal only (piped output stays clean)."""
     if _stderr_is_tty():
+        STATUS.clear()
         click.echo(msg, err=True)
+
+
+class StatusLine:
+    """One stderr line rewritten in place (a terminal only), e.g. the count of files parsed."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def show(self, text: str) -> None:
+        if not _stderr_is_tty():
+            return
+        import shutil
+
+        cols = max(20, shutil.get_terminal_size().columns)
+        sys.stderr.write("\r\x1b[K" + text[: cols - 1])
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
+STATUS = StatusLine()
+
+
+def parse_progress() -> Any:
+    """An ``on_parse`` hook for SourceCache: "parsing SGLang: N files (path)" on a terminal."""
+    count = [0]
+
+    def on_parse(path: Any) -> None:
+        count[0] += 1
+        parts = getattr(path, "parts", ())
+        shown = "/".join(parts[parts.index("sglang"):]) if "sglang" in parts else str(path)
+        STATUS.show(f"parsing the release (first run only): {count[0]} files, {shown}")
+
+    return on_parse
 
 
 def _stderr_is_tty() -> bool:

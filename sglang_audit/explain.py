@@ -362,7 +362,9 @@ def explain(request: Request, field: str, progress: Callable[[str], None] | None
         if progress and choices:
             progress(f"resolving with each of the {len(choices)} choices of {field} forced")
         current = prep.target.flags.get(field, default)
-        for choice in choices:
+        for i, choice in enumerate(choices, 1):
+            if progress:
+                progress(f"  forcing {field}={choice} ({i}/{len(choices)})")
             # the request already resolved this choice (set, or the default): no second run
             if choice == current:
                 res = base
