@@ -46,6 +46,20 @@ class Request:
     all_fields: bool = False  # report every ServerArgs field
 
 
+def launch_with_config(request: Request) -> str | None:
+    """The request's launch command with its ``--config FILE`` folded in (for callers that
+    carry a deployment as a launch string, e.g. ``diff``'s Deployment)."""
+    import shlex
+
+    from .launch import _strip_comment
+
+    if not request.config:
+        return request.launch
+    lines = (request.launch or "python -m sglang.launch_server").rstrip().splitlines() or [""]
+    lines[-1] = _strip_comment(lines[-1]).rstrip()  # a trailing comment would swallow the option
+    return "\n".join(lines) + f" --config {shlex.quote(request.config)}"
+
+
 def bundled_profiles() -> list[str]:
     if not PROFILES_DIR.is_dir():
         return []

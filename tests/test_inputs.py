@@ -420,3 +420,12 @@ def test_draft_model_by_hf_id(release, tmp_path, monkeypatch):
     assert data["flags"]["speculative_draft_model_path"] == str(snap.resolve())
     if data["rejected"] is None:
         assert data["model"]["draft_architecture"] == "LlamaForCausalLMEagle3"
+
+
+def test_launch_with_config_folds_the_file_into_the_command():
+    from sglang_audit.pipeline import launch_with_config
+
+    req = Request(source=None, arch="sm120", model=None, launch="python -m sglang.launch_server \\\n  --tp 8  # GPUs",
+                  config="/tmp/my server.yaml")
+    assert split_launch(launch_with_config(req)).argv == ("--tp", "8", "--config", "/tmp/my server.yaml")
+    assert split_launch(launch_with_config(Request(source=None, arch="sm120", model=None, config="c.yaml"))).argv == ("--config", "c.yaml")
