@@ -121,6 +121,8 @@ def _locate_model(spec: str, progress: Callable[[str], None] | None = None, role
     if not path.exists():
         close = difflib.get_close_matches(spec, [*bundled_profiles(), *profile_ids()], n=2)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        if "$" in spec:
+            hint += " (a shell variable in a pasted command is not expanded; pass the path with --model)"
         raise InputError(f"{role} not found: {spec!r}{hint}: a directory with config.json, a Hugging Face id "
                          f"(ORG/NAME), or one of: {', '.join(bundled_profiles())}")
     if path.is_file() and path.name == "config.json":
@@ -302,7 +304,7 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
     device = parse_device(request.arch, request.cuda, cudnn=request.cudnn)
     launch = split_launch(request.launch) if request.launch else None
     # the command's own environment (NAME=VALUE, env, export, docker -e), then --env over it
-    env = {**dict(launch.env if launch else ()), **parse_env(request.env)}
+    env = {**_redacted(dict(launch.env if launch else ())), **parse_env(request.env)}
     model_spec = request.model
     # the flag table needs an evaluator; build the target in two steps
     placeholder = locate_model(model_spec, progress=progress) if model_spec else None
@@ -347,6 +349,15 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
     target = Target(tree, device, model, flags, env, frozenset(request.with_packages), frozenset(request.without_packages),
                     extra_fields=extra)
     return Prepared(tree, target, table)
+
+
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY", re.I)
+
+
+def _redacted(env: dict[str, str]) -> dict[str, str]:
+    """A pasted command's credentials (docker --env HF_TOKEN=...) must not reach the reports;
+    the value is replaced, keeping it set and non-empty as SGLang would see it."""
+    return {k: ("<redacted>" if v and _SECRET.search(k) else v) for k, v in env.items()}
 
 
 def _locate_draft(flags: dict[str, Any], progress: Callable[[str], None] | None) -> dict[str, Any]:

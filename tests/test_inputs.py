@@ -429,3 +429,30 @@ def test_launch_with_config_folds_the_file_into_the_command():
                   config="/tmp/my server.yaml")
     assert split_launch(launch_with_config(req)).argv == ("--tp", "8", "--config", "/tmp/my server.yaml")
     assert split_launch(launch_with_config(Request(source=None, arch="sm120", model=None, config="c.yaml"))).argv == ("--config", "c.yaml")
+
+
+def test_credentials_in_a_pasted_command_are_not_reported():
+    code, out, err = cli("resolve", "-s", MINI_E2, "-a", "sm120", "--format", "json", "--launch",
+                         DOCS_DOCKER.replace("meta-llama/Llama-3.1-8B-Instruct", "deepseek-r1-nvfp4").replace("<secret>", "hf_abc123")
+                         .replace(" --host 0.0.0.0 --port 30000", ""))  # the fixture release has no --host/--port
+    assert code in (0, 3), err
+    assert "hf_abc123" not in out and json.loads(out)["env"] == {"HF_TOKEN": "<redacted>"}
+
+
+def test_unexpanded_shell_variable_in_model_path_is_explained():
+    first_line = ISSUE_5513.split(" --served-model-name=ds-r1-671b")[0] + " --model-path=$models/DeepSeek-R1 --tp=8"
+    code, _out, err = cli("resolve", "-s", MINI_E2, "-a", "sm120", "--launch", first_line)
+    assert code == 2 and "$models/DeepSeek-R1" in err and "shell variable" in err
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("command, flags", [
+    (DOCS_DOCKER, {"host": "0.0.0.0", "port": 30000}),
+    (DOCS_ROUTER + " --router-policy cache_aware", {"dp_size": 4}),
+    (COOKBOOK_ENV.replace("Qwen/Qwen3.5-397B-A17B-FP8", "nvidia/Qwen3.5-397B-A17B-NVFP4"), {"tp_size": 8}),
+])
+def test_docs_commands_on_a_real_release(release, command, flags, hub):
+    code, out, err = cli("resolve", "-s", str(release("0.5.10").package_dir), "-a", "sm90", "-m", "llama-3.1-8b-nvfp4",
+                         "--launch", command, "--format", "json")
+    assert code in (0, 1, 3), err
+    assert json.loads(out)["flags"] == flags
