@@ -14,7 +14,6 @@ from .cli_common import (
     STATUS,
     AuditGroup,
     make_request,
-    parse_progress,
     progress,
     run_or_exit,
     target_options,
@@ -59,12 +58,8 @@ def resolve_cmd(fmt: str, verbose: bool, **kw: Any) -> None:
           python3 -m sglang.launch_server --model-path nvidia/Qwen3.5-397B-A17B-NVFP4 \\
           --tp 8 --speculative-algorithm NEXTN --disable-radix-cache"
     """
-    from .frontend import SourceCache
-
-    request = make_request(kw)
-    cache = SourceCache(use_disk=request.use_cache, on_parse=parse_progress())
     try:
-        res = run_or_exit(lambda: resolve(request, progress=progress, cache=cache))
+        res = run_or_exit(lambda: resolve(make_request(kw), progress=progress))
     finally:
         STATUS.clear()
     if fmt == "json":

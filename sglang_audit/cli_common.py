@@ -70,6 +70,11 @@ def parse_progress() -> Any:
     return on_parse
 
 
+# the pipeline finds these on the progress callback (it knows nothing of terminals)
+progress.on_parse_factory = parse_progress  # type: ignore[attr-defined]
+progress.done = STATUS.clear  # type: ignore[attr-defined]
+
+
 def _stderr_is_tty() -> bool:
     try:
         return sys.stderr.isatty()

@@ -21,7 +21,7 @@ from .frontend import SourceCache
 from .graph import UNKNOWN, DecisionGraph, build_graph, evaluate_formula, formula_predicates
 from .guards import list_guards
 from .natives import load_toml
-from .pipeline import Request, prepare
+from .pipeline import Request, prepare, progress_done
 from .resolver import Resolver
 from .result import ChainStep, Rejection, Resolution, Setting, UnknownValue
 
@@ -327,6 +327,14 @@ def explain(request: Request, field: str, progress: Callable[[str], None] | None
     """``force_choices=False`` skips resolving once per choice (the slow part on large
     releases): ``choices`` is then empty and a note says so."""
     cache = SourceCache(use_disk=request.use_cache)
+    try:
+        return _explain(request, field, cache, progress, force_choices)
+    finally:
+        progress_done(progress)
+
+
+def _explain(request: Request, field: str, cache: SourceCache, progress: Callable[[str], None] | None,
+             force_choices: bool) -> Explanation:
     prep = prepare(request, cache, progress, want_table=True)
     table = prep.table
     assert table is not None  # prepare(want_table=True) always builds it

@@ -299,6 +299,7 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
             want_table: bool = False) -> Prepared:
     from .launch import split_launch
 
+    watch_parsing(cache, progress)
     tree = locate_source(request.source, progress=progress)
     release = release_name(tree)
     device = parse_device(request.arch, request.cuda, cudnn=request.cudnn)
@@ -376,7 +377,24 @@ def resolve(request: Request, progress: Callable[[str], None] | None = None,
     # a shared cache lets callers that resolve repeatedly (explain) parse each file once
     cache = cache or SourceCache(use_disk=request.use_cache)
     target = prepare(request, cache, progress).target
-    return resolve_target(target, cache, ResultCache(enabled=request.use_cache))
+    try:
+        return resolve_target(target, cache, ResultCache(enabled=request.use_cache))
+    finally:
+        progress_done(progress)
+
+
+def watch_parsing(cache: SourceCache, progress: Callable[[str], None] | None) -> None:
+    """Let a terminal show the files parsed (a first run parses for 15-25 s): the CLI's
+    progress callback carries the hook factory; scripts' callbacks do not."""
+    factory = getattr(progress, "on_parse_factory", None)
+    if factory is not None and cache.on_parse is None:
+        cache.on_parse = factory()
+
+
+def progress_done(progress: Callable[[str], None] | None) -> None:
+    done = getattr(progress, "done", None)
+    if done is not None:
+        done()
 
 
 def resolve_target(target: Target, cache: SourceCache, results: ResultCache | None = None) -> Resolution:
