@@ -339,10 +339,13 @@ def _explain(request: Request, field: str, cache: SourceCache, progress: Callabl
     table = prep.table
     assert table is not None  # prepare(want_table=True) always builds it
     settings: list[str] = load_toml("settings.toml")["settings"]
-    if field not in settings:
-        close = difflib.get_close_matches(field, settings, n=3)
+    if field not in settings and field in table.fields:
+        # any ServerArgs field: resolved like `resolve --field`
+        prep = replace(prep, target=replace(prep.target, extra_fields=(*prep.target.extra_fields, field)))
+    elif field not in settings:
+        close = difflib.get_close_matches(field, [*settings, *table.fields], n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise InputError(f"cannot explain {field!r}{hint}: explain covers the settings sglang-audit resolves: {', '.join(settings)}")
+        raise InputError(f"cannot explain {field!r}{hint}: not a setting or ServerArgs field of this release")
     base = Resolver(prep.target, cache).resolve()
     setting = base.settings[field]
     dg = build_graph(prep.tree.package_dir, cache)
@@ -362,7 +365,10 @@ def _explain(request: Request, field: str, cache: SourceCache, progress: Callabl
         if isinstance(default, str):
             consts.add(default)
         choices = sorted(consts)
-        notes.append(f"the release declares no choices for {field}; the values its code writes are tried instead")
+        if choices:
+            notes.append(f"the release declares no choices for {field}; the values its code writes are tried instead")
+        else:
+            notes.append(f"the release declares no choices for {field} and its code writes no string constants to it; no value was forced")
     outcomes: list[ChoiceOutcome] = []
     if setting.present and not force_choices:
         notes.append(f"the choices of {field} were not forced one by one (asked not to)")

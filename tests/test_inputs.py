@@ -456,3 +456,13 @@ def test_docs_commands_on_a_real_release(release, command, flags, hub):
                          "--launch", command, "--format", "json")
     assert code in (0, 1, 3), err
     assert json.loads(out)["flags"] == flags
+
+
+def test_explain_takes_any_serverargs_field():
+    code, out, err = cli("explain", "tp_size", "-s", MINI_E2, "-a", "sm120", "-m", "deepseek-r1-nvfp4", "--set", "tp_size=8",
+                         "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["setting"]["config"] == 8 and data["user_set"] is True
+    code, _out, err = cli("explain", "tp_sise", "-s", MINI_E2, "-a", "sm120", "-m", "deepseek-r1-nvfp4")
+    assert code == 2 and "did you mean tp_size" in err
