@@ -26,7 +26,7 @@ from sglang_audit.analyses.graph import (
 from sglang_audit.analyses.guards import list_guards
 from sglang_audit.errors import InputError
 from sglang_audit.frontend.parse import SourceCache
-from sglang_audit.resolve.pipeline import Request, prepare, with_kernels
+from sglang_audit.resolve.pipeline import Request, prepare, progress_done, with_kernels
 from sglang_audit.resolve.resolver import Resolver
 from sglang_audit.result import (
     ChainStep,
@@ -342,14 +342,25 @@ def explain(request: Request, field: str, progress: Callable[[str], None] | None
     """``force_choices=False`` skips resolving once per choice (the slow part on large
     releases): ``choices`` is then empty and a note says so."""
     cache = SourceCache(use_disk=request.use_cache)
+    try:
+        return _explain(request, field, cache, progress, force_choices)
+    finally:
+        progress_done(progress)
+
+
+def _explain(request: Request, field: str, cache: SourceCache, progress: Callable[[str], None] | None,
+             force_choices: bool) -> Explanation:
     prep = prepare(request, cache, progress, want_table=True)
     table = prep.table
     assert table is not None  # prepare(want_table=True) always builds it
     settings: list[str] = load_toml("settings.toml")["settings"]
-    if field not in settings:
-        close = difflib.get_close_matches(field, settings, n=3)
+    if field not in settings and field in table.fields:
+        # any ServerArgs field: resolved like `resolve --field`
+        prep = replace(prep, target=replace(prep.target, extra_fields=(*prep.target.extra_fields, field)))
+    elif field not in settings:
+        close = difflib.get_close_matches(field, [*settings, *table.fields], n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise InputError(f"cannot explain {field!r}{hint}: explain covers the settings sglang-audit resolves: {', '.join(settings)}")
+        raise InputError(f"cannot explain {field!r}{hint}: not a setting or ServerArgs field of this release")
     base = with_kernels(Resolver(prep.target, cache).resolve(), prep.target, cache, request.flashinfer_source, progress)
     setting = base.settings[field]
     dg = build_graph(prep.tree.package_dir, cache)
@@ -369,7 +380,10 @@ def explain(request: Request, field: str, progress: Callable[[str], None] | None
         if isinstance(default, str):
             consts.add(default)
         choices = sorted(consts)
-        notes.append(f"the release declares no choices for {field}; the values its code writes are tried instead")
+        if choices:
+            notes.append(f"the release declares no choices for {field}; the values its code writes are tried instead")
+        else:
+            notes.append(f"the release declares no choices for {field} and its code writes no string constants to it; no value was forced")
     outcomes: list[ChoiceOutcome] = []
     if setting.present and not force_choices:
         notes.append(f"the choices of {field} were not forced one by one (asked not to)")
@@ -377,7 +391,9 @@ def explain(request: Request, field: str, progress: Callable[[str], None] | None
         if progress and choices:
             progress(f"resolving with each of the {len(choices)} choices of {field} forced")
         current = prep.target.flags.get(field, default)
-        for choice in choices:
+        for i, choice in enumerate(choices, 1):
+            if progress:
+                progress(f"  forcing {field}={choice} ({i}/{len(choices)})")
             # the request already resolved this choice (set, or the default): no second run
             if choice == current:
                 res = base

@@ -26,7 +26,61 @@ Exit codes:
 
 
 def progress(msg: str) -> None:
-    click.echo(msg, err=True)
+    """Progress for a person watching: on a terminal only (piped output stays clean)."""
+    if _stderr_is_tty():
+        STATUS.clear()
+        click.echo(msg, err=True)
+
+
+class StatusLine:
+    """One stderr line rewritten in place (a terminal only), e.g. the count of files parsed."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def show(self, text: str) -> None:
+        if not _stderr_is_tty():
+            return
+        import shutil
+
+        cols = max(20, shutil.get_terminal_size().columns)
+        sys.stderr.write("\r\x1b[K" + text[: cols - 1])
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
+STATUS = StatusLine()
+
+
+def parse_progress() -> Any:
+    """An ``on_parse`` hook for SourceCache: "parsing SGLang: N files (path)" on a terminal."""
+    count = [0]
+
+    def on_parse(path: Any) -> None:
+        count[0] += 1
+        parts = getattr(path, "parts", ())
+        shown = "/".join(parts[parts.index("sglang"):]) if "sglang" in parts else str(path)
+        STATUS.show(f"parsing the release (first run only): {count[0]} files, {shown}")
+
+    return on_parse
+
+
+# the pipeline finds these on the progress callback (it knows nothing of terminals)
+progress.on_parse_factory = parse_progress  # type: ignore[attr-defined]
+progress.done = STATUS.clear  # type: ignore[attr-defined]
+
+
+def _stderr_is_tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _profile_list() -> str:
@@ -44,9 +98,10 @@ def target_options(fn: Any) -> Any:
         click.option("--arch", "-a", required=True, help=f"GPU architecture: {', '.join(ARCH_CHOICES)}, or a compute capability like 12.0."),
         click.option("--cuda", default="12.9", show_default=True, help="CUDA version that torch reports (torch.version.cuda)."),
         click.option("--cudnn", default=None, metavar="VERSION", help="cuDNN version torch reports (e.g. 9.10.2); unset: unknown, which matters only where SGLang checks it."),
-        click.option("--model", "-m", help=f"Model directory with config.json (and hf_quant_config.json), or a bundled profile: {_profile_list()}."),
+        click.option("--model", "-m", help=f"Model: a directory with config.json (and hf_quant_config.json); a Hugging Face id ORG/NAME (config files from the local HF cache, else the bundled profile imitating it, else downloaded alone unless HF_HUB_OFFLINE; HF_TOKEN and HF_ENDPOINT apply; never weights); or a bundled profile: {_profile_list()}."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A server flag, by field or flag name (e.g. --set moe_runner_backend=flashinfer_cutlass). Repeatable."),
-        click.option("--launch", metavar="COMMAND", help='A pasted launch command, e.g. "python -m sglang.launch_server --model-path M --tp 8 --moe-runner-backend flashinfer_cutlass".'),
+        click.option("--launch", metavar="COMMAND", help='A pasted launch command, as in SGLang\'s docs and issues: "python -m sglang.launch_server --model-path M --tp 8 ...", "sglang serve ...", "docker run ... IMAGE python3 -m sglang.launch_server ...", with \\-continuations, comments and NAME=VALUE / env / export prefixes (these become --env).'),
+        click.option("--config", "config", metavar="FILE", help="SGLang's own --config YAML file of server arguments (0.5.3+), merged by the release's own code; flags in --launch and --set win over it."),
         click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see (default: unset, so the release's declared default applies). Repeatable."),
         click.option("--with", "with_packages", multiple=True, metavar="PKG", help="Pretend an optional package is installed (e.g. triton_kernels)."),
         click.option("--without", "without_packages", multiple=True, metavar="PKG", help="Pretend a dependency is missing (e.g. flashinfer)."),
@@ -63,7 +118,8 @@ def make_request(kw: dict[str, Any]) -> Request:
         source=kw["source"], arch=kw["arch"], model=kw["model"], cuda=kw["cuda"], cudnn=kw.get("cudnn"),
         sets=list(kw["sets"]), launch=kw["launch"], env=list(kw["env"]),
         with_packages=list(kw["with_packages"]), without_packages=list(kw["without_packages"]),
-        use_cache=not kw["no_cache"], flashinfer_source=kw.get("flashinfer_source"),
+        use_cache=not kw["no_cache"], flashinfer_source=kw.get("flashinfer_source"), config=kw.get("config"),
+        fields=tuple(kw.get("fields") or ()), all_fields=bool(kw.get("all_fields")),
     )
 
 

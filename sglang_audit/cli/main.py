@@ -11,6 +11,7 @@ import click
 from sglang_audit import __version__
 from sglang_audit.cli.common import (
     EXIT_CODES,
+    STATUS,
     AuditGroup,
     make_request,
     progress,
@@ -53,15 +54,35 @@ def main() -> None:
 @target_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--verbose", "-v", is_flag=True, help="Show the decision chain of every setting.")
+@click.option("--field", "fields", multiple=True, metavar="NAME",
+              help="Also report this ServerArgs field (e.g. chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static, page_size) with its chain. Repeatable.")
+@click.option("--all-fields", is_flag=True, help="Report every ServerArgs field after resolution (slower; best with --format json).")
 def resolve_cmd(fmt: str, verbose: bool, **kw: Any) -> None:
-    """Resolve the backend settings for one deployment, with evidence."""
-    res = run_or_exit(lambda: resolve(make_request(kw), progress=progress))
+    """Resolve the backend settings for one deployment, with evidence.
+
+    \b
+    The deployment may be given as flags (--set), a pasted launch command (--launch),
+    SGLang's own YAML (--config), or any mix; the answer is the same.
+    Example (a command pasted from an issue, with a Hugging Face id):
+      sglang-audit resolve -s sglang==0.5.10 -a sm120 --launch "SGLANG_ENABLE_JIT_DEEPGEMM=0 \\
+          python3 -m sglang.launch_server --model-path nvidia/Qwen3.5-397B-A17B-NVFP4 \\
+          --tp 8 --speculative-algorithm NEXTN --disable-radix-cache"
+    """
+    try:
+        res = run_or_exit(lambda: resolve(make_request(kw), progress=progress))
+    finally:
+        STATUS.clear()
     if fmt == "json":
         click.echo(json.dumps(res.to_json(), indent=2, sort_keys=False))
     else:
-        from sglang_audit.render.text import render_resolution
+        from sglang_audit.render.text import render_resolution, wrap
 
-        click.echo(render_resolution(res, verbose=verbose), nl=False)
+        text = render_resolution(res, verbose=verbose)
+        if sys.stdout.isatty():  # a person reads it: fold to the terminal's width
+            import shutil
+
+            text = wrap(text, max(60, shutil.get_terminal_size().columns))
+        click.echo(text, nl=False)
     if res.rejected is not None:
         sys.exit(1)
     if any(s.status == "unknown" for s in res.settings.values()):

@@ -163,7 +163,9 @@ def _release_diff(from_source: str, request: Request, say: Callable[[str], None]
         from sglang_audit.analyses.diff import Deployment, diff_releases
     except ImportError:
         return None
-    dep = Deployment("", request.arch, request.model, request.cuda, tuple(request.sets), request.launch,
+    from sglang_audit.resolve.pipeline import launch_with_config
+
+    dep = Deployment("", request.arch, request.model, request.cuda, tuple(request.sets), launch_with_config(request),
                      tuple(request.env), tuple(request.with_packages), tuple(request.without_packages),
                      tuple(request.flags.items()))
     return diff_releases(from_source, request.source, [dep], use_cache=request.use_cache, progress=say)

@@ -1195,6 +1195,8 @@ class Interpreter:
                 same = left.path == right.path  # outside objects are named, not allocated
             if isinstance(left, bool) and isinstance(right, bool):
                 same = left == right
+            if _is_none_type(left) and _is_none_type(right):
+                same = True  # `type(None)` vs the NoneType inside Optional[X] (get_args)
             return same if op == "is" else not same
         if op in ("in", "not in"):
             r = self.contains(right, left)
@@ -2118,3 +2120,11 @@ __all__ = [
     "Interpreter", "Frame", "Bounds", "PyRaise", "Unmodelled", "LogRecord", "FieldSpec",
     "Property", "is_plain",
 ]
+
+
+def _is_none_type(value: Any) -> bool:
+    """NoneType as the evaluator represents it: ``type(None)`` is a Native, the member of
+    ``Optional[X]`` an External; SGLang compares the two with ``is`` (arg_utils)."""
+    if isinstance(value, External):
+        return value.path in ("builtins.NoneType", "types.NoneType")
+    return isinstance(value, Native) and value.name == "NoneType"

@@ -12,9 +12,14 @@ def _value(v: Any, shown_reason: str | None = None) -> str:
     that is that same unknown, or a runtime value unknown for the same reason, says so
     without repeating it)."""
     if isinstance(v, UnknownValue):
-        cands = ", ".join(_candidate(c.value, v.reason) for c in v.candidates)
+        shown: list[str] = []
+        for c in v.candidates:
+            text = _candidate(c.value, v.reason)
+            if text not in shown:
+                shown.append(text)
+        cands = ", ".join(shown)
         head = "unknown (as above)" if v.reason == shown_reason else f"unknown ({v.reason})"
-        return head + (f" — candidates: {cands}" if cands else "")
+        return head + (f" — candidates: {cands}" if cands and shown != ["unknown"] else "")
     return "None" if v is None else str(v)
 
 
@@ -23,6 +28,29 @@ def _candidate(value: Any, reason: str) -> str:
     if text.startswith("unknown: ") and text[len("unknown: "):] in reason:
         return "unknown"  # its reason is the line's
     return text
+
+
+def _origin(name: str, s: Setting, res: Resolution) -> str:
+    """Where the value came from, in one phrase."""
+    if isinstance(s.config, UnknownValue) or s.status == "rejected":
+        return ""
+    config_steps = [st for st in s.chain if st.layer == "config"]
+    last = config_steps[-1] if config_steps else None
+    if name in res.flags:
+        given = res.flags[name]
+        if given == s.config:
+            phrase = "set by you"
+        else:
+            where = f" at {last.file}:{last.line}" if last is not None else ""
+            phrase = f"rewritten from {given}{where}"
+    elif last is None or last.kind == "default":
+        phrase = "default"
+    else:
+        phrase = f"decided at {last.file}:{last.line}"
+    runtime = [st for st in s.chain if st.layer == "runtime" and st.guard]
+    if s.runtime is not None and not isinstance(s.runtime, UnknownValue) and s.runtime != s.config and runtime:
+        phrase += f"; runtime decided at {runtime[-1].file}:{runtime[-1].line}"
+    return phrase
 
 
 def render_resolution(res: Resolution, verbose: bool = False) -> str:
@@ -54,7 +82,10 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
     for name, s in res.settings.items():
         if not s.present:
             continue
-        out.append(_setting_line(name, s, width))
+        out.append(_setting_line(name, s, width, _origin(name, s, res)))
+        if name == "quantization" and s.config is None and isinstance(m.quantization, str):
+            # the flag is unset; ModelConfig takes the method from the checkpoint
+            out.append(f"{'':{width}}    model   {m.quantization}  (from the model's config.json, as ModelConfig reads it)")
         if isinstance(s.layer, UnknownValue):
             out.append(f"{'':{width}}    layers  unknown: {s.layer.reason}")
             for c in s.layer.candidates:
@@ -76,13 +107,14 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
 _PRIMARY = ("moe_runner_backend", "speculative_moe_runner_backend", "fp4_gemm_runner_backend")
 
 
-def _setting_line(name: str, s: Setting, width: int) -> str:
+def _setting_line(name: str, s: Setting, width: int, origin: str = "") -> str:
     rt = ""
     if s.runtime is not None and not (not isinstance(s.runtime, UnknownValue) and s.runtime == s.config):
         shown = s.config.reason if isinstance(s.config, UnknownValue) else None
         rt = f" → runtime {_value(s.runtime, shown)}"
     note = f"  [{s.note}]" if s.note else ""
-    return f"{name:{width}}  {_value(s.config)}{rt}  ({s.status}){note}"
+    why = f", {origin}" if origin else ""
+    return f"{name:{width}}  {_value(s.config)}{rt}  ({s.status}{why}){note}"
 
 
 def _kernel_lines(s: Setting, width: int, verbose: bool) -> list[str]:
@@ -107,3 +139,18 @@ def _kernel_lines(s: Setting, width: int, verbose: bool) -> list[str]:
     elif k.conditions:
         out.append(f"{pad}        + {len(k.conditions)} call-time conditions on dtypes/shapes (-v lists them)")
     return out
+
+
+def wrap(text: str, width: int) -> str:
+    """Each line folded to ``width`` columns, continuation lines indented under it."""
+    import textwrap
+
+    out: list[str] = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * min(len(line) - len(line.lstrip(" ")) + 4, width // 2)
+        out.extend(textwrap.wrap(line, width=width, subsequent_indent=indent, break_on_hyphens=False,
+                                 drop_whitespace=True) or [line])
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")

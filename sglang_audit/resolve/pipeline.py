@@ -3,8 +3,10 @@ resolve → (rules, render elsewhere).  Knows nothing of output formats."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +24,7 @@ from sglang_audit.result import Resolution
 from sglang_audit.shipped import profiles_dir
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import parse_device
-from sglang_audit.target.flags import FlagTable, extract_flags, parse_launch, parse_set
+from sglang_audit.target.flags import FlagTable, extract_flags, parse_argv, parse_set
 from sglang_audit.userfiles import UserFileError, read_user_file
 
 
@@ -43,32 +45,93 @@ class Request:
     # the FlashInfer source read for the kernel verdicts: None = the release's pin (cache or
     # package index), a path, or "installed"; "none" = do not read it (verdicts unknown)
     flashinfer_source: str | None = None
+    config: str | None = None  # SGLang's --config FILE (YAML server arguments)
+    fields: tuple[str, ...] = ()  # ServerArgs fields to report besides settings.toml's
+    all_fields: bool = False  # report every ServerArgs field
+
+
+def launch_with_config(request: Request) -> str | None:
+    """The request's launch command with its ``--config FILE`` folded in (for callers that
+    carry a deployment as a launch string, e.g. ``diff``'s Deployment)."""
+    import shlex
+
+    from sglang_audit.target.launch import _strip_comment
+
+    if not request.config:
+        return request.launch
+    lines = (request.launch or "python -m sglang.launch_server").rstrip().splitlines() or [""]
+    lines[-1] = _strip_comment(lines[-1]).rstrip()  # a trailing comment would swallow the option
+    return "\n".join(lines) + f" --config {shlex.quote(request.config)}"
 
 
 def bundled_profiles() -> list[str]:
     return sorted(p.name for p in profiles_dir().iterdir() if (p / "config.json").is_file())
 
 
-def locate_model(spec: str) -> ModelInput:
+_HF_ID_LINE = re.compile(r"^- \*\*Hugging Face id:\*\* `([^`]+)`", re.M)
+
+
+def profile_ids() -> dict[str, str]:
+    """Hugging Face id → bundled profile name (each PROFILE.md names its id)."""
+    out: dict[str, str] = {}
+    for name in bundled_profiles():
+        try:
+            m = _HF_ID_LINE.search((profiles_dir() / name / "PROFILE.md").read_text(encoding="utf-8"))
+        except OSError:
+            continue
+        if m:
+            out[m.group(1)] = name
+    return out
+
+
+def locate_model(spec: str, progress: Callable[[str], None] | None = None, role: str = "model") -> ModelInput:
     try:
-        return _locate_model(spec)
+        return _locate_model(spec, progress, role)
     except OSError as exc:  # a name too long, a permission denied, ...
         shown = spec if len(spec) <= 200 else spec[:197] + "..."
-        raise InputError(f"cannot access model {shown!r}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot access {role} {shown!r}: {exc.strerror or exc}") from None
 
 
-def _locate_model(spec: str) -> ModelInput:
+def _warn(message: str) -> None:
+    print(f"sglang-audit: warning: {message}", file=sys.stderr)
+
+
+def _locate_model(spec: str, progress: Callable[[str], None] | None = None, role: str = "model") -> ModelInput:
+    """A directory, a bundled profile (by name or by its Hugging Face id), or a Hugging
+    Face id: the local HF cache first, then the bundled profile imitating it, then a
+    download of the config files alone (unless HF_HUB_OFFLINE)."""
+    from sglang_audit.target import hfhub
+
     path = Path(spec).expanduser()
-    profile = profiles_dir() / spec
-    if not path.exists() and profile.is_dir():
-        path = profile
+    label: str | None = None
+    if not path.exists() and (profiles_dir() / spec).is_dir():
+        path = profiles_dir() / spec
+        label = spec
+    elif not path.exists() and hfhub.looks_like_repo_id(spec):
+        snapshot, _quant = hfhub.cached_model_dir(spec)
+        profile = profile_ids().get(spec)
+        if snapshot is None and profile is not None:
+            path, label = profiles_dir() / profile, profile
+            if progress:
+                progress(f"{role} {spec}: not in the Hugging Face cache; using the bundled profile {profile}")
+        else:
+            located = hfhub.locate_repo(spec, progress, warn=_warn)
+            if located is None:
+                raise InputError(f"{role} {spec}: not in the Hugging Face cache ({hfhub.cache_dir()}) and HF_HUB_OFFLINE "
+                                 "is set; unset it to download config.json (no weights), or pass the model directory")
+            path, label = located, spec
     if not path.exists():
-        raise InputError(f"model not found: {spec!r} (a directory with config.json, or one of: {', '.join(bundled_profiles())})")
+        close = difflib.get_close_matches(spec, [*bundled_profiles(), *profile_ids()], n=2)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        if "$" in spec:
+            hint += " (a shell variable in a pasted command is not expanded; pass the path with --model)"
+        raise InputError(f"{role} not found: {spec!r}{hint}: a directory with config.json, a Hugging Face id "
+                         f"(ORG/NAME), or one of: {', '.join(bundled_profiles())}")
     if path.is_file() and path.name == "config.json":
         path = path.parent
     config = path / "config.json"
     if not config.is_file():
-        raise InputError(f"no config.json in model directory {path}")
+        raise InputError(f"no config.json in {role} directory {path}")
     data = _read_json(config)
     if not isinstance(data, dict):
         raise InputError(f"{config}: expected a JSON object, found {type(data).__name__}")
@@ -81,8 +144,7 @@ def _locate_model(spec: str) -> ModelInput:
             raise InputError(f"{hfq}: not a regular file")
         if not isinstance(_read_json(hfq), dict):
             raise InputError(f"{hfq}: expected a JSON object")
-    name = spec if path == profile else path.name
-    return ModelInput(name, path.resolve())
+    return ModelInput(label or path.name, path.resolve())
 
 
 def _read_json(path: Path) -> Any:
@@ -131,9 +193,31 @@ def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
         return extract_flags(interp, cls)
     except (PyRaise, Unmodelled, AnalysisBound) as exc:
         # the module body itself stops (a raise at import, a bound): its flags are unknowable
-        raise InputError(f"cannot read the flags of {rel}: {_stop_reason(exc)}") from None
+        raise InputError(f"{release_name(tree)}: cannot read the flags of {rel}: {_stop_reason(exc)}") from None
     except RecursionError:
-        raise InputError(f"cannot read the flags of {rel}: analysis bound reached: recursion too deep") from None
+        raise InputError(f"{release_name(tree)}: cannot read the flags of {rel}: analysis bound reached: recursion too deep") from None
+    finally:
+        sys.setrecursionlimit(old_limit)
+
+
+def release_name(tree: SourceTree) -> str:
+    """How errors name the release ("SGLang 0.5.14")."""
+    return f"SGLang {tree.version}" if tree.version else f"SGLang at {tree.package_dir}"
+
+
+def merged_argv(tree: SourceTree, resolver: Resolver, table: FlagTable, argv: list[str]) -> list[str]:
+    """``argv`` after the release's own ``--config FILE`` merge (``yamlconfig``)."""
+    from sglang_audit.target.yamlconfig import merge_config
+
+    if "--config" not in argv:
+        return argv
+    interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, EVAL_RECURSION_LIMIT))
+    try:
+        return merge_config(interp, table, argv, release_name(tree))
+    except RecursionError:
+        raise InputError(f"{release_name(tree)}: --config merge: analysis bound reached: recursion too deep") from None
     finally:
         sys.setrecursionlimit(old_limit)
 
@@ -221,35 +305,79 @@ class Prepared:
 
 def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None] | None = None,
             want_table: bool = False) -> Prepared:
+    from sglang_audit.target.launch import split_launch
+
+    watch_parsing(cache, progress)
     tree = locate_source(request.source, progress=progress)
+    release = release_name(tree)
     device = parse_device(request.arch, request.cuda, cudnn=request.cudnn)
-    env = parse_env(request.env)
+    launch = split_launch(request.launch) if request.launch else None
+    # the command's own environment (NAME=VALUE, env, export, docker -e), then --env over it
+    env = {**_redacted(dict(launch.env if launch else ())), **parse_env(request.env)}
     model_spec = request.model
     # the flag table needs an evaluator; build the target in two steps
-    placeholder = locate_model(model_spec) if model_spec else None
+    placeholder = locate_model(model_spec, progress=progress) if model_spec else None
     target = Target(tree, device, placeholder or ModelInput("?", Path(".").resolve()), {}, env,
                     frozenset(request.with_packages), frozenset(request.without_packages))
     resolver = Resolver(target, cache)
     check_entry(tree, resolver)
     flags: dict[str, Any] = dict(request.flags)
     table: FlagTable | None = None
-    if request.launch or request.sets or want_table or request.flags:
+    if launch or request.sets or want_table or request.flags or request.config or request.fields or request.all_fields:
         table = flag_table(tree, resolver)
         unknown = sorted(set(request.flags) - set(table.fields))
         if unknown:
-            raise InputError(f"unknown setting {unknown[0]!r} for this release")
-        if request.launch:
-            launch_flags, launch_model = parse_launch(table, request.launch)
+            raise InputError(f"{release}: unknown setting {unknown[0]!r}")
+        argv = list(launch.argv) if launch else []
+        if request.config:
+            if "--config" in argv:
+                # the release's merger refuses two files; say which two
+                raise InputError(f"{release}: --config given twice (as an option and inside --launch); only one file is allowed")
+            argv = ["--config", request.config, *argv]
+        if argv:
+            argv = merged_argv(tree, resolver, table, argv)
+            launch_flags, launch_model = parse_argv(table, argv, release, router=bool(launch and launch.router))
             flags.update(launch_flags)
             if model_spec is None and launch_model:
                 model_spec = launch_model
         if request.sets:
-            flags.update(parse_set(table, request.sets))
+            try:
+                flags.update(parse_set(table, request.sets))
+            except InputError as exc:
+                raise InputError(f"{release}: {exc}") from None
+        for name in request.fields:
+            if name not in table.fields:
+                close = difflib.get_close_matches(name, list(table.fields), n=3)
+                hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                raise InputError(f"{release}: no ServerArgs field {name!r}{hint}")
     if model_spec is None:
-        raise InputError("no model: pass --model DIR|PROFILE (or --model-path inside --launch)")
-    model = placeholder if placeholder is not None and model_spec == request.model else locate_model(model_spec)
-    target = Target(tree, device, model, flags, env, frozenset(request.with_packages), frozenset(request.without_packages))
+        raise InputError("no model: pass --model DIR|PROFILE|ORG/NAME (or --model-path inside --launch or --config)")
+    model = placeholder if placeholder is not None and model_spec == request.model else locate_model(model_spec, progress=progress)
+    extra = tuple(table.fields) if request.all_fields and table is not None else tuple(request.fields)
+    flags = _locate_draft(flags, progress)
+    target = Target(tree, device, model, flags, env, frozenset(request.with_packages), frozenset(request.without_packages),
+                    extra_fields=extra)
     return Prepared(tree, target, table)
+
+
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY", re.I)
+
+
+def _redacted(env: dict[str, str]) -> dict[str, str]:
+    """A pasted command's credentials (docker --env HF_TOKEN=...) must not reach the reports;
+    the value is replaced, keeping it set and non-empty as SGLang would see it."""
+    return {k: ("<redacted>" if v and _SECRET.search(k) else v) for k, v in env.items()}
+
+
+def _locate_draft(flags: dict[str, Any], progress: Callable[[str], None] | None) -> dict[str, Any]:
+    """A draft model given by Hugging Face id or profile name → its local directory (the
+    release reads its config.json); a draft that cannot be located is an input error, not
+    a run where every setting is unknown."""
+    draft = flags.get("speculative_draft_model_path")
+    if not isinstance(draft, str) or not draft:
+        return flags
+    located = locate_model(draft, progress=progress, role="draft model")
+    return {**flags, "speculative_draft_model_path": str(located.path)}
 
 
 def resolve(request: Request, progress: Callable[[str], None] | None = None,
@@ -257,8 +385,11 @@ def resolve(request: Request, progress: Callable[[str], None] | None = None,
     # a shared cache lets callers that resolve repeatedly (explain) parse each file once
     cache = cache or SourceCache(use_disk=request.use_cache)
     target = prepare(request, cache, progress).target
-    res = resolve_target(target, cache, ResultCache(enabled=request.use_cache))
-    return with_kernels(res, target, cache, request.flashinfer_source, progress)
+    try:
+        res = resolve_target(target, cache, ResultCache(enabled=request.use_cache))
+        return with_kernels(res, target, cache, request.flashinfer_source, progress)
+    finally:
+        progress_done(progress)
 
 
 def with_kernels(res: Resolution, target: Target, cache: SourceCache, flashinfer_source: str | None,
@@ -270,6 +401,20 @@ def with_kernels(res: Resolution, target: Target, cache: SourceCache, flashinfer
     if flashinfer_source is None:
         flashinfer_source = os.environ.get(FLASHINFER_SOURCE_ENV) or None
     return attach(res, target.source.package_dir.parent, cache, flashinfer_source, progress)
+
+
+def watch_parsing(cache: SourceCache, progress: Callable[[str], None] | None) -> None:
+    """Let a terminal show the files parsed (a first run parses for 15-25 s): the CLI's
+    progress callback carries the hook factory; scripts' callbacks do not."""
+    factory = getattr(progress, "on_parse_factory", None)
+    if factory is not None and cache.on_parse is None:
+        cache.on_parse = factory()
+
+
+def progress_done(progress: Callable[[str], None] | None) -> None:
+    done = getattr(progress, "done", None)
+    if done is not None:
+        done()
 
 
 def resolve_target(target: Target, cache: SourceCache, results: ResultCache | None = None) -> Resolution:

@@ -88,6 +88,7 @@ class Target:
     env: dict[str, str]
     with_packages: frozenset[str] = frozenset()
     without_packages: frozenset[str] = frozenset()
+    extra_fields: tuple[str, ...] = ()  # ServerArgs fields asked for besides settings.toml's (--field)
 
 
 class Resolver:
@@ -97,12 +98,17 @@ class Resolver:
         self.max_paths = max_paths
         self.bounds = bounds or Bounds()
         self.settings_spec = load_toml("settings.toml")
+        base = list(self.settings_spec["settings"])
+        self.setting_names = base + [f for f in dict.fromkeys(target.extra_fields) if f not in base]
         self.steps_used = 0
         self.total_steps = 2 * self.bounds.max_steps
         self.runtime_settings = {k for step in self.settings_spec["runtime"] for k in step["getters"]}
         self.root = target.source.package_dir.parent
         self.environment = build_environment(target)
-        self.world = NativeWorld(target.device, self.environment, [target.model.path], torch_version=_torch_version(self.environment))
+        # the draft model's directory is read too (its config.json decides the draft runner)
+        draft = target.flags.get("speculative_draft_model_path")
+        dirs = [target.model.path, *([Path(draft)] if isinstance(draft, str) and Path(draft).is_dir() else [])]
+        self.world = NativeWorld(target.device, self.environment, dirs, torch_version=_torch_version(self.environment))
         self.world.source_root = self.root.resolve()
 
     # ---- exploring paths --------------------------------------------------------------
@@ -142,7 +148,7 @@ class Resolver:
     def run_path(self, decisions: dict[str, bool]) -> PathResult:
         interp = Interpreter(self.root, self.cache, self.world, decisions, self.bounds)
         interp.deadline = getattr(self, "over_budget", None)
-        interp.tracked_keys = frozenset(self.settings_spec["settings"])
+        interp.tracked_keys = frozenset(self.setting_names)
         result = PathResult(taken=interp.taken)
         old_limit = sys.getrecursionlimit()
         sys.setrecursionlimit(max(old_limit, 20000))
@@ -233,7 +239,7 @@ class Resolver:
             if isinstance(mod, ModuleObj) and reader["function"] in mod.globals:
                 read_fn = interp.getattr(mod, reader["function"])
         declared = {f for f, _line, _owner in _dataclass_fields(server_args.cls)}
-        for name in self.settings_spec["settings"]:
+        for name in self.setting_names:
             if declared and name not in declared and name not in server_args.attrs:
                 result.config[name] = ABSENT  # not a field of this release
                 result.config_events[name] = None
@@ -363,7 +369,7 @@ class Resolver:
 
     # ---- joining paths into a Resolution ----------------------------------------------
     def join(self, paths: list[PathResult], explored_all: bool) -> Resolution:
-        names = self.settings_spec["settings"]
+        names = self.setting_names
         complete = [p for p in paths if p.aborted is None]
         settings: dict[str, Setting] = {}
         notes: list[str] = []

@@ -105,12 +105,20 @@ class ResultCache:
                 "with": sorted(target.with_packages),
                 "without": sorted(target.without_packages),
                 "bounds": [max_paths, repr(bounds)],
+                "fields": list(getattr(target, "extra_fields", ())),
+                # the draft model's directory content: its config.json decides the draft's settings
+                "draft": self._draft_digest(target.flags.get("speculative_draft_model_path")),
             }
         except (OSError, RuntimeError, ValueError, _NotCacheable):
             return None
         finally:
             self._hashes.save()
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+    def _draft_digest(self, draft: Any) -> str | None:
+        if isinstance(draft, str) and Path(draft).is_dir():
+            return _model_digest(draft, self._hashes)
+        return None
 
     def _path(self, key: str) -> Path | None:
         return None if self.dir is None else self.dir / key[:2] / f"{key}.entry"

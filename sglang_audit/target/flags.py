@@ -7,7 +7,7 @@ pasted launch command and ``--set`` mean what they mean to that release.
 from __future__ import annotations
 
 import difflib
-import shlex
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,8 @@ class OptionSpec:
     type_name: str  # "str" | "int" | "float" | "json" | "other"
     choices: tuple[str, ...] | None
     nargs: Any = None
+    # a custom argparse Action: the release's class (values.Class) or argparse's (External)
+    action_class: Any = None
 
 
 class RecordingParser:
@@ -57,8 +59,13 @@ class RecordingParser:
         if not isinstance(dest, str):
             dest = long.lstrip("-").replace("-", "_")
         action = kwargs.get("action", "store")
-        if not isinstance(action, str):
-            action = "other"
+        action_class = None
+        if isinstance(action, External) and action.path.rsplit(".", 1)[-1] == "BooleanOptionalAction":
+            # argparse adds the --no- spelling; both take no value
+            action, action_class = "boolean_optional", action
+            flags = flags + tuple("--no-" + f[2:] for f in flags if f.startswith("--"))
+        elif not isinstance(action, str):
+            action, action_class = "other", action
         typ = kwargs.get("type")
         type_name = "none"  # argparse's default (str), but a generated CLI may convert later
         if isinstance(typ, Native) and typ.name in ("int", "float", "str"):
@@ -72,8 +79,29 @@ class RecordingParser:
             choice_t: tuple[str, ...] | None = tuple(choices)
         else:
             choice_t = None
-        self.options.append(OptionSpec(flags, dest, action, type_name, choice_t, kwargs.get("nargs")))
+        nargs = kwargs.get("nargs")
+        if action == "other" and "nargs" not in kwargs:
+            nargs = custom_action_nargs(action_class)
+        self.options.append(OptionSpec(flags, dest, action, type_name, choice_t, nargs, action_class))
         return None
+
+
+def custom_action_nargs(action_class: Any) -> Any:
+    """The nargs a custom Action class gives itself when add_argument passes none: its
+    ``__init__``'s ``nargs=`` default (e.g. SGLang's Deprecated*Action: 0), else argparse's
+    None; Unknown when the class is not the release's own."""
+    if isinstance(action_class, Class):
+        found, init = action_class.lookup("__init__")
+        params = getattr(init, "params", None) if found else None
+        if params is None:
+            return None  # argparse.Action.__init__: nargs=None
+        for p in params:
+            if getattr(p, "name", None) == "nargs":
+                defaults = getattr(init, "defaults", {})
+                value = defaults.get("nargs", None)
+                return value if isinstance(value, (int, str, type(None))) else Unknown("nargs of a custom action")
+        return None
+    return Unknown(f"nargs of the argparse action {action_class!r}")
 
 
 @dataclass
@@ -106,7 +134,7 @@ def extract_flags(interp: Interpreter, server_args_cls: Class) -> FlagTable:
             # onto the field another spelling names
             alias = next((f.lstrip("-").replace("-", "_") for f in o.flags if f.lstrip("-").replace("-", "_") in fields), None)
             if alias is not None:
-                o = OptionSpec(o.flags, alias, o.action, o.type_name, o.choices, o.nargs)
+                o = OptionSpec(o.flags, alias, o.action, o.type_name, o.choices, o.nargs, o.action_class)
         options.append(o)
     parser.options = options
     by_flag = {f: o for o in parser.options for f in o.flags}
@@ -147,7 +175,9 @@ def _scalar(ann: Any, depth: int = 0) -> str | None:
 
 def _convert(spec: OptionSpec | None, default: Any, key: str, text: str, annotated: str | None = None) -> Any:
     if spec is not None and spec.choices is not None and text not in spec.choices:
-        raise InputError(f"bad value {text!r} for {key}: choose one of {', '.join(spec.choices)}")
+        close = difflib.get_close_matches(text, list(spec.choices), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise InputError(f"bad value {text!r} for {key}{hint}: choose one of {', '.join(spec.choices)}")
     type_name = spec.type_name if spec is not None else None
     if type_name in (None, "other", "none", "str") and annotated in ("int", "float", "bool"):
         # the field is typed (0.5.14+ records convert the parsed text to the annotation)
@@ -204,26 +234,36 @@ def parse_set(table: FlagTable, items: list[str]) -> dict[str, Any]:
     return out
 
 
-def parse_launch(table: FlagTable, command: str) -> tuple[dict[str, Any], str | None]:
-    """A pasted ``python -m sglang.launch_server ...`` command → (flags, model path)."""
-    try:
-        words = shlex.split(command)
-    except ValueError as exc:
-        raise InputError(f"cannot parse --launch command: {exc}") from None
-    start = 0
-    for idx, w in enumerate(words):
-        if w.startswith("--"):
-            start = idx
-            break
-    else:
-        raise InputError("--launch command has no --flags")
+def parse_launch(table: FlagTable, command: str, release: str = "this release") -> tuple[dict[str, Any], str | None]:
+    """A pasted launch command → (flags, model path); its environment is ignored here
+    (``pipeline.prepare`` reads it through ``launch.split_launch``)."""
+    from sglang_audit.target.launch import split_launch
+
+    cmd = split_launch(command)
+    return parse_argv(table, list(cmd.argv), release, router=cmd.router)
+
+
+_NEGATIVE = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def _takes_value(word: str) -> bool:
+    """argparse: a word starting with '-' is an option, not a value (negative numbers aside)."""
+    return not word.startswith("-") or bool(_NEGATIVE.match(word))
+
+
+def parse_argv(table: FlagTable, words: list[str], release: str = "this release",
+               router: bool = False) -> tuple[dict[str, Any], str | None]:
+    """The server's argv as the release's argparse parser reads it → (flags, model path).
+
+    Later flags win, as in argparse; a value never starts with ``-`` (argparse's rule);
+    ``--router-*`` flags of sglang_router's launcher are the router's and skipped."""
     out: dict[str, Any] = {}
     model: str | None = None
-    i = start
+    i = 0
     while i < len(words):
         w = words[i]
-        if not w.startswith("-"):
-            raise InputError(f"--launch: unexpected argument {w!r}")
+        if not w.startswith("-") or w == "-":
+            raise InputError(f"{release}: unrecognized argument {w!r} (the server takes no positional arguments)")
         flag, eq, inline = w.partition("=")
         spec = table.by_flag.get(flag)
         if spec is None and flag.startswith("--"):
@@ -231,30 +271,63 @@ def parse_launch(table: FlagTable, command: str) -> tuple[dict[str, Any], str | 
             matches = {o.dest: o for f, o in table.by_flag.items() if f.startswith(flag) and f.startswith("--")}
             if len(matches) == 1:
                 spec = next(iter(matches.values()))
+            elif len(matches) > 1:
+                names = sorted(f for f in table.by_flag if f.startswith(flag))[:4]
+                raise InputError(f"{release}: ambiguous option {flag} could match {', '.join(names)}")
+        if spec is None and router and flag.startswith("--router-"):
+            i += 1
+            if not eq:
+                while i < len(words) and _takes_value(words[i]):
+                    i += 1
+            continue
         if spec is None:
             close = difflib.get_close_matches(flag, list(table.by_flag), n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise InputError(f"--launch: unknown flag {flag!r} for this release{hint}")
-        if spec.action in ("store_true", "store_false"):
-            value: Any = spec.action == "store_true"
+            raise InputError(f"{release}: unknown flag {flag!r}{hint}")
+        if isinstance(spec.nargs, Unknown):
+            raise InputError(f"{release}: {flag} uses a custom argparse action whose arguments are not known")
+        if spec.action in ("store_true", "store_false", "boolean_optional") or spec.nargs == 0:
+            if eq:
+                raise InputError(f"{release}: {flag} takes no value (ignored explicit argument {inline!r})")
+            if spec.action == "boolean_optional":
+                # --x / --no-x (an abbreviation resolves to the spec, so look at the full flag)
+                full = next((f for f in spec.flags if f.startswith(flag)), flag) if flag not in spec.flags else flag
+                value: Any = not full.startswith("--no-")
+            elif spec.action in ("store_true", "store_false"):
+                value = spec.action == "store_true"
+            else:
+                raise InputError(f"{release}: {flag} uses a custom argparse action; its effect is not modelled")
             i += 1
+        elif spec.nargs in ("+", "*") or isinstance(spec.nargs, int):
+            vals = [inline] if eq else []
+            i += 1
+            while i < len(words) and _takes_value(words[i]) and not (isinstance(spec.nargs, int) and len(vals) >= spec.nargs):
+                vals.append(words[i])
+                i += 1
+            if not vals and spec.nargs != "*" or isinstance(spec.nargs, int) and len(vals) != spec.nargs:
+                raise InputError(f"{release}: {flag} expects {'at least one argument' if spec.nargs == '+' else f'{spec.nargs} arguments'}")
+            value = [_convert(spec, None, flag, v) for v in vals]
         else:
             if eq:
                 text = inline
                 i += 1
+            elif spec.nargs == "?":
+                if i + 1 < len(words) and _takes_value(words[i + 1]):
+                    text, i = words[i + 1], i + 2
+                else:
+                    raise InputError(f"{release}: {flag} without a value uses the parser's const, which is not modelled")
             else:
-                if i + 1 >= len(words):
-                    raise InputError(f"--launch: {flag} needs a value")
+                if i + 1 >= len(words) or not _takes_value(words[i + 1]):
+                    raise InputError(f"{release}: {flag} needs a value (argparse: expected one argument)")
                 text = words[i + 1]
                 i += 2
-            if spec.nargs in ("+", "*"):
-                vals = [text]
-                while i < len(words) and not words[i].startswith("--"):
-                    vals.append(words[i])
-                    i += 1
-                value = [_convert(spec, None, flag, v) for v in vals]
-            else:
+            try:
                 value = _convert(spec, table.fields.get(spec.dest), flag, text, table.field_types.get(spec.dest))
+            except InputError as exc:
+                raise InputError(f"{release}: {exc}") from None
+            if spec.action == "append":
+                prev = out.get(spec.dest)
+                value = [*(prev if isinstance(prev, list) else []), value]
         if spec.dest == "model_path":
             model = value
             continue
@@ -262,4 +335,4 @@ def parse_launch(table: FlagTable, command: str) -> tuple[dict[str, Any], str | 
     return out, model
 
 
-__all__ = ["FlagTable", "OptionSpec", "extract_flags", "parse_launch", "parse_set", "External", "Instance", "Unknown"]
+__all__ = ["FlagTable", "OptionSpec", "extract_flags", "parse_argv", "parse_launch", "parse_set", "External", "Instance", "Unknown"]
