@@ -126,6 +126,12 @@ _CMP = {
     ">": operator.gt, ">=": operator.ge,
 }
 PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset, range)
+# how a statement's value expression made its value, by IR kind (Event.form): a bare read
+# only copies a value made elsewhere; anything else not listed computes it there
+# (a call's value comes from the callee's return event, a source; a call with no such
+# source, e.g. getattr() or dict.get(), is taken as a copy: "call")
+_FORMS = {"Const": "literal", "Name": "copy", "Attribute": "copy", "Subscript": "copy", "Starred": "copy",
+          "Call": "call"}
 _SCALARS = (type(None), bool, int, float, complex)  # plain values that are neither containers nor iterable
 # dict/set keys that may equal a str without being one (a missed `in` must look at them)
 _EXACT_KEYS = frozenset({Unknown, Instance})
@@ -257,19 +263,19 @@ class Interpreter:
     # ---- events (evidence) ------------------------------------------------------------
     def event(
         self, kind: str, target: str, value: Any, file: str, line: int, text: str,
-        sources: Iterable[Event] = (),
+        sources: Iterable[Event] = (), form: str = "",
     ) -> Event:
         self.seq += 1
         guards = self.guard_tuple
         if guards is None:
             guards = self.guard_tuple = tuple(self.guards)
-        return Event(self.seq, kind, target, value, file, line, text, guards, tuple(sources))
+        return Event(self.seq, kind, target, value, file, line, text, guards, tuple(sources), form)
 
-    def note_keyed(self, key: str, value: Any, frame: Frame, line: int, reads: list[Event]) -> None:
+    def note_keyed(self, key: str, value: Any, frame: Frame, line: int, reads: list[Event], form: str = "copy") -> None:
         """A tracked setting named as a dict key or keyword (a declaration such as
         ``declare_resolution(sa, src, moe_runner_backend=...)`` or a pass's ``return {...}``):
         kept as evidence, since the value later travels through containers."""
-        ev = self.event("declare", key, value, frame.module.file, line, f"{key}=...", reads)
+        ev = self.event("declare", key, value, frame.module.file, line, f"{key}=...", reads, form)
         self.keyed_events.setdefault(key, []).append(ev)
         self.note_read(ev)
 
@@ -573,13 +579,15 @@ class Interpreter:
             raise _Return(None, None)
         value, reads = self.collect(lambda: self.evaluate(node.value, frame))
         fname = frame.func.qualname if frame.func else "?"
-        ev = self.event("return", f"{fname}()", value, frame.module.file, node.line, "return", reads)
+        ev = self.event("return", f"{fname}()", value, frame.module.file, node.line, "return", reads,
+                        _FORMS.get(node.value.kind, "expr"))
         raise _Return(value, ev)
 
     def s_Assign(self, node: ir.Node, frame: Frame) -> None:
         value, reads = self.collect(lambda: self.evaluate(node.value, frame))
+        form = _FORMS.get(node.value.kind, "expr")
         for target in node.targets:
-            self.assign(target, value, frame, node.line, node.text, reads)
+            self.assign(target, value, frame, node.line, node.text, reads, form)
 
     def s_AnnAssign(self, node: ir.Node, frame: Frame) -> None:
         if frame.class_obj is not None and isinstance(node.target, ir.Name):
@@ -591,7 +599,7 @@ class Interpreter:
         if node.value is None:
             return
         value, reads = self.collect(lambda: self.evaluate(node.value, frame))
-        self.assign(node.target, value, frame, node.line, node.text, reads)
+        self.assign(node.target, value, frame, node.line, node.text, reads, _FORMS.get(node.value.kind, "expr"))
 
     def s_AugAssign(self, node: ir.Node, frame: Frame) -> None:
         def compute() -> Any:
@@ -614,23 +622,25 @@ class Interpreter:
             return self.binop(node.op, current, rhs)
 
         value, reads = self.collect(compute)
-        self.assign(node.target, value, frame, node.line, node.text, reads)
+        self.assign(node.target, value, frame, node.line, node.text, reads, "expr")
 
-    def assign(self, target: ir.Node, value: Any, frame: Frame, line: int, text: str, reads: list[Event]) -> None:
+    def assign(self, target: ir.Node, value: Any, frame: Frame, line: int, text: str, reads: list[Event],
+               form: str = "copy") -> None:
         kind = target.kind
         if kind == "Name":
-            self.bind_name(frame, target.id, value, line, text, reads)
+            self.bind_name(frame, target.id, value, line, text, reads, form)
         elif kind == "Attribute":
             obj = self.evaluate(target.value, frame)
-            ev = self.event("write", target.attr, value, frame.module.file, line, text, reads)
+            ev = self.event("write", target.attr, value, frame.module.file, line, text, reads, form)
             self.setattr(obj, target.attr, value, ev)
         elif kind == "Subscript":
             obj = self.evaluate(target.value, frame)
             key = self.evaluate(target.index, frame)
             if isinstance(key, str) and key in self.tracked_keys:
-                self.note_keyed(key, value, frame, line, reads)
+                self.note_keyed(key, value, frame, line, reads, form)
             self.setitem(obj, key, value)
         elif kind in ("TupleExpr", "ListExpr"):
+            # an item of an unpacked value: a copy of whatever made the whole
             items = self.unpack(value, target.elts, frame, line)
             for sub, item in zip(target.elts, items, strict=False):
                 if isinstance(sub, ir.Starred):
@@ -663,9 +673,10 @@ class Interpreter:
         return items
 
     def bind_name(
-        self, frame: Frame, name: str, value: Any, line: int, text: str, reads: Iterable[Event] = ()
+        self, frame: Frame, name: str, value: Any, line: int, text: str, reads: Iterable[Event] = (),
+        form: str = "copy",
     ) -> None:
-        ev = self.event("write", name, value, frame.module.file, line, text, reads) if text else None
+        ev = self.event("write", name, value, frame.module.file, line, text, reads, form) if text else None
         if frame.class_ns is not None:
             frame.class_ns[name] = value
             return
@@ -1004,7 +1015,7 @@ class Interpreter:
             key = self.evaluate(key_node, frame)
             if isinstance(key, str) and key in self.tracked_keys:
                 value, reads = self.collect(lambda v=value_node: self.evaluate(v, frame))
-                self.note_keyed(key, value, frame, value_node.line, reads)
+                self.note_keyed(key, value, frame, value_node.line, reads, _FORMS.get(value_node.kind, "expr"))
             else:
                 value = self.evaluate(value_node, frame)
             if isinstance(key, Unknown):
@@ -1345,7 +1356,7 @@ class Interpreter:
                 kwargs.update(self.mapping_items(value))
             elif kind in self.tracked_keys:
                 value, reads = self.collect(lambda e=expr: self.evaluate(e, frame))
-                self.note_keyed(kind, value, frame, expr.line, reads)
+                self.note_keyed(kind, value, frame, expr.line, reads, _FORMS.get(expr.kind, "expr"))
                 kwargs[kind] = value
             else:
                 kwargs[kind] = self.evaluate(expr, frame)
