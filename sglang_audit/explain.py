@@ -313,6 +313,12 @@ def _classify(choice: str, default: Any, res: Resolution, field: str, ctx: _Cont
     if setting is None:
         return ChoiceOutcome(choice, OUTCOME_UNKNOWN, note="the resolver did not report this setting")
     conditional = tuple(res.rejections)
+    # values known, only the layers decide again: classify the values, and say so
+    layer_only = isinstance(setting.layer, UnknownValue) and not isinstance(setting.config, UnknownValue) \
+        and not isinstance(setting.runtime, UnknownValue)
+    if layer_only:
+        return replace(_classify(choice, default, replace(res, settings={**res.settings, field: replace(setting, layer=None, status="resolved")}), field, ctx),
+                       note=f"the layers decide this value again when the model is built: {setting.layer.reason}")
     if setting.status == "unknown" or isinstance(setting.config, UnknownValue) or isinstance(setting.runtime, UnknownValue):
         reason = setting.config.reason if isinstance(setting.config, UnknownValue) else (
             setting.runtime.reason if isinstance(setting.runtime, UnknownValue) else setting.note)

@@ -162,22 +162,22 @@ def build_chain(inp: Inputs) -> tuple[ChainStep, ...]:
     applied: list[Event] = []
     final: Event | None = None
     if inp.config_event is not None:
-        final, copies = trace(inp.config_event, cv, None)
+        final, copies = _producer(inp, inp.config_event, cv, None)
         applied.extend(copies)
     for k in inp.keyed:
         if limit is not None and k.seq > limit:
             continue
-        p, copies = trace(k, k.value, limit)
-        if p is not None and p.kind not in ("flag", "default"):
+        p, copies = _producer(inp, k, k.value, limit)
+        if p is not None and not _own_origin(p, inp.name):
             producers[p.seq] = p
-            if same(p.value, cv) and (final is None or p.seq > final.seq):
+            if same(p.value, cv) and (final is None or _own_origin(final, inp.name) or p.seq > final.seq):
                 final = p
         if same(k.value, cv):
             applied.extend(copies)
     origin = _origin(inp)
     steps: list[tuple[int, ChainStep]] = []
     decided_by_origin = False
-    if final is not None and final.kind in ("flag", "default"):
+    if final is not None and _own_origin(final, inp.name):
         decided_by_origin = True
         final = None
     if final is None and origin is not None and same(origin.value, cv):
@@ -226,6 +226,23 @@ def build_chain(inp: Inputs) -> tuple[ChainStep, ...]:
                 steps.append((shown.seq, _step(shown, "runtime", ROLE_APPLIED)))
     steps.sort(key=lambda t: t[0])
     return tuple(s for _q, s in steps)
+
+
+def _own_origin(ev: Event, name: str) -> bool:
+    return ev.kind in ("flag", "default") and ev.target == name
+
+
+def _producer(inp: Inputs, ev: Event, value: Any, before: int | None) -> tuple[Event | None, list[Event]]:
+    """``trace``, where a copy that explicitly reads another setting is this setting's
+    decision (``spec = server_args.moe_runner_backend`` decides the draft's runner), and
+    so is the copy that took another field's flag or default."""
+    p, copies = trace(ev, value, before)
+    for i, c in enumerate(copies):  # latest first
+        if _reads_other(c.text, inp.name, inp.others):
+            return c, copies[:i]
+    if p is not None and p.kind in ("flag", "default") and p.target != inp.name:
+        return (copies[-1], copies[:-1]) if copies else (None, [])
+    return p, copies
 
 
 def _reads_other(text: str, name: str, others: frozenset[str]) -> bool:

@@ -184,7 +184,7 @@ def _resolution(settings: dict[str, Setting], *, arch: str = "sm120", major: int
 def _fp4(runtime: object, config: object = "auto") -> Setting:
     chain = (
         ChainStep("sglang/srt/server_args.py", 590, "default", "auto", "fp4_gemm_runner_backend default", "config", "default"),
-        ChainStep("sglang/srt/layers/quantization/fp4_utils.py", 160, 'backend == "auto"', runtime, 'backend = "x"', "runtime", "write"),
+        ChainStep("sglang/srt/layers/quantization/fp4_utils.py", 160, 'backend == "auto"', runtime, 'backend = "x"', "runtime", "write", "decision"),
     )
     return Setting("fp4_gemm_runner_backend", config, runtime, "resolved", chain)
 
