@@ -132,7 +132,21 @@ PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes, tuple, list, d
 # source, e.g. getattr() or dict.get(), is taken as a copy: "call")
 _FORMS = {"Const": "literal", "Name": "copy", "Attribute": "copy", "Subscript": "copy", "Starred": "copy",
           "Call": "call"}
-_SCALARS = (type(None), bool, int, float, complex)  # plain values that are neither containers nor iterable
+_SCALARS = (type(None), bool, int, float, complex)
+
+
+def _short_text(node: ir.Node | None) -> str:
+    """A declared value's expression, when it is a name, a constant or an attribute chain
+    (``view.moe_runner_backend``): the evidence names what the value was read from."""
+    if node is None:
+        return "..."
+    if node.kind == "Name":
+        return node.id
+    if node.kind == "Const":
+        return repr(node.value)
+    if node.kind == "Attribute":
+        return f"{_short_text(node.value)}.{node.attr}"
+    return "..."  # plain values that are neither containers nor iterable
 # dict/set keys that may equal a str without being one (a missed `in` must look at them)
 _EXACT_KEYS = frozenset({Unknown, Instance})
 # dispatch tables: node kind -> Interpreter method, filled on first use (Byterun style)
@@ -271,11 +285,12 @@ class Interpreter:
             guards = self.guard_tuple = tuple(self.guards)
         return Event(self.seq, kind, target, value, file, line, text, guards, tuple(sources), form)
 
-    def note_keyed(self, key: str, value: Any, frame: Frame, line: int, reads: list[Event], form: str = "copy") -> None:
+    def note_keyed(self, key: str, value: Any, frame: Frame, line: int, reads: list[Event], form: str = "copy",
+                   node: ir.Node | None = None) -> None:
         """A tracked setting named as a dict key or keyword (a declaration such as
         ``declare_resolution(sa, src, moe_runner_backend=...)`` or a pass's ``return {...}``):
         kept as evidence, since the value later travels through containers."""
-        ev = self.event("declare", key, value, frame.module.file, line, f"{key}=...", reads, form)
+        ev = self.event("declare", key, value, frame.module.file, line, f"{key}={_short_text(node)}", reads, form)
         self.keyed_events.setdefault(key, []).append(ev)
         self.note_read(ev)
 
@@ -1015,7 +1030,7 @@ class Interpreter:
             key = self.evaluate(key_node, frame)
             if isinstance(key, str) and key in self.tracked_keys:
                 value, reads = self.collect(lambda v=value_node: self.evaluate(v, frame))
-                self.note_keyed(key, value, frame, value_node.line, reads, _FORMS.get(value_node.kind, "expr"))
+                self.note_keyed(key, value, frame, value_node.line, reads, _FORMS.get(value_node.kind, "expr"), value_node)
             else:
                 value = self.evaluate(value_node, frame)
             if isinstance(key, Unknown):
@@ -1356,7 +1371,7 @@ class Interpreter:
                 kwargs.update(self.mapping_items(value))
             elif kind in self.tracked_keys:
                 value, reads = self.collect(lambda e=expr: self.evaluate(e, frame))
-                self.note_keyed(kind, value, frame, expr.line, reads, _FORMS.get(expr.kind, "expr"))
+                self.note_keyed(kind, value, frame, expr.line, reads, _FORMS.get(expr.kind, "expr"), expr)
                 kwargs[kind] = value
             else:
                 kwargs[kind] = self.evaluate(expr, frame)

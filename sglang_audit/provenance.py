@@ -59,9 +59,24 @@ def same(a: Any, b: Any) -> bool:
     return False
 
 
+# calls that only hand back a value stored elsewhere (a call's own result, when analysed,
+# arrives as the callee's return event; these are answered by the tool's natives)
+_GENERIC_CALLS = frozenset({"getattr", "get", "setdefault", "pop", "copy", "deepcopy", "resolution_result",
+                            "with_fallback", "__getattribute__", "__getattr__", "object.__getattribute__"})
+_CALLEE = re.compile(r"\s*\(?\s*([\w.]+)\s*\(")
+
+
 def produces(ev: Event) -> bool:
     """Did this step make its value (rather than pass on one made elsewhere)?"""
-    return ev.kind in ("flag", "default") or ev.form in ("literal", "expr")
+    if ev.kind in ("flag", "default") or ev.form in ("literal", "expr"):
+        return True
+    if ev.form == "call":
+        # a call the tool answers itself (a boundary such as get_quantization_config reading
+        # config.json): computed there, unless it is a generic accessor
+        _t, eq, rhs = ev.text.partition("=")
+        m = _CALLEE.match(rhs) if eq else None
+        return m is not None and m.group(1).rsplit(".", 1)[-1] not in _GENERIC_CALLS
+    return False
 
 
 def trace(ev: Event, value: Any, before: int | None = None) -> tuple[Event | None, list[Event]]:
@@ -186,7 +201,14 @@ def build_chain(inp: Inputs) -> tuple[ChainStep, ...]:
         # the value was taken from another setting (``default = view.moe_runner_backend``):
         # that explicit read is this setting's decision, the copies before it are the
         # other setting's
-        final = next((e for e in sorted(applied, key=lambda e: e.seq) if _reads_other(e.text, inp.name, inp.others)), None)
+        ordered = sorted(applied, key=lambda e: e.seq)
+        final = next((e for e in ordered if _reads_other(e.text, inp.name, inp.others)), None)
+        if final is None:
+            # the value came from where no event follows it (the model's config.json, a
+            # parameter): the latest guarded assignment that names this setting decided it
+            # (``if self.quantization is None and quant_method is not None:
+            # self.quantization = quant_method``); a generic store never does
+            final = next((e for e in reversed(ordered) if _names_own(e, inp.name)), None)
     rv = inp.runtime_value
     runtime_differs = inp.has_runtime and not same(rv, cv)
     if runtime_differs:
@@ -200,7 +222,11 @@ def build_chain(inp: Inputs) -> tuple[ChainStep, ...]:
     if runtime_differs:
         best: Event | None = None
         for ev in inp.runtime_events:
-            p, _copies = trace(ev, rv)
+            p, copies = _producer(inp, ev, rv, None)
+            if p is None or (limit is not None and p.seq <= limit):
+                # the runtime value is another setting's config value: the runtime step
+                # that computed it from that (``x if spec else moe.a2a_backend``) decides
+                p = next((c for c in copies if c.form == "expr" and (limit is None or c.seq > limit)), None)
             if p is not None and (best is None or p.seq > best.seq):
                 best = p
         runtime_decision = best
@@ -243,6 +269,11 @@ def _producer(inp: Inputs, ev: Event, value: Any, before: int | None) -> tuple[E
     if p is not None and p.kind in ("flag", "default") and p.target != inp.name:
         return (copies[-1], copies[:-1]) if copies else (None, [])
     return p, copies
+
+
+def _names_own(ev: Event, name: str) -> bool:
+    return (ev.kind == "write" and ev.target == name and bool(_guard_text(ev))
+            and re.match(rf"\s*(?:[\w.]+\.)?{re.escape(name)}\s*(?::[^=]*)?=[^=]", ev.text) is not None)
 
 
 def _reads_other(text: str, name: str, others: frozenset[str]) -> bool:
