@@ -117,6 +117,14 @@ def classify(root: Path, file: str, line: int, value: Any, kind: str, own: str, 
         return "violation"
     if isinstance(expr, ast.Attribute) and expr.attr in settings and expr.attr != own:
         return "expr"  # a read of another named setting decides this one
+    if isinstance(stmt, ast.Assign) and isinstance(expr, ast.Name) and any(
+            (isinstance(t, ast.Attribute) and t.attr == own)
+            or (isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and t.slice.value == own)
+            for t in stmt.targets):
+        # ``self.quantization = quant_method`` (or ``overrides["quantization"] = ...``) under
+        # its guard: the setting named and
+        # assigned a value computed just before (from the model's config, a parameter)
+        return "expr"
     if isinstance(expr, (ast.Name, ast.Attribute, ast.Subscript, ast.Starred)):
         return "violation"
     if isinstance(expr, ast.Call):

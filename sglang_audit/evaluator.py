@@ -286,11 +286,12 @@ class Interpreter:
         return Event(self.seq, kind, target, value, file, line, text, guards, tuple(sources), form)
 
     def note_keyed(self, key: str, value: Any, frame: Frame, line: int, reads: list[Event], form: str = "copy",
-                   node: ir.Node | None = None) -> None:
+                   node: ir.Node | None = None, text: str | None = None) -> None:
         """A tracked setting named as a dict key or keyword (a declaration such as
         ``declare_resolution(sa, src, moe_runner_backend=...)`` or a pass's ``return {...}``):
         kept as evidence, since the value later travels through containers."""
-        ev = self.event("declare", key, value, frame.module.file, line, f"{key}={_short_text(node)}", reads, form)
+        label = text if text is not None else f"{key}={_short_text(node)}"
+        ev = self.event("declare", key, value, frame.module.file, line, label, reads, form)
         self.keyed_events.setdefault(key, []).append(ev)
         self.note_read(ev)
 
@@ -652,7 +653,9 @@ class Interpreter:
             obj = self.evaluate(target.value, frame)
             key = self.evaluate(target.index, frame)
             if isinstance(key, str) and key in self.tracked_keys:
-                self.note_keyed(key, value, frame, line, reads, form)
+                # a store under a key written as a constant names the setting: keep its text
+                self.note_keyed(key, value, frame, line, reads, form,
+                                text=text if target.index.kind == "Const" else f"<{key}>=...")
             self.setitem(obj, key, value)
         elif kind in ("TupleExpr", "ListExpr"):
             # an item of an unpacked value: a copy of whatever made the whole

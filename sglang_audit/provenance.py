@@ -222,8 +222,8 @@ def build_chain(inp: Inputs) -> tuple[ChainStep, ...]:
     if runtime_differs:
         best: Event | None = None
         for ev in inp.runtime_events:
-            p, copies = _producer(inp, ev, rv, None)
-            if p is None or (limit is not None and p.seq <= limit):
+            p, copies = trace(ev, rv)
+            if p is None or (limit is not None and p.seq <= limit) or p.kind in ("flag", "default"):
                 # the runtime value is another setting's config value: the runtime step
                 # that computed it from that (``x if spec else moe.a2a_backend``) decides
                 p = next((c for c in copies if c.form == "expr" and (limit is None or c.seq > limit)), None)
@@ -272,8 +272,17 @@ def _producer(inp: Inputs, ev: Event, value: Any, before: int | None) -> tuple[E
 
 
 def _names_own(ev: Event, name: str) -> bool:
-    return (ev.kind == "write" and ev.target == name and bool(_guard_text(ev))
-            and re.match(rf"\s*(?:[\w.]+\.)?{re.escape(name)}\s*(?::[^=]*)?=[^=]", ev.text) is not None)
+    """A guarded store that names this setting: ``self.quantization = quant_method``,
+    ``overrides["quantization"] = quant_method``, ``quantization=quant_method``."""
+    if ev.target != name or not _guard_text(ev):
+        return False
+    n = re.escape(name)
+    if ev.kind == "write":
+        return re.match(rf"\s*(?:[\w.]+\.)?{n}\s*(?::[^=]*)?=[^=]", ev.text) is not None
+    if ev.kind == "declare":
+        return (re.match(rf"{n}=", ev.text) is not None
+                or re.search(rf"\[[\"']{n}[\"']\]\s*=[^=]", ev.text) is not None)
+    return False
 
 
 def _reads_other(text: str, name: str, others: frozenset[str]) -> bool:
