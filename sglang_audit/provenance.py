@@ -23,6 +23,7 @@ from typing import Any
 from .result import (
     ROLE_APPLIED,
     ROLE_DECISION,
+    ROLE_INPUT,
     ROLE_ORIGIN,
     ROLE_WRITE,
     ChainStep,
@@ -250,8 +251,57 @@ def build_chain(inp: Inputs) -> tuple[ChainStep, ...]:
             shown = next((c for c in copies if c.kind != "return" or c.guards), copies[0] if copies else reader)
             if (shown.file, shown.line) not in seen and shown is not runtime_decision:
                 steps.append((shown.seq, _step(shown, "runtime", ROLE_APPLIED)))
+    decision = runtime_decision if runtime_differs else final
+    if decision is not None:
+        seen = {(s.file, s.line) for _q, s in steps}
+        for ev in _guard_inputs(decision):
+            if (ev.file, ev.line) in seen:
+                continue
+            seen.add((ev.file, ev.line))
+            layer = "runtime" if runtime_differs else "config"
+            if ev.kind == "flag":
+                if not ev.line:
+                    continue  # a flag of a generated field: its guard text names it already
+                from .rules import cli_flag  # the flag spelling shown to users (rules owns it)
+
+                shown = _shown(ev.value)
+                steps.append((ev.seq, ChainStep(ev.file, ev.line, f"set by you: {cli_flag(ev.target)} {shown}", shown,
+                                                f"{cli_flag(ev.target)} {shown}", layer, "flag", ROLE_INPUT)))
+            else:
+                steps.append((ev.seq, _step(ev, layer, ROLE_INPUT)))
     steps.sort(key=lambda t: t[0])
     return tuple(s for _q, s in steps)
+
+
+_INPUT_DEPTH = 3
+_INPUT_LIMIT = 12
+
+
+def _guard_inputs(decision: Event) -> list[Event]:
+    """What the decision's guards read that a reader needs: the user's flags and the
+    results of predicates computed there (``torch.version.cuda >= "12.8"``) — not every
+    read on the way (views, records, the platform object)."""
+    out: list[Event] = []
+    seen: set[int] = set()
+    frontier = [src for g in decision.guards for src in g.sources]
+    for _ in range(_INPUT_DEPTH):
+        nxt: list[Event] = []
+        for ev in frontier:
+            if id(ev) in seen:
+                continue
+            seen.add(id(ev))
+            scalar = isinstance(public(ev.value), (str, bool, int, float)) and not isinstance(ev.value, Unknown)
+            if ev.kind == "flag" and scalar:
+                out.append(ev)
+            elif ev.kind in ("write", "return") and ev.form in ("literal", "expr") and isinstance(ev.value, bool) and ev.line > 0:
+                out.append(ev)
+            nxt.extend(ev.sources)
+            for g in ev.guards:
+                if g not in decision.guards:
+                    nxt.extend(g.sources)
+        frontier = nxt
+    out.sort(key=lambda e: e.seq)
+    return out[-_INPUT_LIMIT:]
 
 
 def _own_origin(ev: Event, name: str) -> bool:

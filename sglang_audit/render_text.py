@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .result import ROLE_APPLIED, ROLE_DECISION, ChainStep, Resolution, Setting, UnknownValue
+from .result import (
+    ROLE_APPLIED,
+    ROLE_DECISION,
+    ROLE_INPUT,
+    ChainStep,
+    Resolution,
+    Setting,
+    UnknownValue,
+)
 
 
 def _value(v: Any) -> str:
@@ -45,7 +53,8 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
             for c in s.layer.candidates:
                 out.append(f"{'':{width}}            may {c.value}  (at {', '.join(c.when)})")
         for step in s.chain if verbose or name in _PRIMARY else []:
-            if not verbose and (step.role == ROLE_APPLIED or step.kind == "default" and step.role != ROLE_DECISION):
+            if not verbose and (step.role == ROLE_APPLIED or step.kind == "default" and step.role != ROLE_DECISION
+                                or step.role == ROLE_INPUT and step.kind != "flag"):
                 continue
             out.append(f"{'':{width}}    {step.layer:7} {describe_step(step)}")
     if res.analysis_notes:
@@ -64,7 +73,7 @@ def describe_step(step: ChainStep) -> str:
         text = f"default {step.value!r} (declared at {where})"
     else:
         guard = f" if {step.guard}" if step.guard else ""
-        label = "applied at " if step.role == ROLE_APPLIED else ""
+        label = "applied at " if step.role == ROLE_APPLIED else "input: " if step.role == ROLE_INPUT else ""
         text = f"{label}{where}{guard} → {step.value!r}"
     return f"decided: {text}" if step.role == ROLE_DECISION else text
 

@@ -19,11 +19,13 @@ STATUS_REJECTED = "rejected"
 
 # a chain step's part in the decision (provenance.py): the step that produced the value the
 # setting ends with (one per setting), the user's flag or the declared default it started
-# from, an earlier value it held, a step that only copied/applied the decided value
+# from, an earlier value it held, a step that only copied/applied the decided value, an
+# input the decision's guards read
 ROLE_DECISION = "decision"
 ROLE_ORIGIN = "origin"
 ROLE_WRITE = "write"
 ROLE_APPLIED = "applied"
+ROLE_INPUT = "input"  # a value the decision's guards read (a user flag, a predicate's result)
 
 
 @dataclass(frozen=True)
