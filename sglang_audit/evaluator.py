@@ -132,7 +132,7 @@ PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes, tuple, list, d
 # source, e.g. getattr() or dict.get(), is taken as a copy: "call")
 _FORMS = {"Const": "literal", "Name": "copy", "Attribute": "copy", "Subscript": "copy", "Starred": "copy",
           "Call": "call"}
-_SCALARS = (type(None), bool, int, float, complex)
+_SCALARS = (type(None), bool, int, float, complex)  # plain values that are neither containers nor iterable
 
 
 def _short_text(node: ir.Node | None) -> str:
@@ -146,7 +146,7 @@ def _short_text(node: ir.Node | None) -> str:
         return repr(node.value)
     if node.kind == "Attribute":
         return f"{_short_text(node.value)}.{node.attr}"
-    return "..."  # plain values that are neither containers nor iterable
+    return "..."
 # dict/set keys that may equal a str without being one (a missed `in` must look at them)
 _EXACT_KEYS = frozenset({Unknown, Instance})
 # dispatch tables: node kind -> Interpreter method, filled on first use (Byterun style)
