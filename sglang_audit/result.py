@@ -17,6 +17,16 @@ STATUS_UNKNOWN = "unknown"
 STATUS_UNSUPPORTED = "unsupported"
 STATUS_REJECTED = "rejected"
 
+# a chain step's part in the decision (provenance.py): the step that produced the value the
+# setting ends with (one per setting), the user's flag or the declared default it started
+# from, an earlier value it held, a step that only copied/applied the decided value, an
+# input the decision's guards read
+ROLE_DECISION = "decision"
+ROLE_ORIGIN = "origin"
+ROLE_WRITE = "write"
+ROLE_APPLIED = "applied"
+ROLE_INPUT = "input"  # a value the decision's guards read (a user flag, a predicate's result)
+
 
 @dataclass(frozen=True)
 class UnknownValue:
@@ -49,11 +59,12 @@ class ChainStep:
     code: str = ""
     layer: str = "config"  # "config" | "runtime"
     kind: str = "write"  # "default" | "flag" | "write" | "return" | "runtime"
+    role: str = ""  # ROLE_* ("" on steps not made by the resolver, e.g. a rejection)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "file": self.file, "line": self.line, "guard": self.guard, "value": self.value,
-            "code": self.code, "layer": self.layer, "kind": self.kind,
+            "code": self.code, "layer": self.layer, "kind": self.kind, "role": self.role,
         }
 
 
@@ -111,12 +122,35 @@ class Setting:
     # (kernels.py, attached after resolution); None: no kernel-library question
     kernel: KernelVerdict | None = None
 
+    @property
+    def effective(self) -> Any:
+        """The value that takes effect: the runtime initialiser's when there is one, else
+        the config value. The one definition every command uses."""
+        return self.runtime if self.runtime is not None else self.config
+
+    @property
+    def deciding(self) -> ChainStep | None:
+        """The step that produced the effective value (provenance.py), None when the value
+        is not known or its producer could not be traced. The one definition every command
+        uses."""
+        if isinstance(self.effective, UnknownValue):
+            return None
+        return next((s for s in self.chain if s.role == ROLE_DECISION), None)
+
+    @property
+    def applied(self) -> tuple[ChainStep, ...]:
+        """Steps that only copied or applied the decided value."""
+        return tuple(s for s in self.chain if s.role == ROLE_APPLIED)
+
     def to_json(self) -> dict[str, Any]:
+        deciding = self.deciding
         return {
             "config": _value_json(self.config),
             "runtime": _value_json(self.runtime),
             "layer": _value_json(self.layer),
+            "effective": _value_json(self.effective),
             "status": self.status,
+            "deciding": deciding.to_json() if deciding is not None else None,
             "chain": [s.to_json() for s in self.chain],
             "note": self.note,
             "present": self.present,
@@ -188,7 +222,8 @@ class Resolution:
     paths: int = 1
     analysis_notes: tuple[str, ...] = ()
     logs: tuple[LogLine, ...] = ()
-    files_read: tuple[str, ...] = field(default=())
+    # (path under the tree, sha256 of its content) of every source file the answer read
+    files_read: tuple[tuple[str, str], ...] = field(default=())
     # the kernel library source read for the settings' `kernel` verdicts (kernels.py):
     # {"library", "version", "origin"} or {"library", "error"}; None: not needed/not read
     kernel_source: dict[str, Any] | None = None
@@ -209,6 +244,7 @@ class Resolution:
             "analysis_notes": list(self.analysis_notes),
             "logs": [entry.to_json() for entry in self.logs],
             "kernel_source": self.kernel_source,
+            "files_read": [{"path": p, "sha256": h} for p, h in self.files_read],
         }
 
 

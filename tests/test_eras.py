@@ -104,7 +104,9 @@ def test_e0_deprecated_boolean_maps_to_moe_runner_backend() -> None:
     deciding = moe["chain"][-1]
     assert (deciding["file"], deciding["line"]) == (SERVER_ARGS, line)
     assert deciding["guard"] == "self.enable_flashinfer_cutlass_moe"
-    assert moe["chain"][0]["kind"] == "flag" and moe["chain"][0]["value"] is True
+    # the user's deprecated flag the decision's guard read is in the chain, as an input
+    assert [s["role"] for s in moe["chain"] if s["kind"] == "flag" and s["value"] is True] == ["input"]
+    assert moe["deciding"]["line"] == line
 
 
 def test_e0_deprecated_boolean_reaches_the_release_assert() -> None:

@@ -13,6 +13,7 @@ from sglang_audit.analyses.explain import (
     BRANCH_BLOCKED,
     BRANCH_FIRED,
     OUTCOME_ACCEPTED,
+    OUTCOME_KNOWN_BAD,
     OUTCOME_REJECTED,
     OUTCOME_REWRITTEN,
     explain,
@@ -48,7 +49,10 @@ def test_fixture_fp4_auto_becomes_cudnn_on_sm120(fixture_req):
     assert (auto.outcome, auto.layer, auto.runtime, auto.overridden) == (OUTCOME_REWRITTEN, "runtime", "flashinfer_cudnn", False)
     assert (auto.where.file, auto.where.line) == (FP4, 22)
     assert ("is_sm120_supported", True) in [p for c in auto.reason for p in c.predicates]
-    assert all(by_choice(exp)[c].outcome == OUTCOME_ACCEPTED for c in ("flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_trtllm"))
+    assert all(by_choice(exp)[c].outcome in (OUTCOME_ACCEPTED, OUTCOME_KNOWN_BAD) for c in ("flashinfer_cudnn", "flashinfer_cutlass"))
+    # SGLang accepts FP4 flashinfer_trtllm on SM120, but it is known-bad there (check's SGA103)
+    trtllm = by_choice(exp)["flashinfer_trtllm"]
+    assert trtllm.outcome == OUTCOME_KNOWN_BAD and "SGA103" in [r for r, _s, _t in trtllm.known_bad]
     # the resolved value's reason: the sm120 guard, true on this device
     assert (exp.deciding.file, exp.deciding.line) == (FP4, 22)
     sm120 = [c for c in exp.reason if c.line == 21]
@@ -132,8 +136,11 @@ def test_0510_sm120_qwen35_fp4_every_choice_and_the_sm120_branch(release):
     auto = forced["auto"]
     assert (auto.outcome, auto.layer, auto.runtime) == (OUTCOME_REWRITTEN, "runtime", "flashinfer_cudnn")
     assert auto.where.file == FP4 and "is_sm120_supported()" in auto.where.guard
-    for choice in ("flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_trtllm", "cutlass"):
-        assert forced[choice].outcome == OUTCOME_ACCEPTED, forced[choice]
+    for choice in ("flashinfer_cudnn", "flashinfer_cutlass", "cutlass"):
+        assert forced[choice].outcome in (OUTCOME_ACCEPTED, OUTCOME_KNOWN_BAD), forced[choice]
+    assert forced["flashinfer_trtllm"].outcome == OUTCOME_KNOWN_BAD
+    assert "SGA103" in [r for r, _s, _t in forced["flashinfer_trtllm"].known_bad]
+    assert "accepted by SGLang, but known-bad: SGA103" in render_text(exp)
     # the reason auto becomes flashinfer_cudnn: the is_sm120_supported() branch in fp4_utils.py
     assert exp.deciding.file == FP4 and exp.deciding.value == "flashinfer_cudnn"
     sm120 = [c for c in exp.reason if c.file == FP4 and c.guard == "is_sm120_supported()"]
@@ -150,7 +157,10 @@ def test_0510_sm120_qwen35_fp4_every_choice_and_the_sm120_branch(release):
 def test_0510_sm120_qwen35_moe_names_the_sm100_branch(release):
     exp = explain(real_req(release, "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"]), "moe_runner_backend")
     assert exp.setting.config == "auto"
-    assert len(exp.choices) >= 8 and all(c.outcome in (OUTCOME_ACCEPTED, OUTCOME_REWRITTEN, OUTCOME_REJECTED) for c in exp.choices)
+    assert len(exp.choices) >= 8 and all(c.outcome in (OUTCOME_ACCEPTED, OUTCOME_KNOWN_BAD, OUTCOME_REWRITTEN, OUTCOME_REJECTED) for c in exp.choices)
+    forced = by_choice(exp)
+    # accepted by SGLang, flagged by check on SM120: explain says so
+    assert forced["flashinfer_trtllm"].outcome == OUTCOME_KNOWN_BAD and "SGA201" in [r for r, _s, _t in forced["flashinfer_trtllm"].known_bad]
     sm100 = [b for b in exp.branches
              if b.value == "flashinfer_trtllm" and b.status == BRANCH_BLOCKED and b.applies_to_model
              and any(c.guard == "is_sm100_supported()" for c in b.blocked_by)]

@@ -25,7 +25,6 @@ from typing import Any
 import tomllib
 import yaml
 
-from sglang_audit.analyses.explain import deciding_step, final_value
 from sglang_audit.analyses.guards import GuardFact
 from sglang_audit.analyses.guards import guards_for as run_guards
 from sglang_audit.errors import AuditError, InputError
@@ -519,11 +518,11 @@ def decision_guards(setting: Setting | None) -> frozenset[str]:
     if setting is None:
         return frozenset()
     return frozenset(" ".join(s.guard.split()) for s in setting.chain
-                     if s.kind not in ("default", "flag") and s.guard not in _LABEL_GUARDS)
+                     if s.kind not in ("default", "flag") and s.role != "applied" and s.guard not in _LABEL_GUARDS)
 
 
 def _deciding(s: Setting | None) -> ChainStep | None:
-    return deciding_step(s, final_value(s)) if s is not None and s.chain else None
+    return s.deciding if s is not None else None
 
 
 def compare_setting(name: str, old: SideOutcome, new: SideOutcome) -> SettingDiff:

@@ -42,6 +42,8 @@ OUTCOME_ACCEPTED = "accepted"
 OUTCOME_REWRITTEN = "rewritten"
 OUTCOME_REJECTED = "rejected"
 OUTCOME_UNKNOWN = "unknown"
+# SGLang accepts the choice, but a shipped known-bad rule (the ones ``check`` runs) flags it
+OUTCOME_KNOWN_BAD = "known_bad"
 
 BRANCH_FIRED = "fired"  # it decided the value in this resolution
 BRANCH_BLOCKED = "blocked"  # a hardware guard on its path is the wrong way on this device
@@ -126,10 +128,14 @@ class ChoiceOutcome:
     conditional: tuple[Rejection, ...] = ()  # rejections on some unknown-input paths only
     note: str = ""
     kernel: KernelVerdict | None = None  # the kernel library's declared support (kernels.py)
+    # (rule id, severity, title) of the known-bad rules that flag this choice's result for
+    # this setting: the same findings ``check`` reports for it
+    known_bad: tuple[tuple[str, str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "choice": self.choice, "outcome": self.outcome,
+            "known_bad": [{"rule": r, "severity": sev, "title": t} for r, sev, t in self.known_bad],
             "config": _value_json(self.config), "runtime": _value_json(self.runtime),
             "overridden": self.overridden, "layer": self.layer,
             "where": self.where.to_json() if self.where else None,
@@ -190,30 +196,14 @@ def _value_json(value: Any) -> Any:
 
 
 def final_value(setting: Setting) -> Any:
-    """The value the setting ends with: the runtime value when there is one."""
-    return setting.runtime if setting.runtime is not None else setting.config
+    """The value the setting ends with (``Setting.effective``, the one definition)."""
+    return setting.effective
 
 
-def deciding_step(setting: Setting, value: Any) -> ChainStep | None:
-    """The chain step that produced ``value``, among the trailing steps that all carry it
-    (earlier steps held other values; later ones only pass it on): the first guarded
-    write, else the declaration or flag it comes from, else the first of them."""
-    if isinstance(value, UnknownValue):
-        return None
-    run: list[ChainStep] = []
-    for step in reversed(setting.chain):
-        if step.value != value:
-            break
-        run.insert(0, step)
-    if not run:
-        return None
-    for step in run:
-        if step.kind in ("write", "return") and step.guard:
-            return step
-    for step in run:
-        if step.kind in ("default", "flag"):
-            return step
-    return run[0]
+def deciding_step(setting: Setting, value: Any = None) -> ChainStep | None:
+    """The step that produced the setting's effective value (``Setting.deciding``, the one
+    definition every command uses; ``value`` is kept for callers that pass it)."""
+    return setting.deciding
 
 
 def _is_explicit(choice: Any, default: Any) -> bool:
@@ -311,6 +301,26 @@ def _branches(ctx: _Context, field: str, chain: tuple[ChainStep, ...]) -> tuple[
     return tuple(out)
 
 
+def _known_bad(res: Resolution, field: str, rules: tuple[Any, ...]) -> tuple[tuple[str, str, str], ...]:
+    """The findings ``check`` reports on this setting for this resolution (errors and
+    warnings)."""
+    if not rules or res.rejected is not None:
+        return ()
+    from sglang_audit.rules.knownbad import check_resolution
+
+    found = check_resolution(res, rules).findings
+    return tuple((str(f.rule_id), str(f.severity), str(f.title)) for f in found
+                 if f.setting == field and f.severity in ("error", "warning"))
+
+
+def _with_rules(outcome: ChoiceOutcome, res: Resolution, field: str, rules: tuple[Any, ...]) -> ChoiceOutcome:
+    bad = _known_bad(res, field, rules)
+    if not bad:
+        return outcome
+    label = OUTCOME_KNOWN_BAD if outcome.outcome == OUTCOME_ACCEPTED else outcome.outcome
+    return replace(outcome, outcome=label, known_bad=bad)
+
+
 def _classify(choice: str, default: Any, res: Resolution, field: str, ctx: _Context) -> ChoiceOutcome:
     if res.rejected is not None:
         return ChoiceOutcome(choice, OUTCOME_REJECTED, rejection=res.rejected)
@@ -318,6 +328,12 @@ def _classify(choice: str, default: Any, res: Resolution, field: str, ctx: _Cont
     if setting is None:
         return ChoiceOutcome(choice, OUTCOME_UNKNOWN, note="the resolver did not report this setting")
     conditional = tuple(res.rejections)
+    # values known, only the layers decide again: classify the values, and say so
+    layer_only = isinstance(setting.layer, UnknownValue) and not isinstance(setting.config, UnknownValue) \
+        and not isinstance(setting.runtime, UnknownValue)
+    if layer_only:
+        return replace(_classify(choice, default, replace(res, settings={**res.settings, field: replace(setting, layer=None, status="resolved")}), field, ctx),
+                       note=f"the layers decide this value again when the model is built: {setting.layer.reason}")
     if setting.status == "unknown" or isinstance(setting.config, UnknownValue) or isinstance(setting.runtime, UnknownValue):
         reason = setting.config.reason if isinstance(setting.config, UnknownValue) else (
             setting.runtime.reason if isinstance(setting.runtime, UnknownValue) else setting.note)
@@ -329,9 +345,7 @@ def _classify(choice: str, default: Any, res: Resolution, field: str, ctx: _Cont
         layer = "runtime"
     if not layer:
         return ChoiceOutcome(choice, OUTCOME_ACCEPTED, setting.config, setting.runtime, conditional=conditional)
-    final = setting.config if layer == "config" else setting.runtime
-    steps = [s for s in setting.chain if s.layer == layer] if layer == "config" else list(setting.chain)
-    where = deciding_step(replace(setting, chain=tuple(steps)), final)
+    where = setting.deciding
     return ChoiceOutcome(choice, OUTCOME_REWRITTEN, setting.config, setting.runtime,
                          overridden=_is_explicit(choice, default), layer=layer, where=where,
                          reason=ctx.reason_for(where), conditional=conditional)
@@ -385,6 +399,13 @@ def _explain(request: Request, field: str, cache: SourceCache, progress: Callabl
         else:
             notes.append(f"the release declares no choices for {field} and its code writes no string constants to it; no value was forced")
     outcomes: list[ChoiceOutcome] = []
+    rules: tuple[Any, ...] = ()
+    try:
+        from sglang_audit.rules.knownbad import load_rules
+
+        rules = load_rules()
+    except Exception as exc:  # noqa: BLE001 - explain still answers without the rules
+        notes.append(f"known-bad rules not applied: {exc}")
     if setting.present and not force_choices:
         notes.append(f"the choices of {field} were not forced one by one (asked not to)")
     elif setting.present:
@@ -400,7 +421,7 @@ def _explain(request: Request, field: str, cache: SourceCache, progress: Callabl
             else:
                 res = Resolver(replace(prep.target, flags={**prep.target.flags, field: choice}), cache).resolve()
                 res = with_kernels(res, prep.target, cache, request.flashinfer_source)
-            outcome = _classify(choice, default, res, field, ctx)
+            outcome = _with_rules(_classify(choice, default, res, field, ctx), res, field, rules)
             kernel = res.settings[field].kernel if field in res.settings else None
             outcomes.append(replace(outcome, kernel=kernel) if kernel is not None else outcome)
     else:

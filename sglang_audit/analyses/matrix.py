@@ -232,8 +232,8 @@ def _check(res: Resolution, rules: tuple[Any, ...] | None) -> tuple[tuple[CaseFi
 def _cell(name: str, setting: Setting | None) -> Cell:
     if setting is None:
         return Cell(name, None, None, "absent", False, None)
-    last = setting.chain[-1] if setting.chain else None
-    deciding = (last.file, last.line, last.guard) if last is not None else None
+    step = setting.deciding
+    deciding = (step.file, step.line, step.guard) if step is not None else None
     return Cell(name, setting.config, setting.runtime, setting.status, setting.present, deciding)
 
 

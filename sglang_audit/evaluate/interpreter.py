@@ -134,7 +134,27 @@ _CMP = {
     ">": operator.gt, ">=": operator.ge,
 }
 PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset, range)
+# how a statement's value expression made its value, by IR kind (Event.form): a bare read
+# only copies a value made elsewhere; anything else not listed computes it there
+# (a call's value comes from the callee's return event, a source; a call with no such
+# source, e.g. getattr() or dict.get(), is taken as a copy: "call")
+_FORMS = {"Const": "literal", "Name": "copy", "Attribute": "copy", "Subscript": "copy", "Starred": "copy",
+          "Call": "call"}
 _SCALARS = (type(None), bool, int, float, complex)  # plain values that are neither containers nor iterable
+
+
+def _short_text(node: ir.Node | None) -> str:
+    """A declared value's expression, when it is a name, a constant or an attribute chain
+    (``view.moe_runner_backend``): the evidence names what the value was read from."""
+    if node is None:
+        return "..."
+    if node.kind == "Name":
+        return node.id
+    if node.kind == "Const":
+        return repr(node.value)
+    if node.kind == "Attribute":
+        return f"{_short_text(node.value)}.{node.attr}"
+    return "..."
 # dict/set keys that may equal a str without being one (a missed `in` must look at them)
 _EXACT_KEYS = frozenset({Unknown, Instance})
 # dispatch tables: node kind -> Interpreter method, filled on first use (Byterun style)
@@ -306,19 +326,21 @@ class Interpreter:
     # ---- events (evidence) ------------------------------------------------------------
     def event(
         self, kind: str, target: str, value: Any, file: str, line: int, text: str,
-        sources: Iterable[Event] = (),
+        sources: Iterable[Event] = (), form: str = "",
     ) -> Event:
         self.seq += 1
         guards = self.guard_tuple
         if guards is None:
             guards = self.guard_tuple = tuple(self.guards)
-        return Event(self.seq, kind, target, value, file, line, text, guards, tuple(sources))
+        return Event(self.seq, kind, target, value, file, line, text, guards, tuple(sources), form)
 
-    def note_keyed(self, key: str, value: Any, frame: Frame, line: int, reads: list[Event]) -> None:
+    def note_keyed(self, key: str, value: Any, frame: Frame, line: int, reads: list[Event], form: str = "copy",
+                   node: ir.Node | None = None, text: str | None = None) -> None:
         """A tracked setting named as a dict key or keyword (a declaration such as
         ``declare_resolution(sa, src, moe_runner_backend=...)`` or a pass's ``return {...}``):
         kept as evidence, since the value later travels through containers."""
-        ev = self.event("declare", key, value, frame.module.file, line, f"{key}=...", reads)
+        label = text if text is not None else f"{key}={_short_text(node)}"
+        ev = self.event("declare", key, value, frame.module.file, line, label, reads, form)
         self.keyed_events.setdefault(key, []).append(ev)
         self.note_read(ev)
 
@@ -639,13 +661,15 @@ class Interpreter:
             raise _Return(None, None)
         value, reads = self.collect(lambda: self.evaluate(node.value, frame))
         fname = frame.func.qualname if frame.func else "?"
-        ev = self.event("return", f"{fname}()", value, frame.module.file, node.line, "return", reads)
+        ev = self.event("return", f"{fname}()", value, frame.module.file, node.line, "return", reads,
+                        _FORMS.get(node.value.kind, "expr"))
         raise _Return(value, ev)
 
     def s_Assign(self, node: ir.Node, frame: Frame) -> None:
         value, reads = self.collect(lambda: self.evaluate(node.value, frame))
+        form = _FORMS.get(node.value.kind, "expr")
         for target in node.targets:
-            self.assign(target, value, frame, node.line, node.text, reads)
+            self.assign(target, value, frame, node.line, node.text, reads, form)
 
     def s_AnnAssign(self, node: ir.Node, frame: Frame) -> None:
         if frame.class_obj is not None and isinstance(node.target, ir.Name):
@@ -657,7 +681,7 @@ class Interpreter:
         if node.value is None:
             return
         value, reads = self.collect(lambda: self.evaluate(node.value, frame))
-        self.assign(node.target, value, frame, node.line, node.text, reads)
+        self.assign(node.target, value, frame, node.line, node.text, reads, _FORMS.get(node.value.kind, "expr"))
 
     def s_AugAssign(self, node: ir.Node, frame: Frame) -> None:
         def compute() -> Any:
@@ -680,23 +704,27 @@ class Interpreter:
             return self.binop(node.op, current, rhs)
 
         value, reads = self.collect(compute)
-        self.assign(node.target, value, frame, node.line, node.text, reads)
+        self.assign(node.target, value, frame, node.line, node.text, reads, "expr")
 
-    def assign(self, target: ir.Node, value: Any, frame: Frame, line: int, text: str, reads: list[Event]) -> None:
+    def assign(self, target: ir.Node, value: Any, frame: Frame, line: int, text: str, reads: list[Event],
+               form: str = "copy") -> None:
         kind = target.kind
         if kind == "Name":
-            self.bind_name(frame, target.id, value, line, text, reads)
+            self.bind_name(frame, target.id, value, line, text, reads, form)
         elif kind == "Attribute":
             obj = self.evaluate(target.value, frame)
-            ev = self.event("write", target.attr, value, frame.module.file, line, text, reads)
+            ev = self.event("write", target.attr, value, frame.module.file, line, text, reads, form)
             self.setattr(obj, target.attr, value, ev)
         elif kind == "Subscript":
             obj = self.evaluate(target.value, frame)
             key = self.evaluate(target.index, frame)
             if isinstance(key, str) and key in self.tracked_keys:
-                self.note_keyed(key, value, frame, line, reads)
+                # a store under a key written as a constant names the setting: keep its text
+                self.note_keyed(key, value, frame, line, reads, form,
+                                text=text if target.index.kind == "Const" else f"<{key}>=...")
             self.setitem(obj, key, value)
         elif kind in ("TupleExpr", "ListExpr"):
+            # an item of an unpacked value: a copy of whatever made the whole
             items = self.unpack(value, target.elts, frame, line)
             for sub, item in zip(target.elts, items, strict=False):
                 if isinstance(sub, ir.Starred):
@@ -729,9 +757,10 @@ class Interpreter:
         return items
 
     def bind_name(
-        self, frame: Frame, name: str, value: Any, line: int, text: str, reads: Iterable[Event] = ()
+        self, frame: Frame, name: str, value: Any, line: int, text: str, reads: Iterable[Event] = (),
+        form: str = "copy",
     ) -> None:
-        ev = self.event("write", name, value, frame.module.file, line, text, reads) if text else None
+        ev = self.event("write", name, value, frame.module.file, line, text, reads, form) if text else None
         if frame.class_ns is not None:
             frame.class_ns[name] = value
             return
@@ -1072,7 +1101,7 @@ class Interpreter:
             key = self.evaluate(key_node, frame)
             if isinstance(key, str) and key in self.tracked_keys:
                 value, reads = self.collect(lambda v=value_node: self.evaluate(v, frame))
-                self.note_keyed(key, value, frame, value_node.line, reads)
+                self.note_keyed(key, value, frame, value_node.line, reads, _FORMS.get(value_node.kind, "expr"), value_node)
             else:
                 value = self.evaluate(value_node, frame)
             if isinstance(key, Unknown):
@@ -1427,7 +1456,7 @@ class Interpreter:
                 kwargs.update(self.mapping_items(value))
             elif kind in self.tracked_keys:
                 value, reads = self.collect(lambda e=expr: self.evaluate(e, frame))
-                self.note_keyed(kind, value, frame, expr.line, reads)
+                self.note_keyed(kind, value, frame, expr.line, reads, _FORMS.get(expr.kind, "expr"), expr)
                 kwargs[kind] = value
             else:
                 kwargs[kind] = self.evaluate(expr, frame)

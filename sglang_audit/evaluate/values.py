@@ -68,6 +68,10 @@ class Event:
     text: str
     guards: tuple[Guard, ...] = ()
     sources: tuple[Event, ...] = ()
+    # how the statement made the value (provenance, see provenance.py): "literal" (a
+    # constant written there), "expr" (computed there), "copy" (a name, attribute or item
+    # read, a loop variable, a generic store), "" (not a statement: defaults, flags)
+    form: str = ""
 
 
 class Scope:

@@ -38,7 +38,7 @@ def _summary_counts(result: CheckResult) -> dict[str, int]:
 
 
 def _step(step: ChainStep) -> str:
-    guard = f" if {step.guard}" if step.guard and step.guard not in ("default", "set by the user") else f" ({step.guard})" if step.guard else ""
+    guard = f" if {step.guard}" if step.guard and step.kind not in ("default", "flag") else f" ({step.guard})" if step.guard else ""
     return f"{step.layer:7} {step.file}:{step.line}{guard} → {step.value!r}"
 
 

@@ -48,7 +48,7 @@ def _labels(diff: ReleaseDiff) -> tuple[str, str]:
 
 
 def _where(step: ChainStep) -> str:
-    guard = f" if {step.guard}" if step.guard and step.guard not in ("default", "set by the user") else f" ({step.guard})" if step.guard else ""
+    guard = f" if {step.guard}" if step.guard and step.kind not in ("default", "flag") else f" ({step.guard})" if step.guard else ""
     return f"{step.file}:{step.line}{guard}"
 
 

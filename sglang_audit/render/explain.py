@@ -10,6 +10,7 @@ from sglang_audit.analyses.explain import (
     BRANCH_NOT_TAKEN,
     BRANCH_REACHED,
     OUTCOME_ACCEPTED,
+    OUTCOME_KNOWN_BAD,
     OUTCOME_REJECTED,
     OUTCOME_REWRITTEN,
     Branch,
@@ -17,7 +18,7 @@ from sglang_audit.analyses.explain import (
     Condition,
     Explanation,
 )
-from sglang_audit.render.text import _value
+from sglang_audit.render.text import _value, describe_step
 from sglang_audit.result import ChainStep
 
 MAX_OTHER_CONDITIONS = 2  # non-hardware conditions shown per branch before summarising
@@ -32,7 +33,7 @@ def _short(file: str) -> str:
 
 
 def _where(step: ChainStep) -> str:
-    guard = f" if {step.guard}" if step.guard and step.guard not in ("default", "set by the user") else f" ({step.guard})" if step.guard else ""
+    guard = f" if {step.guard}" if step.guard and step.kind not in ("default", "flag") else f" ({step.guard})" if step.guard else ""
     return f"{step.file}:{step.line}{guard}"
 
 
@@ -121,7 +122,7 @@ def _resolved(exp: Explanation, out: list[str], device: str) -> None:
                 out.append(f"    because {_condition_text(c, device, taken=True)}")
     out.append("  chain:")
     for step in s.chain:
-        out.append(f"    {step.layer:7} {_where(step)} → {step.value!r}")
+        out.append(f"    {step.layer:7} {describe_step(step)}")
     for r in res.rejections:
         out.append(f"  rejected when {' and '.join(r.when)}: {r.exception}: {r.message} ({r.file}:{r.line})")
 
@@ -131,9 +132,10 @@ def _choice_lines(c: ChoiceOutcome, width: int, device: str) -> list[str]:
     if c.outcome == OUTCOME_REJECTED and c.rejection is not None:
         r = c.rejection
         return [f"{pad}REJECTED  {r.exception}: {_clip(r.message)}", f"  {'':{width}}    at {r.file}:{r.line}"]
-    if c.outcome == OUTCOME_ACCEPTED:
+    if c.outcome in (OUTCOME_ACCEPTED, OUTCOME_KNOWN_BAD):
         rt = f" (runtime {_value(c.runtime)})" if c.runtime is not None and c.runtime != c.config else ""
-        lines = [f"{pad}accepted{rt}"]
+        bad = ", ".join(f"{r} ({sev}: {title})" for r, sev, title in c.known_bad)
+        lines = [f"{pad}accepted by SGLang, but known-bad: {bad}{rt}" if bad else f"{pad}accepted{rt}"]
     elif c.outcome == OUTCOME_REWRITTEN:
         final = c.config if c.layer == "config" else c.runtime
         label = "OVERRIDDEN" if c.overridden else "resolved"
@@ -143,6 +145,8 @@ def _choice_lines(c: ChoiceOutcome, width: int, device: str) -> list[str]:
                 lines.append(f"  {'':{width}}    because {_condition_text(cond, device, taken=True)}")
     else:
         lines = [f"{pad}unknown: {_clip(c.note)}"]
+    if c.known_bad and c.outcome != OUTCOME_KNOWN_BAD:
+        lines.append(f"  {'':{width}}    known-bad: " + ", ".join(f"{r} ({sev}: {title})" for r, sev, title in c.known_bad))
     if c.kernel is not None:
         k = c.kernel
         what = f" {k.function or k.library}" + (f" backend {k.backend!r}" if k.backend else "")

@@ -233,9 +233,7 @@ class _View:
         if exp is not None:
             deciding = exp.deciding
         else:
-            from sglang_audit.analyses.explain import deciding_step
-
-            deciding = deciding_step(s, final_value(s))
+            deciding = s.deciding
         rejected = self.res.rejected is not None or s.status == "rejected"
         return {
             "name": name, "anchor": f"setting-{name}", "status": s.status, "note": s.note,

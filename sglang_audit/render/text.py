@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_audit.result import Resolution, Setting, UnknownValue
+from sglang_audit.result import (
+    ROLE_APPLIED,
+    ROLE_DECISION,
+    ROLE_INPUT,
+    ChainStep,
+    Resolution,
+    Setting,
+    UnknownValue,
+)
 
 
 def _value(v: Any, shown_reason: str | None = None) -> str:
@@ -93,15 +101,29 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
         if s.kernel is not None:
             out.extend(_kernel_lines(s, width, verbose))
         for step in s.chain if verbose or name in _PRIMARY else []:
-            if step.kind in ("default",) and not verbose:
+            if not verbose and (step.role == ROLE_APPLIED or step.kind == "default" and step.role != ROLE_DECISION
+                                or step.role == ROLE_INPUT and step.kind != "flag"):
                 continue
-            guard = f" if {step.guard}" if step.guard and step.guard not in ("default", "set by the user") else f" ({step.guard})" if step.guard else ""
-            out.append(f"{'':{width}}    {step.layer:7} {step.file}:{step.line}{guard} → {step.value!r}")
+            out.append(f"{'':{width}}    {step.layer:7} {describe_step(step)}")
     if res.analysis_notes:
         out.append("")
         out.append("analysis notes:")
         out.extend(f"  - {n}" for n in res.analysis_notes)
     return "\n".join(out) + "\n"
+
+
+def describe_step(step: ChainStep) -> str:
+    """One chain step as every text output shows it: what the step did, where."""
+    where = f"{step.file}:{step.line}"
+    if step.kind == "flag":
+        text = f"{step.guard or 'set by you'} (declared at {where})"
+    elif step.kind == "default":
+        text = f"default {step.value!r} (declared at {where})"
+    else:
+        guard = f" if {step.guard}" if step.guard else ""
+        label = "applied at " if step.role == ROLE_APPLIED else "input: " if step.role == ROLE_INPUT else ""
+        text = f"{label}{where}{guard} → {step.value!r}"
+    return f"decided: {text}" if step.role == ROLE_DECISION else text
 
 
 _PRIMARY = ("moe_runner_backend", "speculative_moe_runner_backend", "fp4_gemm_runner_backend")

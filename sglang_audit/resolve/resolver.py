@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import hashlib
 import json
 import re
 import sys
@@ -34,6 +35,13 @@ from sglang_audit.evaluate.values import (
 )
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.layers import layer_values
+from sglang_audit.resolve.provenance import (
+    Declaration,
+    Inputs,
+    build_chain,
+    field_declarations,
+    reachable_field_event,
+)
 from sglang_audit.result import (
     STATUS_REJECTED,
     STATUS_RESOLVED,
@@ -110,6 +118,8 @@ class Resolver:
         dirs = [target.model.path, *([Path(draft)] if isinstance(draft, str) and Path(draft).is_dir() else [])]
         self.world = NativeWorld(target.device, self.environment, dirs, torch_version=_torch_version(self.environment))
         self.world.source_root = self.root.resolve()
+        self._declarations: dict[str, Declaration] | None = None
+        self._files_start = 0
 
     # ---- exploring paths --------------------------------------------------------------
     def resolve(self) -> Resolution:
@@ -122,6 +132,7 @@ class Resolver:
         start, parsed = time.monotonic(), self.cache.parse_seconds
         budget = self.bounds.wall_seconds
         self.over_budget = lambda: time.monotonic() - start - (self.cache.parse_seconds - parsed) > budget
+        self._files_start = len(self.cache.files_read)  # the cache may serve several resolutions
         paths: list[PathResult] = []
         pending: list[dict[str, bool]] = [{}]
         explored_all = True
@@ -406,6 +417,11 @@ class Resolver:
         published = {n: (s.runtime if s.runtime is not None else s.config) for n, s in settings.items()}
         for n, layer in layer_values(self.root, self.cache, published, model).items():
             settings[n] = dataclasses.replace(settings[n], layer=layer)
+        for n, s in settings.items():
+            if isinstance(s.layer, UnknownValue) and s.status == STATUS_RESOLVED:
+                # the layers decide the published value again when the model is built: the
+                # value shown is not the one that runs, so the setting is not resolved
+                settings[n] = dataclasses.replace(s, status=STATUS_UNKNOWN, note=s.note or "the layers decide this value again when the model is built")
         logs = tuple(LogLine(rec.file, rec.line, rec.level, rec.message) for rec in first.logs)
         return Resolution(
             source=self.target.source.to_json(),
@@ -420,8 +436,24 @@ class Resolver:
             paths=len(paths),
             analysis_notes=tuple(notes),
             logs=logs,
-            files_read=tuple(sorted({p.as_posix() for p in self.cache.files_read})),
+            files_read=self.files_read(),
         )
+
+    def files_read(self) -> tuple[tuple[str, str], ...]:
+        """(path, sha256) of every source file this resolution read, so an answer can be
+        reproduced and audited."""
+        out: dict[str, str] = {}
+        for path in self.cache.files_read[self._files_start:]:
+            try:
+                rel = path.resolve().relative_to(self.root.resolve()).as_posix()
+            except ValueError:
+                rel = path.as_posix()
+            if rel not in out:
+                try:
+                    out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+                except OSError:
+                    out[rel] = ""
+        return tuple(sorted(out.items()))
 
     def join_model_value(self, paths: list[PathResult], key: str) -> Any:
         values = [p.model.get(key) for p in paths if p.aborted is None and key in p.model]
@@ -493,30 +525,37 @@ class Resolver:
         return UnknownValue(reason, tuple(candidates))
 
     # ---- evidence ---------------------------------------------------------------------
+    def declarations(self) -> dict[str, Declaration]:
+        if self._declarations is None:
+            self._declarations = field_declarations(self.root, self.cache.load)
+        return self._declarations
+
     def chain_for(self, name: str, path: PathResult) -> list[ChainStep]:
-        steps: list[ChainStep] = []
+        """The setting's chain with roles (provenance.build_chain): origin, producers, the
+        decision, where it was applied."""
         ev = path.config_events.get(name)
-        if ev is not None:
-            flat = _flatten(ev, "config")
-            final = _value_text(path.config.get(name))
-            # the value may have travelled through a declaration stash or a pass's dict:
-            # cite the last place that declared this setting with this value
-            declared = [d for d in path.keyed.get(name, []) if _value_text(d.value) == final]
-            if declared:
-                flat = _flatten(declared[-1], "config") + flat
-            steps.extend(flat)
-        for rev in path.runtime_events.get(name, []):
-            steps.extend(_flatten(rev, "runtime"))
-        steps = _prune(steps, name)
-        seen: set[tuple[str, int, str, str]] = set()
-        out: list[ChainStep] = []
-        for s in steps:
-            key = (s.file, s.line, s.layer, repr(s.value))
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append(s)
-        return out
+        keyed = path.keyed.get(name, [])
+        runtime_events = path.runtime_events.get(name, [])
+        flag = None
+        if name in self.target.flags:
+            from sglang_audit.target.flags import cli_flag
+
+            flag = (cli_flag(name), self.target.flags[name])
+        starts = [e for e in [ev, *keyed] if e is not None]
+        inputs = Inputs(
+            name=name,
+            config_value=path.config.get(name),
+            config_event=ev,
+            keyed=list(keyed),
+            runtime_value=path.runtime.get(name),
+            has_runtime=name in path.runtime,
+            runtime_events=list(runtime_events),
+            flag=flag,
+            declaration=self.declarations().get(name),
+            default_event=reachable_field_event(starts, name),
+            others=frozenset(self.settings_spec["settings"]),
+        )
+        return list(build_chain(inputs))
 
 
 class _AbortedValue:

@@ -32,6 +32,7 @@ from packaging.version import InvalidVersion, Version
 from sglang_audit.errors import AuditError
 from sglang_audit.result import STATUS_UNKNOWN, ChainStep, Resolution, Setting, UnknownValue
 from sglang_audit.shipped import known_bad_dir, load_toml
+from sglang_audit.target.flags import cli_flag
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
 SEVERITIES = ("error", "warning", "info")
@@ -483,8 +484,8 @@ def _fact_value(value: Any) -> Any:
 
 
 def effective(setting: Setting) -> Any:
-    """The value that takes effect: the runtime initialiser's when it has one, else config."""
-    return setting.runtime if setting.runtime is not None else setting.config
+    """The value that takes effect (``Setting.effective``, the one definition)."""
+    return setting.effective
 
 
 def arch_family(device: Mapping[str, Any]) -> str:
@@ -682,28 +683,14 @@ def evaluate(node: Any, facts: Facts, rule: Rule, subject: str | None, unknown: 
 
 
 def _deciding(setting: Setting, value: Any) -> ChainStep | None:
-    """The chain step that produced ``value``: the last guarded write of it in the layer
-    that decided it, else the first step with that value (a default or a user flag)."""
-    if isinstance(value, Unknown):
-        # decided through agreeing candidates: look for the step that wrote that value
-        value = value.candidates[0] if len(value.candidates) == 1 else None
-    elif isinstance(value, UnknownValue):
-        value = None
-    layer = "runtime" if setting.runtime is not None and any(s.layer == "runtime" for s in setting.chain) else "config"
-    steps = [s for s in setting.chain if s.layer == layer and s.value == value]
-    if not steps:
-        steps = [s for s in setting.chain if s.value == value]
-    guarded = [s for s in steps if s.guard and s.guard not in ("default", "set by the user")]
-    if guarded:
-        return guarded[-1]
-    return steps[0] if steps else (setting.chain[-1] if setting.chain else None)
+    """The step that produced the setting's effective value (``Setting.deciding``, the one
+    definition every command uses)."""
+    return setting.deciding
 
 
 def _decision_chain(setting: Setting) -> tuple[ChainStep, ...]:
     """The steps about this setting's own values (the full chain also holds every read)."""
-    values = [setting.config, setting.runtime]
-    keep = [s for s in setting.chain if s.value in values or s.kind in ("flag",)]
-    return tuple(keep) or setting.chain
+    return setting.chain  # the resolver keeps only this setting's own steps (provenance.py)
 
 
 class _FormatDict(dict):  # type: ignore[type-arg]
@@ -725,13 +712,6 @@ def _render(template: str, facts: Facts, rule: Rule, subject: str | None) -> str
 
 
 # the few fields whose command-line flag is not the field name with dashes
-_FLAG_NAMES = {"fp4_gemm_runner_backend": "--fp4-gemm-backend", "fp8_gemm_runner_backend": "--fp8-gemm-backend"}
-
-
-def cli_flag(setting: str) -> str:
-    return _FLAG_NAMES.get(setting, "--" + setting.replace("_", "-"))
-
-
 def _show(value: Any) -> str:
     if isinstance(value, Unknown):
         return "/".join(str(c) for c in value.candidates) if value.candidates and not value.open else "unknown"
