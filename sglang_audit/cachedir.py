@@ -169,7 +169,7 @@ def safe_unpickle(payload: bytes, allowed: dict[tuple[str, str], object]) -> obj
 
 MAX_HASHED_FILE = 512 * 1024 * 1024  # a file to hash beyond this: the caller does not cache
 RACY_NS = 2_000_000_000  # a stamp younger than this may hide a same-size rewrite
-MAX_INDEX_ENTRIES = 800_000  # beyond this the index starts afresh rather than grow forever
+MAX_INDEX_ENTRIES = 200_000  # files of one scope; beyond this it starts afresh
 
 
 class TooLarge(Exception):
@@ -182,37 +182,42 @@ class StampIndex:
     (``touch -r`` restores mtime only; a copy over a reused inode changes ctime), so an
     equal stamp means equal content -- except within the filesystem clock's tick, hence
     stamps younger than RACY_NS are re-hashed every time and never stored. Kept in memory
-    and, per process, saved to ``results/stamps`` (checksummed; a damaged index is empty)."""
+    and saved to ``results/stamps``, one checksummed file per scope (a source tree or a
+    model directory: a lookup loads only its own); a damaged file is an empty index."""
 
     def __init__(self, directory: Path | None) -> None:
         self.dir = directory
-        self.known: dict[str, tuple[list[int], str]] = {}
-        self._loaded = False
-        self._dirty = False
+        self.known: dict[str, dict[str, tuple[list[int], str]]] = {}  # scope -> path -> entry
+        self._dirty: set[str] = set()
 
-    def _file(self) -> Path | None:
-        return None if self.dir is None else self.dir / "index.json"
+    def _file(self, scope: str) -> Path | None:
+        if self.dir is None:
+            return None
+        return self.dir / f"{hashlib.sha256(os.fsencode(scope)).hexdigest()[:24]}.json"
 
-    def _load(self) -> None:
-        self._loaded = True
-        file = self._file()
+    def _scope(self, scope: str) -> dict[str, tuple[list[int], str]]:
+        table = self.known.get(scope)
+        if table is not None:
+            return table
+        table = self.known[scope] = {}
+        file = self._file(scope)
         if file is None:
-            return
+            return table
         try:
-            data = json.loads(read_entry(file, b"SGA-STAMPS1 "))
+            data = json.loads(read_entry(file, b"SGA-STAMPS2 "))
         except (EntryRejected, ValueError, RecursionError):
-            return
+            return table
         if isinstance(data, dict):
             for path, entry in data.items():
                 if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], str)
                         and isinstance(entry[0], list) and all(type(x) is int for x in entry[0])):
-                    self.known[path] = (entry[0], entry[1])
+                    table[path] = (entry[0], entry[1])
+        return table
 
-    def digest(self, path: str, st: os.stat_result) -> str:
-        if not self._loaded:
-            self._load()
+    def digest(self, path: str, st: os.stat_result, scope: str = "") -> str:
+        table = self._scope(scope)
         stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
-        known = self.known.get(path)
+        known = table.get(path)
         if known is not None and known[0] == stamp:
             return known[1]
         if st.st_size > MAX_HASHED_FILE:
@@ -231,21 +236,21 @@ class StampIndex:
         sha = h.hexdigest()
         now = time.time_ns()
         if now - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS:
-            self.known[path] = (stamp, sha)
-            self._dirty = True
+            table[path] = (stamp, sha)
+            self._dirty.add(scope)
         return sha
 
     def save(self) -> None:
-        file = self._file()
-        if file is None or not self._dirty:
-            return
-        self._dirty = False
-        if len(self.known) > MAX_INDEX_ENTRIES:  # forget everything rather than grow forever
-            self.known.clear()
-        payload = json.dumps({p: [s, h] for p, (s, h) in self.known.items()}).encode()
-        write_entry(file, b"SGA-STAMPS1 ", payload)
-
-
+        for scope in sorted(self._dirty):
+            file = self._file(scope)
+            table = self.known.get(scope, {})
+            if file is None:
+                continue
+            if len(table) > MAX_INDEX_ENTRIES:  # forget rather than grow for ever
+                table.clear()
+            payload = json.dumps({p: [s, h] for p, (s, h) in table.items()}).encode()
+            write_entry(file, b"SGA-STAMPS2 ", payload)
+        self._dirty.clear()
 
 
 @functools.cache

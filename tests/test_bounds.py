@@ -227,7 +227,9 @@ def assert_bound_reached(proc: subprocess.CompletedProcess[str]) -> str:
 def test_pathological_code_is_bounded(pathology: str, detail: str, pathological: Path, isolated_cache: Path) -> None:
     proc, elapsed = resolve(pathological, pathology, isolated_cache)
     reason = assert_bound_reached(proc)
-    assert detail in reason
+    # on a loaded machine a slow pathology may meet the wall-clock budget before its own
+    # bound: either is the bounded, honest answer
+    assert detail in reason or "wall-clock budget" in reason, reason
     assert elapsed < TIMEOUT
 
 

@@ -149,7 +149,7 @@ def test_same_size_edit_of_an_old_file_misses(setup, monkeypatch):
     results = ResultCache()
     monkeypatch.setattr(rc, "RACY_NS", -10**12)
     assert _moe(_resolve(checkout, model, results)) == "flashinfer_trtllm"
-    assert results._hashes.known  # stamps were stored, so they are what is tested
+    assert any(results._hashes.known.values())  # stamps were stored, so they are what is tested
     _same_size_edit(checkout.joinpath(*SERVER_ARGS), "flashinfer_cutlas")
     assert _moe(_resolve(checkout, model, ResultCache())) == "flashinfer_cutlas"
 

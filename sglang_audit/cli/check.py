@@ -20,8 +20,8 @@ Exit codes:
   0  no finding at or above --fail-on, and every rule that could reach it was decided
   1  findings at or above --fail-on (SGLang rejecting the configuration is one: SGA001)
   2  usage or input error (bad --arch, missing source, bad config.json, bad rule file ...)
-  3  resolution incomplete: a rule at or above --fail-on needs a fact that is unknown
-     (the rule and the missing fact are listed; a clean 0 is never claimed on a guess)
+  3  resolution incomplete: a rule at or above --fail-on needs a fact that is unknown, or a
+     setting is unknown (listed as undecided SGA002; a clean 0 is never claimed on a guess)
   With --fail-on never the exit code is 0 unless there is a usage error (2).
 
 \b

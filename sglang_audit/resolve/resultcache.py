@@ -165,7 +165,7 @@ def _tool_digest() -> str:
 # ---- content hashes, re-computed only for files whose stamp changed ---------------------
 
 
-def _walk(root: str, hashes: StampIndex, h: Any, should_hash: Callable[[str, int], bool]) -> None:
+def _walk(root: str, hashes: StampIndex, h: Any, should_hash: Callable[[str, int], bool], scope: str | None = None) -> None:
     """Feed ``h`` every entry under ``root``: its relative path, type, link target and
     content hash (``should_hash(name, size)``) or size. Directory links are followed
     (each real directory once, so a link cycle ends)."""
@@ -207,7 +207,7 @@ def _walk(root: str, hashes: StampIndex, h: Any, should_hash: Callable[[str, int
                 continue
             real = os.path.realpath(full) if link else full
             if should_hash(name, st.st_size):
-                emit("f", rel, link, real if link else "", st.st_size, hashes.digest(real, st))
+                emit("f", rel, link, real if link else "", st.st_size, hashes.digest(real, st, scope or root))
             else:
                 emit("big", rel, link, real if link else "", st.st_size)
 
@@ -223,9 +223,9 @@ def _tree_digest(package_dir: str, hashes: StampIndex) -> str:
         h.update(os.fsencode(name) + b"\0" + str(stat.S_IFMT(os.lstat(full).st_mode)).encode() + b"\n")
         if name in ("pyproject.toml", "PKG-INFO", "setup.cfg", "setup.py") or name.endswith((".dist-info", ".egg-info")):
             if os.path.isdir(full):
-                _walk(full, hashes, h, lambda _n, _s: True)
+                _walk(full, hashes, h, lambda _n, _s: True, package_dir)
             elif os.path.isfile(full):
-                h.update(hashes.digest(os.path.realpath(full), os.stat(full)).encode())
+                h.update(hashes.digest(os.path.realpath(full), os.stat(full), package_dir).encode())
     _walk(package_dir, hashes, h, lambda _n, _s: True)
     return h.hexdigest()
 

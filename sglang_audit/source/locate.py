@@ -434,7 +434,7 @@ def _verified(root: Path, archive_sha: str) -> bool:
                 if rel == _MARKER:
                     continue
                 st = os.lstat(full)
-                if not stat.S_ISREG(st.st_mode) or files.get(rel) != index.digest(full, st):
+                if not stat.S_ISREG(st.st_mode) or files.get(rel) != index.digest(full, st, str(root)):
                     return False
                 seen += 1
             for name in _dirnames:
