@@ -34,7 +34,7 @@ from sglang_audit.rules import (
 RULES = load_rules()
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2" / "python"
-FAMILIES = {"1": "fp4-gemm", "2": "moe", "3": "flashinfer-version", "4": "attention"}
+FAMILIES = {"1": "fp4-gemm", "2": "moe", "3": "flashinfer-version", "4": "attention", "5": "model-specific"}
 
 
 def _examples():
@@ -57,7 +57,7 @@ def test_at_least_15_shipped_rules_in_every_family():
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
 def test_shipped_rule_conventions(rule):
-    assert re.fullmatch(r"SGA[1-4]\d\d", rule.id)
+    assert re.fullmatch(r"SGA[1-5]\d\d", rule.id)
     assert Path(rule.path).name == f"{rule.id}-{rule.slug}.yaml"
     assert rule.family == FAMILIES[rule.id[3]]
     assert rule.examples_flag and rule.examples_pass
