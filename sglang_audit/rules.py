@@ -64,9 +64,10 @@ BASE_FACTS: dict[str, str] = {
     "model.draft_quantization": "the draft model quantization",
     "model.quant_algo": "ModelOpt quant_algo of the checkpoint (NVFP4, FP8, MIXED_PRECISION); null when not ModelOpt",
     "model.kv_cache_quant_algo": "KV-cache quantization the checkpoint declares (FP8); null when it declares none",
+    "model.weight_block_size": "weight_block_size of a block-quantized checkpoint ([128, 128]); null when not block-quantized",
 }
 NOT_PROVIDED = {k for k, v in BASE_FACTS.items() if v.startswith("not provided")}
-CHECKPOINT_FACTS = ("model.quant_algo", "model.kv_cache_quant_algo")
+CHECKPOINT_FACTS = ("model.quant_algo", "model.kv_cache_quant_algo", "model.weight_block_size")
 SETTING_LAYERS = ("config", "runtime")
 OPS = ("eq", "ne", "in", "not_in", "regex", "version", "is_set")
 RULE_KEYS = {
@@ -508,6 +509,7 @@ def checkpoint_quant(model_dir: Path) -> dict[str, Any]:
             qc = None
     if not isinstance(qc, dict):
         return dict.fromkeys(CHECKPOINT_FACTS, None)  # an unquantized checkpoint
+    block = qc.get("weight_block_size")
     algo: Any = qc.get("quant_algo")
     if algo is None and str(qc.get("quant_method", "")).startswith("modelopt"):
         kinds = {_group_algo(g.get("weights")) for g in (qc.get("config_groups") or {}).values() if isinstance(g, dict)}
@@ -517,7 +519,9 @@ def checkpoint_quant(model_dir: Path) -> dict[str, Any]:
     if kv is None and isinstance(qc.get("kv_cache_scheme"), dict):
         kv = _group_algo(qc["kv_cache_scheme"]) or Unknown("the checkpoint's kv_cache_scheme is not FP8")
     return {"model.quant_algo": algo if isinstance(algo, (str, Unknown)) else None,
-            "model.kv_cache_quant_algo": kv if isinstance(kv, (str, Unknown)) else None}
+            "model.kv_cache_quant_algo": kv if isinstance(kv, (str, Unknown)) else None,
+            "model.weight_block_size": [int(x) for x in block] if isinstance(block, list)
+            and all(isinstance(x, int) for x in block) else None}
 
 
 def _group_algo(spec: Any) -> str | None:
