@@ -58,6 +58,7 @@ class Case:
     kind: str
     expect_rules: tuple[str, ...]  # rule ids check must report (error or warning)
     title: str = ""
+    miss: str | None = None  # an in-scope failure no rule covers yet: why (counts against recall)
 
     @property
     def model_spec(self) -> str:
@@ -121,13 +122,17 @@ def load_case(path: Path) -> Case:
     if not data["in_scope"] and not data.get("out_of_scope_reason"):
         raise CaseError(f"{path.name}: out_of_scope_reason: required when in_scope is false")
     expect = data["expect"]
-    if not isinstance(expect, dict) or set(expect) - {"rules", "no_error"}:
+    if not isinstance(expect, dict) or set(expect) - {"rules", "no_error", "miss"}:
         raise CaseError(f"{path.name}: expect: {{rules: [ids]}} for a failure, {{no_error: true}} for known-good")
     rules = tuple(expect.get("rules") or ())
+    miss = expect.get("miss")
     if data["kind"] == "known_good" and (rules or expect.get("no_error") is not True):
         raise CaseError(f"{path.name}: expect: a known-good deployment expects {{no_error: true}}")
-    if data["kind"] == "failure" and data["in_scope"] and not rules:
-        raise CaseError(f"{path.name}: expect.rules: an in-scope failure names the rules that must warn")
+    if data["kind"] == "failure" and data["in_scope"] and not rules and not miss:
+        raise CaseError(f"{path.name}: expect.rules: an in-scope failure names the rules that must warn "
+                        "(or expect.miss: why no rule covers it yet)")
+    if miss and (rules or not data["in_scope"] or data["kind"] != "failure"):
+        raise CaseError(f"{path.name}: expect.miss: only for an in-scope failure with no rule")
     env = data.get("env") or {}
     if not isinstance(env, dict):
         raise CaseError(f"{path.name}: env: a mapping")
@@ -140,7 +145,7 @@ def load_case(path: Path) -> Case:
         model=str(data["model"]), env={str(k): str(v) for k, v in env.items()},
         what_happened=str(data["what_happened"]), in_scope=data["in_scope"],
         out_of_scope_reason=data.get("out_of_scope_reason"), kind=data["kind"], expect_rules=rules,
-        title=str(data.get("title") or ""),
+        title=str(data.get("title") or ""), miss=str(miss) if miss else None,
     )
 
 
