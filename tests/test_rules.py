@@ -451,6 +451,13 @@ FIELD_MODELS = ROOT / "tests" / "field" / "models"
         # 0.5.9 names ModelOpt NVFP4 plain `modelopt`: SGA101 still applies through model.quant_algo
         ("SGA101", "0.5.9", "sm120", "qwen3.5-397b-a17b-nvfp4", "--tp 8", True),
         ("SGA101", "0.5.10", "sm120", "qwen3.5-397b-a17b-nvfp4", "--tp 8", False),
+        # code-derived (model-runner asserts present 0.5.5-0.5.23): first and last release
+        ("SGA405", "0.5.5", "sm100", "qwen3-30b-a3b", "--attention-backend fa3", True),
+        ("SGA405", "0.5.23", "sm120", "qwen3-30b-a3b", "--attention-backend fa3", True),
+        ("SGA405", "0.5.23", "sm90", "qwen3-30b-a3b", "--attention-backend fa3", False),
+        ("SGA406", "0.5.5", "sm100", "qwen3-30b-a3b", "--attention-backend trtllm_mla", True),
+        ("SGA406", "0.5.23", "sm100", "qwen3-30b-a3b", "--attention-backend trtllm_mla", True),
+        ("SGA406", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mla", False),
         # no release bound (no fix known): fires on the first and last release checked
         ("SGA501", "0.5.8", "sm90", "minimax-m2", "--tp 4 --attention-backend fa3 --kv-cache-dtype fp8_e4m3", True),
         ("SGA501", "0.5.23", "sm90", "minimax-m2", "--tp 4 --attention-backend fa3 --kv-cache-dtype fp8_e4m3", True),
