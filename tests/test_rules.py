@@ -458,6 +458,10 @@ FIELD_MODELS = ROOT / "tests" / "field" / "models"
         ("SGA406", "0.5.5", "sm100", "qwen3-30b-a3b", "--attention-backend trtllm_mla", True),
         ("SGA406", "0.5.23", "sm100", "qwen3-30b-a3b", "--attention-backend trtllm_mla", True),
         ("SGA406", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mla", False),
+        # SM100-family MoE runners on Hopper: SGLang accepts the explicit choice in every release
+        ("SGA214", "0.5.8", "sm90", "qwen3-30b-a3b", "--moe-runner-backend flashinfer_trtllm", True),
+        ("SGA214", "0.5.23", "sm90", "deepseek-r1-nvfp4", "--tp 8 --moe-runner-backend flashinfer_trtllm", True),
+        ("SGA214", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --moe-runner-backend flashinfer_trtllm", False),
         # no release bound (no fix known): fires on the first and last release checked
         ("SGA501", "0.5.8", "sm90", "minimax-m2", "--tp 4 --attention-backend fa3 --kv-cache-dtype fp8_e4m3", True),
         ("SGA501", "0.5.23", "sm90", "minimax-m2", "--tp 4 --attention-backend fa3 --kv-cache-dtype fp8_e4m3", True),
