@@ -458,6 +458,14 @@ FIELD_MODELS = ROOT / "tests" / "field" / "models"
         ("SGA406", "0.5.5", "sm100", "qwen3-30b-a3b", "--attention-backend trtllm_mla", True),
         ("SGA406", "0.5.23", "sm100", "qwen3-30b-a3b", "--attention-backend trtllm_mla", True),
         ("SGA406", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mla", False),
+        # explicit DeepGEMM FP8 GEMM on SM12x: 0.5.8-0.5.20; 0.5.21 probes for SM120 DeepGEMM APIs
+        ("SGA108", "0.5.9", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend deep_gemm", True),
+        ("SGA108", "0.5.20", "sm121", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend deep_gemm", True),
+        ("SGA108", "0.5.21", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend deep_gemm", False),
+        # flashinfer_cutlass MoE before Hopper: accepted by SGLang in every release checked
+        ("SGA215", "0.5.8", "sm80", "qwen3-30b-a3b", "--moe-runner-backend flashinfer_cutlass", True),
+        ("SGA215", "0.5.23", "sm86", "qwen3-30b-a3b", "--moe-runner-backend flashinfer_cutlass", True),
+        ("SGA215", "0.5.23", "sm90", "qwen3-30b-a3b", "--moe-runner-backend flashinfer_cutlass", False),
         # SM100-family MoE runners on Hopper: SGLang accepts the explicit choice in every release
         ("SGA214", "0.5.8", "sm90", "qwen3-30b-a3b", "--moe-runner-backend flashinfer_trtllm", True),
         ("SGA214", "0.5.23", "sm90", "deepseek-r1-nvfp4", "--tp 8 --moe-runner-backend flashinfer_trtllm", True),
