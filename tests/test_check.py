@@ -104,15 +104,28 @@ examples:
 """
 
 
+def mixed_groups_model(tmp_path: Path) -> Path:
+    """deepseek-r1-nvfp4 with an extra 8-bit config group: its quant_algo cannot be named."""
+    src = Path(__file__).resolve().parent.parent / "fixtures" / "models" / "deepseek-r1-nvfp4" / "config.json"
+    config = json.loads(src.read_text())
+    qc = config["quantization_config"]
+    qc.pop("quant_algo", None)
+    qc["config_groups"]["group_1"] = {"weights": {"num_bits": 8, "type": "float"}, "targets": ["Linear"]}
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    return tmp_path / "m"
+
+
 def test_undecided_rule_exits_3(fresh_cache, tmp_path):
     (tmp_path / "ACME001-needs-quant-algo.yaml").write_text(USER_RULE_NEEDS_UNKNOWN)
-    code, out, _ = mini("--rules", tmp_path, "--format", "json")
+    model = mixed_groups_model(tmp_path)
+    code, out, _ = mini("--rules", tmp_path, "--format", "json", "-m", model)
     data = json.loads(out)
     assert code == 3 == data["exit_code"]
-    (u,) = data["undecided"]
-    assert u["rule"] == "ACME001" and u["facts"][0]["fact"] == "model.quant_algo"
-    assert mini("--rules", tmp_path, "--fail-on", "never")[0] == 0
-    code, out, _ = mini("--rules", tmp_path)
+    u = next(u for u in data["undecided"] if u["rule"] == "ACME001")
+    assert u["facts"][0]["fact"] == "model.quant_algo"
+    assert mini("--rules", tmp_path, "--fail-on", "never", "-m", model)[0] == 0
+    code, out, _ = mini("--rules", tmp_path, "-m", model)
     assert "undecided" in out and "model.quant_algo" in out and code == 3
 
 
@@ -229,11 +242,12 @@ def test_sarif_location_anchors_to_the_launch_file(fresh_cache, tmp_path, monkey
 
 def test_sarif_undecided_rules_are_tool_notifications(fresh_cache, tmp_path):
     (tmp_path / "ACME001-needs-quant-algo.yaml").write_text(USER_RULE_NEEDS_UNKNOWN)
-    code, out, _ = mini("--rules", tmp_path, "--format", "sarif")
+    code, out, _ = mini("--rules", tmp_path, "--format", "sarif", "-m", mixed_groups_model(tmp_path))
     doc = json.loads(out)
     validate_sarif(doc)
-    (note,) = doc["runs"][0]["invocations"][0]["toolExecutionNotifications"]
-    assert note["associatedRule"]["id"] == "ACME001" and "model.quant_algo" in note["message"]["text"]
+    notes = doc["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+    note = next(n for n in notes if n["associatedRule"]["id"] == "ACME001")
+    assert "model.quant_algo" in note["message"]["text"]
     assert code == 3
 
 

@@ -4,6 +4,7 @@ fingerprints read from release source text."""
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -34,7 +35,7 @@ from sglang_audit.shipped import known_bad_dir
 RULES = load_rules()
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2" / "python"
-FAMILIES = {"1": "fp4-gemm", "2": "moe", "3": "flashinfer-version", "4": "attention"}
+FAMILIES = {"1": "fp4-gemm", "2": "moe", "3": "flashinfer-version", "4": "attention", "5": "model-specific"}
 
 
 def _examples():
@@ -57,7 +58,7 @@ def test_at_least_15_shipped_rules_in_every_family():
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
 def test_shipped_rule_conventions(rule):
-    assert re.fullmatch(r"SGA[1-4]\d\d", rule.id)
+    assert re.fullmatch(r"SGA[1-5]\d\d", rule.id)
     assert Path(rule.path).name == f"{rule.id}-{rule.slug}.yaml"
     assert rule.family == FAMILIES[rule.id[3]]
     assert rule.examples_flag and rule.examples_pass
@@ -353,4 +354,141 @@ def test_flashinfer_and_attention_rules_on_real_releases(release, version, arch,
     res = resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=list(flags)))
     result = check_resolution(res, RULES)
     assert {(f.rule_id, f.setting) for f in result.findings} == expected
+    assert result.undecided == ()
+
+
+# ---- cuDNN and checkpoint facts -------------------------------------------------------------
+
+
+def _cudnn_resolution(cudnn: int | None) -> Resolution:
+    res = _resolution({"fp4_gemm_runner_backend": _fp4("flashinfer_cudnn")})
+    device = dict(res.device, cudnn=cudnn)
+    return Resolution(res.source, res.structure, device, res.model, res.flags, res.env, res.rejected, res.settings)
+
+
+@pytest.mark.parametrize("cudnn, expected", [(None, {"SGA104"}), (91002, set()), (90701, {"SGA105"}), (91500, set())])
+def test_cudnn_version_is_honoured(cudnn, expected):
+    # unknown cuDNN: SGA104 reminds (warning); given: SGA105 judges it against 9.10.2
+    result = check_resolution(_cudnn_resolution(cudnn), [_rule("SGA104"), _rule("SGA105")])
+    assert {f.rule_id for f in result.findings} == expected and result.undecided == ()
+    if expected == {"SGA105"}:
+        assert "9.7.1" in result.findings[0].message
+
+
+def test_cudnn_version_decoding():
+    from sglang_audit.rules.knownbad import cudnn_version
+
+    assert [cudnn_version(v) for v in (91002, 90701, 8907, None, 0)] == ["9.10.2", "9.7.1", "8.9.7", None, None]
+
+
+def test_checkpoint_quant_facts(tmp_path):
+    from sglang_audit.rules.knownbad import Unknown, checkpoint_quant
+
+    def facts(config: dict, hfq: dict | None = None) -> dict:
+        d = tmp_path / str(len(list(tmp_path.iterdir())))
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(config))
+        if hfq is not None:
+            (d / "hf_quant_config.json").write_text(json.dumps(hfq))
+        return checkpoint_quant(d)
+
+    profiles = ROOT / "fixtures" / "models"
+    assert checkpoint_quant(profiles / "llama-3.1-8b-nvfp4") == {
+        "model.quant_algo": "NVFP4", "model.kv_cache_quant_algo": "FP8", "model.weight_block_size": None}
+    # compressed-tensors form: 4-bit float groups of 16, an 8-bit float kv_cache_scheme
+    assert checkpoint_quant(profiles / "qwen3.5-397b-a17b-nvfp4")["model.quant_algo"] == "NVFP4"
+    assert checkpoint_quant(profiles / "qwen3.5-397b-a17b-nvfp4")["model.kv_cache_quant_algo"] == "FP8"
+    assert checkpoint_quant(profiles / "deepseek-v3-fp8") == {
+        "model.quant_algo": None, "model.kv_cache_quant_algo": None, "model.weight_block_size": [128, 128]}
+    assert checkpoint_quant(profiles / "qwen3-30b-a3b") == dict.fromkeys(
+        ("model.quant_algo", "model.kv_cache_quant_algo", "model.weight_block_size"))
+    # hf_quant_config.json when config.json has no quantization_config
+    got = facts({"architectures": ["X"]}, {"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": None}})
+    assert got["model.quant_algo"] == "FP8"
+    # groups that disagree cannot be named; an unreadable directory is unknown, not "unquantized"
+    mixed = facts({"quantization_config": {"quant_method": "modelopt", "config_groups": {
+        "a": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}},
+        "b": {"weights": {"num_bits": 8, "type": "float"}}}}})
+    assert isinstance(mixed["model.quant_algo"], Unknown)
+    assert all(isinstance(v, Unknown) for v in checkpoint_quant(tmp_path / "missing").values())
+
+
+def test_undecided_parts_only_explain_an_undecided_node():
+    # `any` decided True by its first part: the unknown second part is not reported
+    unknown_fp4 = UnknownValue("?", (Candidate("flashinfer_cutlass"), Candidate("flashinfer_cudnn")))
+    res = _resolution({"fp4_gemm_runner_backend": Setting("fp4_gemm_runner_backend", "auto", unknown_fp4, "unknown")})
+    result = check_resolution(res, [_rule("SGA104")])
+    (u,) = _by_rules(result)  # SGA002 (the setting itself unknown) aside
+    # the checkpoint at "/m" is unreadable (model.quant_algo unknown), but that part did not matter
+    assert [f for f, _ in u.facts] == ["settings.fp4_gemm_runner_backend"]
+
+
+# ---- new rules at their release edges (first bad, first fixed) ------------------------------
+
+FIELD_MODELS = ROOT / "tests" / "field" / "models"
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(
+    "rule_id, version, arch, model, launch, fires",
+    [
+        # GPT-OSS flashinfer_mxfp4 on SM12x: auto picks it through 0.5.9; explicit until 0.5.16; 0.5.17 has cutlass_sm120
+        ("SGA211", "0.5.5", "sm120", "gpt-oss-120b", "", True),
+        ("SGA211", "0.5.9", "sm120", "gpt-oss-120b", "", True),
+        ("SGA211", "0.5.10", "sm120", "gpt-oss-120b", "", False),
+        ("SGA211", "0.5.16", "sm120", "gpt-oss-120b", "--moe-runner-backend flashinfer_mxfp4", True),
+        ("SGA211", "0.5.17", "sm120", "gpt-oss-120b", "--moe-runner-backend flashinfer_mxfp4", False),
+        # FP8 MoE + flashinfer_cutlass: 0.5.5 rejects it itself (--quantization must be modelopt_fp4); no runner 0.5.6-0.5.19
+        ("SGA212", "0.5.6", "sm90", FIELD_MODELS / "qwen3-30b-a3b-fp8", "--moe-runner-backend flashinfer_cutlass", True),
+        ("SGA212", "0.5.19", "sm90", FIELD_MODELS / "qwen3-30b-a3b-fp8", "--moe-runner-backend flashinfer_cutlass", True),
+        ("SGA212", "0.5.20", "sm90", FIELD_MODELS / "qwen3-30b-a3b-fp8", "--moe-runner-backend flashinfer_cutlass", False),
+        # flashinfer_deepgemm + DeepEP: choice from 0.5.10, M bound from 0.5.17
+        ("SGA106", "0.5.10", "sm90", "deepseek-v3-fp8", "--tp 4 --moe-a2a-backend deepep --fp8-gemm-backend flashinfer_deepgemm", True),
+        ("SGA106", "0.5.16", "sm90", "deepseek-v3-fp8", "--tp 4 --moe-a2a-backend deepep --fp8-gemm-backend flashinfer_deepgemm", True),
+        ("SGA106", "0.5.17", "sm90", "deepseek-v3-fp8", "--tp 4 --moe-a2a-backend deepep --fp8-gemm-backend flashinfer_deepgemm", False),
+        # block-FP8 auto → DeepGEMM on SM12x: 0.5.8, 0.5.9; 0.5.10 picks triton
+        ("SGA107", "0.5.8", "sm120", "minimax-m2", "--tp 8", True),
+        ("SGA107", "0.5.9", "sm121", "minimax-m2", "--tp 8", True),
+        ("SGA107", "0.5.10", "sm120", "minimax-m2", "--tp 8", False),
+        # cutedsl + DeepEP auto: handler from 0.5.13, coercion to low_latency from 0.5.17
+        ("SGA213", "0.5.13", "sm100", "deepseek-r1-nvfp4", "--tp 8 --ep 8 --moe-runner-backend flashinfer_cutedsl --moe-a2a-backend deepep", True),
+        ("SGA213", "0.5.16", "sm100", "deepseek-r1-nvfp4", "--tp 8 --ep 8 --moe-runner-backend flashinfer_cutedsl --moe-a2a-backend deepep", True),
+        ("SGA213", "0.5.17", "sm100", "deepseek-r1-nvfp4", "--tp 8 --ep 8 --moe-runner-backend flashinfer_cutedsl --moe-a2a-backend deepep", False),
+        ("SGA213", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --ep 8 --moe-runner-backend flashinfer_cutedsl --moe-a2a-backend deepep", False),
+        # 0.5.9 names ModelOpt NVFP4 plain `modelopt`: SGA101 still applies through model.quant_algo
+        ("SGA101", "0.5.9", "sm120", "qwen3.5-397b-a17b-nvfp4", "--tp 8", True),
+        ("SGA101", "0.5.10", "sm120", "qwen3.5-397b-a17b-nvfp4", "--tp 8", False),
+        # code-derived (model-runner asserts present 0.5.5-0.5.23): first and last release
+        ("SGA405", "0.5.5", "sm100", "qwen3-30b-a3b", "--attention-backend fa3", True),
+        ("SGA405", "0.5.23", "sm120", "qwen3-30b-a3b", "--attention-backend fa3", True),
+        ("SGA405", "0.5.23", "sm90", "qwen3-30b-a3b", "--attention-backend fa3", False),
+        ("SGA406", "0.5.5", "sm100", "qwen3-30b-a3b", "--attention-backend trtllm_mla", True),
+        ("SGA406", "0.5.23", "sm100", "qwen3-30b-a3b", "--attention-backend trtllm_mla", True),
+        ("SGA406", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mla", False),
+        # explicit DeepGEMM FP8 GEMM on SM12x: 0.5.8-0.5.20; 0.5.21 probes for SM120 DeepGEMM APIs
+        ("SGA108", "0.5.9", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend deep_gemm", True),
+        ("SGA108", "0.5.20", "sm121", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend deep_gemm", True),
+        ("SGA108", "0.5.21", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend deep_gemm", False),
+        # flashinfer_cutlass MoE before Hopper: accepted by SGLang in every release checked
+        ("SGA215", "0.5.8", "sm80", "qwen3-30b-a3b", "--moe-runner-backend flashinfer_cutlass", True),
+        ("SGA215", "0.5.23", "sm86", "qwen3-30b-a3b", "--moe-runner-backend flashinfer_cutlass", True),
+        ("SGA215", "0.5.23", "sm90", "qwen3-30b-a3b", "--moe-runner-backend flashinfer_cutlass", False),
+        # SM100-family MoE runners on Hopper: SGLang accepts the explicit choice in every release
+        ("SGA214", "0.5.8", "sm90", "qwen3-30b-a3b", "--moe-runner-backend flashinfer_trtllm", True),
+        ("SGA214", "0.5.23", "sm90", "deepseek-r1-nvfp4", "--tp 8 --moe-runner-backend flashinfer_trtllm", True),
+        ("SGA214", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --moe-runner-backend flashinfer_trtllm", False),
+        # no release bound (no fix known): fires on the first and last release checked
+        ("SGA501", "0.5.8", "sm90", "minimax-m2", "--tp 4 --attention-backend fa3 --kv-cache-dtype fp8_e4m3", True),
+        ("SGA501", "0.5.23", "sm90", "minimax-m2", "--tp 4 --attention-backend fa3 --kv-cache-dtype fp8_e4m3", True),
+    ],
+)
+def test_new_rules_at_release_edges(release, rule_id, version, arch, model, launch, fires):
+    from sglang_audit.resolve.pipeline import Request, resolve
+
+    tree = release(version)
+    res = resolve(Request(source=str(tree.package_dir), arch=arch, model=str(model),
+                          launch=f"python -m sglang.launch_server --model-path m {launch}"))
+    assert res.rejected is None, res.rejected
+    result = check_resolution(res, [_rule(rule_id)])
+    assert bool(result.findings) is fires, (result.findings, result.undecided)
     assert result.undecided == ()

@@ -19,6 +19,7 @@ and reported as incomplete, so a clean result is never claimed on a guess.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ BASE_FACTS: dict[str, str] = {
     "arch_family": "sm8x, sm9x, sm10x, sm11x, sm12x; gfx9 on ROCm; else the platform",
     "platform": "cuda, hip, npu, xpu, cpu",
     "cuda": "CUDA version torch reports",
+    "cudnn": "cuDNN version given with --cudnn (e.g. 9.10.2); null when not given (test with is_set)",
     "driver": "NVIDIA driver version assumed",
     "gpu_count": "GPUs assumed",
     "release": "SGLang release version",
@@ -64,10 +66,12 @@ BASE_FACTS: dict[str, str] = {
     "model.config_quant_method": "quant_method in config.json",
     "model.draft_architecture": "the draft (MTP/NEXTN) model architecture",
     "model.draft_quantization": "the draft model quantization",
-    "model.quant_algo": "not provided by the resolution yet (ModelOpt quant_algo, e.g. NVFP4)",
-    "model.kv_cache_quant_algo": "not provided by the resolution yet (checkpoint KV quant, e.g. FP8)",
+    "model.quant_algo": "ModelOpt quant_algo of the checkpoint (NVFP4, FP8, MIXED_PRECISION); null when not ModelOpt",
+    "model.kv_cache_quant_algo": "KV-cache quantization the checkpoint declares (FP8); null when it declares none",
+    "model.weight_block_size": "weight_block_size of a block-quantized checkpoint ([128, 128]); null when not block-quantized",
 }
 NOT_PROVIDED = {k for k, v in BASE_FACTS.items() if v.startswith("not provided")}
+CHECKPOINT_FACTS = ("model.quant_algo", "model.kv_cache_quant_algo", "model.weight_block_size")
 SETTING_LAYERS = ("config", "runtime")
 OPS = ("eq", "ne", "in", "not_in", "regex", "version", "is_set")
 RULE_KEYS = {
@@ -120,7 +124,7 @@ class Rule:
     def family(self) -> str:
         if self.id.startswith("SGK"):
             return "kernel"
-        fam = {"1": "fp4-gemm", "2": "moe", "3": "flashinfer-version", "4": "attention"}
+        fam = {"1": "fp4-gemm", "2": "moe", "3": "flashinfer-version", "4": "attention", "5": "model-specific"}
         return fam.get(self.id[3:4], "custom") if self.id.startswith("SGA") else "custom"
 
 
@@ -403,14 +407,14 @@ class _Validator:
                 if not isinstance(vals, list) or not all(isinstance(x, str) for x in vals):
                     self.fail(f"{where}.{key}", "expected a name or a list of names")
                 return ("leaf", key, "in", tuple(vals))
-            if key in ("release", "flashinfer", "cuda"):
+            if key in ("release", "flashinfer", "cuda", "cudnn"):
                 return ("leaf", key, "version", self.specifier(arg, f"{where}.{key}"))
             if key == "code":
                 if not isinstance(arg, str) or arg not in fp_ids:
                     self.fail(f"{where}.code", f"no fingerprint {arg!r} defined in this rule")
                 return ("leaf", f"code.{arg}", "eq", True)
         if "fact" not in keys:
-            self.fail(where, f"unknown condition keys {sorted(keys)} (use all/any/not/fact/arch/arch_family/release/flashinfer/cuda/code)")
+            self.fail(where, f"unknown condition keys {sorted(keys)} (use all/any/not/fact/arch/arch_family/release/flashinfer/cuda/cudnn/code)")
         fact = node["fact"]
         if not isinstance(fact, str):
             self.fail(f"{where}.fact", "expected a fact name")
@@ -488,6 +492,63 @@ def effective(setting: Setting) -> Any:
     return setting.effective
 
 
+def checkpoint_quant(model_dir: Path) -> dict[str, Any]:
+    """quant_algo / kv_cache_quant_algo as the checkpoint declares them (config.json's
+    quantization_config, else hf_quant_config.json's quantization block), read as data.
+    ModelOpt's compressed-tensors form (config_groups) is named only when every group agrees
+    (4-bit float groups of 16 = NVFP4, 8-bit float = FP8). Unreadable → Unknown."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        why = Unknown(f"the model's config.json at {model_dir} could not be read")
+        return dict.fromkeys(CHECKPOINT_FACTS, why)
+    qc = config.get("quantization_config") if isinstance(config, dict) else None
+    if not isinstance(qc, dict) and isinstance(config.get("text_config"), dict):
+        qc = config["text_config"].get("quantization_config")
+    if not isinstance(qc, dict):
+        try:
+            hfq = json.loads((model_dir / "hf_quant_config.json").read_text(encoding="utf-8"))
+            qc = hfq.get("quantization") if isinstance(hfq, dict) else None
+            qc = dict(qc, quant_method="modelopt") if isinstance(qc, dict) else None
+        except (OSError, ValueError):
+            qc = None
+    if not isinstance(qc, dict):
+        return dict.fromkeys(CHECKPOINT_FACTS, None)  # an unquantized checkpoint
+    block = qc.get("weight_block_size")
+    algo: Any = qc.get("quant_algo")
+    if algo is None and str(qc.get("quant_method", "")).startswith("modelopt"):
+        kinds = {_group_algo(g.get("weights")) for g in (qc.get("config_groups") or {}).values() if isinstance(g, dict)}
+        algo = kinds.pop() if len(kinds) == 1 and None not in kinds else Unknown(
+            "the checkpoint's config_groups do not name one quant_algo")
+    kv: Any = qc.get("kv_cache_quant_algo")
+    if kv is None and isinstance(qc.get("kv_cache_scheme"), dict):
+        kv = _group_algo(qc["kv_cache_scheme"]) or Unknown("the checkpoint's kv_cache_scheme is not FP8")
+    return {"model.quant_algo": algo if isinstance(algo, (str, Unknown)) else None,
+            "model.kv_cache_quant_algo": kv if isinstance(kv, (str, Unknown)) else None,
+            "model.weight_block_size": [int(x) for x in block] if isinstance(block, list)
+            and all(isinstance(x, int) for x in block) else None}
+
+
+def _group_algo(spec: Any) -> str | None:
+    if not isinstance(spec, dict) or spec.get("type") != "float":
+        return None
+    if spec.get("num_bits") == 4 and spec.get("group_size") == 16:
+        return "NVFP4"
+    if spec.get("num_bits") == 8:
+        return "FP8"
+    return None
+
+
+def cudnn_version(number: Any) -> str | None:
+    """torch.backends.cudnn.version()'s integer (91002) as a version (9.10.2); None stays
+    None: the user did not say, and a rule must not guess it."""
+    if not isinstance(number, int) or number <= 0:
+        return None
+    if number < 10000:  # cuDNN 8 encodes major * 1000 + minor * 100 + patch (8907)
+        return f"{number // 1000}.{number // 100 % 10}.{number % 100}"
+    return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
+
+
 def arch_family(device: Mapping[str, Any]) -> str:
     platform = device.get("platform")
     major = device.get("major")
@@ -513,7 +574,8 @@ class Facts:
         m = res.model
         values: dict[str, Any] = {
             "arch": dev.get("arch"), "arch_family": arch_family(dev), "platform": dev.get("platform"),
-            "cuda": dev.get("cuda"), "driver": dev.get("driver"), "gpu_count": dev.get("gpu_count"),
+            "cuda": dev.get("cuda"), "cudnn": cudnn_version(dev.get("cudnn")),
+            "driver": dev.get("driver"), "gpu_count": dev.get("gpu_count"),
             "release": res.source.get("version"), "flashinfer": res.source.get("flashinfer"),
             "structure": res.structure, "model.name": m.name,
             "model.architecture": _fact_value(m.architecture), "model.quantization": _fact_value(m.quantization),
@@ -521,6 +583,7 @@ class Facts:
             "model.draft_architecture": _fact_value(m.draft_architecture),
             "model.draft_quantization": _fact_value(m.draft_quantization),
         }
+        values.update(checkpoint_quant(Path(m.path)))
         for name, s in res.settings.items():
             values[f"settings.{name}.config"] = _fact_value(s.config) if s.present else None
             values[f"settings.{name}.runtime"] = _fact_value(effective(s)) if s.present else None
@@ -550,6 +613,7 @@ class Facts:
                 values.setdefault(f"settings.{parts[1]}", v)
         if "arch" in values and "arch_family" not in values:
             values["arch_family"] = _family_of_name(str(values["arch"]))
+        values.setdefault("cudnn", None)  # as in a resolution: not given unless the example says
         def code(fp: Fingerprint) -> CodeEvidence | Unknown:
             key = f"code.{fp.id}"
             if key not in values:
@@ -663,10 +727,17 @@ def evaluate(node: Any, facts: Facts, rule: Rule, subject: str | None, unknown: 
     """Kleene three-valued evaluation; ``unknown`` collects the facts that were undecided."""
     kind = node[0]
     if kind in ("all", "any"):
-        results = [evaluate(c, facts, rule, subject, unknown) for c in node[1]]
+        parts = [(evaluate(c, facts, rule, subject, missing := {}), missing) for c in node[1]]
+        results = [r for r, _ in parts]
         if kind == "all":
-            return False if False in results else (None if None in results else True)
-        return True if True in results else (None if None in results else False)
+            outcome = False if False in results else (None if None in results else True)
+        else:
+            outcome = True if True in results else (None if None in results else False)
+        if outcome is None:  # only the undecided parts explain an undecided node
+            for r, missing in parts:
+                if r is None:
+                    unknown.update(missing)
+        return outcome
     if kind == "not":
         r = evaluate(node[1], facts, rule, subject, unknown)
         return None if r is None else not r
@@ -703,7 +774,7 @@ def _render(template: str, facts: Facts, rule: Rule, subject: str | None) -> str
     ctx = _FormatDict(
         setting=subject or "", value=_show(val), arch=_show(facts.values.get("arch")),
         release=_show(facts.values.get("release")), flashinfer=_show(facts.values.get("flashinfer")),
-        model=_show(facts.values.get("model.name")),
+        cudnn=_show(facts.values.get("cudnn")), model=_show(facts.values.get("model.name")),
         architecture=_show(facts.values.get("model.architecture")),
         quantization=_show(facts.values.get("model.quantization")),
         flag=cli_flag(subject) if subject else "",
