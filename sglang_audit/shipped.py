@@ -12,12 +12,11 @@ data path.
 from __future__ import annotations
 
 import functools
+import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from sglang_audit.errors import AuditError
 

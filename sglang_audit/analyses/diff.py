@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import difflib
 import re
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomllib
 import yaml
 
 from sglang_audit.analyses.guards import GuardFact

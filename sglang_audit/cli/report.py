@@ -253,7 +253,7 @@ def report(from_source: str | None, deployment: Path | None, deployment_name: st
         request = make_request(kw)
         if deployment is not None:
             request = deployment_request(deployment, deployment_name, request)
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if timestamp else None
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if timestamp else None
         data = build_report(request, from_source, rule_dirs, stamp, progress, force_choices=not no_choices)
         return render_html(data)
 
