@@ -466,3 +466,18 @@ def test_explain_takes_any_serverargs_field():
     assert data["setting"]["config"] == 8 and data["user_set"] is True
     code, _out, err = cli("explain", "tp_sise", "-s", MINI_E2, "-a", "sm120", "-m", "deepseek-r1-nvfp4")
     assert code == 2 and "did you mean tp_size" in err
+
+
+@pytest.mark.real_release
+def test_0523_deprecated_spellings_run_the_releases_own_actions(release):
+    """0.5.23's DeprecatedStoreTrueAction / DeprecatedStoreConstAction (arg_groups/
+    argparse_actions.py) are evaluated: `--enable-dp-attention` stores True (resolution then
+    turns it into attn_dp_size), `--monokernel-backend amd` stores const_value on its dest."""
+    code, out, err = cli("resolve", "-s", str(release("0.5.23").package_dir), "-a", "sm90", "-m", "deepseek-v3-fp8",
+                         "--launch", "python -m sglang.launch_server --tp 8 --dp 8 --enable-dp-attention --monokernel-backend amd",
+                         "--field", "attn_dp_size", "--format", "json")
+    assert code in (0, 1, 3), err
+    data = json.loads(out)
+    assert data["flags"] == {"tp_size": 8, "dp_size": 8, "enable_dp_attention": True, "enable_amd_monokernel": True}
+    if data["rejected"] is None:
+        assert data["settings"]["attn_dp_size"]["config"] == 8
