@@ -54,8 +54,12 @@ COOKBOOK_ENV = "SGLANG_ENABLE_SPEC_V2=1 sglang serve --model-path Qwen/Qwen3.5-3
 
 
 @pytest.fixture(autouse=True)
-def _cache(isolated_cache):
-    return isolated_cache
+def _cache(request):
+    # a private cache, except for the real-release tests (they share the downloaded and
+    # parsed releases, as in tests/test_real_releases.py)
+    if request.node.get_closest_marker("real_release") is None:
+        return request.getfixturevalue("isolated_cache")
+    return None
 
 
 # ---- launch command forms --------------------------------------------------------------
