@@ -485,3 +485,24 @@ def test_0523_deprecated_spellings_run_the_releases_own_actions(release):
     assert data["flags"] == {"tp_size": 8, "dp_size": 8, "enable_dp_attention": True, "enable_amd_monokernel": True}
     if data["rejected"] is None:
         assert data["settings"]["attn_dp_size"]["config"] == 8
+
+
+def test_no_network_for_the_quant_file_is_not_taken_as_absent(tmp_path, monkeypatch):
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    snap = tmp_path / "dl"
+
+    def flaky(repo_id: str, filename: str, **kw: object) -> str:
+        if filename != "config.json":
+            raise LocalEntryNotFoundError("connection error")  # a subclass of EntryNotFoundError
+        snap.mkdir(parents=True, exist_ok=True)
+        shutil.copy(PROFILES_DIR / "qwen3-30b-a3b" / "config.json", snap / "config.json")
+        return str(snap / "config.json")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", flaky)
+    code, _out, err = cli("resolve", "-s", MINI_E2, "-a", "sm100", "-m", "someorg/Qwen3-Mirror")
+    assert code == 2 and "cannot download hf_quant_config.json" in err and err.count("\n") == 1
