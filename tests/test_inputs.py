@@ -55,8 +55,12 @@ COOKBOOK_ENV = "SGLANG_ENABLE_SPEC_V2=1 sglang serve --model-path Qwen/Qwen3.5-3
 
 
 @pytest.fixture(autouse=True)
-def _cache(isolated_cache):
-    return isolated_cache
+def _cache(request):
+    # a private cache, except for the real-release tests (they share the downloaded and
+    # parsed releases, as in tests/test_real_releases.py)
+    if request.node.get_closest_marker("real_release") is None:
+        return request.getfixturevalue("isolated_cache")
+    return None
 
 
 # ---- launch command forms --------------------------------------------------------------
@@ -467,3 +471,39 @@ def test_explain_takes_any_serverargs_field():
     assert data["setting"]["config"] == 8 and data["user_set"] is True
     code, _out, err = cli("explain", "tp_sise", "-s", MINI_E2, "-a", "sm120", "-m", "deepseek-r1-nvfp4")
     assert code == 2 and "did you mean tp_size" in err
+
+
+@pytest.mark.real_release
+def test_0523_deprecated_spellings_run_the_releases_own_actions(release):
+    """0.5.23's DeprecatedStoreTrueAction / DeprecatedStoreConstAction (arg_groups/
+    argparse_actions.py) are evaluated: `--enable-dp-attention` stores True (resolution then
+    turns it into attn_dp_size), `--monokernel-backend amd` stores const_value on its dest."""
+    code, out, err = cli("resolve", "-s", str(release("0.5.23").package_dir), "-a", "sm90", "-m", "deepseek-v3-fp8",
+                         "--launch", "python -m sglang.launch_server --tp 8 --dp 8 --enable-dp-attention --monokernel-backend amd",
+                         "--field", "attn_dp_size", "--format", "json")
+    assert code in (0, 1, 3), err
+    data = json.loads(out)
+    assert data["flags"] == {"tp_size": 8, "dp_size": 8, "enable_dp_attention": True, "enable_amd_monokernel": True}
+    if data["rejected"] is None:
+        assert data["settings"]["attn_dp_size"]["config"] == 8
+
+
+def test_no_network_for_the_quant_file_is_not_taken_as_absent(tmp_path, monkeypatch):
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    snap = tmp_path / "dl"
+
+    def flaky(repo_id: str, filename: str, **kw: object) -> str:
+        if filename != "config.json":
+            raise LocalEntryNotFoundError("connection error")  # a subclass of EntryNotFoundError
+        snap.mkdir(parents=True, exist_ok=True)
+        shutil.copy(profiles_dir() / "qwen3-30b-a3b" / "config.json", snap / "config.json")
+        return str(snap / "config.json")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", flaky)
+    code, _out, err = cli("resolve", "-s", MINI_E2, "-a", "sm100", "-m", "someorg/Qwen3-Mirror")
+    assert code == 2 and "cannot download hf_quant_config.json" in err and err.count("\n") == 1

@@ -205,19 +205,22 @@ def release_name(tree: SourceTree) -> str:
     return f"SGLang {tree.version}" if tree.version else f"SGLang at {tree.package_dir}"
 
 
-def merged_argv(tree: SourceTree, resolver: Resolver, table: FlagTable, argv: list[str]) -> list[str]:
-    """``argv`` after the release's own ``--config FILE`` merge (``yamlconfig``)."""
+def read_argv(tree: SourceTree, resolver: Resolver, table: FlagTable, argv: list[str],
+              router: bool = False) -> tuple[dict[str, Any], str | None]:
+    """The server's argv as the release reads it: its own ``--config FILE`` merge
+    (``yamlconfig``), then its parser (custom Action classes evaluated)."""
     from sglang_audit.target.yamlconfig import merge_config
 
-    if "--config" not in argv:
-        return argv
     interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
+    release = release_name(tree)
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, EVAL_RECURSION_LIMIT))
     try:
-        return merge_config(interp, table, argv, release_name(tree))
+        if "--config" in argv:
+            argv = merge_config(interp, table, argv, release)
+        return parse_argv(table, argv, release, router=router, interp=interp)
     except RecursionError:
-        raise InputError(f"{release_name(tree)}: --config merge: analysis bound reached: recursion too deep") from None
+        raise InputError(f"{release}: reading the command line: analysis bound reached: recursion too deep") from None
     finally:
         sys.setrecursionlimit(old_limit)
 
@@ -335,8 +338,7 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
                 raise InputError(f"{release}: --config given twice (as an option and inside --launch); only one file is allowed")
             argv = ["--config", request.config, *argv]
         if argv:
-            argv = merged_argv(tree, resolver, table, argv)
-            launch_flags, launch_model = parse_argv(table, argv, release, router=bool(launch and launch.router))
+            launch_flags, launch_model = read_argv(tree, resolver, table, argv, router=bool(launch and launch.router))
             flags.update(launch_flags)
             if model_spec is None and launch_model:
                 model_spec = launch_model

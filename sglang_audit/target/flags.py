@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,8 @@ class OptionSpec:
     nargs: Any = None
     # a custom argparse Action: the release's class (values.Class) or argparse's (External)
     action_class: Any = None
+    # add_argument's other keywords (for a custom action: what its __init__ receives)
+    action_kwargs: tuple[tuple[str, Any], ...] = ()
 
 
 class RecordingParser:
@@ -82,7 +85,9 @@ class RecordingParser:
         nargs = kwargs.get("nargs")
         if action == "other" and "nargs" not in kwargs:
             nargs = custom_action_nargs(action_class)
-        self.options.append(OptionSpec(flags, dest, action, type_name, choice_t, nargs, action_class))
+        extra = tuple((k, v) for k, v in kwargs.items() if k not in ("action", "help", "type", "choices", "dest")) \
+            if action == "other" else ()
+        self.options.append(OptionSpec(flags, dest, action, type_name, choice_t, nargs, action_class, extra))
         return None
 
 
@@ -134,7 +139,7 @@ def extract_flags(interp: Interpreter, server_args_cls: Class) -> FlagTable:
             # onto the field another spelling names
             alias = next((f.lstrip("-").replace("-", "_") for f in o.flags if f.lstrip("-").replace("-", "_") in fields), None)
             if alias is not None:
-                o = OptionSpec(o.flags, alias, o.action, o.type_name, o.choices, o.nargs, o.action_class)
+                o = OptionSpec(o.flags, alias, o.action, o.type_name, o.choices, o.nargs, o.action_class, o.action_kwargs)
         options.append(o)
     parser.options = options
     by_flag = {f: o for o in parser.options for f in o.flags}
@@ -251,8 +256,36 @@ def _takes_value(word: str) -> bool:
     return not word.startswith("-") or bool(_NEGATIVE.match(word))
 
 
+def run_custom_action(interp: Interpreter | None, spec: OptionSpec, option: str, values: Any) -> dict[str, Any] | None:
+    """What the release's own Action subclass writes on the namespace for ``option``
+    (evaluated: its ``__init__`` with add_argument's keywords, then ``__call__``), or
+    None when that cannot be known."""
+    if interp is None or not isinstance(spec.action_class, Class):
+        return None
+    try:
+        action = interp.call(spec.action_class, [list(spec.flags), spec.dest], dict(spec.action_kwargs))
+        if not isinstance(action, Instance):
+            return None
+        # what argparse.Action.__init__ (outside the release) stores
+        action.attrs.setdefault("option_strings", list(spec.flags))
+        action.attrs.setdefault("dest", spec.dest)
+        for key in ("nargs", "const", "default"):
+            action.attrs.setdefault(key, dict(spec.action_kwargs).get(key))
+        namespace = Instance(Class("Namespace", (), {}, None))
+        before = len(interp.new_decisions)
+        interp.call(interp.getattr(action, "__call__"), [None, namespace, values, option], {})
+        if len(interp.new_decisions) != before:
+            return None  # it branched on something unknown: no guess
+    except (PyRaise, Unmodelled, AnalysisBound, RecursionError):
+        return None
+    out = dict(namespace.attrs)
+    if any(isinstance(v, Unknown) or not isinstance(k, str) for k, v in out.items()):
+        return None
+    return out
+
+
 def parse_argv(table: FlagTable, words: list[str], release: str = "this release",
-               router: bool = False) -> tuple[dict[str, Any], str | None]:
+               router: bool = False, interp: Interpreter | None = None) -> tuple[dict[str, Any], str | None]:
     """The server's argv as the release's argparse parser reads it → (flags, model path).
 
     Later flags win, as in argparse; a value never starts with ``-`` (argparse's rule);
@@ -286,6 +319,30 @@ def parse_argv(table: FlagTable, words: list[str], release: str = "this release"
             raise InputError(f"{release}: unknown flag {flag!r}{hint}")
         if isinstance(spec.nargs, Unknown):
             raise InputError(f"{release}: {flag} uses a custom argparse action whose arguments are not known")
+        if spec.action == "other" and spec.nargs in (0, None) and not (spec.nargs == 0 and eq):
+            # the release's own Action subclass (e.g. a deprecated spelling): run its __call__
+            full = next((f for f in spec.flags if f.startswith(flag)), flag) if flag not in spec.flags else flag
+            if spec.nargs == 0:
+                action_values: Any = []
+                i += 1
+            elif eq or i + 1 < len(words) and _takes_value(words[i + 1]):
+                text = inline if eq else words[i + 1]
+                i += 1 if eq else 2
+                # argparse converts with the add_argument type= (not the field's) before the action sees it
+                if spec.choices is not None and text not in spec.choices:
+                    raise InputError(f"{release}: bad value {text!r} for {flag}: choose one of {', '.join(spec.choices)}")
+                action_values = _convert(spec, "", flag, text) if spec.type_name in ("int", "float") else text
+            else:
+                raise InputError(f"{release}: {flag} needs a value (argparse: expected one argument)")
+            written = run_custom_action(interp, spec, full, action_values)
+            if written is None:
+                raise InputError(f"{release}: {flag} uses a custom argparse action ({getattr(spec.action_class, 'name', spec.action_class)}) whose effect could not be evaluated")
+            for dest, value in written.items():
+                if dest == "model_path":
+                    model = value
+                elif dest in table.fields:
+                    out[dest] = value
+            continue
         if spec.action in ("store_true", "store_false", "boolean_optional") or spec.nargs == 0:
             if eq:
                 raise InputError(f"{release}: {flag} takes no value (ignored explicit argument {inline!r})")
@@ -330,6 +387,13 @@ def parse_argv(table: FlagTable, words: list[str], release: str = "this release"
                 value = [*(prev if isinstance(prev, list) else []), value]
         if spec.dest == "model_path":
             model = value
+            continue
+        if spec.dest not in table.fields:
+            # argparse keeps it on the namespace, but from_cli_args builds ServerArgs from
+            # the fields only (e.g. `--config=FILE`, which the merger does not see)
+            if spec.dest == "config":
+                print(f"sglang-audit: warning: {release} does not merge `{w}`: its --config merge looks for the "
+                      "separate word --config (write --config FILE)", file=sys.stderr)
             continue
         out[spec.dest] = value
     return out, model

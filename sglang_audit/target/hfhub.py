@@ -9,9 +9,11 @@ Environment, read at each call (as huggingface_hub documents them): ``HF_HUB_OFF
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sglang_audit.errors import InputError
@@ -70,7 +72,10 @@ def download_configs(repo_id: str, progress: Callable[[str], None] | None = None
         progress(f"downloading config.json of {repo_id} from {where} (no weights) ...")
     kw = {"cache_dir": cache_dir(), "revision": revision, "endpoint": endpoint, "token": token}
     try:
-        path = Path(hf_hub_download(repo_id, "config.json", **kw))
+        with _quiet_hub():
+            path = Path(hf_hub_download(repo_id, "config.json", **kw))
+    except LocalEntryNotFoundError as exc:  # no network (a subclass of EntryNotFoundError: first)
+        raise InputError(f"model {repo_id}: not in the Hugging Face cache and cannot be downloaded from {where} ({_short(exc)})") from None
     except GatedRepoError:
         raise InputError(f"model {repo_id}: gated repository; set HF_TOKEN to a token with access") from None
     except RepositoryNotFoundError:
@@ -79,17 +84,31 @@ def download_configs(repo_id: str, progress: Callable[[str], None] | None = None
         raise InputError(f"model {repo_id}: revision {revision!r} not found on {where}") from None
     except EntryNotFoundError:
         raise InputError(f"model {repo_id}: the repository has no config.json") from None
-    except LocalEntryNotFoundError as exc:
-        raise InputError(f"model {repo_id}: not in the Hugging Face cache and cannot be downloaded ({_short(exc)})") from None
     except (HfHubHTTPError, OSError, ValueError) as exc:
         raise InputError(f"model {repo_id}: cannot download config.json from {where}: {_short(exc)}") from None
     try:
-        hf_hub_download(repo_id, "hf_quant_config.json", **kw)
+        with _quiet_hub():
+            hf_hub_download(repo_id, "hf_quant_config.json", **kw)
+    except LocalEntryNotFoundError as exc:  # not "absent": unknown, so no answer built on it
+        raise InputError(f"model {repo_id}: cannot download hf_quant_config.json from {where} ({_short(exc)})") from None
     except EntryNotFoundError:
-        pass  # most repositories have none
+        pass  # the repository has none (most have none)
     except (HfHubHTTPError, OSError, ValueError) as exc:
         raise InputError(f"model {repo_id}: cannot download hf_quant_config.json from {where}: {_short(exc)}") from None
     return path.parent
+
+
+@contextmanager
+def _quiet_hub() -> Iterator[None]:
+    """huggingface_hub logs retries and connection errors on stderr; the tool's own
+    message is the one line the user gets."""
+    log = logging.getLogger("huggingface_hub")
+    old = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(old)
 
 
 def _short(exc: BaseException) -> str:
