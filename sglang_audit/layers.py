@@ -102,6 +102,11 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
     complete = True
     assumed: set[str] = set()
     built: dict[str, Any] = {}
+    tensor_keys: set[str] = set()
+    # a tensor branch whose side ends in an assert on data: its other side is the default
+    # (a loadable checkpoint takes it), and flipping it does not count as a combination
+    defaults: dict[str, bool] = {}
+    pairwise = False
     real_decide = interp.decide
 
     def decide(value: Unknown, file: str, line: int, text: str) -> bool:
@@ -118,7 +123,7 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
                 complete = False
                 break
             extra = pending.pop()
-            interp.decisions = {**base, **extra}
+            interp.decisions = {**base, **defaults, **extra}
             interp.new_decisions = []
             interp.taken = []
             interp.guards = []
@@ -131,7 +136,17 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
             when = tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in interp.taken)
             outcomes.append((outcome, when))
             prefix = dict(extra)
+            for key, truth in built.pop("data_keys", ()):
+                defaults.setdefault(key, not truth)
+            flipped = any(k in tensor_keys and k not in defaults and v is not True for k, v in extra.items())
             for d in interp.new_decisions:
+                if _tensor_decided(d, spec):
+                    tensor_keys.add(d.key)
+                    if flipped:
+                        # tensor branches are flipped one at a time, not in every combination
+                        prefix[d.key] = True
+                        pairwise = True
+                        continue
                 alt = dict(prefix)
                 alt[d.key] = False
                 pending.append(alt)
@@ -139,6 +154,8 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
     finally:
         interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook = saved
     value = _join(outcomes, complete)
+    if pairwise:
+        assumed.add(f"branches on tensor data ({len(tensor_keys)}) explored one at a time, not in every combination")
     return replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent)
 
 
@@ -207,7 +224,10 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
         o = hit.outcome
         return _Outcome(o.status, o.value, o.site, o.code, o.exception, state["runner"], state["method"])
     except PyRaise as raised:
-        return _raise_outcome(interp, raised, state, spec)
+        out = _raise_outcome(interp, raised, state, spec)
+        if "data_keys" in state:
+            built["data_keys"] = state["data_keys"]
+        return out
     except (Unmodelled, AnalysisBound) as exc:
         return _Outcome(STATUS_UNKNOWN, str(exc), runner=state["runner"], method=state["method"])
     except RecursionError:
@@ -233,9 +253,10 @@ def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], 
     if _at_module_level(interp, raised.file, raised.line):
         # an import that fails on this branch: the real import succeeded, so the branch is not taken
         return _Outcome(STATUS_INFEASIBLE, f"{name}: {message}", site, raised.text, name)
-    tensor_sites = {(d.file, d.line) for d, _ in interp.taken if _tensor_decided(d, spec)}
+    tensor_sites = {(d.file, d.line): (d.key, t) for d, t in interp.taken if _tensor_decided(d, spec)}
     enclosing = {(g.file, g.line) for g in raised.guards} | {(raised.file, raised.line)}
-    if tensor_sites & enclosing:
+    if set(tensor_sites) & enclosing:
+        state["data_keys"] = [tensor_sites[s] for s in enclosing if s in tensor_sites]
         # an assert on tensor data/metadata: fails only for a checkpoint that violates it
         return _Outcome(STATUS_DATA, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"])
     verdict = any(raised.file.startswith(prefix) for prefix in spec["moe"]["verdict_files"])
@@ -256,6 +277,7 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any]) -> A
     process_state = tuple(spec["moe"]["process_state_modules"])
     process_values = spec["moe"]["process_values"]
     regex_aliases = spec["moe"]["regex_aliases"]
+    regex_compile = set(spec["moe"]["regex_compile"])
     external_attrs: set[tuple[int, str]] = set()  # attributes set on outside objects (tensors)
 
     def site() -> tuple[str, int]:
@@ -269,6 +291,8 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any]) -> A
             native = interp.natives.external_value(interp, regex_aliases[func.path])
             if isinstance(native, Native):
                 return native.fn(interp, args, kwargs)
+        if isinstance(func, External) and func.path in regex_compile and args and isinstance(args[0], str):
+            return _compiled_pattern(args[0])
         if isinstance(func, External) and func.path in externals:
             file, line = site()
             raise _KernelReached(_Outcome(STATUS_RESOLVED, externals[func.path], f"{file}:{line}", f"{func.path}(...)"))
@@ -323,6 +347,16 @@ def _at_module_level(interp: Interpreter, file: str, line: int) -> bool:
     except (ParseFailure, OSError):
         return False
     return not any(isinstance(n, ir.FunctionDef) and n.line <= line <= n.end_line for n in _walk(tree.body))
+
+
+def _compiled_pattern(pattern: str) -> Instance:
+    from .natives import _regex
+
+    inst = Instance(Class("Pattern", (), {}, None))
+    for fn in ("fullmatch", "match", "search"):
+        inst.attrs[fn] = Native(f"Pattern.{fn}", lambda i, a, k, fn=fn: _regex(i, fn, [pattern, *a[:1]]))
+    inst.attrs["pattern"] = pattern
+    return inst
 
 
 def _made_outside(value: Any) -> bool:
@@ -426,7 +460,10 @@ def _build_layer(interp: Interpreter, role: _Role, spec: dict[str, Any], state: 
 
     def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
         # torch.nn.Module.__getattr__: a name never registered on the module
-        raise i.make_raise("AttributeError", f"'{base.name}' object has no attribute '{args[-1]}'")
+        raised = i.make_raise("AttributeError", f"'{base.name}' object has no attribute '{args[-1]}'")
+        raised.line = _attribute_line(i, raised.file, raised.line, str(args[-1]))
+        raised.text = f".{args[-1]}"
+        raise raised
 
     standin = Class(base.name, (base,), {"__getattr__": Native("Module.__getattr__", missing)}, base.module, base.line,
                     external_bases=())
@@ -442,6 +479,17 @@ def _build_layer(interp: Interpreter, role: _Role, spec: dict[str, Any], state: 
     names = {p.name for p in init.params}
     interp.call(BoundMethod(init, layer), [], {k: v for k, v in kwargs.items() if k in names})
     return layer
+
+
+def _attribute_line(interp: Interpreter, file: str, line: int, name: str) -> int:
+    """The line of the first `.name` read at or after the call site (make_raise knows only
+    the site of the last call)."""
+    try:
+        tree = interp.cache.load(interp.root / file)
+    except (ParseFailure, OSError):
+        return line
+    lines = sorted(n.line for n in _walk(tree.body) if isinstance(n, ir.Attribute) and n.attr == name and n.line >= line)
+    return lines[0] if lines else line
 
 
 def _module_natives(layer: Instance) -> None:
