@@ -28,7 +28,14 @@ from . import ir
 from .evaluator import NOT_HOOKED, Interpreter, PyRaise, Unmodelled
 from .frontend import ParseFailure, SourceCache
 from .natives import load_toml
-from .result import STATUS_RESOLVED, STATUS_UNKNOWN, STATUS_UNSUPPORTED, Candidate, LayerValue
+from .result import (
+    STATUS_RESOLVED,
+    STATUS_UNKNOWN,
+    STATUS_UNSUPPORTED,
+    Candidate,
+    ChainStep,
+    LayerValue,
+)
 from .values import (
     AnalysisBound,
     BoundMethod,
@@ -64,6 +71,7 @@ class _Outcome:
     exception: str = ""
     runner: str = ""  # the runner backend create_moe_runner built, if any
     method: str = ""
+    chain: tuple[ChainStep, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,6 +125,17 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
             return True
         return real_decide(value, file, line, text)
 
+    imported: dict[str, bool | None] = {}
+    real_load = interp.load_module
+    optional = set(spec["moe"]["optional_packages"])
+
+    def load_module(name: str) -> Any:
+        top = name.split(".")[0]
+        if top in optional and top not in imported:
+            imported[top] = interp.natives.package_state(top)
+        return real_load(name)
+
+    interp.load_module = load_module  # type: ignore[method-assign]
     try:
         while pending:
             if len(outcomes) >= MAX_LAYER_PATHS:
@@ -152,11 +171,15 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
                 pending.append(alt)
                 prefix[d.key] = True
     finally:
+        del interp.load_module
         interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook = saved
     value = _join(outcomes, complete)
     if pairwise:
         assumed.add(f"branches on tensor data ({len(tensor_keys)}) explored one at a time, not in every combination")
-    return replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent)
+    assumptions = tuple(f"{top}: {'installed' if st else 'absent' if st is False else 'not modelled (assumed importable)'}"
+                        f" (evaluate the other state with --{'without' if st is not False else 'with'} {top})"
+                        for top, st in sorted(imported.items()))
+    return replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent, assumptions=assumptions)
 
 
 def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> LayerValue:
@@ -173,7 +196,7 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
     first = distinct[0]
     if complete and len(distinct) == 1 and first.status != STATUS_UNKNOWN:
         return LayerValue(first.status, first.value, first.method, first.runner, first.site, first.code,
-                          first.exception, paths=len(outcomes), data_dependent=tuple(data))
+                          first.exception, paths=len(outcomes), data_dependent=tuple(data), chain=first.chain)
     reason = first.value if len(distinct) == 1 else "the layer's outcome depends on values the tool does not know"
     if not complete:
         reason = f"analysis bound reached: more than {MAX_LAYER_PATHS} layer branches"
@@ -192,7 +215,7 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
 def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dict[str, Any]) -> _Outcome:
     """One branch assignment. ``built`` keeps the layer as FusedMoE.__init__ left it when
     building it took no decision: later branches start from a copy instead of rebuilding."""
-    state: dict[str, Any] = {"weights_created": False, "method": "", "runner": ""}
+    state: dict[str, Any] = {"weights_created": False, "method": "", "runner": "", "chain": []}
     _publish_server_args(interp, spec)
     interp.call_hook = _hook(interp, spec, state)
     restore = None
@@ -203,12 +226,13 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
         if hit is not None:
             layer = _copy_layer(hit[0])
             state.update(hit[1])
+            state["chain"] = list(hit[1]["chain"])
             interp.taken.extend(hit[2])
         else:
             layer = _build_layer(interp, role, spec, state)
             if all(d.key for d, _ in interp.taken):
                 taken = tuple(interp.taken)
-                built[tuple((d.key, t) for d, t in taken)] = (_copy_layer(layer), dict(state), taken)
+                built[tuple((d.key, t) for d, t in taken)] = (_copy_layer(layer), {**state, "chain": list(state["chain"])}, taken)
         method = layer.attrs.get("quant_method")
         if not isinstance(method, Instance):
             return _Outcome(STATUS_UNKNOWN, f"FusedMoE.__init__ left no quant method ({method!r})", runner=state["runner"])
@@ -222,7 +246,7 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
                         runner=state["runner"], method=state["method"])
     except _KernelReached as hit:
         o = hit.outcome
-        return _Outcome(o.status, o.value, o.site, o.code, o.exception, state["runner"], state["method"])
+        return _Outcome(o.status, o.value, o.site, o.code, o.exception, state["runner"], state["method"], (*state["chain"], *o.chain))
     except PyRaise as raised:
         out = _raise_outcome(interp, raised, state, spec)
         if "data_keys" in state:
@@ -260,11 +284,13 @@ def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], 
         # an assert on tensor data/metadata: fails only for a checkpoint that violates it
         return _Outcome(STATUS_DATA, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"])
     verdict = any(raised.file.startswith(prefix) for prefix in spec["moe"]["verdict_files"])
+    chain = (*state["chain"], *_guard_steps(raised.guards),
+             ChainStep(raised.file, raised.line, "", f"{name}: {message}", raised.text, "layers", "raise"))
     if raised.explicit and verdict:
-        return _Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"])
+        return _Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"], chain)
     if name == "AttributeError" and verdict and state["weights_created"] and "'FusedMoE' object" in message:
         # a parameter SGLang never registered on the layer (create_weights ran to its end)
-        return _Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"])
+        return _Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"], chain)
     why = "outside the layer's own code" if raised.explicit else "not an explicit raise in SGLang"
     return _Outcome(STATUS_UNKNOWN, f"evaluation stopped: {name}: {message} at {site} ({why})",
                     runner=state["runner"], method=state["method"])
@@ -300,6 +326,8 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any]) -> A
             backend = args[0] if args else kwargs.get("runner_backend")
             value = backend.attrs.get("_value_") if isinstance(backend, Instance) else backend
             state["runner"] = value if isinstance(value, str) else repr(value)
+            file, line = site()
+            state["chain"].append(ChainStep(file, line, _guards_text(interp.guards), state["runner"], "MoeRunner(...)", "layers", "runner"))
             return _runner_standin(interp, spec, func, backend, value)
         if isinstance(func, Function) and func.module.name.startswith(process_state):
             if func.name in process_values:
@@ -313,6 +341,9 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any]) -> A
                 return None
             return (id(args[0]), str(args[1])) in external_attrs
         if isinstance(func, Function) and func.name == "create_weights":
+            file, line = site()
+            owner = func.qualname.rsplit(".", 1)[0]
+            state["chain"].append(ChainStep(file, line, _guards_text(interp.guards), owner, f"{owner}.create_weights(...)", "layers", "method"))
             result = interp.call_function(func, args, kwargs)
             state["weights_created"] = True
             return result
@@ -359,6 +390,22 @@ def _compiled_pattern(pattern: str) -> Instance:
     return inst
 
 
+def _kernel(interp: Interpreter, label: str, code: str) -> _Outcome:
+    file, line = getattr(interp, "_call_site", ("?", 0))
+    steps = (*_guard_steps(interp.guards), ChainStep(file, line, _guards_text(interp.guards), label, code, "layers", "kernel"))
+    return _Outcome(STATUS_RESOLVED, label, f"{file}:{line}", code, chain=steps)
+
+
+def _guard_steps(guards: Any) -> tuple[ChainStep, ...]:
+    """The branch conditions around a dispatch, innermost last (the ones in the layer's code)."""
+    return tuple(ChainStep(g.file, g.line, g.describe(), g.truth, "", "layers", "branch")
+                 for g in guards if g.file.startswith("sglang/srt/layers/"))
+
+
+def _guards_text(guards: Any) -> str:
+    return " and ".join(g.describe() for g in guards[-2:])
+
+
 def _made_outside(value: Any) -> bool:
     return isinstance(value, External) and value.path.endswith(")")
 
@@ -388,7 +435,7 @@ def _runner_standin(interp: Interpreter, spec: dict[str, Any], cls: Class, backe
             if rk["backend"] == value and rk["quant_info"] == info_name:
                 where = _find_call(i, rk["module"], rk["call"])
                 code = f"MoeRunner({value}).run(..., {info_name}) -> {rk['call']}" + (f" at {where}" if where else "")
-                raise _KernelReached(_Outcome(STATUS_RESOLVED, rk["label"], f"{file}:{line}", code))
+                raise _KernelReached(_kernel(i, rk["label"], code))
         raise _KernelReached(_Outcome(STATUS_UNKNOWN, f"MoeRunner({value}).run with {info_name}: the runner's fused function is not listed in rules/layers.toml",
                                       f"{file}:{line}"))
 
@@ -469,7 +516,7 @@ def _build_layer(interp: Interpreter, role: _Role, spec: dict[str, Any], state: 
                     external_bases=())
     layer = Instance(standin)
     _module_natives(layer)
-    quant_config = _quant_config(interp, role, spec)
+    quant_config = _quant_config(interp, role, spec, state)
     kwargs = dict(_moe_args(role.model_config, spec) or {})
     kwargs.update(layer_id=0, quant_config=quant_config, prefix=moe["draft_prefix" if role.draft else "prefix"],
                   params_dtype=External("torch.bfloat16"))
@@ -519,7 +566,7 @@ def _copy_layer(layer: Instance) -> Instance:
     return new
 
 
-def _quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> Any:
+def _quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any], state: dict[str, Any]) -> Any:
     quant = role.model_config.attrs.get("quantization")
     if quant is None:
         return None
@@ -536,11 +583,11 @@ def _quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> Any
         raise Unmodelled("the model's quantization_config is not in config.json (hf_quant_config.json is not modelled)")
     qc = interp.call(interp.getattr(cls, "from_config"), [cfg], {})
     if role.draft:
-        qc = _draft_quant_config(interp, role, spec, qc)
+        qc = _draft_quant_config(interp, role, spec, qc, state)
     return qc
 
 
-def _draft_quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any], qc: Any) -> Any:
+def _draft_quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any], qc: Any, state: dict[str, Any]) -> Any:
     """A draft class that drops its quant config (`if <guard>: quant_config = None` in
     __init__): the guard evaluated with this quant config."""
     hf = role.model_config.attrs.get("hf_config")
@@ -563,6 +610,7 @@ def _draft_quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any], 
                 scope.vars["quant_config"] = qc
                 frame = Frame(module=init.module, scope=scope, func=init, depth=interp.depth)
                 if interp.truth(interp.evaluate(stmt.test, frame), frame, stmt.line, stmt.text):
+                    state["chain"].append(ChainStep(init.module.file, stmt.line, stmt.text, None, "quant_config = None", "layers", "draft"))
                     return None
     return qc
 

@@ -57,9 +57,14 @@ class LayerValue:
     # asserts on tensor data/metadata some branch hits: they fail only for a checkpoint that
     # violates them, so they are reported, never taken as the verdict
     data_dependent: tuple[str, ...] = ()
+    # how it got there: quant config, method, runner, and the branch conditions of the dispatch
+    chain: tuple[ChainStep, ...] = ()
+    # optional packages the layer code imported, with the state assumed (--with/--without flip it)
+    assumptions: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "chain": [c.to_json() for c in self.chain], "assumptions": list(self.assumptions),
             "status": self.status, "value": self.value, "method": self.method, "runner": self.runner,
             "site": self.site, "code": self.code, "exception": self.exception, "reason": self.reason,
             "candidates": [c.to_json() for c in self.candidates], "paths": self.paths,
