@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .result import Resolution, Setting, UnknownValue
+from .result import LayerValue, Resolution, Setting, UnknownValue
 
 
 def _value(v: Any) -> str:
@@ -40,7 +40,9 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
         if not s.present:
             continue
         out.append(_setting_line(name, s, width))
-        if isinstance(s.layer, UnknownValue):
+        if isinstance(s.layer, LayerValue):
+            out.extend(f"{'':{width}}    {line}" for line in layer_lines(s.layer))
+        elif isinstance(s.layer, UnknownValue):
             out.append(f"{'':{width}}    layers  unknown: {s.layer.reason}")
             for c in s.layer.candidates:
                 out.append(f"{'':{width}}            may {c.value}  (at {', '.join(c.when)})")
@@ -54,6 +56,18 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
         out.append("analysis notes:")
         out.extend(f"  - {n}" for n in res.analysis_notes)
     return "\n".join(out) + "\n"
+
+
+def layer_lines(v: LayerValue) -> list[str]:
+    """The MoE layers' outcome: kernel entry point, SGLang's raise, or unknown with candidates."""
+    what = f"{v.method}" + (f", runner {v.runner}" if v.runner else "")
+    if v.status == "unknown":
+        lines = [f"layers  unknown: {v.reason}" + (f"  [{what}]" if v.method else "")]
+        lines += [f"          may {c.value}  (when {'; '.join(c.when)})" for c in v.candidates]
+    else:
+        lines = [f"layers  {v.status}: {v.value} at {v.site}  [{what}]"]
+    lines += [f"          assuming {a}" for a in v.assumptions]
+    return lines
 
 
 _PRIMARY = ("moe_runner_backend", "speculative_moe_runner_backend", "fp4_gemm_runner_backend")
