@@ -294,3 +294,22 @@ def test_diff_0515_to_0516_reports_the_new_layer_failure(release):
     dep = Deployment(name="", arch="sm120", model="qwen3.5-397b-a17b-nvfp4", sets=("tp_size=8",))
     d = diff_releases(str(old.package_dir), str(new.package_dir), [dep]).deployments[0]
     assert [f.rule_id for f in d.findings_added] == ["SGA209"] and d.status == "changed"
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version, expected", [
+    ("0.5.15", ("resolved", "sgl-kernel cutlass_moe_fp4", set())),  # fallback, no rule
+    ("0.5.19", ("unsupported", "NotImplementedError", {"SGA209"})),
+])
+def test_evaluation_and_rules_agree_across_releases(release, version, expected):
+    """SGA209 fires exactly where evaluation finds the NotImplementedError, SGA210 exactly
+    where it finds the AttributeError (0.5.16 and 0.5.23 are checked above)."""
+    res = _run(release, version, "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"])
+    layer = res.settings["moe_runner_backend"].layer
+    status, what, rules = expected
+    assert layer.status == status
+    assert (layer.value if status == "resolved" else layer.exception) == what
+    found = set(_findings(res)) & {"SGA209", "SGA210"}
+    assert found == rules
+    assert ("SGA209" in found) == (layer.exception == "NotImplementedError")
+    assert ("SGA210" in found) == (layer.exception == "AttributeError")
