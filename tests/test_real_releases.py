@@ -68,7 +68,15 @@ def test_sm100_deepseek_r1_nvfp4_moe(release, version, expected):
     res = run(release, version, "sm100", "deepseek-r1-nvfp4", ["tp_size=8"])
     assert res.rejected is None
     assert res.settings["moe_runner_backend"].config == expected
-    assert res.settings["moe_runner_backend"].status == "resolved"
+    if version == "0.5.5":
+        # the layers fail: quantization "modelopt" picks ModelOptFp8Config, whose from_config
+        # rejects the NVFP4 quant_algo of config.json (0.5.10 rewrites modelopt -> modelopt_fp4)
+        layer = res.settings["moe_runner_backend"].layer
+        assert res.settings["moe_runner_backend"].status == "unsupported"
+        assert (layer.exception, layer.site) == ("ValueError", "sglang/srt/layers/quantization/modelopt_quant.py:233")
+        assert layer.value.startswith("ValueError: ModelOptFp8Config only supports static FP8 quantization in SGLang.")
+    else:
+        assert res.settings["moe_runner_backend"].status == "resolved"
     if version == "0.5.5":
         # before 0.5.10 the config.json quant_method "modelopt" is not rewritten
         assert res.model.quantization == "modelopt"
