@@ -21,12 +21,11 @@ unsupported only when ``create_weights`` ran to its end; otherwise the outcome i
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from . import ir
 from .evaluator import NOT_HOOKED, Interpreter, PyRaise, Unmodelled
-from .frontend import ParseFailure, SourceCache
+from .frontend import ParseFailure
 from .natives import load_toml
 from .result import (
     STATUS_RESOLVED,
@@ -684,21 +683,3 @@ def _dispatch_output(interp: Interpreter, spec: dict[str, Any]) -> Any:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def candidates_from_raises(root: Path, cache: SourceCache, module: str, cls_name: str, methods: list[str]) -> tuple[Candidate, ...]:
-    """Explicit raises of a class's methods (kept for the layer note of a failed evaluation)."""
-    path = root / (module.replace(".", "/") + ".py")
-    if not path.is_file():
-        return ()
-    try:
-        tree = cache.load(path)
-    except ParseFailure:
-        return ()
-    cls = next((n for n in tree.body if isinstance(n, ir.ClassDef) and n.name == cls_name), None)
-    if cls is None:
-        return ()
-    rel = module.replace(".", "/") + ".py"
-    return tuple(Candidate(" ".join(n.text.split())[:200], (f"{rel}:{n.line} in {m.name}",))
-                 for m in cls.body if isinstance(m, ir.FunctionDef) and m.name in methods
-                 for n in _walk(m.body) if isinstance(n, ir.Raise) and n.exc is not None)

@@ -73,8 +73,8 @@ def fmt(value: Any) -> str:
 
 def _layer_text(v: LayerValue) -> str:
     if v.status == "unknown":
-        return f"unknown: {v.reason}"
-    return f"{v.status}: {v.value} at {v.site} ({v.method}" + (f", runner {v.runner})" if v.runner else ")")
+        return f"unknown — {v.reason}"
+    return f"{v.status} — {v.value} at {v.site} ({v.method}" + (f", runner {v.runner})" if v.runner else ")")
 
 
 def _unknown_detail(value: Any) -> str:
@@ -247,7 +247,7 @@ class _View:
             "name": name, "anchor": f"setting-{name}", "status": s.status, "note": s.note,
             "config": "—" if rejected else fmt(s.config), "config_detail": _unknown_detail(s.config),
             "runtime": None if s.runtime is None else fmt(s.runtime), "runtime_detail": _unknown_detail(s.runtime),
-            "layer": (s.layer.reason if isinstance(s.layer, UnknownValue)
+            "layer": (f"unknown — {s.layer.reason}" if isinstance(s.layer, UnknownValue)
                       else _layer_text(s.layer) if isinstance(s.layer, LayerValue) else None) if not rejected else None,
             "layer_raises": [f"{c.value} ({', '.join(c.when)})" for c in s.layer.candidates] if isinstance(s.layer, (UnknownValue, LayerValue)) and not rejected else [],
             "user_set": name in self.res.flags, "user_value": self.res.flags.get(name),
