@@ -95,6 +95,14 @@ def evaluate_layers(interp: Interpreter, server_args: Any, model_config: Any, dr
             continue
         if interp.find_module_file(spec["moe"]["layer_module"]) is None:
             continue
+        arch = _architecture(role.model_config)
+        if role.draft and not any(dm["architecture"] == arch for dm in spec.get("draft_model", [])):
+            # a draft class may replace its quant config in __init__ (DeepSeek's NextN drops an
+            # NVFP4 one, or casts to FP8): not described, so not guessed
+            out[role.setting] = LayerValue(STATUS_UNKNOWN, None, reason=(
+                f"the draft model class {arch} is not described in rules/layers.toml "
+                "(its __init__ may replace the quant config its MoE layers get)"))
+            continue
         out[role.setting] = _explore(interp, role, spec)
     return out
 
@@ -475,6 +483,24 @@ def _walk(nodes: Any) -> Any:
 
 
 # ---- the stand-ins --------------------------------------------------------------------------
+def _architecture(model_config: Instance) -> Any:
+    hf = model_config.attrs.get("hf_config")
+    archs = hf.attrs.get("architectures") if isinstance(hf, HFConfig) else None
+    return archs[0] if isinstance(archs, list) and archs else None
+
+
+def _first_moe_layer(model_config: Instance, moe: dict[str, Any]) -> int:
+    hf = model_config.attrs.get("hf_config")
+    if not isinstance(hf, HFConfig):
+        return 0
+    text = hf.attrs.get("text_config")
+    for source in (text.attrs if isinstance(text, HFConfig) else text if isinstance(text, dict) else {}, hf.attrs):
+        for key in moe["first_moe_layer_keys"]:
+            if isinstance(source.get(key), int):
+                return source[key]
+    return 0
+
+
 def _moe_args(model_config: Instance, spec: dict[str, Any]) -> dict[str, Any] | None:
     hf = model_config.attrs.get("hf_config")
     if not isinstance(hf, HFConfig):
@@ -517,7 +543,9 @@ def _build_layer(interp: Interpreter, role: _Role, spec: dict[str, Any], state: 
     _module_natives(layer)
     quant_config = _quant_config(interp, role, spec, state)
     kwargs = dict(_moe_args(role.model_config, spec) or {})
-    kwargs.update(layer_id=0, quant_config=quant_config, prefix=moe["draft_prefix" if role.draft else "prefix"],
+    first = _first_moe_layer(role.model_config, moe)
+    prefix = moe["draft_prefix"] if role.draft else moe["prefix"].format(layer=first)
+    kwargs.update(layer_id=0 if role.draft else first, quant_config=quant_config, prefix=prefix,
                   params_dtype=External("torch.bfloat16"))
     found, init = base.lookup("__init__")
     if not found or not isinstance(init, Function):

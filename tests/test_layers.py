@@ -313,3 +313,11 @@ def test_evaluation_and_rules_agree_across_releases(release, version, expected):
     assert found == rules
     assert ("SGA209" in found) == (layer.exception == "NotImplementedError")
     assert ("SGA210" in found) == (layer.exception == "AttributeError")
+
+
+def test_an_undescribed_draft_class_is_unknown_not_guessed():
+    interp = _interp("sm100", "flashinfer_trtllm")
+    out = evaluate_layers(interp, _server_args(), _config("fp4q", {}), _config("fp4q", {}, arch="OtherNextN"))
+    draft = out["speculative_moe_runner_backend"]
+    assert draft.status == "unknown" and "OtherNextN is not described" in draft.reason
+    assert out["moe_runner_backend"].status == "resolved"
