@@ -49,6 +49,40 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class LayerValue:
+    """What the MoE layers built with a setting do (sglang_audit/layers.py): the kernel entry
+    point apply() reaches (`resolved`), the raise it hits (`unsupported`, SGLang's message and
+    location), or `unknown` with the reason and the candidates of each branch."""
+
+    status: str  # resolved | unsupported | unknown
+    value: str | None  # the kernel entry point, or "<Exception>: <message>"
+    method: str = ""  # the FusedMoEMethodBase subclass get_quant_method picked
+    runner: str = ""  # the backend create_moe_runner built its MoeRunner with ("" if none)
+    site: str = ""  # file:line of the dispatch call or the raise
+    code: str = ""
+    exception: str = ""
+    reason: str = ""
+    candidates: tuple[Candidate, ...] = ()
+    paths: int = 1  # layer branches explored (branches on unknown tensors)
+    # asserts on tensor data/metadata some branch hits: they fail only for a checkpoint that
+    # violates them, so they are reported, never taken as the verdict
+    data_dependent: tuple[str, ...] = ()
+    # how it got there: quant config, method, runner, and the branch conditions of the dispatch
+    chain: tuple[ChainStep, ...] = ()
+    # optional packages the layer code imported, with the state assumed (--with/--without flip it)
+    assumptions: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "chain": [c.to_json() for c in self.chain], "assumptions": list(self.assumptions),
+            "status": self.status, "value": self.value, "method": self.method, "runner": self.runner,
+            "site": self.site, "code": self.code, "exception": self.exception, "reason": self.reason,
+            "candidates": [c.to_json() for c in self.candidates], "paths": self.paths,
+            "data_dependent": list(self.data_dependent),
+        }
+
+
+@dataclass(frozen=True)
 class ChainStep:
     """One decision: where, the guard(s) as written, the value it produced."""
 
@@ -117,7 +151,7 @@ class Setting:
     present: bool = True  # False: the release has no such field
     # what the layers do with the published value when the model is built (rules/layers.toml);
     # None: not applicable (the value is concrete, or no listed method re-decides it)
-    layer: Any = None  # None | UnknownValue
+    layer: Any = None  # None | UnknownValue | LayerValue
     # whether the kernel library declares the kernel this value calls for the device
     # (kernels.py, attached after resolution); None: no kernel-library question
     kernel: KernelVerdict | None = None
@@ -249,6 +283,6 @@ class Resolution:
 
 
 def _value_json(value: Any) -> Any:
-    if isinstance(value, UnknownValue):
+    if isinstance(value, (UnknownValue, LayerValue)):
         return value.to_json()
     return value

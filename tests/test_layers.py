@@ -1,112 +1,289 @@
-"""The runtime layer (issue 3): where a published `auto` is decided again when the layers
-are built — the layer note from rules/layers.toml and the known-bad verdicts SGA209/SGA210."""
+"""The MoE layers SGLang builds (issue 16): quant method selection, runner creation,
+attribute-dependent dispatch and the raises the layer code hits, evaluated (never executed)
+on the fixture checkout fixtures/checkouts/mini_layers and on real releases; SGA209/SGA210
+must agree with the evaluation."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+import sglang_audit.resolve.layers as layers_mod
+from sglang_audit.evaluate.interpreter import Bounds, Interpreter
+from sglang_audit.evaluate.values import Class, HFConfig, Instance
 from sglang_audit.frontend.parse import SourceCache
-from sglang_audit.resolve.layers import layer_values
+from sglang_audit.resolve.layers import evaluate_layers
 from sglang_audit.resolve.pipeline import Request, resolve
-from sglang_audit.result import ModelSummary, UnknownValue
+from sglang_audit.result import LayerValue
 from sglang_audit.rules.knownbad import check_resolution, load_rules
+from sglang_audit.target.device import Environment, parse_device
+from sglang_audit.target.world import NativeWorld, load_toml
 
-NVFP4_METHOD = '''\
-class ModelOptNvFp4FusedMoEMethod:
-    def __init__(self, quant_config):
-        self.quant_config = quant_config
-
-    def create_moe_runner(self, layer, config):
-        if backend.is_cutlass():
-            raise NotImplementedError("cutlass is not supported")
-
-    def apply(self, layer, dispatch_output):
-        if self.flag:
-            return run(layer)
-        try:
-            pass
-        except KeyError:
-            raise
-        raise NotImplementedError(f"Unsupported moe_runner_backend: {backend}")
-'''
+ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_layers" / "python"
+FP4 = "sglang/srt/layers/quantization/fp4q.py"
+TEXT = {"num_experts": 8, "hidden_size": 256, "moe_intermediate_size": 128, "num_experts_per_tok": 2}
 
 
-def _model(quant: str | None, draft: str | None = None) -> ModelSummary:
-    return ModelSummary("m", "/m", "X", quant, None, "XMTP" if draft else None, draft)
+def _interp(arch: str, backend: str, speculative: str | None = None, env: Environment | None = None) -> Interpreter:
+    world = NativeWorld(parse_device(arch), env or Environment(installed=frozenset({"torch", "flashinfer"})), [])
+    interp = Interpreter(ROOT, SourceCache(use_disk=False), world, {}, Bounds())
+    utils = interp.load_module("sglang.srt.layers.moe.utils")
+    interp.call(interp.getattr(utils, "initialize_moe_config"), [backend, speculative], {})
+    return interp
 
 
-@pytest.fixture
-def checkout(tmp_path):
-    pkg = tmp_path / "sglang" / "srt" / "layers" / "quantization"
-    pkg.mkdir(parents=True)
-    (pkg / "modelopt_quant.py").write_text(NVFP4_METHOD)
-    return tmp_path
+def _config(quant: str | None, quant_cfg: dict[str, Any] | None = None, arch: str = "MiniForCausalLM") -> Instance:
+    data: dict[str, Any] = {"architectures": [arch], "text_config": TEXT}
+    if quant_cfg is not None:
+        data["quantization_config"] = quant_cfg
+    mc = Instance(Class("ModelConfig", (), {}, None))
+    mc.attrs.update(hf_config=HFConfig(data, "test"), quantization=quant)
+    return mc
 
 
-def test_auto_nvfp4_names_the_deciding_methods_and_their_raises(checkout):
-    out = layer_values(checkout, SourceCache(use_disk=False), {"moe_runner_backend": "auto"}, _model("modelopt_fp4"))
-    layer = out["moe_runner_backend"]
-    assert isinstance(layer, UnknownValue)
-    rel = "sglang/srt/layers/quantization/modelopt_quant.py"
-    assert f"ModelOptNvFp4FusedMoEMethod.create_moe_runner ({rel}:5)" in layer.reason
-    assert f"ModelOptNvFp4FusedMoEMethod.apply ({rel}:9)" in layer.reason
-    # explicit raises only (a bare re-raise is not a verdict), each with its line
-    assert [(c.value.split("(")[0], c.when) for c in layer.candidates] == [
-        ("raise NotImplementedError", (f"{rel}:7 in create_moe_runner",)),
-        ("raise NotImplementedError", (f"{rel}:16 in apply",)),
-    ]
+def _server_args() -> Instance:
+    sa = Instance(Class("ServerArgs", (), {}, None))
+    sa.attrs.update(tp_size=1, ep_size=1)
+    return sa
 
 
-@pytest.mark.parametrize("value, quant", [("flashinfer_cutlass", "modelopt_fp4"), ("auto", None), ("auto", "awq")])
-def test_no_layer_note_for_a_concrete_value_or_another_method(checkout, value, quant):
-    assert layer_values(checkout, SourceCache(use_disk=False), {"moe_runner_backend": value}, _model(quant)) == {}
+def _layer(arch: str, backend: str, quant_cfg: dict[str, Any] | None = None, quant: str | None = "fp4q") -> LayerValue:
+    interp = _interp(arch, backend)
+    out = evaluate_layers(interp, _server_args(), _config(quant, quant_cfg if quant_cfg is not None else {}), None)
+    return out["moe_runner_backend"]
 
 
-def test_draft_note_needs_a_draft_model(checkout):
-    values = {"speculative_moe_runner_backend": "auto"}
-    assert layer_values(checkout, SourceCache(use_disk=False), values, _model("modelopt_fp4")) == {}
-    out = layer_values(checkout, SourceCache(use_disk=False), values, _model("modelopt_fp4", draft="modelopt_fp4"))
-    assert "speculative_moe_runner_backend" in out
+def _line(path: str, text: str) -> int:
+    lines = (ROOT / path).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
 
 
+# ---- quant method selection --------------------------------------------------------------
+def test_quant_method_is_picked_by_the_quant_configs_get_quant_method():
+    v = _layer("sm100", "flashinfer_trtllm")
+    assert v.method == "Fp4MoEMethod"
+    step = v.chain[0]
+    assert (step.kind, step.value, step.file) == ("method", "Fp4MoEMethod", "sglang/srt/layers/moe/fused_moe_triton/layer.py")
+
+
+def test_an_excluded_prefix_falls_back_to_the_unquantized_method_and_triton():
+    v = _layer("sm100", "auto", {"ignore": ["model.layers"]})
+    assert (v.status, v.method, v.runner) == ("resolved", "UnquantizedFusedMoEMethod", "triton")
+    assert v.value.startswith("Triton")
+    assert "invoke_fused_moe_kernel at sglang/srt/layers/moe/moe_runner/triton.py:" in v.code
+
+
+def test_an_unquantized_model_builds_the_unquantized_method():
+    v = _layer("sm100", "auto", quant=None)
+    assert v.method == "UnquantizedFusedMoEMethod" and v.status == "resolved"
+
+
+# ---- runner creation ----------------------------------------------------------------------
+def test_auto_becomes_trtllm_in_create_moe_runner_and_apply_raises_sglangs_message():
+    """0.5.16's shape: the runner is FLASHINFER_TRTLLM, apply() dispatches on the __init__ flag
+    (False for auto) and ends in NotImplementedError — SGA209's outcome, found by evaluation."""
+    v = _layer("sm120", "auto")
+    assert (v.status, v.runner, v.exception) == ("unsupported", "flashinfer_trtllm", "NotImplementedError")
+    assert v.value == ("NotImplementedError: Unsupported moe_runner_backend for NVFP4 MoE: MoeRunnerBackend.FLASHINFER_TRTLLM. "
+                       "Use --moe-runner-backend flashinfer_cutlass instead.")
+    final = next(i for i, line in enumerate((ROOT / FP4).read_text().splitlines(), 1) if line.strip() == "raise NotImplementedError(")
+    assert v.site == f"{FP4}:{final}"
+    runner = next(s for s in v.chain if s.kind == "runner")
+    assert (runner.file, runner.line) == (FP4, _line(FP4, "self.runner = MoeRunner(moe_runner_backend"))
+
+
+def test_a_raise_in_create_moe_runner_is_the_verdict():
+    v = _layer("sm90", "auto")  # (8,0) <= capability < (10,0) -> MARLIN -> raise
+    assert v.status == "unsupported"
+    assert v.value == "NotImplementedError: moe_runner_backend=marlin is not supported for FP4 MoE."
+    marlin = _line(FP4, 'raise NotImplementedError("moe_runner_backend=marlin')
+    assert v.site == f"{FP4}:{marlin}"
+
+
+def test_the_runner_registry_filled_by_imports_is_a_boundary_not_a_failure():
+    # MoeRunner.__init__ raises when its registry is empty (as in any stand-in run): the tool
+    # must not report that (session 1's false "unsupported")
+    v = _layer("sm100", "flashinfer_trtllm")
+    assert "requires a fused func" not in (v.value or "") + v.reason
+
+
+# ---- attribute-dependent dispatch ----------------------------------------------------------
+def test_trtllm_weights_prepared_then_apply_reaches_the_trtllm_entry_point():
+    v = _layer("sm100", "flashinfer_trtllm")
+    assert (v.status, v.value) == ("resolved", "FlashInfer trtllm_fp4_block_scale_moe")
+    assert v.site == f"{FP4}:{_line(FP4, 'return self.runner.run(dispatch_output, quant_info)')}"
+    branch = [s for s in v.chain if s.kind == "branch"]
+    assert branch and branch[-1].guard == 'self.enable_flashinfer_trtllm_moe and hasattr(layer, "g1_scale_c")'
+    # the tensor assert is assumed, not explored; the tensor branch is explored both ways
+    assert any("Weight Blockscale" in d or "float8_e4m3fn" in d for d in v.data_dependent)
+    assert v.paths == 2
+    # apply() imports the TRT-LLM runner module, which imports flashinfer: the state is said
+    assert v.assumptions == ("flashinfer: installed (evaluate the other state with --without flashinfer)",)
+
+
+def test_cutlass_branch_calls_the_flashinfer_entry_point():
+    v = _layer("sm120", "flashinfer_cutlass")
+    assert (v.status, v.value) == ("resolved", "FlashInfer cutlass_fused_moe")
+    assert v.site == f"{FP4}:{_line(FP4, 'return flashinfer_cutlass_fused_moe(') }"
+
+
+def test_unregistered_attribute_on_the_cached_backend_path_is_an_attribute_error_at_its_line():
+    """0.5.23's shape (SGA210): apply() takes the TRT-LLM branch on the cached backend but the
+    weights were prepared on the __init__ flag: layer.g1_scale_c was never registered."""
+    v = _layer("sm120", "auto", {"cached": True})
+    assert (v.status, v.exception) == ("unsupported", "AttributeError")
+    assert v.value == "AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'"
+    assert v.site == f"{FP4}:{_line(FP4, 'g1_scale_c=layer.g1_scale_c.data,')}"
+
+
+def test_a_branch_decided_by_tensor_values_stays_unknown_with_both_kernels():
+    v = _layer("sm120", "flashinfer_cutlass", {"cached": True})
+    assert v.status == "unknown" and v.value is None
+    assert sorted(c.value for c in v.candidates) == ["FlashInfer cutlass_fused_moe", "sgl-kernel cutlass_moe_fp4"]
+    assert all(any("hidden_states.shape[0] > 1024" in w for w in c.when) for c in v.candidates)
+
+
+def test_without_flashinfer_the_cutlass_branch_calls_none_and_says_so():
+    interp = _interp("sm120", "flashinfer_cutlass", env=Environment(installed=frozenset({"torch"}), missing=frozenset({"flashinfer"})))
+    v = evaluate_layers(interp, _server_args(), _config("fp4q", {}), None)["moe_runner_backend"]
+    # the import fallback leaves None: calling it is not SGLang's verdict, and the absent
+    # package is named as the assumption that decided it
+    assert v.status == "unknown" and "NoneType" in v.reason
+    assert v.assumptions == ("flashinfer: absent (evaluate the other state with --with flashinfer)",)
+
+
+# ---- constructor asserts, process state, import-time asserts -------------------------------
+def test_process_state_asserts_are_not_verdicts_and_sizes_come_from_server_args():
+    v = _layer("sm100", "flashinfer_trtllm")
+    assert v.status == "resolved"  # parallel_state's asserts never fire; num_experts % ep_size decided
+
+
+def test_constructor_assert_on_known_sizes_is_a_verdict():
+    interp = _interp("sm100", "flashinfer_trtllm")
+    sa = _server_args()
+    sa.attrs["ep_size"] = 3  # 8 experts over 3 ranks: FusedMoE.__init__'s assert fails
+    v = evaluate_layers(interp, sa, _config("fp4q", {}), None)["moe_runner_backend"]
+    assert (v.status, v.exception) == ("unsupported", "AssertionError")
+    assert v.site == f"sglang/srt/layers/moe/fused_moe_triton/layer.py:{_line('sglang/srt/layers/moe/fused_moe_triton/layer.py', 'assert num_experts % self.moe_ep_size')}"
+
+
+def test_no_layer_value_for_a_dense_model():
+    interp = _interp("sm100", "auto")
+    mc = _config(None)
+    mc.attrs["hf_config"] = HFConfig({"architectures": ["Dense"], "hidden_size": 8}, "t")
+    assert evaluate_layers(interp, _server_args(), mc, None) == {}
+
+
+def test_resolver_decisions_are_untouched_by_layer_branches():
+    interp = _interp("sm100", "flashinfer_trtllm")
+    evaluate_layers(interp, _server_args(), _config("fp4q", {}), None)
+    assert interp.new_decisions == [] and interp.call_hook is None
+
+
+# ---- the draft model -----------------------------------------------------------------------
+def test_draft_drops_its_quant_config_and_uses_the_speculative_backend(monkeypatch):
+    spec = load_toml("layers.toml")
+    spec = {**spec, "draft_model": [{"architecture": "MiniForCausalLMMTP", "module": "sglang.srt.models.mini_mtp",
+                                     "class": "MiniForCausalLMMTP"}]}
+    monkeypatch.setattr(layers_mod, "load_toml", lambda name: spec)
+    interp = _interp("sm100", "flashinfer_trtllm", speculative="triton")
+    out = evaluate_layers(interp, _server_args(), _config("fp4q", {}), _config("fp4q", {}, arch="MiniForCausalLMMTP"))
+    target, draft = out["moe_runner_backend"], out["speculative_moe_runner_backend"]
+    assert target.value == "FlashInfer trtllm_fp4_block_scale_moe"
+    assert (draft.method, draft.runner, draft.status) == ("UnquantizedFusedMoEMethod", "triton", "resolved")
+    drop = next(s for s in draft.chain if s.kind == "draft")
+    assert drop.file == "sglang/srt/models/mini_mtp.py" and drop.guard == 'quant_config and quant_config.get_name() == "fp4q"'
+    # the swap is undone: the target's backend is back
+    utils = interp.load_module("sglang.srt.layers.moe.utils")
+    assert utils.globals["MOE_RUNNER_BACKEND"].attrs["_value_"] == "flashinfer_trtllm"
+
+
+# ---- real releases (derived by reading; the tool must agree) ---------------------------------
 RULES = load_rules()
+NEXTN = ["tp_size=8", "speculative_algorithm=NEXTN", "speculative_num_steps=3",
+         "speculative_eagle_topk=1", "speculative_num_draft_tokens=4"]
+MQ = "sglang/srt/layers/quantization/modelopt_quant.py"
 
 
 def _findings(res):
     return {f.rule_id: f for f in check_resolution(res, RULES).findings}
 
 
+def _run(release, version: str, arch: str, model: str, sets: list[str]):
+    tree = release(version)
+    return resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=sets))
+
+
 @pytest.mark.real_release
-def test_0516_sm120_qwen35_auto_reaches_the_layers_and_raises(release):
-    tree = release("0.5.16")
-    res = resolve(Request(source=str(tree.package_dir), arch="sm120", model="qwen3.5-397b-a17b-nvfp4", sets=["tp_size=8"]))
+def test_0510_sm120_qwen35_target_cutlass_moe_fp4_and_bf16_draft_triton(release):
+    res = _run(release, "0.5.10", "sm120", "qwen3.5-397b-a17b-nvfp4", [*NEXTN, "disable_radix_cache=true"])
     moe = res.settings["moe_runner_backend"]
-    assert (moe.config, moe.runtime) == ("auto", "auto")
-    assert isinstance(moe.layer, UnknownValue)
-    assert any(c.when == ("sglang/srt/layers/quantization/modelopt_quant.py:2621 in apply",) for c in moe.layer.candidates)
+    assert moe.runtime == "auto" and moe.status == "resolved"
+    # auto: no TRT-LLM flag, no shuffled weights, no cutlass flag -> sgl-kernel cutlass_moe_fp4
+    assert (moe.layer.status, moe.layer.value, moe.layer.site) == ("resolved", "sgl-kernel cutlass_moe_fp4", f"{MQ}:2020")
+    assert moe.layer.method == "ModelOptNvFp4FusedMoEMethod" and moe.layer.runner == ""
+    draft = res.settings["speculative_moe_runner_backend"].layer
+    # Qwen3_5ForCausalLMMTP drops the modelopt_fp4 quant config -> unquantized -> Triton runner
+    assert (draft.method, draft.runner, draft.site) == ("UnquantizedFusedMoEMethod", "triton", "sglang/srt/layers/quantization/unquant.py:493")
+    drop = next(s for s in draft.chain if s.kind == "draft")
+    assert (drop.file, drop.line) == ("sglang/srt/models/qwen3_5_mtp.py", 54)
+
+
+@pytest.mark.real_release
+def test_0516_sm120_qwen35_auto_raises_not_implemented_found_by_evaluation(release):
+    res = _run(release, "0.5.16", "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"])
+    moe = res.settings["moe_runner_backend"]
+    assert (moe.config, moe.runtime, moe.status) == ("auto", "auto", "unsupported")
+    layer = moe.layer
+    assert (layer.status, layer.site, layer.runner) == ("unsupported", f"{MQ}:2621", "flashinfer_trtllm")
+    assert layer.value == ("NotImplementedError: Unsupported moe_runner_backend for NVFP4 MoE: MoeRunnerBackend.FLASHINFER_TRTLLM. "
+                           "Use --moe-runner-backend flashinfer_cutlass instead.")
+    runner = next(s for s in layer.chain if s.kind == "runner")
+    assert (runner.file, runner.line) == (MQ, 2458)
+    # the rule agrees, on the same lines
     found = _findings(res)
-    assert "SGA209" in found and "SGA210" not in found
+    assert "SGA209" in found
     lines = {e.fingerprint: e.line for e in found["SGA209"].code}
-    assert lines == {"create_auto_to_trtllm": 2436, "apply_trtllm_on_init_flag": 2514, "apply_final_not_implemented": 2621}
+    assert lines["apply_final_not_implemented"] == int(layer.site.rsplit(":", 1)[1])
 
 
 @pytest.mark.real_release
-def test_0516_sm120_with_quantization_flag_is_pinned_and_silent(release):
-    tree = release("0.5.16")
-    res = resolve(Request(source=str(tree.package_dir), arch="sm120", model="qwen3.5-397b-a17b-nvfp4",
-                          sets=["tp_size=8", "quantization=modelopt_fp4"]))
+def test_0516_sm120_with_quantization_flag_is_pinned_and_the_layer_runs_cutlass(release):
+    res = _run(release, "0.5.16", "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8", "quantization=modelopt_fp4"])
     moe = res.settings["moe_runner_backend"]
-    assert moe.config == "flashinfer_cutlass" and moe.layer is None
+    assert moe.config == "flashinfer_cutlass" and moe.layer.status == "resolved"
+    assert moe.layer.value == "FlashInfer cutlass_fused_moe"
     assert "SGA209" not in _findings(res)
 
 
 @pytest.mark.real_release
-def test_0523_sm120_qwen35_auto_runs_trtllm_on_unprepared_weights(release):
-    tree = release("0.5.23")
-    res = resolve(Request(source=str(tree.package_dir), arch="sm120", model="qwen3.5-397b-a17b-nvfp4", sets=["tp_size=8"]))
+def test_0523_sm120_qwen35_auto_and_modelopt_fp4(release):
+    res = _run(release, "0.5.23", "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"])
+    layer = res.settings["moe_runner_backend"].layer
+    assert (layer.status, layer.exception, layer.site) == ("unsupported", "AttributeError", f"{MQ}:3260")
+    assert layer.value == "AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'"
     found = _findings(res)
-    assert "SGA210" in found and "SGA209" not in found
-    assert {e.fingerprint: e.line for e in found["SGA210"].code}["reads_g1_scale_c"] == 3260
+    assert "SGA210" in found and {e.fingerprint: e.line for e in found["SGA210"].code}["reads_g1_scale_c"] == 3260
+
+    res = _run(release, "0.5.23", "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8", "quantization=modelopt_fp4"])
+    layer = res.settings["moe_runner_backend"].layer
+    assert (layer.status, layer.value, layer.runner, layer.site) == (
+        "resolved", "FlashInfer cutlass_fused_moe", "flashinfer_cutlass", f"{MQ}:3364")
+    assert "SGA210" not in _findings(res)
+
+
+@pytest.mark.real_release
+def test_0510_sm100_deepseek_r1_trtllm_reaches_trtllm_fp4_block_scale_moe(release):
+    res = _run(release, "0.5.10", "sm100", "deepseek-r1-nvfp4", ["tp_size=8"])
+    moe = res.settings["moe_runner_backend"]
+    assert moe.config == "flashinfer_trtllm"
+    layer = moe.layer
+    assert (layer.status, layer.value, layer.site) == ("resolved", "FlashInfer trtllm_fp4_block_scale_moe", f"{MQ}:1954")
+    assert "trtllm_fp4_block_scale_moe at sglang/srt/layers/moe/moe_runner/flashinfer_trtllm.py:659" in layer.code
+    assert [s.guard for s in layer.chain if s.kind == "branch"][-1] == 'hasattr(layer, "gemm1_weights_fp4_shuffled")'
+    assert layer.assumptions == ("flashinfer: installed (evaluate the other state with --without flashinfer)",)
 
 
 @pytest.mark.real_release
@@ -116,6 +293,31 @@ def test_diff_0515_to_0516_reports_the_new_layer_failure(release):
     old, new = release("0.5.15"), release("0.5.16")
     dep = Deployment(name="", arch="sm120", model="qwen3.5-397b-a17b-nvfp4", sets=("tp_size=8",))
     d = diff_releases(str(old.package_dir), str(new.package_dir), [dep]).deployments[0]
-    moe = next(s for s in d.settings if s.name == "moe_runner_backend")
-    assert moe.change == "unchanged"  # `auto` on both sides: the difference is in the layers
     assert [f.rule_id for f in d.findings_added] == ["SGA209"] and d.status == "changed"
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version, expected", [
+    ("0.5.15", ("resolved", "sgl-kernel cutlass_moe_fp4", set())),  # fallback, no rule
+    ("0.5.19", ("unsupported", "NotImplementedError", {"SGA209"})),
+])
+def test_evaluation_and_rules_agree_across_releases(release, version, expected):
+    """SGA209 fires exactly where evaluation finds the NotImplementedError, SGA210 exactly
+    where it finds the AttributeError (0.5.16 and 0.5.23 are checked above)."""
+    res = _run(release, version, "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"])
+    layer = res.settings["moe_runner_backend"].layer
+    status, what, rules = expected
+    assert layer.status == status
+    assert (layer.value if status == "resolved" else layer.exception) == what
+    found = set(_findings(res)) & {"SGA209", "SGA210"}
+    assert found == rules
+    assert ("SGA209" in found) == (layer.exception == "NotImplementedError")
+    assert ("SGA210" in found) == (layer.exception == "AttributeError")
+
+
+def test_an_undescribed_draft_class_is_unknown_not_guessed():
+    interp = _interp("sm100", "flashinfer_trtllm")
+    out = evaluate_layers(interp, _server_args(), _config("fp4q", {}), _config("fp4q", {}, arch="OtherNextN"))
+    draft = out["speculative_moe_runner_backend"]
+    assert draft.status == "unknown" and "OtherNextN is not described" in draft.reason
+    assert out["moe_runner_backend"].status == "resolved"

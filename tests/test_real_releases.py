@@ -68,7 +68,15 @@ def test_sm100_deepseek_r1_nvfp4_moe(release, version, expected):
     res = run(release, version, "sm100", "deepseek-r1-nvfp4", ["tp_size=8"])
     assert res.rejected is None
     assert res.settings["moe_runner_backend"].config == expected
-    assert res.settings["moe_runner_backend"].status == "resolved"
+    if version == "0.5.5":
+        # the layers fail: quantization "modelopt" picks ModelOptFp8Config, whose from_config
+        # rejects the NVFP4 quant_algo of config.json (0.5.10 rewrites modelopt -> modelopt_fp4)
+        layer = res.settings["moe_runner_backend"].layer
+        assert res.settings["moe_runner_backend"].status == "unsupported"
+        assert (layer.exception, layer.site) == ("ValueError", "sglang/srt/layers/quantization/modelopt_quant.py:233")
+        assert layer.value.startswith("ValueError: ModelOptFp8Config only supports static FP8 quantization in SGLang.")
+    else:
+        assert res.settings["moe_runner_backend"].status == "resolved"
     if version == "0.5.5":
         # before 0.5.10 the config.json quant_method "modelopt" is not rewritten
         assert res.model.quantization == "modelopt"
@@ -120,9 +128,9 @@ def test_pipeline_releases_sm120_qwen35(release, version, era, fp4_runtime, fp8_
     assert res.structure.startswith(era)
     assert res.rejected is None
     s = res.settings
-    # auto is published, and the NVFP4 MoE layers decide it again: not resolved (issue 15)
-    assert (s["moe_runner_backend"].config, s["moe_runner_backend"].status) == ("auto", "unknown")
-    assert s["moe_runner_backend"].layer is not None
+    # ServerArgs resolves `auto`; the MoE layers built with it fail (SGA209 on 0.5.19, SGA210 on 0.5.23)
+    assert (s["moe_runner_backend"].config, s["moe_runner_backend"].status) == ("auto", "unsupported")
+    assert s["moe_runner_backend"].layer.exception == {"0.5.19": "NotImplementedError", "0.5.23": "AttributeError"}[version]
     assert s["fp4_gemm_runner_backend"].runtime == fp4_runtime
     assert s["fp8_gemm_runner_backend"].runtime == fp8_runtime
     assert s["attention_backend"].config == "flashinfer"

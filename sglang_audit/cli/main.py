@@ -83,8 +83,8 @@ def resolve_cmd(fmt: str, verbose: bool, **kw: Any) -> None:
 
             text = wrap(text, max(60, shutil.get_terminal_size().columns))
         click.echo(text, nl=False)
-    if res.rejected is not None:
-        sys.exit(1)
+    if res.rejected is not None or any(s.status == "unsupported" for s in res.settings.values()):
+        sys.exit(1)  # rejected by ServerArgs, or the layers built with a setting fail
     if any(s.status == "unknown" for s in res.settings.values()):
         sys.exit(3)
 

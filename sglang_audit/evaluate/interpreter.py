@@ -82,6 +82,12 @@ class PyRaise(Exception):
         # False: raised by the evaluator for a data operation (a KeyError, an AttributeError);
         # uncaught, that is more likely a gap in the model than SGLang's verdict
         self.explicit = explicit
+        self.guards: tuple[Any, ...] = ()  # enclosing branch conditions (explicit raises)
+
+
+# outside bases that give their subclasses' instances no attributes of their own
+_NO_ATTR_BASES = frozenset({"ABC", "Generic", "Protocol", "object"})
+NOT_HOOKED = object()  # a call hook's answer: evaluate the call as usual
 
 
 class Unmodelled(Exception):
@@ -279,6 +285,8 @@ class Interpreter:
         self.handling: list[PyRaise] = []  # exceptions being handled (for a bare `raise`)
         self.tracked_keys: frozenset[str] = frozenset()  # settings whose declarations are evidence
         self.keyed_events: dict[str, list[Event]] = {}
+        # layers.py: intercepts kernel entry points and runner boundaries (None: no layer stage)
+        self.call_hook: Callable[[Any, list[Any], dict[str, Any]], Any] | None = None
         self.builtins: dict[str, Any] = natives.builtins(self)
         self.exc_classes: dict[str, Class] = natives.exception_classes
 
@@ -741,6 +749,9 @@ class Interpreter:
         star = [i for i, t in enumerate(targets) if isinstance(t, ir.Starred)]
         if isinstance(value, Unknown):
             return [value] * n
+        if isinstance(value, External) and self.call_hook is not None and not star:
+            # layer stage (layers.py): a tensor's shape unpacks into unknown sizes
+            return [Unknown(f"element {i} of {value.path}", f"{value.path}[{i}]") for i in range(n)]
         if isinstance(value, _SCALARS):
             raise self.make_raise("TypeError", f"cannot unpack non-iterable {type(value).__name__} object")
         items = self.iterate(value, frame, line)
@@ -815,9 +826,14 @@ class Interpreter:
 
     def s_For(self, node: ir.Node, frame: Frame) -> None:
         iterable, reads = self.collect(lambda: self.evaluate(node.iter, frame))
-        if isinstance(iterable, Unknown):
+        if isinstance(iterable, Unknown) and self.call_hook is not None:
+            # layer stage (layers.py): a loop over unknown tensor sizes (experts, shards) runs
+            # one representative iteration; each iteration runs the same code
+            items: list[Any] = [Unknown(f"an element of {iterable.reason}", f"{iterable.key}[*]" if iterable.key else None)]
+        elif isinstance(iterable, Unknown):
             raise Unmodelled(f"loop over an unknown value at {frame.module.file}:{node.line} ({iterable.reason})")
-        items = self.iterate(iterable, frame, node.line)
+        else:
+            items = self.iterate(iterable, frame, node.line)
         for count, item in enumerate(items):
             if count > self.bounds.max_loop:
                 raise AnalysisBound(f"analysis bound reached: loop at {frame.module.file}:{node.line}")
@@ -893,15 +909,21 @@ class Interpreter:
             exc = self.instantiate_exception(self.exc_classes[exc.name], [])
         if not isinstance(exc, Instance):
             exc = self.instantiate_exception(self.exc_classes["Exception"], [f"(unmodelled exception {exc!r})"])
-        raise PyRaise(exc, frame.module.file, node.line, node.text)
+        raised = PyRaise(exc, frame.module.file, node.line, node.text)
+        raised.guards = tuple(self.guards)  # the branches it is in (layers.py weighs them)
+        raise raised
 
     def s_Assert(self, node: ir.Node, frame: Frame) -> None:
+        if frame.scope is None and self.call_hook is not None:
+            return  # layer stage (layers.py): an import-time assert held when SGLang imported the module
         test = self.evaluate(node.test, frame)
         if self.truth(test, frame, node.line, node.text):
             return
         msg = self.eval_message_expr(node.msg, frame) if node.msg is not None else ""
         exc = self.instantiate_exception(self.exc_classes["AssertionError"], [msg] if node.msg is not None else [])
-        raise PyRaise(exc, frame.module.file, node.line, f"assert {node.text}")
+        raised = PyRaise(exc, frame.module.file, node.line, f"assert {node.text}")
+        raised.guards = tuple(self.guards)
+        raise raised
 
     def eval_message_expr(self, node: ir.Node, frame: Frame) -> Any:
         saved = getattr(self, "_message_mode", False)
@@ -1294,6 +1316,9 @@ class Interpreter:
             if is_plain(left_v) or is_plain(right_v):
                 return Unknown(f"value of {ext.path} is not modelled", f"ext:{ext.path}")
             if isinstance(left, External) and isinstance(right, External):
+                if self.call_hook is not None and ("(" in left.path or "(" in right.path) and left.path != right.path:
+                    # layer stage: an object made by a call (a tensor's dtype) is not known to differ
+                    return Unknown(f"value of {ext.path} is not modelled", f"ext:{left.path}=={right.path}")
                 return left.path == right.path
         return False
 
@@ -1476,6 +1501,10 @@ class Interpreter:
 
     # ---- calls ------------------------------------------------------------------------
     def call(self, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if self.call_hook is not None:
+            hooked = self.call_hook(func, args, kwargs)
+            if hooked is not NOT_HOOKED:
+                return hooked
         if isinstance(func, Function):
             return self.call_function(func, args, kwargs)
         if isinstance(func, BoundMethod):
@@ -1810,8 +1839,11 @@ class Interpreter:
         found, getattr_fn = obj.cls.lookup("__getattr__")
         if found:
             return self.call(self.bind(getattr_fn, obj, obj.cls), [name], {})
-        if obj.cls.external_bases and not ("enum" in obj.cls.flags or "exception" in obj.cls.flags or "dataclass" in obj.cls.flags):
-            return Unknown(f"attribute {name} of {obj.cls.name} may come from {obj.cls.external_bases[0]}", f"attr:{obj.cls.name}.{name}")
+        # an outside base anywhere in the MRO (e.g. ModelWeightParameter -> ... -> torch.nn.Parameter)
+        outside = obj.cls.external_bases or next((c.external_bases for c in obj.cls.mro()
+                                                  if c.external_bases and not all(b.rsplit(".", 1)[-1] in _NO_ATTR_BASES for b in c.external_bases)), ())
+        if outside and not ("enum" in obj.cls.flags or "exception" in obj.cls.flags or "dataclass" in obj.cls.flags):
+            return Unknown(f"attribute {name} of {obj.cls.name} may come from {outside[0]}", f"attr:{obj.cls.name}.{name}")
         raise self.make_raise("AttributeError", f"'{obj.cls.name}' object has no attribute '{name}'")
 
     def class_attr(self, cls: Class, name: str) -> Any:

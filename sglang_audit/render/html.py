@@ -33,7 +33,7 @@ from sglang_audit.analyses.explain import (
     final_value,
 )
 from sglang_audit.analyses.report_graph import deployment_graph
-from sglang_audit.result import ChainStep, Rejection, Resolution, Setting, UnknownValue
+from sglang_audit.result import ChainStep, LayerValue, Rejection, Resolution, Setting, UnknownValue
 
 PRIMARY = ("moe_runner_backend", "speculative_moe_runner_backend", "fp4_gemm_runner_backend")
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -69,6 +69,12 @@ def fmt(value: Any) -> str:
     if isinstance(value, UnknownValue):
         return "unknown"
     return "None" if value is None else str(value)
+
+
+def _layer_text(v: LayerValue) -> str:
+    if v.status == "unknown":
+        return f"unknown — {v.reason}"
+    return f"{v.status} — {v.value} at {v.site} ({v.method}" + (f", runner {v.runner})" if v.runner else ")")
 
 
 def _unknown_detail(value: Any) -> str:
@@ -239,8 +245,9 @@ class _View:
             "name": name, "anchor": f"setting-{name}", "status": s.status, "note": s.note,
             "config": "—" if rejected else fmt(s.config), "config_detail": _unknown_detail(s.config),
             "runtime": None if s.runtime is None else fmt(s.runtime), "runtime_detail": _unknown_detail(s.runtime),
-            "layer": s.layer.reason if isinstance(s.layer, UnknownValue) and not rejected else None,
-            "layer_raises": [f"{c.value} ({', '.join(c.when)})" for c in s.layer.candidates] if isinstance(s.layer, UnknownValue) and not rejected else [],
+            "layer": (f"unknown — {s.layer.reason}" if isinstance(s.layer, UnknownValue)
+                      else _layer_text(s.layer) if isinstance(s.layer, LayerValue) else None) if not rejected else None,
+            "layer_raises": [f"{c.value} ({', '.join(c.when)})" for c in s.layer.candidates] if isinstance(s.layer, (UnknownValue, LayerValue)) and not rejected else [],
             "user_set": name in self.res.flags, "user_value": self.res.flags.get(name),
             "primary": name in PRIMARY,
             "deciding": self.step(deciding) if deciding is not None else None,

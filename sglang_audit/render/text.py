@@ -9,6 +9,7 @@ from sglang_audit.result import (
     ROLE_DECISION,
     ROLE_INPUT,
     ChainStep,
+    LayerValue,
     Resolution,
     Setting,
     UnknownValue,
@@ -94,7 +95,9 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
         if name == "quantization" and s.config is None and isinstance(m.quantization, str):
             # the flag is unset; ModelConfig takes the method from the checkpoint
             out.append(f"{'':{width}}    model   {m.quantization}  (from the model's config.json, as ModelConfig reads it)")
-        if isinstance(s.layer, UnknownValue):
+        if isinstance(s.layer, LayerValue):
+            out.extend(f"{'':{width}}    {line}" for line in layer_lines(s.layer))
+        elif isinstance(s.layer, UnknownValue):
             out.append(f"{'':{width}}    layers  unknown: {s.layer.reason}")
             for c in s.layer.candidates:
                 out.append(f"{'':{width}}            may {c.value}  (at {', '.join(c.when)})")
@@ -110,6 +113,18 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
         out.append("analysis notes:")
         out.extend(f"  - {n}" for n in res.analysis_notes)
     return "\n".join(out) + "\n"
+
+
+def layer_lines(v: LayerValue) -> list[str]:
+    """The MoE layers' outcome: kernel entry point, SGLang's raise, or unknown with candidates."""
+    what = f"{v.method}" + (f", runner {v.runner}" if v.runner else "")
+    if v.status == "unknown":
+        lines = [f"layers  unknown: {v.reason}" + (f"  [{what}]" if v.method else "")]
+        lines += [f"          may {c.value}  (when {'; '.join(c.when)})" for c in v.candidates]
+    else:
+        lines = [f"layers  {v.status}: {v.value} at {v.site}  [{what}]"]
+    lines += [f"          assuming {a}" for a in v.assumptions]
+    return lines
 
 
 def describe_step(step: ChainStep) -> str:

@@ -1,85 +1,713 @@
-"""The runtime layer: where a published `auto` is decided again when the layers are built.
+"""The MoE layers SGLang builds with the resolved settings: which kernel they call, or where
+they fail (issue 16).
 
-Data in ``rules/layers.toml``. The tool does not build layers; for a setting whose published
-value is `auto` and whose model is quantized by a listed method, the layer value is unknown,
-with the deciding methods (file:line) and the explicit raises they contain as candidates.
-Static: reads the release's IR, runs nothing.
+On one resolver path, after the runtime initialisers, the same interpreter evaluates the
+release's own ``FusedMoE.__init__`` on a stand-in layer (the quant config's
+``get_quant_method``, ``create_weights``, ``create_moe_runner``), then
+``process_weights_after_loading`` and ``apply``. Nothing is executed: tensors are unknown
+values; a branch on one is explored both ways (a layer-local decision that never reaches the
+resolver's paths), and the outcomes are joined: one kernel on every branch is ``resolved``,
+one SGLang raise on every branch is ``unsupported``, anything else is ``unknown`` with the
+candidates and the branch conditions that lead to each. Which classes, functions and
+boundaries are involved is data (``rules/layers.toml``), never line numbers.
+
+The stand-in layer is a subclass of the release's ``FusedMoE`` whose missing attributes raise
+AttributeError, as ``torch.nn.Module.__getattr__`` does for a name never registered: its
+attributes are exactly those SGLang's own code sets (``create_weights`` registers the
+parameters through ``register_parameter``, modelled here). An AttributeError is reported as
+unsupported only when ``create_weights`` ran to its end; otherwise the outcome is unknown.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
+from sglang_audit.evaluate.interpreter import NOT_HOOKED, Interpreter, PyRaise, Unmodelled
+from sglang_audit.evaluate.values import (
+    AnalysisBound,
+    BoundMethod,
+    Class,
+    External,
+    Function,
+    HFConfig,
+    Instance,
+    ModuleObj,
+    Native,
+    Unknown,
+)
 from sglang_audit.frontend import ir
-from sglang_audit.frontend.parse import ParseFailure, SourceCache
-from sglang_audit.result import Candidate, ModelSummary, UnknownValue
+from sglang_audit.frontend.parse import ParseFailure
+from sglang_audit.result import (
+    STATUS_RESOLVED,
+    STATUS_UNKNOWN,
+    STATUS_UNSUPPORTED,
+    Candidate,
+    ChainStep,
+    LayerValue,
+)
 from sglang_audit.shipped import load_toml
 
+STATUS_DATA = "data"  # a raise decided by tensor data: reported, never the layer's verdict
+STATUS_INFEASIBLE = "infeasible"  # a module body that raises: the real import did not
+MAX_LAYER_PATHS = 64  # branches on unknown tensors explored per layer (each is a few ms)
 
-def layer_values(root: Path, cache: SourceCache, values: dict[str, Any], model: ModelSummary) -> dict[str, UnknownValue]:
-    """``values``: each setting's value as published (runtime, else config)."""
-    out: dict[str, UnknownValue] = {}
-    for spec in load_toml("layers.toml")["layer"]:
-        name = spec["setting"]
-        if name in out or values.get(name) not in spec["when_value"]:
+
+class _KernelReached(Exception):
+    """Evaluation reached a kernel entry point: the layer's answer on this branch."""
+
+    def __init__(self, outcome: _Outcome) -> None:
+        super().__init__(outcome.value)
+        self.outcome = outcome
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    status: str  # resolved | unsupported | unknown
+    value: str  # the kernel label, "raise: <message>", or the reason
+    site: str = ""  # file:line
+    code: str = ""
+    exception: str = ""
+    runner: str = ""  # the runner backend create_moe_runner built, if any
+    method: str = ""
+    chain: tuple[ChainStep, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Role:
+    setting: str
+    model_config: Any
+    draft: bool
+
+
+def evaluate_layers(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
+    """The layer value of ``moe_runner_backend`` (target) and ``speculative_moe_runner_backend``
+    (draft), for an MoE model; {} when the model has no MoE layers or the release lacks the
+    classes named in rules/layers.toml."""
+    spec = load_toml("layers.toml")
+    interp.layer_server_args = server_args  # type: ignore[attr-defined]
+    roles = [_Role("moe_runner_backend", model_config, False)]
+    if isinstance(draft_config, Instance):
+        roles.append(_Role("speculative_moe_runner_backend", draft_config, True))
+    out: dict[str, LayerValue] = {}
+    for role in roles:
+        if not isinstance(role.model_config, Instance) or _moe_args(role.model_config, spec) is None:
             continue
-        quant = model.draft_quantization if spec["model"] == "draft" else model.quantization
-        if spec["model"] == "draft" and model.draft_architecture is None:
+        if interp.find_module_file(spec["moe"]["layer_module"]) is None:
             continue
-        if quant not in spec["quantization"]:
+        arch = _architecture(role.model_config)
+        if role.draft and not any(dm["architecture"] == arch for dm in spec.get("draft_model", [])):
+            # a draft class may replace its quant config in __init__ (DeepSeek's NextN drops an
+            # NVFP4 one, or casts to FP8): not described, so not guessed
+            out[role.setting] = LayerValue(STATUS_UNKNOWN, None, reason=(
+                f"the draft model class {arch} is not described in rules/layers.toml "
+                "(its __init__ may replace the quant config its MoE layers get)"))
             continue
-        found = _locate(root, cache, spec)
-        if found is not None:
-            out[name] = found
+        out[role.setting] = _explore(interp, role, spec)
     return out
 
 
-def _locate(root: Path, cache: SourceCache, spec: dict[str, Any]) -> UnknownValue | None:
-    rel = spec["module"].replace(".", "/") + ".py"
-    path = root / rel
-    if not path.is_file():
-        return None
+def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerValue:
+    """Run the layer once per assignment of its own unknown branches (depth-first, bounded);
+    the resolver's decisions, taken and new lists are restored afterwards."""
+    saved = (interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook)
+    base = dict(interp.decisions)
+    outcomes: list[tuple[_Outcome, tuple[str, ...]]] = []
+    pending: list[dict[str, bool]] = [{}]
+    complete = True
+    assumed: set[str] = set()
+    built: dict[str, Any] = {}
+    tensor_keys: set[str] = set()
+    # a tensor branch whose side ends in an assert on data: its other side is the default
+    # (a loadable checkpoint takes it), and flipping it does not count as a combination
+    defaults: dict[str, bool] = {}
+    pairwise = False
+    real_decide = interp.decide
+
+    def decide(value: Unknown, file: str, line: int, text: str) -> bool:
+        # an assert on tensor data/metadata holds for a checkpoint SGLang can load: assumed,
+        # reported, not explored (its failing side says nothing about the configuration)
+        if _is_assert(interp, file, line) and _tensor_decided(value, spec):
+            assumed.add(f"assert {text} at {file}:{line} (tensor data; assumed to hold)")
+            return True
+        return real_decide(value, file, line, text)
+
+    imported: dict[str, bool | None] = {}
+    real_load = interp.load_module
+    optional = set(spec["moe"]["optional_packages"])
+
+    def load_module(name: str) -> Any:
+        top = name.split(".")[0]
+        if top in optional and top not in imported:
+            imported[top] = interp.natives.package_state(top)
+        return real_load(name)
+
+    interp.load_module = load_module  # type: ignore[method-assign]
     try:
-        tree = cache.load(path)
-    except ParseFailure:
-        return None
-    cls = next((n for n in tree.body if isinstance(n, ir.ClassDef) and n.name == spec["class"]), None)
-    if cls is None:
-        return None
-    methods = [n for n in cls.body if isinstance(n, ir.FunctionDef) and n.name in spec["methods"]]
-    if not methods:
-        return None
-    where = ", ".join(f"{spec['class']}.{m.name} ({rel}:{m.line})" for m in methods)
-    reason = (f"`{spec['when_value'][0]}` is decided again when the MoE layers are built, by {where}; "
-              "sglang-audit does not build layers (checkpoint tensors, excluded layers, FlashInfer defaults)")
-    candidates = [Candidate(_one_line(r.text), (f"{rel}:{r.line} in {m.name}",))
-                  for m in methods for r in _raises(m.body)]
-    return UnknownValue(reason, tuple(candidates))
+        while pending:
+            if len(outcomes) >= MAX_LAYER_PATHS:
+                complete = False
+                break
+            extra = pending.pop()
+            interp.decisions = {**base, **defaults, **extra}
+            interp.new_decisions = []
+            interp.taken = []
+            interp.guards = []
+            interp.guard_tuple = None
+            interp.decide = decide  # type: ignore[method-assign]
+            try:
+                outcome = _run_once(interp, role, spec, built)
+            finally:
+                del interp.decide
+            when = tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in interp.taken)
+            outcomes.append((outcome, when))
+            prefix = dict(extra)
+            for key, truth in built.pop("data_keys", ()):
+                defaults.setdefault(key, not truth)
+            flipped = any(k in tensor_keys and k not in defaults and v is not True for k, v in extra.items())
+            for d in interp.new_decisions:
+                if _tensor_decided(d, spec):
+                    tensor_keys.add(d.key)
+                    if flipped:
+                        # tensor branches are flipped one at a time, not in every combination
+                        prefix[d.key] = True
+                        pairwise = True
+                        continue
+                alt = dict(prefix)
+                alt[d.key] = False
+                pending.append(alt)
+                prefix[d.key] = True
+    finally:
+        del interp.load_module
+        interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook = saved
+    value = _join(outcomes, complete)
+    if pairwise:
+        assumed.add(f"branches on tensor data ({len(tensor_keys)}) explored one at a time, not in every combination")
+    assumptions = tuple(f"{top}: {'installed' if st else 'absent' if st is False else 'not modelled (assumed importable)'}"
+                        f" (evaluate the other state with --{'without' if st is not False else 'with'} {top})"
+                        for top, st in sorted(imported.items()))
+    return replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent, assumptions=assumptions)
 
 
-def _raises(stmts: list[ir.Node]) -> list[ir.Node]:
-    """Explicit ``raise X(...)`` statements in a body (nested blocks included, nested
-    functions not; a bare re-raise is not a verdict)."""
-    found: list[ir.Node] = []
-    for stmt in stmts:
-        if isinstance(stmt, ir.Raise):
-            if stmt.exc is not None:
-                found.append(stmt)
-        elif isinstance(stmt, (ir.FunctionDef, ir.ClassDef)):
-            continue
+def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> LayerValue:
+    data = sorted({f"{o.value} at {o.site}" for o, _ in outcomes if o.status == STATUS_DATA})
+    kept = [(o, w) for o, w in outcomes if o.status not in (STATUS_DATA, STATUS_INFEASIBLE)]
+    if not kept:
+        reason = "every branch ends in an assert on tensor data or a failing import" if data else "no branch"
+        return LayerValue(STATUS_UNKNOWN, None, reason=reason, paths=len(outcomes), data_dependent=tuple(data))
+    outcomes = kept
+    distinct: list[_Outcome] = []
+    for o, _ in outcomes:
+        if o not in distinct:
+            distinct.append(o)
+    first = distinct[0]
+    if complete and len(distinct) == 1 and first.status != STATUS_UNKNOWN:
+        return LayerValue(first.status, first.value, first.method, first.runner, first.site, first.code,
+                          first.exception, paths=len(outcomes), data_dependent=tuple(data), chain=first.chain)
+    reason = first.value if len(distinct) == 1 else "the layer's outcome depends on values the tool does not know"
+    if not complete:
+        reason = f"analysis bound reached: more than {MAX_LAYER_PATHS} layer branches"
+    cands: list[Candidate] = []
+    for o in distinct:
+        whens = next(w for oo, w in outcomes if oo == o)
+        label = o.value if o.status == STATUS_RESOLVED else f"{o.status}: {o.value}"
+        cands.append(Candidate(label, ((f"at {o.site}",) if o.site else ()) + whens))
+    methods = {o.method for o in distinct if o.method}
+    runners = {o.runner for o in distinct if o.runner}
+    return LayerValue(STATUS_UNKNOWN, None, methods.pop() if len(methods) == 1 else "", runners.pop() if len(runners) == 1 else "",
+                      reason=reason, candidates=tuple(cands), paths=len(outcomes), data_dependent=tuple(data))
+
+
+# ---- one evaluation of the layer ----------------------------------------------------------
+def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dict[str, Any]) -> _Outcome:
+    """One branch assignment. ``built`` keeps the layer as FusedMoE.__init__ left it when
+    building it took no decision: later branches start from a copy instead of rebuilding."""
+    state: dict[str, Any] = {"weights_created": False, "method": "", "runner": "", "chain": []}
+    _publish_server_args(interp, spec)
+    interp.call_hook = _hook(interp, spec, state)
+    restore = None
+    try:
+        if role.draft:
+            restore = _swap_to_speculative(interp, spec)
+        hit = next((b for b in built.values() if all(interp.decisions.get(d.key or "") == t for d, t in b[2])), None)
+        if hit is not None:
+            layer = _copy_layer(hit[0])
+            state.update(hit[1])
+            state["chain"] = list(hit[1]["chain"])
+            interp.taken.extend(hit[2])
         else:
-            for block in _blocks(stmt):
-                found.extend(_raises(block))
-    return found
+            layer = _build_layer(interp, role, spec, state)
+            if all(d.key for d, _ in interp.taken):
+                taken = tuple(interp.taken)
+                built[tuple((d.key, t) for d, t in taken)] = (_copy_layer(layer), {**state, "chain": list(state["chain"])}, taken)
+        method = layer.attrs.get("quant_method")
+        if not isinstance(method, Instance):
+            return _Outcome(STATUS_UNKNOWN, f"FusedMoE.__init__ left no quant method ({method!r})", runner=state["runner"])
+        state["method"] = method.cls.name
+        found, _ = method.cls.lookup("process_weights_after_loading")
+        if found:
+            interp.call(interp.getattr(method, "process_weights_after_loading"), [layer], {})
+        dispatch = _dispatch_output(interp, spec)
+        result = interp.call(interp.getattr(method, "apply"), [layer, dispatch], {})
+        return _Outcome(STATUS_UNKNOWN, f"apply() returned without reaching a kernel entry point listed in rules/layers.toml ({_short(result)})",
+                        runner=state["runner"], method=state["method"])
+    except _KernelReached as hit:
+        o = hit.outcome
+        return _Outcome(o.status, o.value, o.site, o.code, o.exception, state["runner"], state["method"], (*state["chain"], *o.chain))
+    except PyRaise as raised:
+        out = _raise_outcome(interp, raised, state, spec)
+        if "data_keys" in state:
+            built["data_keys"] = state["data_keys"]
+        return out
+    except (Unmodelled, AnalysisBound) as exc:
+        return _Outcome(STATUS_UNKNOWN, str(exc), runner=state["runner"], method=state["method"])
+    except RecursionError:
+        return _Outcome(STATUS_UNKNOWN, "analysis bound reached: recursion too deep", method=state["method"])
+    except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        return _Outcome(STATUS_UNKNOWN, f"internal evaluator error ({type(exc).__name__}: {exc})", method=state["method"])
+    finally:
+        interp.call_hook = None
+        if restore is not None:
+            restore()
 
 
-def _blocks(stmt: ir.Node) -> list[list[ir.Node]]:
-    blocks = [getattr(stmt, s) for s in ("body", "orelse", "finalbody") if isinstance(getattr(stmt, s, None), list)]
-    blocks.extend(h.body for h in getattr(stmt, "handlers", None) or [])
-    return blocks
+def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], spec: dict[str, Any]) -> _Outcome:
+    exc = raised.exc
+    name = exc.cls.name if isinstance(exc, Instance) else "Exception"
+    args = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
+    interp._message_mode = True  # type: ignore[attr-defined]  # f-string parts as text
+    try:
+        message = interp.to_str(args[0]) if len(args) == 1 else ", ".join(interp.to_str(a) for a in args)
+    finally:
+        interp._message_mode = False  # type: ignore[attr-defined]
+    site = f"{raised.file}:{raised.line}"
+    if _at_module_level(interp, raised.file, raised.line):
+        # an import that fails on this branch: the real import succeeded, so the branch is not taken
+        return _Outcome(STATUS_INFEASIBLE, f"{name}: {message}", site, raised.text, name)
+    tensor_sites = {(d.file, d.line): (d.key, t) for d, t in interp.taken if _tensor_decided(d, spec)}
+    enclosing = {(g.file, g.line) for g in raised.guards} | {(raised.file, raised.line)}
+    if set(tensor_sites) & enclosing:
+        state["data_keys"] = [tensor_sites[s] for s in enclosing if s in tensor_sites]
+        # an assert on tensor data/metadata: fails only for a checkpoint that violates it
+        return _Outcome(STATUS_DATA, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"])
+    verdict = any(raised.file.startswith(prefix) for prefix in spec["moe"]["verdict_files"])
+    chain = (*state["chain"], *_guard_steps(raised.guards),
+             ChainStep(raised.file, raised.line, "", f"{name}: {message}", raised.text, "layers", "raise"))
+    if raised.explicit and verdict:
+        return _Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"], chain)
+    if name == "AttributeError" and verdict and state["weights_created"] and "'FusedMoE' object" in message:
+        # a parameter SGLang never registered on the layer (create_weights ran to its end)
+        return _Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"], chain)
+    why = "outside the layer's own code" if raised.explicit else "not an explicit raise in SGLang"
+    return _Outcome(STATUS_UNKNOWN, f"evaluation stopped: {name}: {message} at {site} ({why})",
+                    runner=state["runner"], method=state["method"])
 
 
-def _one_line(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= 200 else flat[:197] + "..."
+def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any]) -> Any:
+    functions = {k["function"]: k["label"] for k in spec["kernel"] if "function" in k}
+    externals = {k["external"]: k["label"] for k in spec["kernel"] if "external" in k}
+    runner = spec["moe"]["runner"]
+    process_state = tuple(spec["moe"]["process_state_modules"])
+    process_values = spec["moe"]["process_values"]
+    regex_aliases = spec["moe"]["regex_aliases"]
+    regex_compile = set(spec["moe"]["regex_compile"])
+    external_attrs: set[tuple[int, str]] = set()  # attributes set on outside objects (tensors)
+
+    def site() -> tuple[str, int]:
+        return getattr(interp, "_call_site", ("?", 0))
+
+    def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if isinstance(func, Function) and f"{func.module.name}.{func.name}" in functions:
+            file, line = site()
+            raise _KernelReached(_Outcome(STATUS_RESOLVED, functions[f"{func.module.name}.{func.name}"], f"{file}:{line}", f"{func.name}(...)"))
+        if isinstance(func, External) and func.path in regex_aliases:
+            native = interp.natives.external_value(interp, regex_aliases[func.path])
+            if isinstance(native, Native):
+                return native.fn(interp, args, kwargs)
+        if isinstance(func, External) and func.path in regex_compile and args and isinstance(args[0], str):
+            return _compiled_pattern(args[0])
+        if isinstance(func, External) and func.path in externals:
+            file, line = site()
+            raise _KernelReached(_Outcome(STATUS_RESOLVED, externals[func.path], f"{file}:{line}", f"{func.path}(...)"))
+        if isinstance(func, Class) and func.name == runner["class"] and func.module is not None and func.module.name == runner["module"]:
+            backend = args[0] if args else kwargs.get("runner_backend")
+            value = backend.attrs.get("_value_") if isinstance(backend, Instance) else backend
+            state["runner"] = value if isinstance(value, str) else repr(value)
+            file, line = site()
+            state["chain"].append(ChainStep(file, line, _guards_text(interp.guards), state["runner"], "MoeRunner(...)", "layers", "runner"))
+            return _runner_standin(interp, spec, func, backend, value)
+        if isinstance(func, Function) and func.module.name.startswith(process_state):
+            if func.name in process_values:
+                return _process_value(interp, process_values[func.name])
+            return Unknown(f"{func.qualname}(): process state (distributed groups) is not modelled", f"proc:{func.qualname}")
+        if isinstance(func, Native) and func.name in ("setattr", "hasattr") and len(args) >= 2 and _made_outside(args[0]):
+            # a tensor made by torch carries none of SGLang's ad hoc attributes (weight_loader,
+            # ...) until SGLang sets one: remembered here, since an outside object keeps no state
+            if func.name == "setattr":
+                external_attrs.add((id(args[0]), str(args[1])))
+                return None
+            return (id(args[0]), str(args[1])) in external_attrs
+        if isinstance(func, Function) and func.name == "create_weights":
+            file, line = site()
+            owner = func.qualname.rsplit(".", 1)[0]
+            state["chain"].append(ChainStep(file, line, _guards_text(interp.guards), owner, f"{owner}.create_weights(...)", "layers", "method"))
+            result = interp.call_function(func, args, kwargs)
+            state["weights_created"] = True
+            return result
+        return NOT_HOOKED
+
+    return hook
+
+
+_ASSERT_SITES: dict[tuple[int, str], frozenset[int]] = {}
+
+
+def _is_assert(interp: Interpreter, file: str, line: int) -> bool:
+    key = (id(interp.cache), file)
+    if key not in _ASSERT_SITES:
+        try:
+            tree = interp.cache.load(interp.root / file)
+            _ASSERT_SITES[key] = frozenset(n.line for n in _walk(tree.body) if isinstance(n, ir.Assert))
+        except (ParseFailure, OSError):
+            _ASSERT_SITES[key] = frozenset()
+    return line in _ASSERT_SITES[key]
+
+
+def _tensor_decided(decision: Any, spec: dict[str, Any]) -> bool:
+    text = f"{decision.reason} {decision.key or ''}"
+    return any(m in text for m in spec["moe"]["tensor_markers"])
+
+
+def _at_module_level(interp: Interpreter, file: str, line: int) -> bool:
+    path = interp.root / file
+    try:
+        tree = interp.cache.load(path)
+    except (ParseFailure, OSError):
+        return False
+    return not any(isinstance(n, ir.FunctionDef) and n.line <= line <= n.end_line for n in _walk(tree.body))
+
+
+def _compiled_pattern(pattern: str) -> Instance:
+    from sglang_audit.target.world import _regex
+
+    inst = Instance(Class("Pattern", (), {}, None))
+    for fn in ("fullmatch", "match", "search"):
+        inst.attrs[fn] = Native(f"Pattern.{fn}", lambda i, a, k, fn=fn: _regex(i, fn, [pattern, *a[:1]]))
+    inst.attrs["pattern"] = pattern
+    return inst
+
+
+def _kernel(interp: Interpreter, label: str, code: str) -> _Outcome:
+    file, line = getattr(interp, "_call_site", ("?", 0))
+    steps = (*_guard_steps(interp.guards), ChainStep(file, line, _guards_text(interp.guards), label, code, "layers", "kernel"))
+    return _Outcome(STATUS_RESOLVED, label, f"{file}:{line}", code, chain=steps)
+
+
+def _guard_steps(guards: Any) -> tuple[ChainStep, ...]:
+    """The branch conditions around a dispatch, innermost last (the ones in the layer's code)."""
+    return tuple(ChainStep(g.file, g.line, g.describe(), g.truth, "", "layers", "branch")
+                 for g in guards if g.file.startswith("sglang/srt/layers/"))
+
+
+def _guards_text(guards: Any) -> str:
+    return " and ".join(g.describe() for g in guards[-2:])
+
+
+def _made_outside(value: Any) -> bool:
+    return isinstance(value, External) and value.path.endswith(")")
+
+
+def _process_value(interp: Interpreter, expr: Any) -> Any:
+    if isinstance(expr, int):
+        return expr
+    server_args = getattr(interp, "layer_server_args", None)
+    parts = [server_args.attrs.get(p) if isinstance(server_args, Instance) else None for p in str(expr).split("/")]
+    if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts) or any(p == 0 for p in parts[1:]):
+        return Unknown(f"{expr} (server args not known)", f"proc:{expr}")
+    value = parts[0]
+    for p in parts[1:]:
+        value //= p
+    return value
+
+
+def _runner_standin(interp: Interpreter, spec: dict[str, Any], cls: Class, backend: Any, value: Any) -> Instance:
+    inst = Instance(Class(cls.name, (), {}, cls.module))
+    inst.attrs["runner_backend"] = backend
+
+    def run(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        file, line = getattr(i, "_call_site", ("?", 0))
+        info = args[1] if len(args) > 1 else kwargs.get("quant_info")
+        info_name = info.cls.name if isinstance(info, Instance) else type(info).__name__
+        for rk in spec["runner_kernel"]:
+            if rk["backend"] == value and rk["quant_info"] == info_name:
+                where = _find_call(i, rk["module"], rk["call"])
+                code = f"MoeRunner({value}).run(..., {info_name}) -> {rk['call']}" + (f" at {where}" if where else "")
+                raise _KernelReached(_kernel(i, rk["label"], code))
+        raise _KernelReached(_Outcome(STATUS_UNKNOWN, f"MoeRunner({value}).run with {info_name}: the runner's fused function is not listed in rules/layers.toml",
+                                      f"{file}:{line}"))
+
+    inst.attrs["run"] = Native("MoeRunner.run", run)
+    return inst
+
+
+def _find_call(interp: Interpreter, module: str, name: str) -> str:
+    found = interp.find_module_file(module)
+    if found is None:
+        return ""
+    path, _ = found
+    try:
+        tree = interp.cache.load(path)
+    except ParseFailure:
+        return ""
+    rel = path.relative_to(interp.root).as_posix()
+    for node in _walk(tree.body):
+        if isinstance(node, ir.Call) and isinstance(node.func, ir.Name) and node.func.id == name:
+            return f"{rel}:{node.line}"
+    return ""
+
+
+def _walk(nodes: Any) -> Any:
+    stack = list(nodes) if isinstance(nodes, list) else [nodes]
+    while stack:
+        node = stack.pop(0)
+        if isinstance(node, ir.Node):
+            yield node
+            for slot in getattr(node, "__slots__", ()) or getattr(node, "__dataclass_fields__", {}):
+                child = getattr(node, slot, None)
+                if isinstance(child, ir.Node):
+                    stack.append(child)
+                elif isinstance(child, (list, tuple)):
+                    stack.extend(c for c in child if isinstance(c, (ir.Node, list, tuple)))
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+
+
+# ---- the stand-ins --------------------------------------------------------------------------
+def _architecture(model_config: Instance) -> Any:
+    hf = model_config.attrs.get("hf_config")
+    archs = hf.attrs.get("architectures") if isinstance(hf, HFConfig) else None
+    return archs[0] if isinstance(archs, list) and archs else None
+
+
+def _first_moe_layer(model_config: Instance, moe: dict[str, Any]) -> int:
+    hf = model_config.attrs.get("hf_config")
+    if not isinstance(hf, HFConfig):
+        return 0
+    text = hf.attrs.get("text_config")
+    for source in (text.attrs if isinstance(text, HFConfig) else text if isinstance(text, dict) else {}, hf.attrs):
+        for key in moe["first_moe_layer_keys"]:
+            if isinstance(source.get(key), int):
+                return source[key]
+    return 0
+
+
+def _moe_args(model_config: Instance, spec: dict[str, Any]) -> dict[str, Any] | None:
+    hf = model_config.attrs.get("hf_config")
+    if not isinstance(hf, HFConfig):
+        return None
+    text = hf.attrs.get("text_config")
+    sources = [text.attrs if isinstance(text, HFConfig) else text if isinstance(text, dict) else {}, hf.attrs]
+    if not any(k in s for s in sources for k in spec["moe"]["moe_keys"]):
+        return None
+    args: dict[str, Any] = {}
+    for kw, keys in spec["moe"]["init_args"].items():
+        value: Any = Unknown(f"{kw} of the model", f"layer:{kw}")
+        for s in sources:
+            hit = next((s[k] for k in keys if k in s and isinstance(s[k], int)), None)
+            if hit is not None:
+                value = hit
+                break
+        args[kw] = value
+    return args
+
+
+def _build_layer(interp: Interpreter, role: _Role, spec: dict[str, Any], state: dict[str, Any]) -> Instance:
+    moe = spec["moe"]
+    mod = interp.load_module(moe["layer_module"])
+    if not isinstance(mod, ModuleObj):
+        raise Unmodelled(f"{moe['layer_module']} not in the source tree")
+    base = interp.getattr(mod, moe["layer_class"])
+    if not isinstance(base, Class):
+        raise Unmodelled(f"{moe['layer_class']} is not a class in {moe['layer_module']}")
+
+    def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        # torch.nn.Module.__getattr__: a name never registered on the module
+        raised = i.make_raise("AttributeError", f"'{base.name}' object has no attribute '{args[-1]}'")
+        raised.line = _attribute_line(i, raised.file, raised.line, str(args[-1]))
+        raised.text = f".{args[-1]}"
+        raise raised
+
+    standin = Class(base.name, (base,), {"__getattr__": Native("Module.__getattr__", missing)}, base.module, base.line,
+                    external_bases=())
+    layer = Instance(standin)
+    _module_natives(layer)
+    quant_config = _quant_config(interp, role, spec, state)
+    kwargs = dict(_moe_args(role.model_config, spec) or {})
+    first = _first_moe_layer(role.model_config, moe)
+    prefix = moe["draft_prefix"] if role.draft else moe["prefix"].format(layer=first)
+    kwargs.update(layer_id=0 if role.draft else first, quant_config=quant_config, prefix=prefix,
+                  params_dtype=External("torch.bfloat16"))
+    found, init = base.lookup("__init__")
+    if not found or not isinstance(init, Function):
+        raise Unmodelled(f"{base.name}.__init__ not found")
+    names = {p.name for p in init.params}
+    interp.call(BoundMethod(init, layer), [], {k: v for k, v in kwargs.items() if k in names})
+    return layer
+
+
+def _attribute_line(interp: Interpreter, file: str, line: int, name: str) -> int:
+    """The line of the first `.name` read at or after the call site (make_raise knows only
+    the site of the last call)."""
+    try:
+        tree = interp.cache.load(interp.root / file)
+    except (ParseFailure, OSError):
+        return line
+    lines = sorted(n.line for n in _walk(tree.body) if isinstance(n, ir.Attribute) and n.attr == name and n.line >= line)
+    return lines[0] if lines else line
+
+
+def _module_natives(layer: Instance) -> None:
+    """torch.nn.Module.register_parameter / register_buffer: the name becomes an attribute."""
+    def register(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if len(args) >= 2 and isinstance(args[0], str):
+            layer.attrs[args[0]] = args[1]
+        return None
+
+    layer.attrs["register_parameter"] = Native("Module.register_parameter", register)
+    layer.attrs["register_buffer"] = Native("Module.register_buffer", register)
+
+
+def _copy_layer(layer: Instance) -> Instance:
+    """The layer and its quant method, one level deep (process_weights_after_loading sets
+    attributes on both; parameters are shared: their values are unknown anyway)."""
+    new = Instance(layer.cls)
+    new.attrs.update(layer.attrs)
+    new.events.update(layer.events)
+    _module_natives(new)
+    method = layer.attrs.get("quant_method")
+    if isinstance(method, Instance):
+        copy = Instance(method.cls)
+        copy.attrs.update(method.attrs)
+        copy.events.update(method.events)
+        new.attrs["quant_method"] = copy
+    return new
+
+
+def _quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any], state: dict[str, Any]) -> Any:
+    quant = role.model_config.attrs.get("quantization")
+    if quant is None:
+        return None
+    if not isinstance(quant, str):
+        raise Unmodelled(f"the model's quantization is not known ({quant!r})")
+    moe = spec["moe"]
+    reg = interp.load_module(moe["quant_registry_module"])
+    cls = interp.call(interp.getattr(reg, moe["quant_registry_function"]), [quant], {})
+    hf = role.model_config.attrs.get("hf_config")
+    cfg = hf.attrs.get("quantization_config") if isinstance(hf, HFConfig) else None
+    if isinstance(cfg, HFConfig):
+        cfg = cfg.attrs
+    if not isinstance(cfg, dict):
+        raise Unmodelled("the model's quantization_config is not in config.json (hf_quant_config.json is not modelled)")
+    qc = interp.call(interp.getattr(cls, "from_config"), [cfg], {})
+    if role.draft:
+        qc = _draft_quant_config(interp, role, spec, qc, state)
+    return qc
+
+
+def _draft_quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any], qc: Any, state: dict[str, Any]) -> Any:
+    """A draft class that drops its quant config (`if <guard>: quant_config = None` in
+    __init__): the guard evaluated with this quant config."""
+    hf = role.model_config.attrs.get("hf_config")
+    archs = hf.attrs.get("architectures") if isinstance(hf, HFConfig) else None
+    arch = archs[0] if isinstance(archs, list) and archs else None
+    for dm in spec.get("draft_model", []):
+        if dm["architecture"] != arch or interp.find_module_file(dm["module"]) is None:
+            continue
+        mod = interp.load_module(dm["module"])
+        cls = interp.getattr(mod, dm["class"]) if isinstance(mod, ModuleObj) else None
+        found, init = cls.lookup("__init__") if isinstance(cls, Class) else (False, None)
+        if not found or not isinstance(init, Function):
+            continue
+        for stmt in init.body:
+            if isinstance(stmt, ir.If) and _sets_none(stmt.body, "quant_config"):
+                from sglang_audit.evaluate.interpreter import Frame
+                from sglang_audit.evaluate.values import Scope
+
+                scope = Scope(parent=init.closure)
+                scope.vars["quant_config"] = qc
+                frame = Frame(module=init.module, scope=scope, func=init, depth=interp.depth)
+                if interp.truth(interp.evaluate(stmt.test, frame), frame, stmt.line, stmt.text):
+                    state["chain"].append(ChainStep(init.module.file, stmt.line, stmt.text, None, "quant_config = None", "layers", "draft"))
+                    return None
+    return qc
+
+
+def _sets_none(body: list[ir.Node], name: str) -> bool:
+    return any(isinstance(s, ir.Assign) and any(isinstance(t, ir.Name) and t.id == name for t in s.targets)
+               and isinstance(s.value, ir.Const) and s.value.value is None for s in body)
+
+
+def _publish_server_args(interp: Interpreter, spec: dict[str, Any]) -> None:
+    gsa = spec["moe"]["global_server_args"]
+    server_args = getattr(interp, "layer_server_args", None)
+    if server_args is None or interp.find_module_file(gsa["module"]) is None:
+        return
+    mod = interp.load_module(gsa["module"])
+    if isinstance(mod, ModuleObj) and gsa["setter"] in mod.globals:
+        setter = interp.getattr(mod, gsa["setter"])
+        if isinstance(setter, Function) and "publish" not in [n for n in _names(setter.body)]:
+            interp.call(setter, [server_args], {})
+
+
+def _names(body: Any) -> list[str]:
+    return [n.id for n in _walk(body) if isinstance(n, ir.Name)]
+
+
+def _swap_to_speculative(interp: Interpreter, spec: dict[str, Any]) -> Any:
+    for sw in spec["moe"]["speculative_swap"]:
+        if interp.find_module_file(sw["module"]) is None:
+            continue
+        mod = interp.load_module(sw["module"])
+        if not isinstance(mod, ModuleObj) or sw["getter"] not in mod.globals:
+            continue
+        if "global" in sw and sw["global"] in mod.globals:
+            value = interp.call(interp.getattr(mod, sw["getter"]), [], {})
+            old = mod.globals[sw["global"]]
+            mod.globals[sw["global"]] = value
+
+            def restore_global(m: ModuleObj = mod, k: str = sw["global"], v: Any = old) -> None:
+                m.globals[k] = v
+            return restore_global
+        if "flags" in sw and sw["flags"] in mod.globals:
+            value = interp.call(interp.getattr(mod, sw["getter"]), [], {})
+            obj = interp.call(interp.getattr(mod, sw["flags"]), [], {})
+            for step in sw["path"][:-1]:
+                obj = interp.getattr(obj, step)
+            if not isinstance(obj, Instance):
+                continue
+            key = sw["path"][-1]
+            old = obj.attrs.get(key)
+            obj.attrs[key] = value
+
+            def restore_attr(o: Instance = obj, k: str = key, v: Any = old) -> None:
+                o.attrs[k] = v
+            return restore_attr
+    raise Unmodelled("the speculative MoE runner swap of this release is not described in rules/layers.toml")
+
+
+def _dispatch_output(interp: Interpreter, spec: dict[str, Any]) -> Any:
+    moe = spec["moe"]
+    fields = {f: Unknown(f"tensor {f} (values are not known before a forward)", f"dispatch:{f}") for f in moe["dispatch_fields"]}
+    if interp.find_module_file(moe["dispatch_module"]) is not None:
+        mod = interp.load_module(moe["dispatch_module"])
+        cls = interp.getattr(mod, moe["dispatch_class"]) if isinstance(mod, ModuleObj) else None
+        if isinstance(cls, Class):
+            inst = Instance(Class(cls.name, (cls,), {}, cls.module, cls.line))
+            inst.attrs.update(fields)
+            return inst
+    raise Unmodelled(f"{moe['dispatch_class']} not found in {moe['dispatch_module']}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -5,6 +5,10 @@ into ``result.Resolution``.
 Branches on unknown inputs are explored by re-running the evaluation once per outcome
 (depth-first over the decisions, bounded by ``max_paths``); results that differ between
 paths are reported as unknown with each candidate and its conditions.
+
+Why this module is long: the stages of one resolution (ServerArgs, config read, model,
+runtime initialisers, layers) and the join of their paths into one Resolution read in
+order in one class; the chains are built in provenance.py and the layers in layers.py.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend.parse import SourceCache
-from sglang_audit.resolve.layers import layer_values
+from sglang_audit.resolve.layers import evaluate_layers
 from sglang_audit.resolve.provenance import (
     Declaration,
     Inputs,
@@ -46,8 +50,10 @@ from sglang_audit.result import (
     STATUS_REJECTED,
     STATUS_RESOLVED,
     STATUS_UNKNOWN,
+    STATUS_UNSUPPORTED,
     Candidate,
     ChainStep,
+    LayerValue,
     LogLine,
     ModelSummary,
     Rejection,
@@ -85,6 +91,7 @@ class PathResult:
     logs: list[Any] = field(default_factory=list)
     parse_failures: dict[str, str] = field(default_factory=dict)
     new_decisions: list[Decision] = field(default_factory=list)
+    layers: dict[str, Any] = field(default_factory=dict)  # setting -> LayerValue (layers.py)
 
 
 @dataclass
@@ -172,6 +179,8 @@ class Resolver:
                 # leaves the config-level values standing
                 self.stage(interp, result, "model", lambda: self.read_model(interp, server_args, result))
                 self.stage(interp, result, "runtime", lambda: self.run_runtime(interp, server_args, result))
+                if result.runtime_failed is None:
+                    self.run_layers(interp, server_args, result)
         finally:
             sys.setrecursionlimit(old_limit)
         result.logs = interp.logs
@@ -301,6 +310,7 @@ class Resolver:
                 archs = hf.attrs.get("architectures") if isinstance(hf, HFConfig) else None
                 result.model["draft_architecture"] = archs[0] if isinstance(archs, list) and archs else None
                 result.model["draft_quantization"] = draft.attrs.get("quantization")
+                result.model["draft_model_config"] = draft
 
     def publish(self, interp: Interpreter, server_args: Instance) -> None:
         spec = self.settings_spec.get("publish")
@@ -378,6 +388,16 @@ class Resolver:
                 result.runtime[setting] = value
                 result.runtime_events[setting] = [*init_reads, *reads]
 
+    def run_layers(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
+        """The MoE layers built with the published settings (layers.py); its own branches
+        never become resolver paths, and a failure there costs only the layer value."""
+        try:
+            result.layers = evaluate_layers(interp, server_args, result.model.get("model_config"), result.model.get("draft_model_config"))
+        except (PyRaise, Unmodelled, AnalysisBound, RecursionError, ArithmeticError, ValueError, TypeError, KeyError,
+                IndexError, AttributeError) as exc:
+            reason = f"layer evaluation failed ({type(exc).__name__}: {exc}); treated as unknown"
+            result.layers = {"moe_runner_backend": LayerValue(STATUS_UNKNOWN, None, reason=reason)}
+
     # ---- joining paths into a Resolution ----------------------------------------------
     def join(self, paths: list[PathResult], explored_all: bool) -> Resolution:
         names = self.setting_names
@@ -414,14 +434,16 @@ class Resolver:
             draft_architecture=self.join_model_value(paths, "draft_architecture"),
             draft_quantization=self.join_model_value(paths, "draft_quantization"),
         )
-        published = {n: (s.runtime if s.runtime is not None else s.config) for n, s in settings.items()}
-        for n, layer in layer_values(self.root, self.cache, published, model).items():
-            settings[n] = dataclasses.replace(settings[n], layer=layer)
-        for n, s in settings.items():
-            if isinstance(s.layer, UnknownValue) and s.status == STATUS_RESOLVED:
-                # the layers decide the published value again when the model is built: the
-                # value shown is not the one that runs, so the setting is not resolved
-                settings[n] = dataclasses.replace(s, status=STATUS_UNKNOWN, note=s.note or "the layers decide this value again when the model is built")
+        for n, layer in self.join_layers(complete).items():
+            if n in settings:
+                status = settings[n].status
+                if layer.status == STATUS_UNSUPPORTED and status == STATUS_RESOLVED:
+                    status = STATUS_UNSUPPORTED  # resolved by ServerArgs, fails when the layers are built
+                elif layer.status == STATUS_UNKNOWN and status == STATUS_RESOLVED:
+                    # the layers decide the published value again and the tool cannot say how:
+                    # the value shown may not be the one that runs, so it is not resolved
+                    status = STATUS_UNKNOWN
+                settings[n] = dataclasses.replace(settings[n], layer=layer, status=status)
         logs = tuple(LogLine(rec.file, rec.line, rec.level, rec.message) for rec in first.logs)
         return Resolution(
             source=self.target.source.to_json(),
@@ -454,6 +476,19 @@ class Resolver:
                 except OSError:
                     out[rel] = ""
         return tuple(sorted(out.items()))
+    def join_layers(self, complete: list[PathResult]) -> dict[str, LayerValue]:
+        live = [p for p in complete if p.rejected is None]
+        out: dict[str, LayerValue] = {}
+        for name in dict.fromkeys(n for p in live for n in p.layers):
+            values = [p.layers.get(name) for p in live]
+            distinct = _distinct(values)
+            if len(distinct) == 1 and distinct[0] is not None:
+                out[name] = distinct[0]
+            else:
+                cands = tuple(Candidate(v.value if v.status == STATUS_RESOLVED else f"{v.status}: {v.value or v.reason}", (f"path {', '.join(_when(p))}",))
+                              for v, p in zip(values, live, strict=True) if v is not None)
+                out[name] = LayerValue(STATUS_UNKNOWN, None, reason="the layer's outcome differs between unknown inputs of the configuration", candidates=cands)
+        return out
 
     def join_model_value(self, paths: list[PathResult], key: str) -> Any:
         values = [p.model.get(key) for p in paths if p.aborted is None and key in p.model]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import functools
 import json
 import math
 import re
@@ -1342,6 +1343,12 @@ class RegexMatch:
         self.groups = groups
 
 
+@functools.lru_cache(maxsize=4096)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    # re's own cache holds 512 patterns; an exclude list of a quantized checkpoint has more
+    return re.compile(pattern)
+
+
 def _regex(interp: Interpreter, fn: str, args: list[Any]) -> Any:
     pattern, text = args[0], args[1]
     if not isinstance(pattern, str) or not isinstance(text, str) or len(pattern) > 500 or len(text) > 100_000:
@@ -1349,7 +1356,7 @@ def _regex(interp: Interpreter, fn: str, args: list[Any]) -> Any:
     refused = _regex_refused(pattern, text)
     if refused:
         return Unknown(refused)
-    m = getattr(re, fn)(pattern, text)
+    m = getattr(_compiled(pattern), fn)(text)
     if m is None:
         return None
     return RegexMatch([m.group(0), *m.groups()])
