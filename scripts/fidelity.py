@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sglang_audit.errors import AuditError  # noqa: E402
 from sglang_audit.frontend.parse import SourceCache  # noqa: E402
 from sglang_audit.resolve.pipeline import Request, resolve  # noqa: E402
+from sglang_audit.target.device import DEFAULT_CUDA
 
 _CACHES: dict[str, SourceCache] = {}  # per worker process: parse each file once per release
 
@@ -62,7 +63,7 @@ def load_oracle(directory: Path, releases: list[str] | None) -> list[dict[str, A
     # one result per (version, arch, cuda, model, flags)
     seen = {}
     for c in cases:
-        key = (c["version"], c["arch"], c.get("cuda", "12.9"), Path(str(c["model"])).name, json.dumps(c.get("flags", {}), sort_keys=True))
+        key = (c["version"], c["arch"], c.get("cuda", DEFAULT_CUDA), Path(str(c["model"])).name, json.dumps(c.get("flags", {}), sort_keys=True))
         seen[key] = c
     return [seen[k] for k in sorted(seen)]
 
@@ -73,7 +74,7 @@ def model_dir(model: str) -> str:
 
 
 def run_tool(case: dict[str, Any]) -> dict[str, Any]:
-    req = Request(source=f"sglang=={case['version']}", arch=case["arch"], cuda=case.get("cuda", "12.9"),
+    req = Request(source=f"sglang=={case['version']}", arch=case["arch"], cuda=case.get("cuda", DEFAULT_CUDA),
                   model=model_dir(case["model"]), flags=dict(case.get("flags", {})))
     cache = _CACHES.setdefault(case["version"], SourceCache())
     try:

@@ -35,7 +35,7 @@ from sglang_audit.result import ChainStep, Rejection, Resolution, Setting, Unkno
 from sglang_audit.rules.knownbad import Finding, Rule, check_resolution, load_rules
 from sglang_audit.shipped import load_toml
 from sglang_audit.source.locate import SourceTree, locate_source
-from sglang_audit.target.device import parse_device
+from sglang_audit.target.device import DEFAULT_CUDA, parse_device
 from sglang_audit.target.flags import FlagTable
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
@@ -78,7 +78,7 @@ class Deployment:
     name: str
     arch: str
     model: str | None
-    cuda: str = "12.9"
+    cuda: str = DEFAULT_CUDA
     sets: tuple[str, ...] = ()  # KEY=VALUE, typed by each release's own parser
     launch: str | None = None
     env: tuple[str, ...] = ()  # NAME=VALUE
@@ -173,7 +173,7 @@ def _deployment(entry: Any, idx: int, fail: Callable[[str], InputError]) -> Depl
     arch = entry.get("arch")
     if not isinstance(arch, str) or not arch.strip():
         raise fail(f"{where}: 'arch' is required (e.g. sm120)")
-    cuda = entry.get("cuda", "12.9")
+    cuda = entry.get("cuda", DEFAULT_CUDA)
     if isinstance(cuda, bool) or not isinstance(cuda, (str, int, float)):
         raise fail(f"{where}: 'cuda' must be a string such as \"12.9\"")
     cuda = str(cuda)

@@ -40,7 +40,7 @@ from sglang_audit.result import (
     UnknownValue,
 )
 from sglang_audit.source.locate import SourceTree, locate_source
-from sglang_audit.target.device import parse_device
+from sglang_audit.target.device import DEFAULT_CUDA, parse_device
 
 DEFAULT_ARCHS: tuple[str, ...] = ("sm80", "sm90", "sm100", "sm103", "sm120", "sm121")
 DEFAULT_MODELS: tuple[str, ...] = (
@@ -321,7 +321,7 @@ class Plan:
 
 
 def plan(source: str | None, archs: Sequence[str] = (), models: Sequence[str] = (),
-         flag_sets: Sequence[FlagSet] = (), common_sets: Sequence[str] = (), cuda: str = "12.9",
+         flag_sets: Sequence[FlagSet] = (), common_sets: Sequence[str] = (), cuda: str = DEFAULT_CUDA,
          env: Sequence[str] = (), use_cache: bool = True, cudnn: str | None = None,
          progress: Callable[[str], None] | None = None) -> Plan:
     archs = tuple(archs) or DEFAULT_ARCHS

@@ -14,7 +14,7 @@ import click
 
 from sglang_audit.errors import AuditError
 from sglang_audit.resolve.pipeline import Request, bundled_profiles
-from sglang_audit.target.device import ARCH_CHOICES
+from sglang_audit.target.device import ARCH_CHOICES, DEFAULT_CUDA
 
 EXIT_CODES = """\b
 Exit codes:
@@ -96,7 +96,7 @@ def target_options(fn: Any) -> Any:
     options = [
         click.option("--source", "-s", help="SGLang source: a checkout dir, a wheel/sdist file, sglang==X (downloaded into the cache, never installed), or omitted for the installed sglang (found, not imported)."),
         click.option("--arch", "-a", required=True, help=f"GPU architecture: {', '.join(ARCH_CHOICES)}, or a compute capability like 12.0."),
-        click.option("--cuda", default="12.9", show_default=True, help="CUDA version that torch reports (torch.version.cuda)."),
+        click.option("--cuda", default=DEFAULT_CUDA, show_default=True, help="CUDA version that torch reports (torch.version.cuda)."),
         click.option("--cudnn", default=None, metavar="VERSION", help="cuDNN version torch reports (e.g. 9.10.2); unset: unknown, which matters only where SGLang checks it."),
         click.option("--model", "-m", help=f"Model: a directory with config.json (and hf_quant_config.json); a Hugging Face id ORG/NAME (config files from the local HF cache, else the bundled profile imitating it, else downloaded alone unless HF_HUB_OFFLINE; HF_TOKEN and HF_ENDPOINT apply; never weights); or a bundled profile: {_profile_list()}."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A server flag, by field or flag name (e.g. --set moe_runner_backend=flashinfer_cutlass). Repeatable."),

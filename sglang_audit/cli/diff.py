@@ -10,7 +10,7 @@ import click
 
 from sglang_audit.cli.common import progress, run_or_exit
 from sglang_audit.resolve.pipeline import bundled_profiles
-from sglang_audit.target.device import ARCH_CHOICES
+from sglang_audit.target.device import ARCH_CHOICES, DEFAULT_CUDA
 
 DIFF_EPILOG = """\b
 Exit codes:
@@ -95,7 +95,7 @@ def diff(from_source: str, to_source: str, deployment_file: Path | None, fail_on
         if not kw["arch"]:
             raise click.UsageError("Missing option '--arch' (or give --deployment FILE)")
         deployments = [Deployment(
-            "", kw["arch"], kw["model"], kw["cuda"] or "12.9", tuple(kw["sets"]), kw["launch"],
+            "", kw["arch"], kw["model"], kw["cuda"] or DEFAULT_CUDA, tuple(kw["sets"]), kw["launch"],
             tuple(kw["env"]), tuple(kw["with_packages"]), tuple(kw["without_packages"]))]
     result = run_or_exit(lambda: diff_releases(
         source(from_source), source(to_source), deployments, use_cache=not no_cache,

@@ -19,7 +19,7 @@ from sglang_audit.cli.common import (
     target_options,
 )
 from sglang_audit.resolve.pipeline import Request, resolve
-from sglang_audit.target.device import ARCH_CHOICES
+from sglang_audit.target.device import ARCH_CHOICES, DEFAULT_CUDA
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -95,7 +95,7 @@ resolve_cmd.name = "resolve"
 @main.command(epilog="Exit codes: 0 listed, 2 usage or input error.")
 @click.option("--source", "-s", help="SGLang source (see `resolve --help`).")
 @click.option("--arch", "-a", required=True, help=f"GPU architecture: {', '.join(ARCH_CHOICES)}, or a pair like 12.0.")
-@click.option("--cuda", default="12.9", show_default=True, help="CUDA version that torch reports.")
+@click.option("--cuda", default=DEFAULT_CUDA, show_default=True, help="CUDA version that torch reports.")
 @click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable. Repeatable.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def guards(source: str | None, arch: str, cuda: str, env: tuple[str, ...], fmt: str) -> None:

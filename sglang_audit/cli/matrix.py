@@ -22,7 +22,7 @@ from sglang_audit.analyses.matrix import (
     split_list,
 )
 from sglang_audit.cli.common import progress, run_or_exit
-from sglang_audit.target.device import ARCH_CHOICES
+from sglang_audit.target.device import ARCH_CHOICES, DEFAULT_CUDA
 
 _SETS = "\n               ".join(f"{fs.name}={','.join(fs.items)}" for fs in DEFAULT_FLAG_SETS)
 MATRIX_EPILOG = f"""\b
@@ -54,7 +54,7 @@ Exit codes:
 @click.option("--flags-set", "flag_sets", multiple=True, metavar="NAME=K=V,K=V",
               help="A named set of flags (NAME= for none). Repeatable; replaces the default sets.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A flag applied to every case (after the flag set). Repeatable.")
-@click.option("--cuda", default="12.9", show_default=True, help="CUDA version that torch reports.")
+@click.option("--cuda", default=DEFAULT_CUDA, show_default=True, help="CUDA version that torch reports.")
 @click.option("--cudnn", default=None, metavar="VERSION", help="cuDNN version torch reports (e.g. 9.10.2); unset: unknown, which matters only where SGLang checks it.")
 @click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see. Repeatable.")
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",

@@ -23,7 +23,7 @@ from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.result import Resolution
 from sglang_audit.shipped import profiles_dir
 from sglang_audit.source.locate import SourceTree, locate_source
-from sglang_audit.target.device import parse_device
+from sglang_audit.target.device import DEFAULT_CUDA, parse_device
 from sglang_audit.target.flags import FlagTable, extract_flags, parse_argv, parse_set
 from sglang_audit.userfiles import UserFileError, read_user_file
 
@@ -33,7 +33,7 @@ class Request:
     source: str | None
     arch: str
     model: str | None
-    cuda: str = "12.9"
+    cuda: str = DEFAULT_CUDA
     cudnn: str | None = None
     sets: list[str] = field(default_factory=list)
     launch: str | None = None

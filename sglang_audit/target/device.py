@@ -63,7 +63,11 @@ def parse_cuda(text: str) -> str:
     return text.strip()
 
 
-def parse_device(arch: str, cuda: str = "12.9", gpus: int = 8, cudnn: str | None = None) -> Device:
+# The CUDA version torch reports when the user names none (one place for every command).
+DEFAULT_CUDA = "12.9"
+
+
+def parse_device(arch: str, cuda: str = DEFAULT_CUDA, gpus: int = 8, cudnn: str | None = None) -> Device:
     """``--arch`` accepts sm80…sm121, a pair like ``12.0``, gfx942/gfx950, npu, xpu, cpu."""
     device = _parse_arch(arch, cuda, gpus)
     if cudnn is None:
