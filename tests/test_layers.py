@@ -259,6 +259,23 @@ def test_0516_sm120_with_quantization_flag_is_pinned_and_the_layer_runs_cutlass(
 
 
 @pytest.mark.real_release
+def test_explain_shows_which_forced_choices_fail_in_the_layers(release):
+    """explain's per-choice outcome carries the layer verdict resolve and check report:
+    on 0.5.16 SM120 (NVFP4, no --quantization) only flashinfer_cutlass builds layers that run."""
+    from sglang_audit.analyses.explain import OUTCOME_LAYERS_FAIL, explain
+
+    release("0.5.16")
+    exp = explain(Request(source="sglang==0.5.16", arch="sm120", model="qwen3.5-397b-a17b-nvfp4", sets=["tp_size=8"],
+                          flashinfer_source="none"), "moe_runner_backend")
+    by = {c.choice: c for c in exp.choices}
+    assert by["triton"].outcome == OUTCOME_LAYERS_FAIL
+    assert by["triton"].note == ("NotImplementedError: Unsupported moe_runner_backend for NVFP4 MoE: MoeRunnerBackend.TRITON. "
+                                 f"Use --moe-runner-backend flashinfer_cutlass instead. at {MQ}:2621")
+    assert by["cutlass"].outcome == OUTCOME_LAYERS_FAIL and by["cutlass"].note.endswith(f"{MQ}:2453")
+    assert by["flashinfer_cutlass"].outcome == "accepted"
+
+
+@pytest.mark.real_release
 def test_0523_sm120_qwen35_auto_and_modelopt_fp4(release):
     res = _run(release, "0.5.23", "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"])
     layer = res.settings["moe_runner_backend"].layer

@@ -29,8 +29,11 @@ from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.pipeline import Request, prepare, progress_done, with_kernels
 from sglang_audit.resolve.resolver import Resolver
 from sglang_audit.result import (
+    STATUS_RESOLVED,
+    STATUS_UNSUPPORTED,
     ChainStep,
     KernelVerdict,
+    LayerValue,
     Rejection,
     Resolution,
     Setting,
@@ -42,6 +45,8 @@ OUTCOME_ACCEPTED = "accepted"
 OUTCOME_REWRITTEN = "rewritten"
 OUTCOME_REJECTED = "rejected"
 OUTCOME_UNKNOWN = "unknown"
+# SGLang accepts the choice, but the MoE layers built with it fail (resolve: status unsupported)
+OUTCOME_LAYERS_FAIL = "layers_fail"
 # SGLang accepts the choice, but a shipped known-bad rule (the ones ``check`` runs) flags it
 OUTCOME_KNOWN_BAD = "known_bad"
 
@@ -117,7 +122,7 @@ class ChoiceOutcome:
     """What happens if the user forces one choice of the field."""
 
     choice: str
-    outcome: str  # accepted | rewritten | rejected | unknown
+    outcome: str  # accepted | known_bad | rewritten | layers_fail | rejected | unknown
     config: Any = None
     runtime: Any = None
     overridden: bool = False  # rewritten although the user chose it (not the default)
@@ -328,12 +333,20 @@ def _classify(choice: str, default: Any, res: Resolution, field: str, ctx: _Cont
     if setting is None:
         return ChoiceOutcome(choice, OUTCOME_UNKNOWN, note="the resolver did not report this setting")
     conditional = tuple(res.rejections)
-    # values known, only the layers decide again: classify the values, and say so
-    layer_only = isinstance(setting.layer, UnknownValue) and not isinstance(setting.config, UnknownValue) \
-        and not isinstance(setting.runtime, UnknownValue)
-    if layer_only:
-        return replace(_classify(choice, default, replace(res, settings={**res.settings, field: replace(setting, layer=None, status="resolved")}), field, ctx),
-                       note=f"the layers decide this value again when the model is built: {setting.layer.reason}")
+    # values known, the layers built with them fail or cannot be told: classify the values,
+    # then say what the layers do (the same status resolve and check report)
+    values_known = not isinstance(setting.config, UnknownValue) and not isinstance(setting.runtime, UnknownValue)
+    layer_value = setting.layer
+    if values_known and isinstance(layer_value, LayerValue) and layer_value.status != STATUS_RESOLVED:
+        by_values = _classify(choice, default, replace(res, settings={**res.settings, field: replace(setting, layer=None, status=STATUS_RESOLVED)}), field, ctx)
+        if layer_value.status == STATUS_UNSUPPORTED:
+            return replace(by_values, outcome=OUTCOME_LAYERS_FAIL,
+                           note=f"{layer_value.value} at {layer_value.site}" if layer_value.site else str(layer_value.value))
+        return replace(by_values, outcome=OUTCOME_UNKNOWN,
+                       note=f"the MoE layers built with it cannot be told: {layer_value.reason}")
+    if values_known and isinstance(layer_value, UnknownValue):
+        return replace(_classify(choice, default, replace(res, settings={**res.settings, field: replace(setting, layer=None, status=STATUS_RESOLVED)}), field, ctx),
+                       note=f"the layers decide this value again when the model is built: {layer_value.reason}")
     if setting.status == "unknown" or isinstance(setting.config, UnknownValue) or isinstance(setting.runtime, UnknownValue):
         reason = setting.config.reason if isinstance(setting.config, UnknownValue) else (
             setting.runtime.reason if isinstance(setting.runtime, UnknownValue) else setting.note)

@@ -11,6 +11,7 @@ from sglang_audit.analyses.explain import (
     BRANCH_REACHED,
     OUTCOME_ACCEPTED,
     OUTCOME_KNOWN_BAD,
+    OUTCOME_LAYERS_FAIL,
     OUTCOME_REJECTED,
     OUTCOME_REWRITTEN,
     Branch,
@@ -143,8 +144,10 @@ def _choice_lines(c: ChoiceOutcome, width: int, device: str) -> list[str]:
         for cond in c.reason:
             if cond.predicates:
                 lines.append(f"  {'':{width}}    because {_condition_text(cond, device, taken=True)}")
+    elif c.outcome == OUTCOME_LAYERS_FAIL:
+        lines = [f"{pad}accepted by SGLang, but the MoE layers built with it fail: {_clip(c.note, 240)}"]
     else:
-        lines = [f"{pad}unknown: {_clip(c.note)}"]
+        lines = [f"{pad}unknown: {_clip(c.note) or 'no reason recorded'}"]
     if c.known_bad and c.outcome != OUTCOME_KNOWN_BAD:
         lines.append(f"  {'':{width}}    known-bad: " + ", ".join(f"{r} ({sev}: {title})" for r, sev, title in c.known_bad))
     if c.kernel is not None:
