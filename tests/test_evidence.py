@@ -326,14 +326,21 @@ def test_explain_and_check_agree_on_sm120_known_bad_choices(release, field, expe
 @pytest.mark.real_release
 def test_layer_decided_setting_is_not_resolved_anywhere(release):
     tree = release("0.5.23")
-    # NVFP4 MoE with moe_runner_backend auto: ModelOptNvFp4FusedMoEMethod decides it again
-    args = ("-s", tree.package_dir, "-a", "sm120", "-m", "qwen3.5-397b-a17b-nvfp4", "--set", "tp_size=8")
+    # NVFP4 MoE with moe_runner_backend auto: the layers built with it fail (SGA210's
+    # AttributeError), so the setting is unsupported, not resolved: exit 1
+    args = ("-s", tree.package_dir, "-a", "sm120", "-m", "qwen3.5-397b-a17b-nvfp4", "--set", "tp_size=8",
+            "--flashinfer-source", "none")
     code, out, _err = cli("resolve", *args, "--format", "json")
     moe = json.loads(out)["settings"]["moe_runner_backend"]
-    assert moe["config"] == "auto" and moe["layer"] is not None and moe["status"] == "unknown"
-    assert code == 3
+    assert moe["config"] == "auto" and moe["layer"]["status"] == "unsupported" and moe["status"] == "unsupported"
+    assert code == 1
     code, out, _err = cli("resolve", *args)
-    assert "moe_runner_backend" in out and "(resolved)" not in out.split("moe_runner_backend", 1)[1].splitlines()[0]
+    first = out.split("moe_runner_backend", 1)[1].splitlines()[0]
+    assert "(unsupported" in first and "(resolved" not in first
+    # layers whose outcome the tool cannot tell leave the setting unknown: exit 3
+    code, out, _err = cli("resolve", *args, "--set", "moe_runner_backend=flashinfer_trtllm", "--format", "json")
+    moe = json.loads(out)["settings"]["moe_runner_backend"]
+    assert moe["layer"]["status"] == "unknown" and moe["status"] == "unknown" and code == 3
 
 
 @pytest.mark.real_release

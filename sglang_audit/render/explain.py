@@ -137,6 +137,8 @@ def _choice_lines(c: ChoiceOutcome, width: int, device: str) -> list[str]:
         rt = f" (runtime {_value(c.runtime)})" if c.runtime is not None and c.runtime != c.config else ""
         bad = ", ".join(f"{r} ({sev}: {title})" for r, sev, title in c.known_bad)
         lines = [f"{pad}accepted by SGLang, but known-bad: {bad}{rt}" if bad else f"{pad}accepted{rt}"]
+        if c.note:  # e.g. what its MoE layers do cannot be told
+            lines.append(f"  {'':{width}}    {_clip(c.note, 240)}")
     elif c.outcome == OUTCOME_REWRITTEN:
         final = c.config if c.layer == "config" else c.runtime
         label = "OVERRIDDEN" if c.overridden else "resolved"
