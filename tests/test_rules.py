@@ -496,6 +496,9 @@ def test_new_rules_at_release_edges(release, rule_id, version, arch, model, laun
 
 # ---- rules2 (#18, second round): each rule at its release edges ------------------------------
 
+GLM_EAGLE = "--tp 4 --speculative-algorithm EAGLE"
+RULES2_SUBJECT = {"SGA216": "moe_runner_backend", "SGA502": "speculative_moe_runner_backend"}
+
 
 @pytest.mark.real_release
 @pytest.mark.parametrize(
@@ -508,6 +511,13 @@ def test_new_rules_at_release_edges(release, rule_id, version, arch, model, laun
         ("SGA216", "0.5.23", "sm89", "minimax-m2", "--tp 8", False),
         ("SGA216", "0.5.23", "sm80", "qwen3-30b-a3b", "", False),
         ("SGA216", "0.5.23", "sm80", FIELD_MODELS / "qwen3-4b-fp8", "", False),
+        # GLM-5.x NVFP4 draft inherits flashinfer_trtllm from 0.5.12 (0.5.11 sent it to auto); no fix through 0.5.23
+        ("SGA502", "0.5.11", "sm103", FIELD_MODELS / "glm-5-nvfp4", GLM_EAGLE, False),
+        ("SGA502", "0.5.12", "sm103", FIELD_MODELS / "glm-5-nvfp4", GLM_EAGLE, True),
+        ("SGA502", "0.5.23", "sm100", FIELD_MODELS / "glm-5-nvfp4", GLM_EAGLE, True),
+        ("SGA502", "0.5.23", "sm100", FIELD_MODELS / "glm-5-nvfp4",
+         GLM_EAGLE + " --speculative-moe-runner-backend triton --speculative-moe-a2a-backend none", False),
+        ("SGA502", "0.5.23", "sm100", FIELD_MODELS / "glm-5-nvfp4", "--tp 4", False),
     ],
 )
 def test_rules2_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
@@ -522,7 +532,7 @@ def test_rules2_rules_at_their_edges(release, rule_id, version, arch, model, lau
     # SGA002 may list moe_runner_backend itself (`auto` decided again by the layers); the rule is decided
     assert [u for u in result.undecided if u.rule_id == rule_id] == []
     if fires:
-        assert result.findings[0].setting == "moe_runner_backend"
+        assert [f.setting for f in result.findings] == [RULES2_SUBJECT[rule_id]]
 
 
 def test_num_experts_fact_reads_the_checkpoint(tmp_path):
