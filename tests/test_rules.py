@@ -492,3 +492,58 @@ def test_new_rules_at_release_edges(release, rule_id, version, arch, model, laun
     result = check_resolution(res, [_rule(rule_id)])
     assert bool(result.findings) is fires, (result.findings, result.undecided)
     assert result.undecided == ()
+
+
+# ---- rules2 (#18, second round): each rule at its release edges ------------------------------
+
+GLM_EAGLE = "--tp 4 --speculative-algorithm EAGLE"
+RULES2_SUBJECT = {"SGA216": "moe_runner_backend", "SGA502": "speculative_moe_runner_backend"}
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(
+    "rule_id, version, arch, model, launch, fires",
+    [
+        # FP8 MoE experts on Triton FP8 before SM89: no FP8 MoE Marlin path in 0.5.5-0.5.23 (PR #30681 open)
+        ("SGA216", "0.5.5", "sm80", FIELD_MODELS / "qwen3-30b-a3b-fp8", "", True),
+        ("SGA216", "0.5.8", "sm80", "minimax-m2", "--tp 8 --ep 8", True),
+        ("SGA216", "0.5.23", "sm86", "minimax-m2", "--tp 8 --moe-runner-backend triton", True),
+        ("SGA216", "0.5.23", "sm89", "minimax-m2", "--tp 8", False),
+        ("SGA216", "0.5.23", "sm80", "qwen3-30b-a3b", "", False),
+        ("SGA216", "0.5.23", "sm80", FIELD_MODELS / "qwen3-4b-fp8", "", False),
+        # GLM-5.x NVFP4 draft inherits flashinfer_trtllm from 0.5.12 (0.5.11 sent it to auto); no fix through 0.5.23
+        ("SGA502", "0.5.11", "sm103", FIELD_MODELS / "glm-5-nvfp4", GLM_EAGLE, False),
+        ("SGA502", "0.5.12", "sm103", FIELD_MODELS / "glm-5-nvfp4", GLM_EAGLE, True),
+        ("SGA502", "0.5.23", "sm100", FIELD_MODELS / "glm-5-nvfp4", GLM_EAGLE, True),
+        ("SGA502", "0.5.23", "sm100", FIELD_MODELS / "glm-5-nvfp4",
+         GLM_EAGLE + " --speculative-moe-runner-backend triton --speculative-moe-a2a-backend none", False),
+        ("SGA502", "0.5.23", "sm100", FIELD_MODELS / "glm-5-nvfp4", "--tp 4", False),
+    ],
+)
+def test_rules2_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
+    from sglang_audit.resolve.pipeline import Request, resolve
+
+    tree = release(version)
+    res = resolve(Request(source=str(tree.package_dir), arch=arch, model=str(model),
+                          launch=f"python -m sglang.launch_server --model-path m {launch}"))
+    assert res.rejected is None, res.rejected
+    result = check_resolution(res, [_rule(rule_id)])
+    assert bool(result.findings) is fires, (result.findings, result.undecided)
+    # SGA002 may list moe_runner_backend itself (`auto` decided again by the layers); the rule is decided
+    assert [u for u in result.undecided if u.rule_id == rule_id] == []
+    if fires:
+        assert [f.setting for f in result.findings] == [RULES2_SUBJECT[rule_id]]
+
+
+def test_num_experts_fact_reads_the_checkpoint(tmp_path):
+    from sglang_audit.rules.knownbad import Unknown, checkpoint_experts
+
+    profiles = ROOT / "fixtures" / "models"
+    assert checkpoint_experts(profiles / "deepseek-v3-fp8") == 256  # n_routed_experts
+    assert checkpoint_experts(profiles / "minimax-m2") == 256  # num_local_experts
+    assert checkpoint_experts(profiles / "qwen3-30b-a3b") == 128  # num_experts
+    assert checkpoint_experts(profiles / "qwen3.5-397b-a17b-nvfp4") == 512  # text_config
+    assert checkpoint_experts(profiles / "llama-3.1-8b-nvfp4") is None  # dense
+    (tmp_path / "config.json").write_text(json.dumps({"num_experts": 0, "n_routed_experts": None}))
+    assert checkpoint_experts(tmp_path) is None
+    assert isinstance(checkpoint_experts(tmp_path / "missing"), Unknown)

@@ -69,6 +69,7 @@ BASE_FACTS: dict[str, str] = {
     "model.quant_algo": "ModelOpt quant_algo of the checkpoint (NVFP4, FP8, MIXED_PRECISION); null when not ModelOpt",
     "model.kv_cache_quant_algo": "KV-cache quantization the checkpoint declares (FP8); null when it declares none",
     "model.weight_block_size": "weight_block_size of a block-quantized checkpoint ([128, 128]); null when not block-quantized",
+    "model.num_experts": "routed experts the checkpoint declares (n_routed_experts, num_local_experts, num_experts); null for a dense model",
 }
 NOT_PROVIDED = {k for k, v in BASE_FACTS.items() if v.startswith("not provided")}
 CHECKPOINT_FACTS = ("model.quant_algo", "model.kv_cache_quant_algo", "model.weight_block_size")
@@ -529,6 +530,27 @@ def checkpoint_quant(model_dir: Path) -> dict[str, Any]:
             and all(isinstance(x, int) for x in block) else None}
 
 
+# the config.json keys that name the routed-expert count, by model family (DeepSeek/GLM/Kimi,
+# Mixtral/MiniMax/Llama-4/GPT-OSS, Qwen-MoE)
+EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
+
+
+def checkpoint_experts(model_dir: Path) -> Any:
+    """The routed-expert count config.json declares (top level, else text_config): an int for
+    a MoE model, None for a dense one, Unknown when config.json cannot be read."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return Unknown(f"the model's config.json at {model_dir} could not be read")
+    for block in (config, config.get("text_config") if isinstance(config, dict) else None):
+        if isinstance(block, dict):
+            for key in EXPERT_KEYS:
+                n = block.get(key)
+                if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+                    return n
+    return None
+
+
 def _group_algo(spec: Any) -> str | None:
     if not isinstance(spec, dict) or spec.get("type") != "float":
         return None
@@ -584,6 +606,7 @@ class Facts:
             "model.draft_quantization": _fact_value(m.draft_quantization),
         }
         values.update(checkpoint_quant(Path(m.path)))
+        values["model.num_experts"] = checkpoint_experts(Path(m.path))
         for name, s in res.settings.items():
             values[f"settings.{name}.config"] = _fact_value(s.config) if s.present else None
             values[f"settings.{name}.runtime"] = _fact_value(effective(s)) if s.present else None
