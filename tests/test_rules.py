@@ -500,6 +500,9 @@ def test_new_rules_at_release_edges(release, rule_id, version, arch, model, laun
 # (e.g. the NVFP4 MoE runner decided again when layers are built) do not matter here.
 
 
+_EAGLE = "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+
+
 @pytest.mark.real_release
 @pytest.mark.parametrize(
     "rule_id, version, arch, model, launch, fires",
@@ -533,6 +536,14 @@ def test_new_rules_at_release_edges(release, rule_id, version, arch, model, laun
         ("SGA408", "0.5.23", "sm86", "kimi-k2-instruct", "--tp 8 --attention-backend fa3", True),
         ("SGA408", "0.5.23", "sm80", "qwen3-30b-a3b", "--attention-backend fa3", False),
         ("SGA408", "0.5.23", "sm90", "deepseek-v3-fp8", "--tp 8 --attention-backend fa3", False),
+        # trtllm_mla decode + DCP + speculative decoding: 0.5.16 refuses DCP with any speculative
+        # algorithm itself; 0.5.17 accepts the flags, auto-picks trtllm_mla and the model runner raises
+        ("SGA409", "0.5.16", "sm100", "deepseek-r1-nvfp4", f"--tp 8 --dcp-size 8 {_EAGLE}", "rejected"),
+        ("SGA409", "0.5.17", "sm100", "deepseek-r1-nvfp4", f"--tp 8 --dcp-size 8 {_EAGLE}", True),
+        ("SGA409", "0.5.23", "sm100", "deepseek-r1-nvfp4", f"--tp 8 --dcp-size 8 {_EAGLE}", True),
+        ("SGA409", "0.5.23", "sm100", "deepseek-r1-nvfp4",
+         f"--tp 8 --dcp-size 8 {_EAGLE} --decode-attention-backend cutedsl_mla", False),
+        ("SGA409", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --dcp-size 8", False),
     ],
 )
 def test_rules3_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
