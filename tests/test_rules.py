@@ -547,3 +547,71 @@ def test_num_experts_fact_reads_the_checkpoint(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"num_experts": 0, "n_routed_experts": None}))
     assert checkpoint_experts(tmp_path) is None
     assert isinstance(checkpoint_experts(tmp_path / "missing"), Unknown)
+
+
+# ---- rules3 (#18): attention rules at their release edges -------------------------------------
+# Code-derived rules without a release bound fire on the first and last release checked; the
+# pass rows show the neighbouring configuration that works. Undecided entries of other rules
+# (e.g. the NVFP4 MoE runner decided again when layers are built) do not matter here.
+
+
+_EAGLE = "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(
+    "rule_id, version, arch, model, launch, fires",
+    [
+        # trtllm_mla on SM12x: SGLang's own check accepts it in every release checked
+        ("SGA401", "0.5.5", "sm120", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mla", True),
+        ("SGA401", "0.5.23", "sm120", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mla", True),
+        ("SGA401", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mla", False),
+        # trtllm_mha prefill + FP8 KV on SM12x: 0.5.18 refuses trtllm_mha prefill on SM120 itself
+        # (SGA001); 0.5.19 allows it and only rejects an explicit fp8_e4m3, not the checkpoint's FP8 KV
+        ("SGA402", "0.5.18", "sm120", "llama-3.1-8b-nvfp4", "--attention-backend trtllm_mha", "rejected"),
+        ("SGA402", "0.5.19", "sm120", "llama-3.1-8b-nvfp4", "--attention-backend trtllm_mha", True),
+        ("SGA402", "0.5.23", "sm120", "llama-3.1-8b-nvfp4", "--attention-backend trtllm_mha", True),
+        ("SGA402", "0.5.20", "sm120", "llama-3.1-8b-nvfp4", "--attention-backend trtllm_mha --kv-cache-dtype bf16", False),
+        # hybrid GDN + flashinfer on SM100 family: allow-list without flashinfer 0.5.16-0.5.20
+        ("SGA403", "0.5.15", "sm100", "qwen3.5-397b-a17b-nvfp4", "--tp 8 --attention-backend flashinfer", False),
+        ("SGA403", "0.5.16", "sm100", "qwen3.5-397b-a17b-nvfp4", "--tp 8 --attention-backend flashinfer", True),
+        ("SGA403", "0.5.20", "sm103", "qwen3.5-397b-a17b-nvfp4", "--tp 8 --attention-backend flashinfer", True),
+        ("SGA403", "0.5.21", "sm103", "qwen3.5-397b-a17b-nvfp4", "--tp 8 --attention-backend flashinfer", False),
+        # hybrid GDN + fa4 on SM12x: the SM120 allow-list appears in 0.5.16
+        ("SGA404", "0.5.15", "sm120", "qwen3.5-397b-a17b-nvfp4", "--tp 8 --attention-backend fa4", False),
+        ("SGA404", "0.5.16", "sm120", "qwen3.5-397b-a17b-nvfp4", "--tp 8 --attention-backend fa4", True),
+        ("SGA404", "0.5.23", "sm121", "qwen3.5-397b-a17b-nvfp4", "--tp 8 --attention-backend fa4", True),
+        # trtllm_mha on an MLA model: the factory's check in every release 0.5.5-0.5.23
+        ("SGA407", "0.5.5", "sm100", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mha", True),
+        ("SGA407", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mha", True),
+        ("SGA407", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mla", False),
+        ("SGA407", "0.5.23", "sm100", "qwen3-30b-a3b", "--attention-backend trtllm_mha", False),
+        # fa3 with an MLA model on SM 8.x: the fa3 factory's assert in every release 0.5.5-0.5.23
+        ("SGA408", "0.5.5", "sm80", "deepseek-v3-fp8", "--tp 8 --attention-backend fa3", True),
+        ("SGA408", "0.5.23", "sm86", "kimi-k2-instruct", "--tp 8 --attention-backend fa3", True),
+        ("SGA408", "0.5.23", "sm80", "qwen3-30b-a3b", "--attention-backend fa3", False),
+        ("SGA408", "0.5.23", "sm90", "deepseek-v3-fp8", "--tp 8 --attention-backend fa3", False),
+        # trtllm_mla decode + DCP + speculative decoding: 0.5.16 refuses DCP with any speculative
+        # algorithm itself; 0.5.17 accepts the flags, auto-picks trtllm_mla and the model runner raises
+        ("SGA409", "0.5.16", "sm100", "deepseek-r1-nvfp4", f"--tp 8 --dcp-size 8 {_EAGLE}", "rejected"),
+        ("SGA409", "0.5.17", "sm100", "deepseek-r1-nvfp4", f"--tp 8 --dcp-size 8 {_EAGLE}", True),
+        ("SGA409", "0.5.23", "sm100", "deepseek-r1-nvfp4", f"--tp 8 --dcp-size 8 {_EAGLE}", True),
+        ("SGA409", "0.5.23", "sm100", "deepseek-r1-nvfp4",
+         f"--tp 8 --dcp-size 8 {_EAGLE} --decode-attention-backend cutedsl_mla", False),
+        ("SGA409", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --dcp-size 8", False),
+    ],
+)
+def test_rules3_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
+    from sglang_audit.resolve.pipeline import Request, resolve
+
+    tree = release(version)
+    res = resolve(Request(source=str(tree.package_dir), arch=arch, model=str(model),
+                          launch=f"python -m sglang.launch_server --model-path m {launch}"))
+    if fires == "rejected":  # SGLang refuses the flags itself: SGA001, not this rule
+        assert res.rejected is not None
+        assert {f.rule_id for f in check_resolution(res, [_rule(rule_id)]).findings} == {"SGA001"}
+        return
+    assert res.rejected is None, res.rejected
+    result = check_resolution(res, [_rule(rule_id)])
+    assert {f.rule_id for f in result.findings} == ({rule_id} if fires else set()), result.findings
+    assert [u for u in result.undecided if u.rule_id == rule_id] == []
