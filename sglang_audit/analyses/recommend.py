@@ -519,21 +519,22 @@ def _values(res: Resolution, names: Iterable[str]) -> tuple[tuple[str, Any], ...
 def _published(perf: tuple[Measurement, ...], setting: str, a: Any, b: Any, family: str,
                base: Resolution) -> tuple[int, list[Measurement]]:
     """+1 when published comparisons on this arch family favour ``a`` over ``b`` for
-    ``setting``, -1 for ``b``, 0 when none compares them (or they split evenly)."""
-    groups: dict[tuple[str, str], dict[str, Measurement]] = {}
+    ``setting``, -1 for ``b``, 0 when none compares them or the sources disagree.  Each
+    source votes once (the majority of its own comparisons), so a table with many rows does
+    not outvote another source measuring a different regime."""
+    groups: dict[tuple[str, str, str], dict[str, Measurement]] = {}
     for m in perf:
         if m.setting == setting and m.arch_family == family and m.choice in (a, b):
-            groups.setdefault((m.comparison, m.metric), {})[m.choice] = m
-    score = 0
+            groups.setdefault((m.source, m.comparison, m.metric), {})[m.choice] = m
+    per_source: dict[str, int] = {}
     used: list[Measurement] = []
-    for pair in groups.values():
-        if a in pair and b in pair:
+    for (source, _c, _m), pair in groups.items():
+        if a in pair and b in pair and pair[a].value != pair[b].value:
             ma, mb = pair[a], pair[b]
-            if ma.value == mb.value:
-                continue
             a_wins = (ma.value > mb.value) == (ma.better == "higher")
-            score += 1 if a_wins else -1
+            per_source[source] = per_source.get(source, 0) + (1 if a_wins else -1)
             used += [ma, mb]
+    score = sum((v > 0) - (v < 0) for v in per_source.values())
     return (1 if score > 0 else -1 if score < 0 else 0), used
 
 
