@@ -162,3 +162,17 @@ def test_with_a_bench_file_the_ranking_follows_the_measurements(release, tmp_pat
     assert [c["id"] for c in data["viable"][:2]] == [high, low]
     assert data["ranking"][0]["decided_by"] == "bench" and "1100" in data["ranking"][0]["text"]
     assert data["recommended"]["id"] == high
+
+
+@pytest.mark.real_release
+def test_the_recommended_command_is_the_users_launch_with_the_changed_flags(release):
+    launch = ("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 python3 -m sglang.launch_server --model-path nvidia/Qwen3.5-397B-A17B-NVFP4 "
+              "--tp 8 --moe-runner-backend triton --speculative-algorithm NEXTN --speculative-num-steps 3 "
+              "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --disable-radix-cache")
+    req = Request(source=str(release("0.5.10").package_dir), arch="sm120", model=None, launch=launch)
+    rec = recommend(req)
+    assert rec.current[0] == (MOE, "triton")
+    assert (MOE, "triton", "flashinfer_cutlass") in rec.changes
+    assert rec.launch.startswith("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 ")
+    assert "--tp 8" in rec.launch and "triton" not in rec.launch
+    assert rec.launch.endswith("--moe-runner-backend flashinfer_cutlass --fp4-gemm-backend flashinfer_cudnn")
