@@ -176,3 +176,24 @@ def test_the_recommended_command_is_the_users_launch_with_the_changed_flags(rele
     assert rec.launch.startswith("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 ")
     assert "--tp 8" in rec.launch and "triton" not in rec.launch
     assert rec.launch.endswith("--moe-runner-backend flashinfer_cutlass --fp4-gemm-backend flashinfer_cudnn")
+
+
+def test_a_layer_the_release_fails_to_build_rejects_the_candidate():
+    # the layer stage (another branch) reports status "unsupported" with SGLang's raise
+    from dataclasses import dataclass
+
+    from sglang_audit.analyses.recommend import _reason
+    from sglang_audit.result import ModelSummary, Resolution, Setting
+
+    @dataclass(frozen=True)
+    class Layer:
+        status: str
+        value: str
+        site: str
+
+    layer = Layer("unsupported", "NotImplementedError: no kernel", "sglang/srt/layers/quantization/modelopt_quant.py:1908")
+    res = Resolution({"version": "x"}, "s", {"platform": "cuda", "major": 12}, ModelSummary("m", "/m", "A", "modelopt_fp4", None),
+                     {}, {}, None, {MOE: Setting(MOE, "triton", None, "resolved", layer=layer)})
+    reason = _reason(res, {MOE: "triton"}, (MOE,), (), "single")
+    assert reason is not None and reason.kind == "layer"
+    assert reason.where == "sglang/srt/layers/quantization/modelopt_quant.py:1908" and "NotImplementedError" in reason.message

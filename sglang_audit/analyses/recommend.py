@@ -342,7 +342,10 @@ def _reason(res: Resolution, forced: dict[str, str], watched: tuple[str, ...], r
             return Reason(REASON_KERNEL, f"{name}={s.effective}: {s.kernel.function} unsupported on this device: {s.kernel.reason}",
                           _kernel_where(s), stage=stage)
         if _layer_unsupported(s):
-            return Reason(REASON_LAYER, f"{name}={s.effective}: the layers fail: {getattr(s.layer, 'reason', '')}", stage=stage)
+            # the layer stage's LayerValue (merged later): SGLang's raise and where it is
+            said = getattr(s.layer, "value", None) or getattr(s.layer, "reason", "")
+            return Reason(REASON_LAYER, f"{name}={s.effective}: the MoE layers built with it fail: {said}",
+                          str(getattr(s.layer, "site", "") or ""), stage=stage)
     if rules:
         from sglang_audit.rules.knownbad import check_resolution
 
@@ -501,8 +504,8 @@ def _caveats(res: Resolution, watched: tuple[str, ...]) -> tuple[str, ...]:
         s = res.settings.get(n)
         if s is None or not s.present:
             continue
-        if isinstance(s.layer, UnknownValue):
-            out.append(f"{n}: the layers decide this value again when the model is built ({s.layer.reason})")
+        if isinstance(s.layer, UnknownValue) or getattr(s.layer, "status", None) == "unknown":
+            out.append(f"{n}: the layers decide this value again when the model is built ({getattr(s.layer, 'reason', '')})")
         if s.kernel is None and n in (MOE, DRAFT_MOE, FP4) and s.effective not in (None, "auto"):
             out.append(f"{n}={s.effective}: {UNCHECKED} for it with quantization "
                        f"{res.model.quantization} (rules/kernels.toml): device support not checked")
