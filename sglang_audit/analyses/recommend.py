@@ -526,8 +526,9 @@ def _published(perf: tuple[Measurement, ...], setting: str, a: Any, b: Any, fami
     source votes once (the majority of its own comparisons), so a table with many rows does
     not outvote another source measuring a different regime."""
     groups: dict[tuple[str, str, str], dict[str, Measurement]] = {}
+    quant = _quant_family(base)
     for m in perf:
-        if m.setting == setting and m.arch_family == family and m.choice in (a, b):
+        if m.setting == setting and m.arch_family == family and m.choice in (a, b) and _same_quant(m, quant):
             groups.setdefault((m.source, m.comparison, m.metric), {})[m.choice] = m
     per_source: dict[str, int] = {}
     used: list[Measurement] = []
@@ -539,6 +540,18 @@ def _published(perf: tuple[Measurement, ...], setting: str, a: Any, b: Any, fami
             used += [ma, mb]
     score = sum((v > 0) - (v < 0) for v in per_source.values())
     return (1 if score > 0 else -1 if score < 0 else 0), used
+
+
+def _quant_family(res: Resolution) -> str:
+    """fp4 | fp8 | other: a measurement counts only for a checkpoint of its precision."""
+    text = " ".join(str(q).lower() for q in (res.model.quantization, res.model.config_quant_method) if q)
+    return "fp4" if "fp4" in text else "fp8" if "fp8" in text else "other"
+
+
+def _same_quant(m: Measurement, family: str) -> bool:
+    q = m.quantization.lower()
+    mine = "fp4" if "fp4" in q else "fp8" if "fp8" in q else "other"
+    return mine == family
 
 
 def _rank(viable: list[Candidate], fields: tuple[str, ...], lines: tuple[BenchLine, ...], perf: tuple[Measurement, ...],
@@ -563,7 +576,8 @@ def _rank(viable: list[Candidate], fields: tuple[str, ...], lines: tuple[BenchLi
     ordered = sorted(viable, key=key)
     steps = [_step(a, b, key(a), key(b), benched, fields, perf, family, base, auto_pick, auto_where)
              for a, b in zip(ordered, ordered[1:], strict=False)]
-    out = [replace(c, evidence=_evidence(c, benched[c.id], perf, fields, family, auto_pick, auto_where)) for c in ordered]
+    out = [replace(c, evidence=_evidence(c, benched[c.id], perf, fields, family, auto_pick, auto_where, _quant_family(base)))
+           for c in ordered]
     return out, steps
 
 
@@ -608,13 +622,13 @@ def _unchecked(c: Candidate) -> bool:
 
 
 def _evidence(c: Candidate, bench: BenchLine | None, perf: tuple[Measurement, ...], fields: tuple[str, ...], family: str,
-              auto_pick: dict[str, Any], auto_where: dict[str, str]) -> tuple[Evidence, ...]:
+              auto_pick: dict[str, Any], auto_where: dict[str, str], quant: str) -> tuple[Evidence, ...]:
     ev: list[Evidence] = []
     if bench is not None:
         ev.append(Evidence("bench", f"--bench line {bench.line}: {bench.metric} = {bench.value:g}", bench.metric, bench.value))
     for f in fields:
         for m in perf:
-            if m.setting == f and m.choice == c.value(f) and m.arch_family == family:
+            if m.setting == f and m.choice == c.value(f) and m.arch_family == family and _same_quant(m, quant):
                 ev.append(Evidence("published", f"{f}={m.choice}: {m.metric} {m.value:g} {m.unit} ({m.model_family} "
                                    f"{m.quantization}, {m.workload})", m.metric, m.value, m.hardware, m.source))
         if auto_pick.get(f) is not None and auto_pick.get(f) == c.value(f):
