@@ -22,7 +22,7 @@ def _expected_members() -> set[str]:
     and forgotten by the build fails here."""
     rules = REPO / "rules"
     members = {f"sglang_audit/_rules/{p.relative_to(rules).as_posix()}"
-               for p in [*rules.glob("*.toml"), *(rules / "known-bad").glob("*.yaml")]}
+               for p in [*rules.glob("*.toml"), *(rules / "known-bad").glob("*.yaml"), *(rules / "perf").glob("*.yaml")]}
     models = REPO / "fixtures" / "models"
     members |= {f"sglang_audit/_profiles/{p.relative_to(models).as_posix()}"
                 for p in models.glob("*/*") if p.is_file()}

@@ -145,3 +145,6 @@ main.add_command(cache)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+from sglang_audit.cli.recommend import recommend  # noqa: E402
+
+main.add_command(recommend)

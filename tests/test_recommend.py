@@ -1,0 +1,199 @@
+"""``recommend``: candidates pruned with one reason each, ranked by evidence (issue 19)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from clirun import cli
+
+from sglang_audit.analyses.recommend import (
+    NO_EVIDENCE,
+    SCHEMA,
+    _argv_without,
+    load_measurements,
+    read_bench,
+    recommend,
+)
+from sglang_audit.errors import InputError
+from sglang_audit.render.recommend import render_text
+from sglang_audit.resolve.pipeline import Request
+
+NEXTN = ["tp_size=8", "speculative_algorithm=NEXTN", "speculative_num_steps=3", "speculative_eagle_topk=1",
+         "speculative_num_draft_tokens=4", "disable_radix_cache=true"]
+MOE, FP4, DRAFT = "moe_runner_backend", "fp4_gemm_runner_backend", "speculative_moe_runner_backend"
+
+
+# ---- published measurements ----------------------------------------------------------------
+def test_every_published_measurement_has_a_source_url_and_hardware():
+    found = load_measurements()
+    assert len(found) >= 20
+    for m in found:
+        url = urlparse(m.source)
+        assert url.scheme == "https" and url.netloc and url.path.strip("/"), m.id
+        assert m.hardware.strip(), m.id
+    assert len({m.id for m in found}) == len(found)
+
+
+def test_a_measurement_without_its_source_is_refused(tmp_path: Path):
+    (tmp_path / "x.yaml").write_text(
+        "setting: moe_runner_backend\nmeasurements:\n  - {id: a, choice: triton, arch_family: sm9x, model_family: m,"
+        " quantization: fp8, metric: tok/s, better: higher, value: 1, unit: tok/s, hardware: H100,"
+        " workload: w, comparison: c}\n")
+    with pytest.raises(InputError, match="lacks source"):
+        load_measurements(tmp_path)
+
+
+# ---- --bench --------------------------------------------------------------------------------
+def _bench_line(tag: str | None, value: float, **server: str) -> str:
+    # the fields sglang/benchmark/serving.py writes (a subset)
+    return json.dumps({"tag": tag, "backend": "sglang", "dataset_name": "random", "server_info": server or None,
+                       "completed": 256, "request_throughput": 1.0, "output_throughput": value,
+                       "total_throughput": value * 2, "median_ttft_ms": 100.0, "median_itl_ms": 10.0})
+
+
+def test_bench_lines_are_read_with_their_metric_and_tag(tmp_path: Path):
+    f = tmp_path / "b.jsonl"
+    f.write_text(_bench_line("a=1", 1234.5) + "\n\n" + _bench_line(None, 99.0, moe_runner_backend="triton") + "\n")
+    lines = read_bench(str(f))
+    assert [(b.tag, b.metric, b.value, b.line) for b in lines] == [("a=1", "output_throughput", 1234.5, 1),
+                                                                     (None, "output_throughput", 99.0, 3)]
+    assert lines[1].server == {"moe_runner_backend": "triton"}
+
+
+def test_a_bench_line_without_a_result_is_an_input_error(tmp_path: Path):
+    f = tmp_path / "b.jsonl"
+    f.write_text('{"tag": "x"}\n')
+    with pytest.raises(InputError, match=r"b.jsonl:1: no result field"):
+        read_bench(str(f))
+    f.write_text("not json\n")
+    with pytest.raises(InputError, match=r"b.jsonl:1: not a JSON line"):
+        read_bench(str(f))
+
+
+def test_the_users_command_loses_only_the_replaced_flags():
+    argv = ["--model-path", "M", "--moe-runner-backend", "triton", "--tp", "8", "--fp4-gemm-backend=cutlass"]
+    assert _argv_without(argv, {"--moe-runner-backend", "--fp4-gemm-backend"}) == ["--model-path", "M", "--tp", "8"]
+
+
+# ---- real releases -----------------------------------------------------------------------------
+_CACHE: dict[tuple, object] = {}
+
+
+def run(release, version: str, arch: str, model: str, sets: list[str], bench: str | None = None):
+    key = (version, arch, model, tuple(sets), bench)
+    if key not in _CACHE:
+        req = Request(source=str(release(version).package_dir), arch=arch, model=model, sets=list(sets))
+        _CACHE[key] = recommend(req, bench=bench)
+    return _CACHE[key]
+
+
+def by_id(cands) -> dict:
+    return {c.id: c for c in cands}
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.23"])
+def test_sm120_qwen35_nextn_rejects_what_fails_and_keeps_the_field_config(release, version):
+    rec = run(release, version, "sm120", "qwen3.5-397b-a17b-nvfp4", NEXTN)
+    assert rec.fields == (MOE, FP4)
+    rejected = by_id(rec.rejected)
+    # TRT-LLM MoE: known-bad on SM12x, with the rule's sources
+    trt = rejected[f"{MOE}=flashinfer_trtllm"].reason
+    assert (trt.kind, trt.rule) == ("known_bad", "SGA201") and trt.sources
+    # TRT-LLM FP4 GEMM: FlashInfer declares SM100/103 only, cited in its own source
+    fp4 = rejected[f"{FP4}=flashinfer_trtllm"].reason
+    assert fp4.kind == "kernel" and fp4.where.startswith("flashinfer/gemm/gemm_base.py:") and "SM120" in fp4.message
+    # CuTe-DSL MoE: removed with one reason and where it comes from
+    cute = rejected[f"{MOE}=flashinfer_cutedsl"].reason
+    assert cute.kind in ("known_bad", "rejected") and (cute.rule or cute.where.startswith("sglang/"))
+    # nothing known to fail is viable; the configuration that works in the field is
+    for c in rec.viable:
+        assert c.value(MOE) not in ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutedsl")
+        assert c.value(DRAFT) == c.value(MOE)  # the draft inherits the target's runner
+        assert c.value(FP4) not in ("flashinfer_trtllm", "flashinfer_cutlass")
+    field_config = f"{MOE}=flashinfer_cutlass,{FP4}=flashinfer_cudnn"
+    assert field_config in by_id(rec.viable)
+    assert rec.recommended is not None and rec.recommended.value(MOE) == "flashinfer_cutlass"
+    # what separates each ranked pair is said, or "benchmark both"
+    assert len(rec.steps) == len(rec.viable) - 1
+    assert all(s.decided_by != "none" or s.text == NO_EVIDENCE for s in rec.steps)
+    assert rec.resolutions <= rec.max_resolutions
+    text = render_text(rec)
+    assert "--moe-runner-backend flashinfer_cutlass" in rec.launch and "--disable-radix-cache" in rec.launch
+    assert "Rejected (" in text and "Benchmark plan" in text and "--bench recommend-bench.jsonl" in text
+
+
+@pytest.mark.real_release
+def test_0510_sm120_fp4_between_the_viable_is_decided_by_sglangs_auto(release):
+    rec = run(release, "0.5.10", "sm120", "qwen3.5-397b-a17b-nvfp4", NEXTN)
+    first = rec.steps[0]
+    assert first.above == f"{MOE}=flashinfer_cutlass,{FP4}=flashinfer_cudnn"
+    assert first.decided_by == "sglang_auto" and "fp4_utils.py:" in first.text
+    assert (FP4, "flashinfer_cudnn") in [(f, v) for f, v, _w in rec.auto]
+
+
+@pytest.mark.real_release
+def test_sm100_deepseek_r1_trtllm_moe_is_viable_and_ranked_with_its_source(release):
+    rec = run(release, "0.5.10", "sm100", "deepseek-r1-nvfp4", ["tp_size=8"])
+    trt = [c for c in rec.viable if c.value(MOE) == "flashinfer_trtllm"]
+    assert trt and rec.viable[0].value(MOE) == "flashinfer_trtllm"
+    auto = [e for e in trt[0].evidence if e.kind == "sglang_auto" and e.text.startswith(MOE)]
+    assert auto and auto[0].source.startswith("sglang/srt/server_args.py:")
+    # the FP4 GEMM between the viable: published kernel measurements on SM100, with their URL
+    published = [e for e in rec.viable[0].evidence if e.kind == "published"]
+    assert published and all(e.source.startswith("https://") and e.hardware for e in published)
+
+
+@pytest.mark.real_release
+def test_with_a_bench_file_the_ranking_follows_the_measurements(release, tmp_path: Path):
+    base = run(release, "0.5.10", "sm120", "qwen3.5-397b-a17b-nvfp4", NEXTN)
+    ids = [c.id for c in base.viable]
+    low, high = ids[0], ids[1]  # measure the second faster than the first
+    f = tmp_path / "bench.jsonl"
+    f.write_text(_bench_line(low, 900.0) + "\n" + _bench_line(high, 1100.0) + "\n")
+    code, out, err = cli("recommend", "-s", release("0.5.10").package_dir, "-a", "sm120", "-m", "qwen3.5-397b-a17b-nvfp4",
+                         *[a for s in NEXTN for a in ("--set", s)], "--bench", f, "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["schema"] == SCHEMA and data["bench_lines"] == 2
+    assert [c["id"] for c in data["viable"][:2]] == [high, low]
+    assert data["ranking"][0]["decided_by"] == "bench" and "1100" in data["ranking"][0]["text"]
+    assert data["recommended"]["id"] == high
+
+
+@pytest.mark.real_release
+def test_the_recommended_command_is_the_users_launch_with_the_changed_flags(release):
+    launch = ("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 python3 -m sglang.launch_server --model-path nvidia/Qwen3.5-397B-A17B-NVFP4 "
+              "--tp 8 --moe-runner-backend triton --speculative-algorithm NEXTN --speculative-num-steps 3 "
+              "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --disable-radix-cache")
+    req = Request(source=str(release("0.5.10").package_dir), arch="sm120", model=None, launch=launch)
+    rec = recommend(req)
+    assert rec.current[0] == (MOE, "triton")
+    assert (MOE, "triton", "flashinfer_cutlass") in rec.changes
+    assert rec.launch.startswith("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 ")
+    assert "--tp 8" in rec.launch and "triton" not in rec.launch
+    assert rec.launch.endswith("--moe-runner-backend flashinfer_cutlass --fp4-gemm-backend flashinfer_cudnn")
+
+
+def test_a_layer_the_release_fails_to_build_rejects_the_candidate():
+    # the layer stage (another branch) reports status "unsupported" with SGLang's raise
+    from dataclasses import dataclass
+
+    from sglang_audit.analyses.recommend import _reason
+    from sglang_audit.result import ModelSummary, Resolution, Setting
+
+    @dataclass(frozen=True)
+    class Layer:
+        status: str
+        value: str
+        site: str
+
+    layer = Layer("unsupported", "NotImplementedError: no kernel", "sglang/srt/layers/quantization/modelopt_quant.py:1908")
+    res = Resolution({"version": "x"}, "s", {"platform": "cuda", "major": 12}, ModelSummary("m", "/m", "A", "modelopt_fp4", None),
+                     {}, {}, None, {MOE: Setting(MOE, "triton", None, "resolved", layer=layer)})
+    reason = _reason(res, {MOE: "triton"}, (MOE,), (), "single")
+    assert reason is not None and reason.kind == "layer"
+    assert reason.where == "sglang/srt/layers/quantization/modelopt_quant.py:1908" and "NotImplementedError" in reason.message
