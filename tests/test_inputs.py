@@ -74,6 +74,13 @@ def test_backslash_continuations_and_equals_forms():
     assert cmd.env == ()
 
 
+def test_an_angle_bracket_placeholder_is_a_value_not_a_redirection():
+    """Issues paste `--model-path <checkpoint>`; a shell would read a redirection, a reader a
+    placeholder: the flag keeps its value (sglang#32843's command)."""
+    cmd = split_launch("python3 -m sglang.launch_server --model-path <block-fp8-mla-checkpoint> --tp 8 2>&1 >log")
+    assert cmd.argv == ("--model-path", "<block-fp8-mla-checkpoint>", "--tp", "8")
+
+
 def test_docker_run_skips_runtime_options_and_image():
     cmd = split_launch(DOCS_DOCKER)
     assert cmd.argv == ("--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--host", "0.0.0.0", "--port", "30000")

@@ -363,7 +363,8 @@ def test_real_explain_shows_the_kernel_of_each_forced_choice(release):
     exp = explain(Request(source=str(tree.package_dir), arch="sm120", model="qwen3.5-397b-a17b-nvfp4"),
                   "fp4_gemm_runner_backend")
     by = {c.choice: c for c in exp.choices}
-    assert by["flashinfer_trtllm"].outcome == "accepted"  # SGLang's checks pass ...
+    # SGLang's checks pass (the hand-written rule SGA103 already knows it is bad) ...
+    assert by["flashinfer_trtllm"].outcome == "known_bad" and by["flashinfer_trtllm"].known_bad[0][0] == "SGA103"
     assert by["flashinfer_trtllm"].kernel.status == "unsupported"  # ... FlashInfer's do not
     assert by["flashinfer_cudnn"].kernel.status == "supported"
     assert by["cutlass"].kernel.status == "unknown" and "jit_kernel" in by["cutlass"].kernel.reason

@@ -22,6 +22,8 @@ SERVER_MODULES = ("sglang.launch_server", "sglang_router.launch_server", "sglang
 ROUTER_MODULES = ("sglang_router.launch_server",)
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _REDIRECT = re.compile(r"^\d*(>>?|<)&?\d*$|^\d*(>>?|<)\S+$|^&>\S*$")
+# `<model-path>` in a pasted command is the author's placeholder, not a shell redirection
+_PLACEHOLDER = re.compile(r"^<[^<>\s]+>$")
 _SEPARATORS = {"|", "||", "&&", ";", "&"}
 _WRAPPERS = {"sudo", "nohup", "exec", "time", "nice", "stdbuf", "numactl", "taskset"}
 
@@ -104,7 +106,7 @@ def _simple_commands(words: list[str]) -> list[list[str]]:
             continue
         if piped:
             continue  # `... | tee server.log`
-        if _REDIRECT.match(w):
+        if _REDIRECT.match(w) and not _PLACEHOLDER.match(w):
             continue  # `2>&1`, `>log`
         if stripped:
             out[-1].append(stripped)
