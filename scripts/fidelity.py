@@ -44,6 +44,8 @@ RUNTIME = ["moe_runner_backend", "speculative_moe_runner_backend", "moe_a2a_back
            "speculative_moe_a2a_backend", "fp4_gemm_runner_backend", "fp8_gemm_runner_backend"]
 PRIMARY = {"moe_runner_backend", "speculative_moe_runner_backend", "fp4_gemm_runner_backend"}
 PROFILES = Path(__file__).resolve().parent.parent / "fixtures" / "models"
+# the oracle's own model configs: its result lines name a model by directory name only
+ORACLE_MODELS = Path(__file__).resolve().parent.parent.parent / "shared" / "oracle" / "models"
 
 
 def load_oracle(directory: Path, releases: list[str] | None) -> list[dict[str, Any]]:
@@ -70,7 +72,10 @@ def load_oracle(directory: Path, releases: list[str] | None) -> list[dict[str, A
 
 def model_dir(model: str) -> str:
     name = Path(str(model)).name
-    return str(PROFILES / name) if (PROFILES / name).is_dir() else str(model)
+    for root in (PROFILES, ORACLE_MODELS):
+        if (root / name).is_dir():
+            return str(root / name)
+    return str(model)
 
 
 def run_tool(case: dict[str, Any]) -> dict[str, Any]:
