@@ -354,7 +354,7 @@ def test_flashinfer_and_attention_rules_on_real_releases(release, version, arch,
     res = resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=list(flags)))
     result = check_resolution(res, RULES)
     assert {(f.rule_id, f.setting) for f in result.findings} == expected
-    assert result.undecided == ()
+    assert _by_rules(result) == []  # SGA002: the NVFP4 MoE layers' outcome is not decidable here
 
 
 # ---- cuDNN and checkpoint facts -------------------------------------------------------------
