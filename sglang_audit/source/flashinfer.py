@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -21,13 +22,11 @@ from packaging.version import InvalidVersion, Version
 from sglang_audit.cachedir import cache_root, writable_subdir
 from sglang_audit.errors import SourceError
 from sglang_audit.source.locate import (
-    _ARCHIVE_SUFFIXES,
     _HEADER_NAME,
     _HEADER_VERSION,
     _MARKER,
     _VERSION_PY,
     _archive_kind,
-    _download_error,
     _extract_tar,
     _extract_zip,
     _pip_download,
@@ -37,6 +36,7 @@ from sglang_audit.source.locate import (
     _sweep_stale,
     _valid_version,
     _within,
+    download_to_cache,
 )
 
 # --------------------------------------------------------------------------- FlashInfer
@@ -146,34 +146,15 @@ def _cached_flashinfer(version: str) -> Path | None:
 
 
 def _download_flashinfer(version: str, label: str, say: Callable[[str], None]) -> Path:
-    wheels = writable_subdir("wheels")
-    if wheels is None:
-        raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
-    say(f"downloading {label} from the package index ...")
-    _sweep_stale(wheels, ".download-")
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=".download-", dir=wheels))
-    except OSError as exc:
-        raise SourceError(f"cannot write to {wheels}: {exc.strerror or exc}") from None
-    try:
+    def fetch(staging: Path) -> subprocess.CompletedProcess[str]:
         # wheels only: FlashInfer's wheels are pure Python (py3-none-any), and preparing an
         # sdist's metadata would run its build backend, i.e. execute the code we only read
         result = _pip_download(version, label, staging, binary_only=True, dist="flashinfer-python")
-        if result.returncode != 0:
-            if _pip_failure(result) == "not-found":
-                raise SourceError(f"{label}: no wheel on the package index; {_FI_HINT}")
-            raise _download_error(label, result)
-        files = sorted(p for p in staging.iterdir() if p.is_file() and p.name.lower().endswith(_ARCHIVE_SUFFIXES))
-        if not files:
-            raise SourceError(f"{label}: pip reported success but left no wheel or sdist")
-        target = wheels / files[0].name
-        try:
-            os.replace(files[0], target)
-        except OSError as exc:
-            raise SourceError(f"cannot write {target}: {exc.strerror or exc}") from None
-        return target
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if result.returncode != 0 and _pip_failure(result) == "not-found":
+            raise SourceError(f"{label}: no wheel on the package index; {_FI_HINT}")
+        return result
+
+    return download_to_cache(label, say, fetch)
 
 
 def _locate_fi_archive(path: Path, origin: str, say: Callable[[str], None]) -> FlashInferTree:

@@ -240,6 +240,22 @@ _NETWORK_HINTS = (
 
 
 def _download_release(version: str, label: str, say: Callable[[str], None]) -> Path:
+    def fetch(staging: Path) -> subprocess.CompletedProcess[str]:
+        result = _pip_download(version, label, staging, binary_only=True)
+        if result.returncode != 0 and _pip_failure(result) == "not-found":
+            # No wheel for this interpreter/platform (e.g. cp311-only releases): the sdist
+            # carries the same Python source.
+            say(f"no compatible wheel of {label} found; trying the source distribution ...")
+            result = _pip_download(version, label, staging, binary_only=False)
+        return result
+
+    return download_to_cache(label, say, fetch)
+
+
+def download_to_cache(label: str, say: Callable[[str], None],
+                      fetch: Callable[[Path], subprocess.CompletedProcess[str]]) -> Path:
+    """Run ``fetch`` (a ``pip download`` into the staging dir it is given) and move the one
+    archive it leaves into ``<cache>/wheels``."""
     wheels = writable_subdir("wheels")
     if wheels is None:
         raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
@@ -252,12 +268,7 @@ def _download_release(version: str, label: str, say: Callable[[str], None]) -> P
     except OSError as exc:
         raise SourceError(f"cannot write to {wheels}: {exc.strerror or exc}") from None
     try:
-        result = _pip_download(version, label, staging, binary_only=True)
-        if result.returncode != 0 and _pip_failure(result) == "not-found":
-            # No wheel for this interpreter/platform (e.g. cp311-only releases): the sdist
-            # carries the same Python source.
-            say(f"no compatible wheel of {label} found; trying the source distribution ...")
-            result = _pip_download(version, label, staging, binary_only=False)
+        result = fetch(staging)
         if result.returncode != 0:
             raise _download_error(label, result)
         files = sorted(
