@@ -428,6 +428,16 @@ def test_undecided_parts_only_explain_an_undecided_node():
 FIELD_MODELS = ROOT / "tests" / "field" / "models"
 
 
+
+def _resolve_launch(release, version, arch, model, launch):
+    """One release-edge case: the release resolved for a pasted launch command's flags."""
+    from sglang_audit.resolve.pipeline import Request, resolve
+
+    tree = release(version)
+    return resolve(Request(source=str(tree.package_dir), arch=arch, model=str(model),
+                           launch=f"python -m sglang.launch_server --model-path m {launch}"))
+
+
 @pytest.mark.real_release
 @pytest.mark.parametrize(
     "rule_id, version, arch, model, launch, fires",
@@ -483,11 +493,7 @@ FIELD_MODELS = ROOT / "tests" / "field" / "models"
     ],
 )
 def test_new_rules_at_release_edges(release, rule_id, version, arch, model, launch, fires):
-    from sglang_audit.resolve.pipeline import Request, resolve
-
-    tree = release(version)
-    res = resolve(Request(source=str(tree.package_dir), arch=arch, model=str(model),
-                          launch=f"python -m sglang.launch_server --model-path m {launch}"))
+    res = _resolve_launch(release, version, arch, model, launch)
     assert res.rejected is None, res.rejected
     result = check_resolution(res, [_rule(rule_id)])
     assert bool(result.findings) is fires, (result.findings, result.undecided)
@@ -521,11 +527,7 @@ RULES2_SUBJECT = {"SGA216": "moe_runner_backend", "SGA502": "speculative_moe_run
     ],
 )
 def test_rules2_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
-    from sglang_audit.resolve.pipeline import Request, resolve
-
-    tree = release(version)
-    res = resolve(Request(source=str(tree.package_dir), arch=arch, model=str(model),
-                          launch=f"python -m sglang.launch_server --model-path m {launch}"))
+    res = _resolve_launch(release, version, arch, model, launch)
     assert res.rejected is None, res.rejected
     result = check_resolution(res, [_rule(rule_id)])
     assert bool(result.findings) is fires, (result.findings, result.undecided)
@@ -602,11 +604,7 @@ _EAGLE = "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-
     ],
 )
 def test_rules3_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
-    from sglang_audit.resolve.pipeline import Request, resolve
-
-    tree = release(version)
-    res = resolve(Request(source=str(tree.package_dir), arch=arch, model=str(model),
-                          launch=f"python -m sglang.launch_server --model-path m {launch}"))
+    res = _resolve_launch(release, version, arch, model, launch)
     if fires == "rejected":  # SGLang refuses the flags itself: SGA001, not this rule
         assert res.rejected is not None
         assert {f.rule_id for f in check_resolution(res, [_rule(rule_id)]).findings} == {"SGA001"}
