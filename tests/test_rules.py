@@ -613,3 +613,33 @@ def test_rules3_rules_at_their_edges(release, rule_id, version, arch, model, lau
     result = check_resolution(res, [_rule(rule_id)])
     assert {f.rule_id for f in result.findings} == ({rule_id} if fires else set()), result.findings
     assert [u for u in result.undecided if u.rule_id == rule_id] == []
+
+
+# ---- rules4 (#18): MoE / all-to-all rules at their release edges -------------------------------
+
+_DEEPEP = "--tp 4 --moe-a2a-backend deepep"
+_QWEN3_FP8 = FIELD_MODELS / "qwen3-30b-a3b-fp8"
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(
+    "rule_id, version, arch, model, launch, fires",
+    [
+        # DeepEP auto/low_latency asserts DeepGEMM (off below SM90): every model through 0.5.11,
+        # quantized MoE layers only from 0.5.12 (`and quant_config is not None`)
+        ("SGA217", "0.5.5", "sm86", "qwen3-30b-a3b", _DEEPEP, True),
+        ("SGA217", "0.5.11", "sm89", "qwen3-30b-a3b", _DEEPEP, True),
+        ("SGA217", "0.5.12", "sm86", "qwen3-30b-a3b", _DEEPEP, False),
+        ("SGA217", "0.5.12", "sm89", _QWEN3_FP8, _DEEPEP, True),
+        ("SGA217", "0.5.23", "sm86", _QWEN3_FP8, _DEEPEP, True),
+        ("SGA217", "0.5.23", "sm86", _QWEN3_FP8, _DEEPEP + " --deepep-mode normal", False),
+        ("SGA217", "0.5.23", "sm90", _QWEN3_FP8, _DEEPEP, False),
+        ("SGA217", "0.5.5", "sm86", "qwen3-30b-a3b", "--tp 4", False),
+    ],
+)
+def test_rules4_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
+    res = _resolve_launch(release, version, arch, model, launch)
+    assert res.rejected is None, res.rejected
+    result = check_resolution(res, [_rule(rule_id)])
+    assert {f.rule_id for f in result.findings} == ({rule_id} if fires else set()), result.findings
+    assert [u for u in result.undecided if u.rule_id == rule_id] == []
