@@ -619,6 +619,7 @@ def test_rules3_rules_at_their_edges(release, rule_id, version, arch, model, lau
 
 _DEEPEP = "--tp 4 --moe-a2a-backend deepep"
 _QWEN3_FP8 = FIELD_MODELS / "qwen3-30b-a3b-fp8"
+_FI_CUTLASS_DEEPEP = "--tp 8 --moe-runner-backend flashinfer_cutlass --moe-a2a-backend deepep"
 
 
 @pytest.mark.real_release
@@ -635,6 +636,17 @@ _QWEN3_FP8 = FIELD_MODELS / "qwen3-30b-a3b-fp8"
         ("SGA217", "0.5.23", "sm86", _QWEN3_FP8, _DEEPEP + " --deepep-mode normal", False),
         ("SGA217", "0.5.23", "sm90", _QWEN3_FP8, _DEEPEP, False),
         ("SGA217", "0.5.5", "sm86", "qwen3-30b-a3b", "--tp 4", False),
+        # flashinfer_cutlass MoE + DeepEP: fused-only runner from 0.5.15 (PR #28211), no deepep fused func
+        ("SGA218", "0.5.14", "sm100", "deepseek-r1-nvfp4", _FI_CUTLASS_DEEPEP, False),
+        ("SGA218", "0.5.15", "sm100", "deepseek-r1-nvfp4", _FI_CUTLASS_DEEPEP, True),
+        ("SGA218", "0.5.23", "sm100", "deepseek-r1-nvfp4", _FI_CUTLASS_DEEPEP, True),
+        ("SGA218", "0.5.23", "sm100", "deepseek-r1-nvfp4",
+         "--tp 8 --dp 8 --enable-dp-attention --moe-runner-backend flashinfer_cutlass --moe-a2a-backend flashinfer", False),
+        # GPT-OSS auto → flashinfer_mxfp4 on SM100 + DeepEP: MoeRunner-only from 0.5.20
+        ("SGA219", "0.5.19", "sm100", "gpt-oss-120b", "--tp 8 --moe-a2a-backend deepep", False),
+        ("SGA219", "0.5.20", "sm100", "gpt-oss-120b", "--tp 8 --moe-a2a-backend deepep", True),
+        ("SGA219", "0.5.23", "sm100", "gpt-oss-120b", "--tp 8 --moe-a2a-backend deepep", True),
+        ("SGA219", "0.5.23", "sm100", "gpt-oss-120b", "--tp 8", False),
     ],
 )
 def test_rules4_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
