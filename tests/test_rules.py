@@ -619,6 +619,7 @@ def test_rules3_rules_at_their_edges(release, rule_id, version, arch, model, lau
 
 _DEEPEP = "--tp 4 --moe-a2a-backend deepep"
 _QWEN3_FP8 = FIELD_MODELS / "qwen3-30b-a3b-fp8"
+_MARLIN_DEEPEP = "--tp 8 --moe-runner-backend marlin --moe-a2a-backend deepep"
 _FI_CUTLASS_DEEPEP = "--tp 8 --moe-runner-backend flashinfer_cutlass --moe-a2a-backend deepep"
 
 
@@ -647,6 +648,10 @@ _FI_CUTLASS_DEEPEP = "--tp 8 --moe-runner-backend flashinfer_cutlass --moe-a2a-b
         ("SGA219", "0.5.20", "sm100", "gpt-oss-120b", "--tp 8 --moe-a2a-backend deepep", True),
         ("SGA219", "0.5.23", "sm100", "gpt-oss-120b", "--tp 8 --moe-a2a-backend deepep", True),
         ("SGA219", "0.5.23", "sm100", "gpt-oss-120b", "--tp 8", False),
+        # MXFP4 MoE on marlin + DeepEP: marlin is a choice and builds MoeRunner(MARLIN) from 0.5.12
+        ("SGA220", "0.5.12", "sm90", "gpt-oss-120b", _MARLIN_DEEPEP, True),
+        ("SGA220", "0.5.23", "sm90", "gpt-oss-120b", _MARLIN_DEEPEP, True),
+        ("SGA220", "0.5.23", "sm90", "gpt-oss-120b", "--tp 8 --moe-runner-backend marlin", False),
     ],
 )
 def test_rules4_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
