@@ -659,6 +659,13 @@ _FI_CUTLASS_DEEPEP = "--tp 8 --moe-runner-backend flashinfer_cutlass --moe-a2a-b
         ("SGA221", "0.5.23", "sm90", "deepseek-r1-nvfp4", _DEEPEP8, True),
         ("SGA221", "0.5.23", "sm100", "deepseek-r1-nvfp4", _DEEPEP8, False),
         ("SGA221", "0.5.23", "sm90", "deepseek-r1-nvfp4", "--tp 8", False),
+        # NVFP4 MoE `auto` → FLASHINFER_TRTLLM in the layer on SM100 (0.5.13+) + an EP all-to-all
+        ("SGA222", "0.5.12", "sm100", "deepseek-r1-nvfp4", _DEEPEP8, False),
+        ("SGA222", "0.5.13", "sm100", "deepseek-r1-nvfp4", _DEEPEP8, True),
+        ("SGA222", "0.5.16", "sm103", "deepseek-r1-nvfp4", "--tp 8 --moe-a2a-backend mooncake", True),
+        ("SGA222", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --moe-a2a-backend nixl", True),
+        ("SGA222", "0.5.23", "sm100", "deepseek-r1-nvfp4",
+         _DEEPEP8 + " --moe-runner-backend flashinfer_cutedsl --deepep-mode low_latency", False),
     ],
 )
 def test_rules4_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
