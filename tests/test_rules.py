@@ -619,6 +619,7 @@ def test_rules3_rules_at_their_edges(release, rule_id, version, arch, model, lau
 
 _DEEPEP = "--tp 4 --moe-a2a-backend deepep"
 _QWEN3_FP8 = FIELD_MODELS / "qwen3-30b-a3b-fp8"
+_TRTLLM = "--tp 8 --moe-runner-backend flashinfer_trtllm"
 _DEEPEP8 = "--tp 8 --moe-a2a-backend deepep"
 _MARLIN_DEEPEP = "--tp 8 --moe-runner-backend marlin --moe-a2a-backend deepep"
 _FI_CUTLASS_DEEPEP = "--tp 8 --moe-runner-backend flashinfer_cutlass --moe-a2a-backend deepep"
@@ -666,10 +667,19 @@ _FI_CUTLASS_DEEPEP = "--tp 8 --moe-runner-backend flashinfer_cutlass --moe-a2a-b
         ("SGA222", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --moe-a2a-backend nixl", True),
         ("SGA222", "0.5.23", "sm100", "deepseek-r1-nvfp4",
          _DEEPEP8 + " --moe-runner-backend flashinfer_cutedsl --deepep-mode low_latency", False),
+        # TRT-LLM-gen NVFP4 MoE + mooncake/nixl: 0.5.9 rejects the pair itself; no fused func 0.5.10-0.5.23
+        ("SGA223", "0.5.9", "sm100", "deepseek-r1-nvfp4", _TRTLLM + " --moe-a2a-backend mooncake", "rejected"),
+        ("SGA223", "0.5.10", "sm100", "deepseek-r1-nvfp4", _TRTLLM + " --moe-a2a-backend mooncake", True),
+        ("SGA223", "0.5.23", "sm100", "deepseek-r1-nvfp4", _TRTLLM + " --moe-a2a-backend nixl", True),
+        ("SGA223", "0.5.23", "sm100", "deepseek-r1-nvfp4", _TRTLLM, False),
     ],
 )
 def test_rules4_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
     res = _resolve_launch(release, version, arch, model, launch)
+    if fires == "rejected":  # SGLang refuses the flags itself: SGA001, not this rule
+        assert res.rejected is not None
+        assert {f.rule_id for f in check_resolution(res, [_rule(rule_id)]).findings} == {"SGA001"}
+        return
     assert res.rejected is None, res.rejected
     result = check_resolution(res, [_rule(rule_id)])
     # derived kernel findings (SGK1xx) of the same deployment are not this rule's concern
