@@ -619,6 +619,7 @@ def test_rules3_rules_at_their_edges(release, rule_id, version, arch, model, lau
 
 _DEEPEP = "--tp 4 --moe-a2a-backend deepep"
 _QWEN3_FP8 = FIELD_MODELS / "qwen3-30b-a3b-fp8"
+_LLAMA4_NVFP4 = FIELD_MODELS / "llama-4-scout-nvfp4"
 _TRTLLM = "--tp 8 --moe-runner-backend flashinfer_trtllm"
 _DEEPEP8 = "--tp 8 --moe-a2a-backend deepep"
 _MARLIN_DEEPEP = "--tp 8 --moe-runner-backend marlin --moe-a2a-backend deepep"
@@ -672,6 +673,11 @@ _FI_CUTLASS_DEEPEP = "--tp 8 --moe-runner-backend flashinfer_cutlass --moe-a2a-b
         ("SGA223", "0.5.10", "sm100", "deepseek-r1-nvfp4", _TRTLLM + " --moe-a2a-backend mooncake", True),
         ("SGA223", "0.5.23", "sm100", "deepseek-r1-nvfp4", _TRTLLM + " --moe-a2a-backend nixl", True),
         ("SGA223", "0.5.23", "sm100", "deepseek-r1-nvfp4", _TRTLLM, False),
+        # Llama 4 NVFP4 MoE on Marlin (router weight after the experts): NVFP4 Marlin MoE runner from 0.5.13
+        ("SGA550", "0.5.12", "sm121", _LLAMA4_NVFP4, "--tp 2 --moe-runner-backend marlin", False),
+        ("SGA550", "0.5.13", "sm90", _LLAMA4_NVFP4, "--tp 2", True),
+        ("SGA550", "0.5.23", "sm121", _LLAMA4_NVFP4, "--tp 2 --moe-runner-backend marlin", True),
+        ("SGA550", "0.5.23", "sm100", _LLAMA4_NVFP4, "--tp 2", False),
     ],
 )
 def test_rules4_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
