@@ -678,6 +678,10 @@ _FI_CUTLASS_DEEPEP = "--tp 8 --moe-runner-backend flashinfer_cutlass --moe-a2a-b
         ("SGA550", "0.5.13", "sm90", _LLAMA4_NVFP4, "--tp 2", True),
         ("SGA550", "0.5.23", "sm121", _LLAMA4_NVFP4, "--tp 2 --moe-runner-backend marlin", True),
         ("SGA550", "0.5.23", "sm100", _LLAMA4_NVFP4, "--tp 2", False),
+        # Llama 4 NVFP4 + explicit flashinfer_cutlass on SM100: the assertion is in every release 0.5.10-0.5.23
+        ("SGA551", "0.5.10", "sm100", _LLAMA4_NVFP4, "--tp 2 --moe-runner-backend flashinfer_cutlass", True),
+        ("SGA551", "0.5.23", "sm103", _LLAMA4_NVFP4, "--tp 2 --moe-runner-backend flashinfer_cutlass", True),
+        ("SGA551", "0.5.23", "sm100", _LLAMA4_NVFP4, "--tp 2", False),
     ],
 )
 def test_rules4_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
