@@ -645,11 +645,14 @@ _FI_CUTLASS_DEEPEP = "--tp 8 --moe-runner-backend flashinfer_cutlass --moe-a2a-b
         ("SGA218", "0.5.15", "sm100", "deepseek-r1-nvfp4", _FI_CUTLASS_DEEPEP, True),
         ("SGA218", "0.5.23", "sm100", "deepseek-r1-nvfp4", _FI_CUTLASS_DEEPEP, True),
         ("SGA218", "0.5.23", "sm100", "deepseek-r1-nvfp4",
+         "--tp 8 --moe-runner-backend flashinfer_cutlass --moe-a2a-backend nixl", True),
+        ("SGA218", "0.5.23", "sm100", "deepseek-r1-nvfp4",
          "--tp 8 --dp 8 --enable-dp-attention --moe-runner-backend flashinfer_cutlass --moe-a2a-backend flashinfer", False),
         # GPT-OSS auto → flashinfer_mxfp4 on SM100 + DeepEP: MoeRunner-only from 0.5.20
         ("SGA219", "0.5.19", "sm100", "gpt-oss-120b", "--tp 8 --moe-a2a-backend deepep", False),
         ("SGA219", "0.5.20", "sm100", "gpt-oss-120b", "--tp 8 --moe-a2a-backend deepep", True),
         ("SGA219", "0.5.23", "sm100", "gpt-oss-120b", "--tp 8 --moe-a2a-backend deepep", True),
+        ("SGA219", "0.5.20", "sm100", "gpt-oss-120b", "--tp 8 --moe-a2a-backend mooncake", True),
         ("SGA219", "0.5.23", "sm100", "gpt-oss-120b", "--tp 8", False),
         # MXFP4 MoE on marlin + DeepEP: marlin is a choice and builds MoeRunner(MARLIN) from 0.5.12
         ("SGA220", "0.5.12", "sm90", "gpt-oss-120b", _MARLIN_DEEPEP, True),
@@ -659,6 +662,7 @@ _FI_CUTLASS_DEEPEP = "--tp 8 --moe-runner-backend flashinfer_cutlass --moe-a2a-b
         ("SGA221", "0.5.12", "sm90", "deepseek-r1-nvfp4", _DEEPEP8, False),
         ("SGA221", "0.5.13", "sm90", "deepseek-r1-nvfp4", _DEEPEP8, True),
         ("SGA221", "0.5.23", "sm90", "deepseek-r1-nvfp4", _DEEPEP8, True),
+        ("SGA221", "0.5.16", "sm90", "deepseek-r1-nvfp4", "--tp 8 --moe-a2a-backend mooncake", True),
         ("SGA221", "0.5.23", "sm100", "deepseek-r1-nvfp4", _DEEPEP8, False),
         ("SGA221", "0.5.23", "sm90", "deepseek-r1-nvfp4", "--tp 8", False),
         # NVFP4 MoE `auto` → FLASHINFER_TRTLLM in the layer on SM100 (0.5.13+) + an EP all-to-all
