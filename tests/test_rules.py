@@ -668,6 +668,7 @@ _FI_CUTLASS_DEEPEP = "--tp 8 --moe-runner-backend flashinfer_cutlass --moe-a2a-b
         # NVFP4 MoE `auto` → FLASHINFER_TRTLLM in the layer on SM100 (0.5.13+) + an EP all-to-all
         ("SGA222", "0.5.12", "sm100", "deepseek-r1-nvfp4", _DEEPEP8, False),
         ("SGA222", "0.5.13", "sm100", "deepseek-r1-nvfp4", _DEEPEP8, True),
+        ("SGA222", "0.5.16", "sm120", "deepseek-r1-nvfp4", _DEEPEP8, True),
         ("SGA222", "0.5.16", "sm103", "deepseek-r1-nvfp4", "--tp 8 --moe-a2a-backend mooncake", True),
         ("SGA222", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --moe-a2a-backend nixl", True),
         ("SGA222", "0.5.23", "sm100", "deepseek-r1-nvfp4",
