@@ -197,3 +197,48 @@ def test_a_layer_the_release_fails_to_build_rejects_the_candidate():
     reason = _reason(res, {MOE: "triton"}, (MOE,), (), "single")
     assert reason is not None and reason.kind == "layer"
     assert reason.where == "sglang/srt/layers/quantization/modelopt_quant.py:1908" and "NotImplementedError" in reason.message
+
+
+# ---- the draft runner forced on its own (fixture: mini_e5 declares --speculative-moe-runner-backend) ---
+MINI_E5 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e5"
+
+
+def test_the_draft_runner_is_forced_independently_of_the_target():
+    req = Request(source=str(MINI_E5), arch="sm120", model="deepseek-r1-nvfp4", sets=["speculative_algorithm=NEXTN"],
+                  use_cache=False)
+    rec = recommend(req)
+    assert rec.fields == (MOE, FP4, DRAFT)
+    viable = by_id(rec.viable)
+    # "target X + draft Y": the draft forced to a runner the target does not use
+    mixed = viable[f"{MOE}=flashinfer_cutlass,{FP4}=flashinfer_cudnn,{DRAFT}=triton"]
+    assert (mixed.value(MOE), mixed.value(DRAFT)) == ("flashinfer_cutlass", "triton")
+    assert f"{MOE}=triton,{FP4}=flashinfer_cudnn,{DRAFT}=flashinfer_cutlass" in viable
+    # not forcing it, the draft inherits the target's runner (and that one ranks first: fewer changes)
+    inherits = viable[f"{MOE}=flashinfer_cutlass,{FP4}=flashinfer_cudnn"]
+    assert inherits.value(DRAFT) == "flashinfer_cutlass" and rec.viable[0] is inherits
+    # a draft forced to the target's own runner is not a second candidate
+    assert not [c for c in (*rec.viable, *rec.rejected, *rec.not_evaluated)
+                if dict(c.flags).get(DRAFT) is not None and dict(c.flags).get(DRAFT) == dict(c.flags).get(MOE)]
+    # a runner removed for the target on this device (SGA201 on SM12x) is not forced again for the
+    # draft (same checkpoint, same precision); the note names it
+    assert by_id(rec.rejected)[f"{MOE}=flashinfer_trtllm"].reason.rule == "SGA201"
+    assert not [c for c in (*rec.viable, *rec.rejected, *rec.not_evaluated) if dict(c.flags).get(DRAFT) == "flashinfer_trtllm"]
+    assert f"{DRAFT}: 1 choice(s) not forced on their own" in " ".join(rec.notes) and "flashinfer_trtllm" in " ".join(rec.notes)
+    assert rec.resolutions <= rec.max_resolutions
+
+
+def test_the_all_to_all_backend_is_explored_only_with_expert_parallelism(tmp_path: Path):
+    from sglang_audit.analyses.recommend import A2A, _matters
+    from sglang_audit.result import ModelSummary, Resolution
+
+    (tmp_path / "config.json").write_text('{"n_routed_experts": 256}')
+
+    def res(flags: dict) -> Resolution:
+        return Resolution({"version": "x"}, "s", {"platform": "cuda", "major": 10},
+                          ModelSummary("m", str(tmp_path), "A", None, None), flags, {}, None, {})
+
+    assert not _matters(A2A, res({}), tmp_path)
+    assert not _matters(A2A, res({"ep_size": 1}), tmp_path)
+    assert _matters(A2A, res({"ep_size": 8}), tmp_path)
+    (tmp_path / "config.json").write_text('{"hidden_size": 4096}')  # a dense model has nothing to dispatch
+    assert not _matters(A2A, res({"ep_size": 8}), tmp_path)

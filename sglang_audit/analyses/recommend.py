@@ -48,9 +48,11 @@ DRAFT_MOE = "speculative_moe_runner_backend"
 MOE = "moe_runner_backend"
 FP4 = "fp4_gemm_runner_backend"
 FP8 = "fp8_gemm_runner_backend"
-# explored in this order (the cheap single-field stage resolves each choice of each)
-EXPLORED = (MOE, FP4, FP8)
-NOT_EXPLORED = ("attention_backend", "prefill_attention_backend", "decode_attention_backend", "moe_a2a_backend")
+A2A = "moe_a2a_backend"
+# explored in this order (the cheap single-field stage resolves each choice of each); the
+# draft runner comes after them (its choices depend on what survived for the target)
+EXPLORED = (MOE, FP4, FP8, A2A)
+NOT_EXPLORED = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 DEFAULT_MAX_RESOLUTIONS = 32
 NO_EVIDENCE = "no evidence: benchmark both"
 
@@ -370,7 +372,20 @@ def _matters(field_name: str, base: Resolution, model_dir: Path) -> bool:
         return "fp4" in quant
     if field_name == FP8:
         return "fp8" in quant
+    if field_name == A2A:
+        # all-to-all dispatch runs only across expert-parallel ranks
+        return _ep_size(base) > 1 and _has_experts(model_dir)
     return False
+
+
+def _ep_size(res: Resolution) -> int:
+    """The expert-parallel size the user asked for (--ep-size); 1 when not given."""
+    s = res.settings.get("ep_size")
+    value = s.effective if s is not None and s.present and not isinstance(s.effective, UnknownValue) else res.flags.get("ep_size", 1)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 1
 
 
 def _has_experts(model_dir: Path) -> bool:
@@ -416,9 +431,11 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
                    and _matters(f, base, prep.target.model.path))
     spec = base.settings.get("speculative_algorithm")
     speculative = spec is not None and spec.present and spec.effective is not None
-    # the draft runner matters only when a draft model runs (it inherits the target's runner)
-    watched = (*fields, *((DRAFT_MOE,) if MOE in fields and speculative and DRAFT_MOE in base.settings
-                          and base.settings[DRAFT_MOE].present else ()))
+    # the draft runner matters only when a draft model runs (it inherits the target's runner
+    # unless --speculative-moe-runner-backend forces its own, where the release declares it)
+    draft = MOE in fields and speculative and DRAFT_MOE in base.settings and base.settings[DRAFT_MOE].present
+    draft_forced = draft and table.by_dest.get(DRAFT_MOE) is not None and bool(table.by_dest[DRAFT_MOE].choices)
+    watched = (*fields, *((DRAFT_MOE,) if draft else ()))
     rejected: list[Candidate] = []
     survivors: dict[str, list[str]] = {}
     auto: list[tuple[str, Any, str]] = []
@@ -451,9 +468,17 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
                 seen[s.effective] = choice
             survivors[name].append(choice)
             unchecked[(name, choice)] = sum(UNCHECKED in n for n in _caveats(res, own))
-    # stage 2: the survivors combined (a field left with none keeps the user's value)
-    axes = [[(n, c) for c in survivors[n]] for n in fields if survivors.get(n)]
-    combos = [dict(p) for p in itertools.product(*axes)] if axes else []
+    if draft_forced:
+        fields = (*fields, DRAFT_MOE)
+        _force_draft(run, user, base, table.by_dest[DRAFT_MOE].choices or (), survivors, rejected, unchecked,
+                     watched, rules, notes, progress)
+    # stage 2: the survivors combined (a field left with none keeps the user's value; the
+    # draft axis also keeps "not forced": the draft inherits the target's runner)
+    axes = [[(n, c) for c in survivors[n]] + ([(n, None)] if n == DRAFT_MOE else [])
+            for n in fields if survivors.get(n)]
+    combos = [{n: c for n, c in p if c is not None} for p in itertools.product(*axes)] if axes else []
+    # a draft forced to the target's own runner is the inheriting configuration again
+    combos = [c for c in combos if DRAFT_MOE not in c or c[DRAFT_MOE] != c.get(MOE, base.settings[MOE].effective)]
     # within the bound, first the combinations closest to what runs now / SGLang's own picks
     near = {n: {base.settings[n].effective, *(v for f, v, _w in auto if f == n)} for n in fields}
     # and choices whose kernels the tool checked before those it could not
@@ -495,6 +520,40 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
         notes.append("no viable configuration among the explored choices")
     return Recommendation(base, fields, current, tuple(auto), tuple(ranked), tuple(steps), tuple(rejected),
                           tuple(not_evaluated), run.count, limit, launch, changes, plan, len(lines), tuple(notes))
+
+
+def _force_draft(run: _Run, user: dict[str, Any], base: Resolution, choices: Iterable[str],
+                 survivors: dict[str, list[str]], rejected: list[Candidate],
+                 unchecked: dict[tuple[str, str], int], watched: tuple[str, ...], rules: tuple[Any, ...],
+                 notes: list[str], progress: Callable[[str], None] | None) -> None:
+    """Stage 1 for the draft runner forced on its own (target as the user has it).
+
+    Cheapest first: only the runners that survived for the target are forced for the draft;
+    when the draft checkpoint's quantization differs from the target's, also those the
+    target's *layers* refused (a refusal for that precision, which may not hold for the
+    draft's).  A runner removed for the target by SGLang, the kernel library or a known-bad
+    rule is not resolved again for the draft; the note says how many were left out."""
+    target_out = {dict(c.flags).get(MOE): c.reason for c in rejected if len(c.flags) == 1 and c.flags[0][0] == MOE}
+    q, dq = base.model.quantization, base.model.draft_quantization
+    other_precision = dq is not None and not isinstance(dq, UnknownValue) and dq != q
+    wanted = [c for c in choices if c != "auto" and (c in survivors.get(MOE, ()) or (
+        other_precision and (r := target_out.get(c)) is not None and r.kind == REASON_LAYER))]
+    left_out = [c for c in choices if c != "auto" and c not in wanted]
+    if progress:
+        progress(f"forcing {len(wanted)} choice(s) of {DRAFT_MOE} on their own")
+    survivors[DRAFT_MOE] = []
+    for choice in wanted:
+        res = run.resolve({**user, DRAFT_MOE: choice})
+        cand = Candidate(((DRAFT_MOE, choice),), _values(res, watched))
+        reason = _reason(res, {DRAFT_MOE: choice}, (DRAFT_MOE,), rules, "single")
+        if reason is not None:
+            rejected.append(replace(cand, reason=reason))
+            continue
+        survivors[DRAFT_MOE].append(choice)
+        unchecked[(DRAFT_MOE, choice)] = sum(UNCHECKED in n for n in _caveats(res, (DRAFT_MOE,)))
+    if left_out:
+        notes.append(f"{DRAFT_MOE}: {len(left_out)} choice(s) not forced on their own (removed for the target "
+                     "on this device and precision; see the rejected list): " + ", ".join(left_out))
 
 
 def _caveats(res: Resolution, watched: tuple[str, ...]) -> tuple[str, ...]:
