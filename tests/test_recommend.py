@@ -98,7 +98,7 @@ def by_id(cands) -> dict:
 @pytest.mark.parametrize("version", ["0.5.10", "0.5.23"])
 def test_sm120_qwen35_nextn_rejects_what_fails_and_keeps_the_field_config(release, version):
     rec = run(release, version, "sm120", "qwen3.5-397b-a17b-nvfp4", NEXTN)
-    assert rec.fields == (MOE, FP4)
+    assert rec.fields == (MOE, FP4, DRAFT)  # the release declares --speculative-moe-runner-backend
     rejected = by_id(rec.rejected)
     # TRT-LLM MoE: known-bad on SM12x, with the rule's sources
     trt = rejected[f"{MOE}=flashinfer_trtllm"].reason
@@ -112,7 +112,9 @@ def test_sm120_qwen35_nextn_rejects_what_fails_and_keeps_the_field_config(releas
     # nothing known to fail is viable; the configuration that works in the field is
     for c in rec.viable:
         assert c.value(MOE) not in ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutedsl")
-        assert c.value(DRAFT) == c.value(MOE)  # the draft inherits the target's runner
+        # the draft inherits the target's runner unless forced on its own
+        assert c.value(DRAFT) == dict(c.flags).get(DRAFT, c.value(MOE))
+        assert c.value(DRAFT) not in ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutedsl")
         assert c.value(FP4) not in ("flashinfer_trtllm", "flashinfer_cutlass")
     field_config = f"{MOE}=flashinfer_cutlass,{FP4}=flashinfer_cudnn"
     assert field_config in by_id(rec.viable)

@@ -295,8 +295,16 @@ class _Run:
         self.count = 0
         self.memo: dict[tuple[tuple[str, Any], ...], Resolution] = {}
 
+    @staticmethod
+    def _key(flags: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+        return tuple(sorted(flags.items(), key=lambda kv: kv[0]))
+
+    def can_resolve(self, flags: dict[str, Any]) -> bool:
+        """Within the bound, or already resolved (a repeat costs nothing)."""
+        return self.count < self.limit or self._key(flags) in self.memo
+
     def resolve(self, flags: dict[str, Any]) -> Resolution:
-        key = tuple(sorted(flags.items(), key=lambda kv: kv[0]))
+        key = self._key(flags)
         if key not in self.memo:
             target: Target = replace(self.prep.target, flags=flags)
             res = resolve_target(target, self.cache, self.results)
@@ -440,6 +448,7 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
     survivors: dict[str, list[str]] = {}
     auto: list[tuple[str, Any, str]] = []
     unchecked: dict[tuple[str, str], int] = {}  # kernel points the tool could not check, per choice
+    not_evaluated: list[Candidate] = []  # past the bound (both stages count against it)
     # stage 1: one field forced at a time
     for name in fields:
         choices = list(table.by_dest[name].choices or ())
@@ -448,6 +457,10 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
         survivors[name] = []
         seen: dict[Any, str] = {}
         for choice in choices:
+            if not run.can_resolve({**user, name: choice}):
+                if choice != "auto":
+                    not_evaluated.append(Candidate(((name, choice),)))
+                continue
             res = run.resolve({**user, name: choice})
             s = res.settings.get(name)
             if choice == "auto":
@@ -470,8 +483,8 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
             unchecked[(name, choice)] = sum(UNCHECKED in n for n in _caveats(res, own))
     if draft_forced:
         fields = (*fields, DRAFT_MOE)
-        _force_draft(run, user, base, table.by_dest[DRAFT_MOE].choices or (), survivors, rejected, unchecked,
-                     watched, rules, notes, progress)
+        _force_draft(run, user, base, table.by_dest[DRAFT_MOE].choices or (), survivors, rejected, not_evaluated,
+                     unchecked, watched, rules, notes, progress)
     # stage 2: the survivors combined (a field left with none keeps the user's value; the
     # draft axis also keeps "not forced": the draft inherits the target's runner)
     axes = [[(n, c) for c in survivors[n]] + ([(n, None)] if n == DRAFT_MOE else [])
@@ -484,14 +497,12 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
     # and choices whose kernels the tool checked before those it could not
     combos.sort(key=lambda c: (sum(unchecked.get(kv, 0) for kv in c.items()), sum(v not in near[n] for n, v in c.items())))
     viable: list[Candidate] = []
-    not_evaluated: list[Candidate] = []
     seen_values: dict[tuple[tuple[str, Any], ...], str] = {}
     if progress and combos:
         progress(f"resolving {len(combos)} combinations (at most {limit} resolutions in all)")
     for combo in combos:
         flags = tuple(combo.items())
-        key = tuple(sorted({**user, **combo}.items()))
-        if run.count >= limit and key not in run.memo:
+        if not run.can_resolve({**user, **combo}):
             not_evaluated.append(Candidate(flags))
             continue
         res = run.resolve({**user, **combo})
@@ -505,7 +516,7 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
         seen_values[cand.values] = cand.id
         viable.append(replace(cand, notes=_caveats(res, watched)))
     if not_evaluated:
-        notes.append(f"{len(not_evaluated)} combination(s) not resolved: the bound of {limit} resolutions was reached "
+        notes.append(f"{len(not_evaluated)} candidate(s) not resolved: the bound of {limit} resolutions was reached "
                      "(raise it with --max-resolutions)")
     family = arch_family(base.device)
     auto_pick = {f: v for f, v, _w in auto}
@@ -523,7 +534,7 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
 
 
 def _force_draft(run: _Run, user: dict[str, Any], base: Resolution, choices: Iterable[str],
-                 survivors: dict[str, list[str]], rejected: list[Candidate],
+                 survivors: dict[str, list[str]], rejected: list[Candidate], not_evaluated: list[Candidate],
                  unchecked: dict[tuple[str, str], int], watched: tuple[str, ...], rules: tuple[Any, ...],
                  notes: list[str], progress: Callable[[str], None] | None) -> None:
     """Stage 1 for the draft runner forced on its own (target as the user has it).
@@ -543,6 +554,9 @@ def _force_draft(run: _Run, user: dict[str, Any], base: Resolution, choices: Ite
         progress(f"forcing {len(wanted)} choice(s) of {DRAFT_MOE} on their own")
     survivors[DRAFT_MOE] = []
     for choice in wanted:
+        if not run.can_resolve({**user, DRAFT_MOE: choice}):
+            not_evaluated.append(Candidate(((DRAFT_MOE, choice),)))
+            continue
         res = run.resolve({**user, DRAFT_MOE: choice})
         cand = Candidate(((DRAFT_MOE, choice),), _values(res, watched))
         reason = _reason(res, {DRAFT_MOE: choice}, (DRAFT_MOE,), rules, "single")
