@@ -244,3 +244,50 @@ def test_the_all_to_all_backend_is_explored_only_with_expert_parallelism(tmp_pat
     assert _matters(A2A, res({"ep_size": 8}), tmp_path)
     (tmp_path / "config.json").write_text('{"hidden_size": 4096}')  # a dense model has nothing to dispatch
     assert not _matters(A2A, res({"ep_size": 8}), tmp_path)
+
+
+# ---- attention backends (--explore attention), pruned by SGLang's support matrix first ----------
+ATTN_CHOICES = '["triton", "fa3", "flashinfer", "trtllm_mha", "trtllm_mla", "flashmla", "aiter", "dsa"]'
+
+
+@pytest.fixture()
+def mini_attention(tmp_path: Path) -> Path:
+    import shutil
+
+    dst = tmp_path / "mini_e5"
+    shutil.copytree(MINI_E5, dst)
+    sa = dst / "python" / "sglang" / "srt" / "server_args.py"
+    text = sa.read_text(encoding="utf-8")
+    old = 'parser.add_argument("--attention-backend", type=str)'
+    assert old in text
+    sa.write_text(text.replace(old, f'parser.add_argument("--attention-backend", type=str, choices={ATTN_CHOICES})'),
+                  encoding="utf-8")
+    return dst
+
+
+def test_attention_choices_are_pruned_by_the_support_matrix_then_resolved(mini_attention: Path):
+    from sglang_audit.analyses.recommend import attention_kind
+
+    req = Request(source=str(mini_attention), arch="sm100", model="deepseek-r1-nvfp4", sets=[], use_cache=False)
+    plain = recommend(req)
+    assert "attention_backend" not in plain.fields  # only on request: each choice is a resolution
+    rec = recommend(req, explore=("attention",), max_resolutions=64)
+    assert rec.fields == (MOE, FP4, "attention_backend")
+    assert attention_kind(Path(rec.resolution.model.path)) == "mla"
+    removed = {dict(c.flags).get("attention_backend"): c.reason for c in rec.rejected
+               if c.reason is not None and c.reason.kind == "support_matrix"}
+    # an MHA-only backend for an MLA model, a ROCm backend on CUDA: removed without a resolution, with the source
+    assert set(removed) == {"trtllm_mha", "aiter"}
+    assert "MHA models only" in removed["trtllm_mha"].message and "hip platform" in removed["aiter"].message
+    assert removed["aiter"].sources == ("https://docs.sglang.io/advanced_features/attention_backend.html",)
+    # one the matrix does not list (model-specific) is not explored, and the note says it
+    assert any(n.startswith("attention_backend: 1 choice(s) not explored") and "dsa" in n for n in rec.notes)
+    viable_attn = {c.value("attention_backend") for c in rec.viable}
+    assert viable_attn == {"triton", "fa3", "flashinfer", "trtllm_mla", "flashmla"}
+    assert rec.resolutions <= rec.max_resolutions
+
+
+def test_an_unknown_explore_value_is_an_input_error(mini_attention: Path):
+    req = Request(source=str(mini_attention), arch="sm100", model="deepseek-r1-nvfp4", sets=[], use_cache=False)
+    with pytest.raises(InputError, match="--explore sampling"):
+        recommend(req, explore=("sampling",))

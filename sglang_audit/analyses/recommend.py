@@ -52,7 +52,9 @@ A2A = "moe_a2a_backend"
 # explored in this order (the cheap single-field stage resolves each choice of each); the
 # draft runner comes after them (its choices depend on what survived for the target)
 EXPLORED = (MOE, FP4, FP8, A2A)
-NOT_EXPLORED = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+ATTENTION = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+NOT_EXPLORED = ATTENTION  # unless --explore attention (each choice is a full resolution)
+EXPLORE_OPTIONS = ("attention",)
 DEFAULT_MAX_RESOLUTIONS = 32
 NO_EVIDENCE = "no evidence: benchmark both"
 
@@ -72,6 +74,7 @@ REASON_LAYER = "layer"  # the layer evaluation says unsupported
 REASON_KNOWN_BAD = "known_bad"  # a known-bad error rule matches
 REASON_UNKNOWN = "unknown"  # the tool cannot tell: never called viable
 REASON_DUPLICATE = "duplicate"  # resolves to the same values as an earlier candidate
+REASON_SUPPORT_MATRIX = "support_matrix"  # SGLang's attention support matrix lists it elsewhere (not resolved)
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,8 @@ class Recommendation:
             "schema": SCHEMA,
             "source": {"version": res.source.get("version"), "flashinfer": res.source.get("flashinfer")},
             "device": res.device, "model": res.model.to_json(), "flags": res.flags,
-            "fields": list(self.fields), "not_explored": [f for f in NOT_EXPLORED if f in res.settings],
+            "fields": list(self.fields),
+            "not_explored": [f for f in NOT_EXPLORED if f in res.settings and f not in self.fields],
             "current": {k: _plain(v) for k, v in self.current},
             "sglang_auto": [{"field": f, "value": _plain(v), "where": w or None} for f, v, w in self.auto],
             "recommended": self.recommended.to_json() if self.recommended else None,
@@ -407,20 +411,25 @@ def _has_experts(model_dir: Path) -> bool:
 
 
 def recommend(request: Request, bench: str | None = None, max_resolutions: int = DEFAULT_MAX_RESOLUTIONS,
-              progress: Callable[[str], None] | None = None, perf: tuple[Measurement, ...] | None = None) -> Recommendation:
+              progress: Callable[[str], None] | None = None, perf: tuple[Measurement, ...] | None = None,
+              explore: tuple[str, ...] = ()) -> Recommendation:
     if max_resolutions < 1:
         raise InputError("--max-resolutions must be at least 1")
+    bad = [e for e in explore if e not in EXPLORE_OPTIONS]
+    if bad:
+        raise InputError(f"--explore {bad[0]}: expected one of {', '.join(EXPLORE_OPTIONS)}")
     lines = read_bench(bench) if bench else ()
     cache = SourceCache(use_disk=request.use_cache)
     try:
         return _recommend(request, cache, lines, max_resolutions, progress,
-                          load_measurements() if perf is None else perf)
+                          load_measurements() if perf is None else perf, explore)
     finally:
         progress_done(progress)
 
 
 def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...], limit: int,
-               progress: Callable[[str], None] | None, perf: tuple[Measurement, ...]) -> Recommendation:
+               progress: Callable[[str], None] | None, perf: tuple[Measurement, ...],
+               explore: tuple[str, ...] = ()) -> Recommendation:
     from sglang_audit.rules.knownbad import arch_family, load_rules
 
     prep = prepare(request, cache, progress, want_table=True)
@@ -437,6 +446,8 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
     fields = tuple(f for f in EXPLORED if f in base.settings and base.settings[f].present
                    and table.by_dest.get(f) is not None and table.by_dest[f].choices
                    and _matters(f, base, prep.target.model.path))
+    if "attention" in explore:
+        fields = (*fields, *_attention_fields(base, table))
     spec = base.settings.get("speculative_algorithm")
     speculative = spec is not None and spec.present and spec.effective is not None
     # the draft runner matters only when a draft model runs (it inherits the target's runner
@@ -452,6 +463,12 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
     # stage 1: one field forced at a time
     for name in fields:
         choices = list(table.by_dest[name].choices or ())
+        if name in ATTENTION:
+            choices = _attention_choices(name, choices, base, prep.target.model.path, rejected, notes)
+            s0 = base.settings[name]
+            # not set by the user: what the release picks for this device and model is its own choice
+            if name not in user and base.rejected is None and s0.effective is not None and not isinstance(s0.effective, UnknownValue):
+                auto.append((name, s0.effective, _where(s0.deciding)))
         if progress:
             progress(f"forcing each of the {len(choices)} choices of {name}")
         survivors[name] = []
@@ -531,6 +548,69 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
         notes.append("no viable configuration among the explored choices")
     return Recommendation(base, fields, current, tuple(auto), tuple(ranked), tuple(steps), tuple(rejected),
                           tuple(not_evaluated), run.count, limit, launch, changes, plan, len(lines), tuple(notes))
+
+
+def _attention_fields(base: Resolution, table: Any) -> tuple[str, ...]:
+    """The attention settings to explore: prefill and decode separately where the release
+    declares both with their choices, else the one --attention-backend."""
+    def declared(name: str) -> bool:
+        s = base.settings.get(name)
+        spec = table.by_dest.get(name)
+        return s is not None and s.present and spec is not None and bool(spec.choices)
+
+    split = ("prefill_attention_backend", "decode_attention_backend")
+    if all(declared(n) for n in split):
+        return split
+    return ("attention_backend",) if declared("attention_backend") else ()
+
+
+def attention_kind(model_dir: Path) -> str:
+    """mla | mha, from the model's config.json: MLA models carry ``kv_lora_rank`` (DeepSeek
+    V2/V3, Kimi K2); a hybrid model's full-attention layers are MHA."""
+    try:
+        cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "unknown"
+    parts = [cfg, cfg.get("text_config") or {}] if isinstance(cfg, dict) else []
+    return "mla" if any(isinstance(p, dict) and p.get("kv_lora_rank") for p in parts) else "mha"
+
+
+def _attention_choices(name: str, choices: list[str], base: Resolution, model_dir: Path,
+                       rejected: list[Candidate], notes: list[str]) -> list[str]:
+    """The cheapest check (no resolution): SGLang's support matrix (rules/attention_support.toml).
+    A choice it lists only for the other kind of model or another platform is removed with
+    that source; one it does not list is not explored (said in a note)."""
+    from sglang_audit.shipped import load_toml
+
+    data = load_toml("attention_support.toml")
+    source = str(data["source"])
+    kinds: dict[str, list[str]] = data["kinds"]
+    platforms: dict[str, list[str]] = data["platforms"]
+    kind = attention_kind(model_dir)
+    platform = str(base.device.get("platform") or "cuda")
+    listed = {c for cs in kinds.values() for c in cs}
+    elsewhere = {c: p for p, cs in platforms.items() for c in cs}
+    kept: list[str] = []
+    unlisted: list[str] = []
+    for c in choices:
+        if c == "auto" or c not in listed:
+            if c != "auto":
+                unlisted.append(c)
+            continue
+        if c in elsewhere and elsewhere[c] != platform:
+            why = f"SGLang's attention support matrix lists {c} for the {elsewhere[c]} platform, not {platform}"
+        elif kind in kinds and c not in kinds[kind]:
+            other = next(k for k in kinds if k != kind)
+            why = f"SGLang's attention support matrix lists {c} for {other.upper()} models only; this model is {kind.upper()}"
+        else:
+            kept.append(c)
+            continue
+        rejected.append(Candidate(((name, c),), reason=Reason(REASON_SUPPORT_MATRIX, why, rule="attention_support.toml",
+                                                              sources=(source,))))
+    if unlisted:
+        notes.append(f"{name}: {len(unlisted)} choice(s) not explored (not in SGLang's attention support matrix for "
+                     f"any model: model-specific or newer backends): {', '.join(unlisted)}")
+    return kept
 
 
 def _force_draft(run: _Run, user: dict[str, Any], base: Resolution, choices: Iterable[str],
@@ -782,5 +862,5 @@ def _bench_plan(request: Request, prep: Prepared, top: list[Candidate]) -> tuple
     return tuple(out)
 
 
-__all__ = ["SCHEMA", "NO_EVIDENCE", "Candidate", "Evidence", "Measurement", "Reason", "Recommendation", "Step",
+__all__ = ["SCHEMA", "NO_EVIDENCE", "EXPLORE_OPTIONS", "attention_kind", "Candidate", "Evidence", "Measurement", "Reason", "Recommendation", "Step",
            "load_measurements", "read_bench", "recommend"]
