@@ -291,3 +291,18 @@ def test_an_unknown_explore_value_is_an_input_error(mini_attention: Path):
     req = Request(source=str(mini_attention), arch="sm100", model="deepseek-r1-nvfp4", sets=[], use_cache=False)
     with pytest.raises(InputError, match="--explore sampling"):
         recommend(req, explore=("sampling",))
+
+
+def test_published_attention_measurements_rank_an_mha_model_and_ignore_the_weights_precision(mini_attention: Path):
+    req = Request(source=str(mini_attention), arch="sm100", model="qwen3-30b-a3b", sets=[], use_cache=False)
+    rec = recommend(req, explore=("attention",), max_resolutions=64)
+    removed = {dict(c.flags)["attention_backend"] for c in rec.rejected if c.reason and c.reason.kind == "support_matrix"}
+    assert removed == {"trtllm_mla", "flashmla", "aiter"}  # MLA-only backends for an MHA model; ROCm on CUDA
+    # SGLang #25005 (Gemma4, bf16) and #19030 (Qwen3.5, FP8) both measured trtllm_mha above triton on SM100;
+    # an attention measurement counts whatever the checkpoint's precision
+    assert rec.viable[0].value("attention_backend") == "trtllm_mha"
+    sources = {e.source for e in rec.viable[0].evidence if e.kind == "published"}
+    assert sources == {"https://github.com/sgl-project/sglang/pull/25005", "https://github.com/sgl-project/sglang/pull/19030"}
+    triton = next(i for i, c in enumerate(rec.viable) if c.value("attention_backend") == "triton")
+    step = rec.steps[triton - 1]  # what puts the triton candidate below the one above it
+    assert step.decided_by == "published" and "attention_backend=triton" in step.text and "pull/" in step.text

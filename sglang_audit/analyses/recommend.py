@@ -681,7 +681,7 @@ def _published(perf: tuple[Measurement, ...], setting: str, a: Any, b: Any, fami
     groups: dict[tuple[str, str, str], dict[str, Measurement]] = {}
     quant = _quant_family(base)
     for m in perf:
-        if m.setting == setting and m.arch_family == family and m.choice in (a, b) and _same_quant(m, quant):
+        if m.setting == setting and m.arch_family == family and m.choice in (a, b) and _applies(m, quant):
             groups.setdefault((m.source, m.comparison, m.metric), {})[m.choice] = m
     per_source: dict[str, int] = {}
     used: list[Measurement] = []
@@ -699,6 +699,12 @@ def _quant_family(res: Resolution) -> str:
     """fp4 | fp8 | other: a measurement counts only for a checkpoint of its precision."""
     text = " ".join(str(q).lower() for q in (res.model.quantization, res.model.config_quant_method) if q)
     return "fp4" if "fp4" in text else "fp8" if "fp8" in text else "other"
+
+
+def _applies(m: Measurement, family: str) -> bool:
+    """A GEMM/MoE measurement counts only for a checkpoint of its precision; an attention
+    backend's does not depend on the weights' precision (the KV cache is not the weights)."""
+    return m.setting in ATTENTION or _same_quant(m, family)
 
 
 def _same_quant(m: Measurement, family: str) -> bool:
@@ -754,12 +760,20 @@ def _step(a: Candidate, b: Candidate, ka: tuple[Any, ...], kb: tuple[Any, ...], 
                 srcs = ", ".join(sorted({m.source for m in used}))
                 return Step(a.id, b.id, "published", f"{f}: published measurements on {family} favour {a.value(f)} "
                                                      f"over {b.value(f)} ({srcs})")
-        wins = [(f, m) for f in diff for o in {c for c in (m.choice for m in perf)} if o != a.value(f)
-                for v, used in [_published(perf, f, a.value(f), o, family, base)] if v > 0 for m in used[:1]]
-        srcs = ", ".join(sorted({m.source for _f, m in wins}))
-        return Step(a.id, b.id, "published", f"published measurements on {family} favour its "
-                                             f"{', '.join(sorted({f'{f}={a.value(f)}' for f, _m in wins}))} over other "
-                                             f"viable choices ({srcs})")
+        choices = {m.choice for m in perf}
+        wins = [(f, m) for f in diff for o in choices if o != a.value(f)
+                for v, used in [_published(perf, f, a.value(f), o, family, base)] if v > 0 for m in used]
+        if wins:
+            srcs = ", ".join(sorted({m.source for _f, m in wins}))
+            return Step(a.id, b.id, "published", f"published measurements on {family} favour its "
+                                                 f"{', '.join(sorted({f'{f}={a.value(f)}' for f, _m in wins}))} over other "
+                                                 f"viable choices ({srcs})")
+        # nothing favours a's values: b's lose to another viable choice
+        losses = [(f, m) for f in diff for o in choices if o != b.value(f)
+                  for v, used in [_published(perf, f, b.value(f), o, family, base)] if v < 0 for m in used]
+        srcs = ", ".join(sorted({m.source for _f, m in losses}))
+        return Step(a.id, b.id, "published", f"published measurements on {family} favour another viable choice over "
+                                             f"its {', '.join(sorted({f'{f}={b.value(f)}' for f, _m in losses}))} ({srcs})")
     if ka[3] != kb[3]:
         f = next((f for f in diff if a.value(f) == auto_pick.get(f)), diff[0] if diff else "")
         return Step(a.id, b.id, "sglang_auto", f"{f}: SGLang's auto picks {auto_pick.get(f)} on this device ({auto_where.get(f)})")
@@ -781,7 +795,7 @@ def _evidence(c: Candidate, bench: BenchLine | None, perf: tuple[Measurement, ..
         ev.append(Evidence("bench", f"--bench line {bench.line}: {bench.metric} = {bench.value:g}", bench.metric, bench.value))
     for f in fields:
         for m in perf:
-            if m.setting == f and m.choice == c.value(f) and m.arch_family == family and _same_quant(m, quant):
+            if m.setting == f and m.choice == c.value(f) and m.arch_family == family and _applies(m, quant):
                 ev.append(Evidence("published", f"{f}={m.choice}: {m.metric} {m.value:g} {m.unit} ({m.model_family} "
                                    f"{m.quantization}, {m.workload})", m.metric, m.value, m.hardware, m.source))
         if auto_pick.get(f) is not None and auto_pick.get(f) == c.value(f):
