@@ -551,17 +551,19 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
 
 
 def _attention_fields(base: Resolution, table: Any) -> tuple[str, ...]:
-    """The attention settings to explore: prefill and decode separately where the release
-    declares both with their choices, else the one --attention-backend."""
+    """The attention settings to explore: --attention-backend (both phases: the choice a
+    published measurement was taken with, one axis instead of two), else prefill and decode
+    separately where the release declares only those with choices.  A prefill/decode mix
+    is not a candidate; a phase the user sets (--set prefill_attention_backend=X) stays."""
     def declared(name: str) -> bool:
         s = base.settings.get(name)
         spec = table.by_dest.get(name)
         return s is not None and s.present and spec is not None and bool(spec.choices)
 
+    if declared("attention_backend"):
+        return ("attention_backend",)
     split = ("prefill_attention_backend", "decode_attention_backend")
-    if all(declared(n) for n in split):
-        return split
-    return ("attention_backend",) if declared("attention_backend") else ()
+    return split if all(declared(n) for n in split) else ()
 
 
 def attention_kind(model_dir: Path) -> str:
