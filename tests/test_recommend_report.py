@@ -103,6 +103,10 @@ def test_cli_report_recommend_and_bench_options(checkout, tmp_path: Path):  # no
     rec = section(out.read_text(encoding="utf-8"))
     assert "--moe-runner-backend triton --fp4-gemm-backend flashinfer_cudnn</pre>" in rec
     assert "1 --bench line" in rec and '<span class="badge ok">bench</span> --bench line 1: output_throughput 2000' in rec
+    code, _o, err = cli("report", "-s", checkout, "-a", "sm120", "-m", "deepseek-r1-nvfp4", "--no-choices",
+                        "--explore", "attention", "-o", out)  # implies --recommend too
+    assert code == 0, err
+    assert "id=\"recommend\"" in out.read_text(encoding="utf-8")
     code, _o, err = cli("report", "-s", checkout, "-a", "sm120", "-m", "deepseek-r1-nvfp4", "--recommend",
                         "--bench", tmp_path / "missing.jsonl", "-o", out)
     assert code == 2 and "missing.jsonl" in err and "Traceback" not in err

@@ -174,7 +174,8 @@ def _release_diff(from_source: str, request: Request, say: Callable[[str], None]
 def build_report(request: Request, from_source: str | None = None, rule_dirs: tuple[Path, ...] = (),
                  timestamp: str | None = None, say: Callable[[str], None] | None = None,
                  explain_fields: Iterable[str] = PRIMARY, force_choices: bool = True,
-                 recommend: bool = False, bench: str | None = None, max_resolutions: int | None = None) -> ReportData:
+                 recommend: bool = False, bench: str | None = None, max_resolutions: int | None = None,
+                 explore: tuple[str, ...] = ()) -> ReportData:
     from sglang_audit.analyses.explain import explain
 
     cache = SourceCache(use_disk=request.use_cache)
@@ -216,7 +217,7 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
         if say:
             say("recommending a configuration")
         limit = DEFAULT_MAX_RESOLUTIONS if max_resolutions is None else max_resolutions
-        rec = run_recommend(request, bench=bench, max_resolutions=limit, progress=say)
+        rec = run_recommend(request, bench=bench, max_resolutions=limit, progress=say, explore=explore)
     snippets = read_snippets(prep.tree.package_dir.parent, _evidence(res, explanations, check))
     return ReportData(res, explanations, check, check_note, base, diff, snippets, tuple(notes), timestamp,
                       recommendation=rec)
@@ -251,10 +252,12 @@ def _optional_arch(fn: Any) -> Any:
               "(as `recommend --bench`); implies --recommend.")
 @click.option("--max-resolutions", type=int, default=None, metavar="N",
               help="With --recommend: at most N full resolutions (default 32).")
+@click.option("--explore", multiple=True, type=click.Choice(["attention"]),
+              help="Also explore the attention backend in the Recommendation section (as `recommend --explore`); implies --recommend.")
 @click.option("--timestamp", is_flag=True, help="Add the generation time (UTC) to the footer; without it the output is deterministic.")
 def report(from_source: str | None, deployment: Path | None, deployment_name: str | None,
            rule_dirs: tuple[Path, ...], output: str, no_choices: bool, with_recommend: bool, bench: str | None,
-           max_resolutions: int | None, timestamp: bool, **kw: Any) -> None:
+           max_resolutions: int | None, explore: tuple[str, ...], timestamp: bool, **kw: Any) -> None:
     """Write a self-contained HTML report of one deployment for reviewers: the resolved
     backends with their decision chains and source lines, every candidate and why it is
     (not) chosen, known-bad findings, changes since --from, and the decision graph."""
@@ -275,7 +278,8 @@ def report(from_source: str | None, deployment: Path | None, deployment_name: st
             request = deployment_request(deployment, deployment_name, request)
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if timestamp else None
         data = build_report(request, from_source, rule_dirs, stamp, progress, force_choices=not no_choices,
-                            recommend=with_recommend or bench is not None, bench=bench, max_resolutions=max_resolutions)
+                            recommend=with_recommend or bench is not None or bool(explore), bench=bench,
+                            max_resolutions=max_resolutions, explore=tuple(explore))
         return render_html(data)
 
     html = run_or_exit(run)
