@@ -631,7 +631,8 @@ def _force_draft(run: _Run, user: dict[str, Any], base: Resolution, choices: Ite
     other_precision = dq is not None and not isinstance(dq, UnknownValue) and dq != q
     wanted = [c for c in choices if c != "auto" and (c in survivors.get(MOE, ()) or (
         other_precision and (r := target_out.get(c)) is not None and r.kind == REASON_LAYER))]
-    left_out = [c for c in choices if c != "auto" and c not in wanted]
+    left_out = [c for c in choices if c != "auto" and c not in wanted and c in target_out]
+    unresolved = [c for c in choices if c != "auto" and c not in wanted and c not in target_out]
     if progress:
         progress(f"forcing {len(wanted)} choice(s) of {DRAFT_MOE} on their own")
     survivors[DRAFT_MOE] = []
@@ -650,6 +651,9 @@ def _force_draft(run: _Run, user: dict[str, Any], base: Resolution, choices: Ite
     if left_out:
         notes.append(f"{DRAFT_MOE}: {len(left_out)} choice(s) not forced on their own (removed for the target "
                      "on this device and precision; see the rejected list): " + ", ".join(left_out))
+    if unresolved:
+        notes.append(f"{DRAFT_MOE}: {len(unresolved)} choice(s) not forced on their own (not resolved for the "
+                     "target within the bound): " + ", ".join(unresolved))
 
 
 def _caveats(res: Resolution, watched: tuple[str, ...]) -> tuple[str, ...]:
