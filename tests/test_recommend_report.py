@@ -9,14 +9,17 @@ from clirun import cli
 
 # the report tests' fixture checkout (mini_e2) and its hostile variant, and their helpers
 from test_report import (  # noqa: F401
+    IMG,
     PAYLOADS,
     REJECT_MSG,
     SCRIPT,
     STYLE,
+    browser_bin,
     checkout,
     esc,
     hostile,
     no_external_loads,
+    open_page,
 )
 
 from sglang_audit.cli.report import build_report
@@ -110,3 +113,24 @@ def test_cli_report_recommend_and_bench_options(checkout, tmp_path: Path):  # no
     code, _o, err = cli("report", "-s", checkout, "-a", "sm120", "-m", "deepseek-r1-nvfp4", "--recommend",
                         "--bench", tmp_path / "missing.jsonl", "-o", out)
     assert code == 2 and "missing.jsonl" in err and "Traceback" not in err
+
+
+def test_browser_the_recommendation_renders_payloads_as_text(hostile, tmp_path: Path, open_page):  # noqa: F811 (the imported fixtures)
+    from selenium.webdriver.common.by import By
+
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(json.dumps({"tag": SCRIPT, "output_throughput": 1.0}) + "\n")
+    report = tmp_path / "hostile-recommend.html"
+    report.write_text(_page(hostile, bench=str(bench)), encoding="utf-8")
+    page = open_page(report)
+    d = page.driver
+    assert d.execute_script("return typeof window.__pwned") == "undefined"
+    assert d.find_elements(By.TAG_NAME, "script") == [] and d.find_elements(By.TAG_NAME, "img") == []
+    assert d.find_elements(By.TAG_NAME, "b") == []
+    section = d.find_element(By.ID, "recommend")
+    text = section.text
+    assert "Recommended configuration" in text and "Benchmark plan" in text
+    assert f"{MOE}={STYLE}" in text and IMG in text  # the hostile choice and rejection message, as text
+    assert section.find_element(By.CSS_SELECTOR, "table.recommend-viable").is_displayed()
+    assert page.console_errors() == []
+    assert page.requests() == []
