@@ -8,8 +8,12 @@ that matter for the model, pruned cheapest first:
    kernel FlashInfer declares unsupported, whose layer evaluation says unsupported, or that
    a known-bad *error* rule flags (for the field or the draft runner that inherits it) is
    rejected here with that one reason;
-2. the survivors combined (the draft keeps inheriting the target's runner), each
-   combination resolved once and checked again, at most ``max_resolutions`` in all.
+2. the survivors combined (the draft inheriting the target's runner, or forced to another
+   runner that survived for the target: "target X + draft Y"), each combination resolved
+   once and checked again; at most ``max_resolutions`` resolutions in all, both stages.
+
+With ``explore=("attention",)`` the attention backend is a field too, its choices first
+pruned by SGLang's support matrix (``rules/attention_support.toml``) without a resolution.
 
 The viable ones are ranked by evidence, strongest first: the user's own benchmark lines
 (``--bench``), published measurements (``rules/perf/*.yaml``, each with its source URL and
@@ -500,8 +504,7 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
             unchecked[(name, choice)] = sum(UNCHECKED in n for n in _caveats(res, own))
     if draft_forced:
         fields = (*fields, DRAFT_MOE)
-        _force_draft(run, user, base, table.by_dest[DRAFT_MOE].choices or (), survivors, rejected, not_evaluated,
-                     unchecked, watched, rules, notes, progress)
+        _draft_choices(base, table.by_dest[DRAFT_MOE].choices or (), survivors, rejected, unchecked, notes)
     # stage 2: the survivors combined (a field left with none keeps the user's value; the
     # draft axis also keeps "not forced": the draft inherits the target's runner)
     axes = [[(n, c) for c in survivors[n]] + ([(n, None)] if n == DRAFT_MOE else [])
@@ -615,17 +618,16 @@ def _attention_choices(name: str, choices: list[str], base: Resolution, model_di
     return kept
 
 
-def _force_draft(run: _Run, user: dict[str, Any], base: Resolution, choices: Iterable[str],
-                 survivors: dict[str, list[str]], rejected: list[Candidate], not_evaluated: list[Candidate],
-                 unchecked: dict[tuple[str, str], int], watched: tuple[str, ...], rules: tuple[Any, ...],
-                 notes: list[str], progress: Callable[[str], None] | None) -> None:
-    """Stage 1 for the draft runner forced on its own (target as the user has it).
+def _draft_choices(base: Resolution, choices: Iterable[str], survivors: dict[str, list[str]],
+                   rejected: list[Candidate], unchecked: dict[tuple[str, str], int], notes: list[str]) -> None:
+    """The draft runner's axis, chosen without a resolution of its own (each "target X +
+    draft Y" is resolved and judged in the combined stage).
 
-    Cheapest first: only the runners that survived for the target are forced for the draft;
-    when the draft checkpoint's quantization differs from the target's, also those the
-    target's *layers* refused (a refusal for that precision, which may not hold for the
-    draft's).  A runner removed for the target by SGLang, the kernel library or a known-bad
-    rule is not resolved again for the draft; the note says how many were left out."""
+    Cheapest first: only the runners that survived for the target; when the draft
+    checkpoint's quantization differs from the target's, also those the target's *layers*
+    refused (a refusal for that precision, which may not hold for the draft's).  A runner
+    removed for the target by SGLang, the kernel library or a known-bad rule on this device
+    is left out; a note names them."""
     target_out = {dict(c.flags).get(MOE): c.reason for c in rejected if len(c.flags) == 1 and c.flags[0][0] == MOE}
     q, dq = base.model.quantization, base.model.draft_quantization
     other_precision = dq is not None and not isinstance(dq, UnknownValue) and dq != q
@@ -633,21 +635,10 @@ def _force_draft(run: _Run, user: dict[str, Any], base: Resolution, choices: Ite
         other_precision and (r := target_out.get(c)) is not None and r.kind == REASON_LAYER))]
     left_out = [c for c in choices if c != "auto" and c not in wanted and c in target_out]
     unresolved = [c for c in choices if c != "auto" and c not in wanted and c not in target_out]
-    if progress:
-        progress(f"forcing {len(wanted)} choice(s) of {DRAFT_MOE} on their own")
-    survivors[DRAFT_MOE] = []
-    for choice in wanted:
-        if not run.can_resolve({**user, DRAFT_MOE: choice}):
-            not_evaluated.append(Candidate(((DRAFT_MOE, choice),)))
-            continue
-        res = run.resolve({**user, DRAFT_MOE: choice})
-        cand = Candidate(((DRAFT_MOE, choice),), _values(res, watched))
-        reason = _reason(res, {DRAFT_MOE: choice}, (DRAFT_MOE,), rules, "single")
-        if reason is not None:
-            rejected.append(replace(cand, reason=reason))
-            continue
-        survivors[DRAFT_MOE].append(choice)
-        unchecked[(DRAFT_MOE, choice)] = sum(UNCHECKED in n for n in _caveats(res, (DRAFT_MOE,)))
+    survivors[DRAFT_MOE] = wanted
+    for c in wanted:
+        # the same runner on a checkpoint of the same precision: the same kernel entry (or none)
+        unchecked[(DRAFT_MOE, c)] = 0 if other_precision else unchecked.get((MOE, c), 0)
     if left_out:
         notes.append(f"{DRAFT_MOE}: {len(left_out)} choice(s) not forced on their own (removed for the target "
                      "on this device and precision; see the rejected list): " + ", ".join(left_out))
