@@ -730,7 +730,7 @@ def _rank(viable: list[Candidate], fields: tuple[str, ...], lines: tuple[BenchLi
                 sum(c.value(f) != base.settings[f].effective for f in fields if f in base.settings))
 
     ordered = sorted(viable, key=key)
-    steps = [_step(a, b, key(a), key(b), benched, fields, perf, family, base, auto_pick, auto_where)
+    steps = [_step(a, b, key(a), key(b), benched, fields, perf, family, base, auto_pick, auto_where, options)
              for a, b in zip(ordered, ordered[1:], strict=False)]
     out = [replace(c, evidence=_evidence(c, benched[c.id], perf, fields, family, auto_pick, auto_where, _quant_family(base)))
            for c in ordered]
@@ -739,7 +739,7 @@ def _rank(viable: list[Candidate], fields: tuple[str, ...], lines: tuple[BenchLi
 
 def _step(a: Candidate, b: Candidate, ka: tuple[Any, ...], kb: tuple[Any, ...], benched: dict[str, BenchLine | None],
           fields: tuple[str, ...], perf: tuple[Measurement, ...], family: str, base: Resolution,
-          auto_pick: dict[str, Any], auto_where: dict[str, str]) -> Step:
+          auto_pick: dict[str, Any], auto_where: dict[str, str], options: dict[str, set[Any]]) -> Step:
     diff = [f for f in fields if a.value(f) != b.value(f)]
     if ka[0] != kb[0]:
         ba, bb = benched[a.id], benched[b.id]
@@ -757,16 +757,18 @@ def _step(a: Candidate, b: Candidate, ka: tuple[Any, ...], kb: tuple[Any, ...], 
                 srcs = ", ".join(sorted({m.source for m in used}))
                 return Step(a.id, b.id, "published", f"{f}: published measurements on {family} favour {a.value(f)} "
                                                      f"over {b.value(f)} ({srcs})")
-        choices = {m.choice for m in perf}
-        wins = [(f, m) for f in diff for o in choices if o != a.value(f)
+        wins = [(f, o, m) for f in diff for o in sorted(options.get(f, ()), key=str) if o != a.value(f)
                 for v, used in [_published(perf, f, a.value(f), o, family, base)] if v > 0 for m in used]
         if wins:
-            srcs = ", ".join(sorted({m.source for _f, m in wins}))
-            return Step(a.id, b.id, "published", f"published measurements on {family} favour its "
-                                                 f"{', '.join(sorted({f'{f}={a.value(f)}' for f, _m in wins}))} over other "
-                                                 f"viable choices ({srcs})")
+            srcs = ", ".join(sorted({m.source for _f, _o, m in wins}))
+            beaten = {f: sorted({str(o) for g, o, _m in wins if g == f}) for f, _o, _m in wins}
+            said = "; ".join(f"{f}={a.value(f)} over {', '.join(os_)}" for f, os_ in beaten.items())
+            # the other candidate's own value may be one no measurement compares: say so
+            open_ = [f"{f}={b.value(f)}" for f in beaten if str(b.value(f)) not in beaten[f]]
+            tail = f"; none compares it with {', '.join(open_)}" if open_ else ""
+            return Step(a.id, b.id, "published", f"published measurements on {family} favour its {said} ({srcs}){tail}")
         # nothing favours a's values: b's lose to another viable choice
-        losses = [(f, m) for f in diff for o in choices if o != b.value(f)
+        losses = [(f, m) for f in diff for o in options.get(f, ()) if o != b.value(f)
                   for v, used in [_published(perf, f, b.value(f), o, family, base)] if v < 0 for m in used]
         srcs = ", ".join(sorted({m.source for _f, m in losses}))
         return Step(a.id, b.id, "published", f"published measurements on {family} favour another viable choice over "
