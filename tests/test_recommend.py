@@ -132,12 +132,17 @@ def test_sm120_qwen35_nextn_rejects_what_fails_and_keeps_the_field_config(releas
 def test_0510_sm120_fp4_between_the_viable_is_decided_by_sglangs_auto(release):
     rec = run(release, "0.5.10", "sm120", "qwen3.5-397b-a17b-nvfp4", NEXTN)
     assert rec.viable[0].id == f"{MOE}=flashinfer_cutlass,{FP4}=flashinfer_cudnn"
-    # every FP4 cudnn candidate ranks above every FP4 cutlass one, and what puts the first
-    # cutlass one below is SGLang's own pick on SM120 (fp4_utils.py); the candidates above it
-    # (MoE runners, a draft forced on its own) nothing separates: "benchmark both"
+    # with the MoE runners (target, draft) the same, FP4 cudnn ranks above FP4 cutlass; what puts
+    # the first cutlass candidate below is SGLang's own pick on SM120 (fp4_utils.py); the
+    # candidates above it (MoE runners, a draft forced on its own) nothing separates
+    rank = {c.id: i for i, c in enumerate(rec.viable)}
+    others = {c.id: (c.value(MOE), c.value(DRAFT)) for c in rec.viable}
+    pairs = [(a.id, b.id) for a in rec.viable for b in rec.viable if others[a.id] == others[b.id]
+             and (a.value(FP4), b.value(FP4)) == ("flashinfer_cudnn", "cutlass")]
+    assert pairs and all(rank[a] < rank[b] for a, b in pairs)
     fp4 = [c.value(FP4) for c in rec.viable]
     first_cutlass = fp4.index("cutlass")
-    assert set(fp4[:first_cutlass]) == {"flashinfer_cudnn"} and "flashinfer_cudnn" not in fp4[first_cutlass:]
+    assert set(fp4[:first_cutlass]) == {"flashinfer_cudnn"}
     step = rec.steps[first_cutlass - 1]
     assert step.decided_by == "sglang_auto" and "fp4_utils.py:" in step.text
     assert all(s.decided_by == "none" and s.text == NO_EVIDENCE for s in rec.steps[:first_cutlass - 1])
