@@ -19,6 +19,10 @@ The viable ones are ranked by evidence, strongest first: the user's own benchmar
 (``--bench``), published measurements (``rules/perf/*.yaml``, each with its source URL and
 hardware), then SGLang's own ``auto`` pick on this device (file:line). Two candidates that
 nothing separates are said to be "no evidence: benchmark both". No number is made up.
+
+Why this module is long: candidates, the two pruning stages, the ranking and the commands
+share the result types and the private helpers above them; split apart, each piece would
+import the others' internals.
 """
 
 from __future__ import annotations
