@@ -47,6 +47,9 @@ CASES: dict[str, list[str]] = {
     "explain-0.5.23-sm120-moe.txt": ["explain", "moe_runner_backend", "-s", "sglang==0.5.23", *QWEN35, "--set", "quantization=modelopt_fp4"],
     "diff-0.5.12-0.5.13-sm120-qwen35.json": ["diff", "--from", "sglang==0.5.12", "--to", "sglang==0.5.13", *QWEN35, "--format", "json"],
     "report-0.5.13-sm120-qwen35.html": ["report", "-s", "sglang==0.5.13", "--from", "sglang==0.5.12", *QWEN35, "--no-choices", "-o", "{out}"],
+    # the Recommendation section (issue 19): MTP on SM120, the draft runner forced on its own
+    "report-0.5.10-sm120-qwen35-nextn-recommend.html": ["report", "-s", "sglang==0.5.10", *QWEN35, *NEXTN, "--no-choices",
+                                                        "--recommend", "-o", "{out}"],
 }
 
 

@@ -98,7 +98,7 @@ def by_id(cands) -> dict:
 @pytest.mark.parametrize("version", ["0.5.10", "0.5.23"])
 def test_sm120_qwen35_nextn_rejects_what_fails_and_keeps_the_field_config(release, version):
     rec = run(release, version, "sm120", "qwen3.5-397b-a17b-nvfp4", NEXTN)
-    assert rec.fields == (MOE, FP4)
+    assert rec.fields == (MOE, FP4, DRAFT)  # the release declares --speculative-moe-runner-backend
     rejected = by_id(rec.rejected)
     # TRT-LLM MoE: known-bad on SM12x, with the rule's sources
     trt = rejected[f"{MOE}=flashinfer_trtllm"].reason
@@ -112,7 +112,9 @@ def test_sm120_qwen35_nextn_rejects_what_fails_and_keeps_the_field_config(releas
     # nothing known to fail is viable; the configuration that works in the field is
     for c in rec.viable:
         assert c.value(MOE) not in ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutedsl")
-        assert c.value(DRAFT) == c.value(MOE)  # the draft inherits the target's runner
+        # the draft inherits the target's runner unless forced on its own
+        assert c.value(DRAFT) == dict(c.flags).get(DRAFT, c.value(MOE))
+        assert c.value(DRAFT) not in ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutedsl")
         assert c.value(FP4) not in ("flashinfer_trtllm", "flashinfer_cutlass")
     field_config = f"{MOE}=flashinfer_cutlass,{FP4}=flashinfer_cudnn"
     assert field_config in by_id(rec.viable)
@@ -129,19 +131,33 @@ def test_sm120_qwen35_nextn_rejects_what_fails_and_keeps_the_field_config(releas
 @pytest.mark.real_release
 def test_0510_sm120_fp4_between_the_viable_is_decided_by_sglangs_auto(release):
     rec = run(release, "0.5.10", "sm120", "qwen3.5-397b-a17b-nvfp4", NEXTN)
-    first = rec.steps[0]
-    assert first.above == f"{MOE}=flashinfer_cutlass,{FP4}=flashinfer_cudnn"
-    assert first.decided_by == "sglang_auto" and "fp4_utils.py:" in first.text
+    assert rec.viable[0].id == f"{MOE}=flashinfer_cutlass,{FP4}=flashinfer_cudnn"
+    # with the MoE runners (target, draft) the same, FP4 cudnn ranks above FP4 cutlass; what puts
+    # the first cutlass candidate below is SGLang's own pick on SM120 (fp4_utils.py); the
+    # candidates above it (MoE runners, a draft forced on its own) nothing separates
+    rank = {c.id: i for i, c in enumerate(rec.viable)}
+    others = {c.id: (c.value(MOE), c.value(DRAFT)) for c in rec.viable}
+    pairs = [(a.id, b.id) for a in rec.viable for b in rec.viable if others[a.id] == others[b.id]
+             and (a.value(FP4), b.value(FP4)) == ("flashinfer_cudnn", "cutlass")]
+    assert pairs and all(rank[a] < rank[b] for a, b in pairs)
+    fp4 = [c.value(FP4) for c in rec.viable]
+    first_cutlass = fp4.index("cutlass")
+    assert set(fp4[:first_cutlass]) == {"flashinfer_cudnn"}
+    step = rec.steps[first_cutlass - 1]
+    assert step.decided_by == "sglang_auto" and "fp4_utils.py:" in step.text
+    assert all(s.decided_by == "none" and s.text == NO_EVIDENCE for s in rec.steps[:first_cutlass - 1])
     assert (FP4, "flashinfer_cudnn") in [(f, v) for f, v, _w in rec.auto]
 
 
 @pytest.mark.real_release
-def test_sm100_deepseek_r1_trtllm_moe_is_viable_and_ranked_with_its_source(release):
-    rec = run(release, "0.5.10", "sm100", "deepseek-r1-nvfp4", ["tp_size=8"])
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.23"])
+def test_sm100_deepseek_r1_trtllm_moe_is_viable_and_ranked_with_its_source(release, version):
+    rec = run(release, version, "sm100", "deepseek-r1-nvfp4", ["tp_size=8"])
     trt = [c for c in rec.viable if c.value(MOE) == "flashinfer_trtllm"]
     assert trt and rec.viable[0].value(MOE) == "flashinfer_trtllm"
     auto = [e for e in trt[0].evidence if e.kind == "sglang_auto" and e.text.startswith(MOE)]
-    assert auto and auto[0].source.startswith("sglang/srt/server_args.py:")
+    # server_args.py in 0.5.10, arg_groups/overrides.py in 0.5.23
+    assert auto and auto[0].source.startswith("sglang/srt/") and auto[0].source.rsplit(":", 1)[1].isdigit()
     # the FP4 GEMM between the viable: published kernel measurements on SM100, with their URL
     published = [e for e in rec.viable[0].evidence if e.kind == "published"]
     assert published and all(e.source.startswith("https://") and e.hardware for e in published)
@@ -197,3 +213,110 @@ def test_a_layer_the_release_fails_to_build_rejects_the_candidate():
     reason = _reason(res, {MOE: "triton"}, (MOE,), (), "single")
     assert reason is not None and reason.kind == "layer"
     assert reason.where == "sglang/srt/layers/quantization/modelopt_quant.py:1908" and "NotImplementedError" in reason.message
+
+
+# ---- the draft runner forced on its own (fixture: mini_e5 declares --speculative-moe-runner-backend) ---
+MINI_E5 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e5"
+
+
+def test_the_draft_runner_is_forced_independently_of_the_target():
+    req = Request(source=str(MINI_E5), arch="sm120", model="deepseek-r1-nvfp4", sets=["speculative_algorithm=NEXTN"],
+                  use_cache=False)
+    rec = recommend(req)
+    assert rec.fields == (MOE, FP4, DRAFT)
+    viable = by_id(rec.viable)
+    # "target X + draft Y": the draft forced to a runner the target does not use
+    mixed = viable[f"{MOE}=flashinfer_cutlass,{FP4}=flashinfer_cudnn,{DRAFT}=triton"]
+    assert (mixed.value(MOE), mixed.value(DRAFT)) == ("flashinfer_cutlass", "triton")
+    assert f"{MOE}=triton,{FP4}=flashinfer_cudnn,{DRAFT}=flashinfer_cutlass" in viable
+    # not forcing it, the draft inherits the target's runner (and that one ranks first: fewer changes)
+    inherits = viable[f"{MOE}=flashinfer_cutlass,{FP4}=flashinfer_cudnn"]
+    assert inherits.value(DRAFT) == "flashinfer_cutlass" and rec.viable[0] is inherits
+    # a draft forced to the target's own runner is not a second candidate
+    assert not [c for c in (*rec.viable, *rec.rejected, *rec.not_evaluated)
+                if dict(c.flags).get(DRAFT) is not None and dict(c.flags).get(DRAFT) == dict(c.flags).get(MOE)]
+    # a runner removed for the target on this device (SGA201 on SM12x) is not forced again for the
+    # draft (same checkpoint, same precision); the note names it
+    assert by_id(rec.rejected)[f"{MOE}=flashinfer_trtllm"].reason.rule == "SGA201"
+    assert not [c for c in (*rec.viable, *rec.rejected, *rec.not_evaluated) if dict(c.flags).get(DRAFT) == "flashinfer_trtllm"]
+    assert f"{DRAFT}: 1 choice(s) not forced on their own" in " ".join(rec.notes) and "flashinfer_trtllm" in " ".join(rec.notes)
+    assert rec.resolutions <= rec.max_resolutions
+
+
+def test_the_all_to_all_backend_is_explored_only_with_expert_parallelism(tmp_path: Path):
+    from sglang_audit.analyses.recommend import A2A, _matters
+    from sglang_audit.result import ModelSummary, Resolution
+
+    (tmp_path / "config.json").write_text('{"n_routed_experts": 256}')
+
+    def res(flags: dict) -> Resolution:
+        return Resolution({"version": "x"}, "s", {"platform": "cuda", "major": 10},
+                          ModelSummary("m", str(tmp_path), "A", None, None), flags, {}, None, {})
+
+    assert not _matters(A2A, res({}), tmp_path)
+    assert not _matters(A2A, res({"ep_size": 1}), tmp_path)
+    assert _matters(A2A, res({"ep_size": 8}), tmp_path)
+    (tmp_path / "config.json").write_text('{"hidden_size": 4096}')  # a dense model has nothing to dispatch
+    assert not _matters(A2A, res({"ep_size": 8}), tmp_path)
+
+
+# ---- attention backends (--explore attention), pruned by SGLang's support matrix first ----------
+ATTN_CHOICES = '["triton", "fa3", "flashinfer", "trtllm_mha", "trtllm_mla", "flashmla", "aiter", "dsa"]'
+
+
+@pytest.fixture()
+def mini_attention(tmp_path: Path) -> Path:
+    import shutil
+
+    dst = tmp_path / "mini_e5"
+    shutil.copytree(MINI_E5, dst)
+    sa = dst / "python" / "sglang" / "srt" / "server_args.py"
+    text = sa.read_text(encoding="utf-8")
+    old = 'parser.add_argument("--attention-backend", type=str)'
+    assert old in text
+    sa.write_text(text.replace(old, f'parser.add_argument("--attention-backend", type=str, choices={ATTN_CHOICES})'),
+                  encoding="utf-8")
+    return dst
+
+
+def test_attention_choices_are_pruned_by_the_support_matrix_then_resolved(mini_attention: Path):
+    from sglang_audit.analyses.recommend import attention_kind
+
+    req = Request(source=str(mini_attention), arch="sm100", model="deepseek-r1-nvfp4", sets=[], use_cache=False)
+    plain = recommend(req)
+    assert "attention_backend" not in plain.fields  # only on request: each choice is a resolution
+    rec = recommend(req, explore=("attention",), max_resolutions=64)
+    assert rec.fields == (MOE, FP4, "attention_backend")
+    assert attention_kind(Path(rec.resolution.model.path)) == "mla"
+    removed = {dict(c.flags).get("attention_backend"): c.reason for c in rec.rejected
+               if c.reason is not None and c.reason.kind == "support_matrix"}
+    # an MHA-only backend for an MLA model, a ROCm backend on CUDA: removed without a resolution, with the source
+    assert set(removed) == {"trtllm_mha", "aiter"}
+    assert "MHA models only" in removed["trtllm_mha"].message and "hip platform" in removed["aiter"].message
+    assert removed["aiter"].sources == ("https://docs.sglang.io/advanced_features/attention_backend.html",)
+    # one the matrix does not list (model-specific) is not explored, and the note says it
+    assert any(n.startswith("attention_backend: 1 choice(s) not explored") and "dsa" in n for n in rec.notes)
+    viable_attn = {c.value("attention_backend") for c in rec.viable}
+    assert viable_attn == {"triton", "fa3", "flashinfer", "trtllm_mla", "flashmla"}
+    assert rec.resolutions <= rec.max_resolutions
+
+
+def test_an_unknown_explore_value_is_an_input_error(mini_attention: Path):
+    req = Request(source=str(mini_attention), arch="sm100", model="deepseek-r1-nvfp4", sets=[], use_cache=False)
+    with pytest.raises(InputError, match="--explore sampling"):
+        recommend(req, explore=("sampling",))
+
+
+def test_published_attention_measurements_rank_an_mha_model_and_ignore_the_weights_precision(mini_attention: Path):
+    req = Request(source=str(mini_attention), arch="sm100", model="qwen3-30b-a3b", sets=[], use_cache=False)
+    rec = recommend(req, explore=("attention",), max_resolutions=64)
+    removed = {dict(c.flags)["attention_backend"] for c in rec.rejected if c.reason and c.reason.kind == "support_matrix"}
+    assert removed == {"trtllm_mla", "flashmla", "aiter"}  # MLA-only backends for an MHA model; ROCm on CUDA
+    # SGLang #25005 (Gemma4, bf16) and #19030 (Qwen3.5, FP8) both measured trtllm_mha above triton on SM100;
+    # an attention measurement counts whatever the checkpoint's precision
+    assert rec.viable[0].value("attention_backend") == "trtllm_mha"
+    sources = {e.source for e in rec.viable[0].evidence if e.kind == "published"}
+    assert sources == {"https://github.com/sgl-project/sglang/pull/25005", "https://github.com/sgl-project/sglang/pull/19030"}
+    triton = next(i for i, c in enumerate(rec.viable) if c.value("attention_backend") == "triton")
+    step = rec.steps[triton - 1]  # what puts the triton candidate below the one above it
+    assert step.decided_by == "published" and "attention_backend=triton" in step.text and "pull/" in step.text

@@ -8,13 +8,21 @@ that matter for the model, pruned cheapest first:
    kernel FlashInfer declares unsupported, whose layer evaluation says unsupported, or that
    a known-bad *error* rule flags (for the field or the draft runner that inherits it) is
    rejected here with that one reason;
-2. the survivors combined (the draft keeps inheriting the target's runner), each
-   combination resolved once and checked again, at most ``max_resolutions`` in all.
+2. the survivors combined (the draft inheriting the target's runner, or forced to another
+   runner that survived for the target: "target X + draft Y"), each combination resolved
+   once and checked again; at most ``max_resolutions`` resolutions in all, both stages.
+
+With ``explore=("attention",)`` the attention backend is a field too, its choices first
+pruned by SGLang's support matrix (``rules/attention_support.toml``) without a resolution.
 
 The viable ones are ranked by evidence, strongest first: the user's own benchmark lines
 (``--bench``), published measurements (``rules/perf/*.yaml``, each with its source URL and
 hardware), then SGLang's own ``auto`` pick on this device (file:line). Two candidates that
 nothing separates are said to be "no evidence: benchmark both". No number is made up.
+
+Why this module is long: candidates, the two pruning stages, the ranking and the commands
+share the result types and the private helpers above them; split apart, each piece would
+import the others' internals.
 """
 
 from __future__ import annotations
@@ -48,9 +56,13 @@ DRAFT_MOE = "speculative_moe_runner_backend"
 MOE = "moe_runner_backend"
 FP4 = "fp4_gemm_runner_backend"
 FP8 = "fp8_gemm_runner_backend"
-# explored in this order (the cheap single-field stage resolves each choice of each)
-EXPLORED = (MOE, FP4, FP8)
-NOT_EXPLORED = ("attention_backend", "prefill_attention_backend", "decode_attention_backend", "moe_a2a_backend")
+A2A = "moe_a2a_backend"
+# explored in this order (the cheap single-field stage resolves each choice of each); the
+# draft runner comes after them (its choices depend on what survived for the target)
+EXPLORED = (MOE, FP4, FP8, A2A)
+ATTENTION = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+NOT_EXPLORED = ATTENTION  # unless --explore attention (each choice is a full resolution)
+EXPLORE_OPTIONS = ("attention",)
 DEFAULT_MAX_RESOLUTIONS = 32
 NO_EVIDENCE = "no evidence: benchmark both"
 
@@ -70,6 +82,7 @@ REASON_LAYER = "layer"  # the layer evaluation says unsupported
 REASON_KNOWN_BAD = "known_bad"  # a known-bad error rule matches
 REASON_UNKNOWN = "unknown"  # the tool cannot tell: never called viable
 REASON_DUPLICATE = "duplicate"  # resolves to the same values as an earlier candidate
+REASON_SUPPORT_MATRIX = "support_matrix"  # SGLang's attention support matrix lists it elsewhere (not resolved)
 
 
 @dataclass(frozen=True)
@@ -166,7 +179,8 @@ class Recommendation:
             "schema": SCHEMA,
             "source": {"version": res.source.get("version"), "flashinfer": res.source.get("flashinfer")},
             "device": res.device, "model": res.model.to_json(), "flags": res.flags,
-            "fields": list(self.fields), "not_explored": [f for f in NOT_EXPLORED if f in res.settings],
+            "fields": list(self.fields),
+            "not_explored": [f for f in NOT_EXPLORED if f in res.settings and f not in self.fields],
             "current": {k: _plain(v) for k, v in self.current},
             "sglang_auto": [{"field": f, "value": _plain(v), "where": w or None} for f, v, w in self.auto],
             "recommended": self.recommended.to_json() if self.recommended else None,
@@ -293,8 +307,16 @@ class _Run:
         self.count = 0
         self.memo: dict[tuple[tuple[str, Any], ...], Resolution] = {}
 
+    @staticmethod
+    def _key(flags: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+        return tuple(sorted(flags.items(), key=lambda kv: kv[0]))
+
+    def can_resolve(self, flags: dict[str, Any]) -> bool:
+        """Within the bound, or already resolved (a repeat costs nothing)."""
+        return self.count < self.limit or self._key(flags) in self.memo
+
     def resolve(self, flags: dict[str, Any]) -> Resolution:
-        key = tuple(sorted(flags.items(), key=lambda kv: kv[0]))
+        key = self._key(flags)
         if key not in self.memo:
             target: Target = replace(self.prep.target, flags=flags)
             res = resolve_target(target, self.cache, self.results)
@@ -370,7 +392,20 @@ def _matters(field_name: str, base: Resolution, model_dir: Path) -> bool:
         return "fp4" in quant
     if field_name == FP8:
         return "fp8" in quant
+    if field_name == A2A:
+        # all-to-all dispatch runs only across expert-parallel ranks
+        return _ep_size(base) > 1 and _has_experts(model_dir)
     return False
+
+
+def _ep_size(res: Resolution) -> int:
+    """The expert-parallel size the user asked for (--ep-size); 1 when not given."""
+    s = res.settings.get("ep_size")
+    value = s.effective if s is not None and s.present and not isinstance(s.effective, UnknownValue) else res.flags.get("ep_size", 1)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 1
 
 
 def _has_experts(model_dir: Path) -> bool:
@@ -384,20 +419,25 @@ def _has_experts(model_dir: Path) -> bool:
 
 
 def recommend(request: Request, bench: str | None = None, max_resolutions: int = DEFAULT_MAX_RESOLUTIONS,
-              progress: Callable[[str], None] | None = None, perf: tuple[Measurement, ...] | None = None) -> Recommendation:
+              progress: Callable[[str], None] | None = None, perf: tuple[Measurement, ...] | None = None,
+              explore: tuple[str, ...] = ()) -> Recommendation:
     if max_resolutions < 1:
         raise InputError("--max-resolutions must be at least 1")
+    bad = [e for e in explore if e not in EXPLORE_OPTIONS]
+    if bad:
+        raise InputError(f"--explore {bad[0]}: expected one of {', '.join(EXPLORE_OPTIONS)}")
     lines = read_bench(bench) if bench else ()
     cache = SourceCache(use_disk=request.use_cache)
     try:
         return _recommend(request, cache, lines, max_resolutions, progress,
-                          load_measurements() if perf is None else perf)
+                          load_measurements() if perf is None else perf, explore)
     finally:
         progress_done(progress)
 
 
 def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...], limit: int,
-               progress: Callable[[str], None] | None, perf: tuple[Measurement, ...]) -> Recommendation:
+               progress: Callable[[str], None] | None, perf: tuple[Measurement, ...],
+               explore: tuple[str, ...] = ()) -> Recommendation:
     from sglang_audit.rules.knownbad import arch_family, load_rules
 
     prep = prepare(request, cache, progress, want_table=True)
@@ -414,23 +454,38 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
     fields = tuple(f for f in EXPLORED if f in base.settings and base.settings[f].present
                    and table.by_dest.get(f) is not None and table.by_dest[f].choices
                    and _matters(f, base, prep.target.model.path))
+    if "attention" in explore:
+        fields = (*fields, *_attention_fields(base, table))
     spec = base.settings.get("speculative_algorithm")
     speculative = spec is not None and spec.present and spec.effective is not None
-    # the draft runner matters only when a draft model runs (it inherits the target's runner)
-    watched = (*fields, *((DRAFT_MOE,) if MOE in fields and speculative and DRAFT_MOE in base.settings
-                          and base.settings[DRAFT_MOE].present else ()))
+    # the draft runner matters only when a draft model runs (it inherits the target's runner
+    # unless --speculative-moe-runner-backend forces its own, where the release declares it)
+    draft = MOE in fields and speculative and DRAFT_MOE in base.settings and base.settings[DRAFT_MOE].present
+    draft_forced = draft and table.by_dest.get(DRAFT_MOE) is not None and bool(table.by_dest[DRAFT_MOE].choices)
+    watched = (*fields, *((DRAFT_MOE,) if draft else ()))
     rejected: list[Candidate] = []
     survivors: dict[str, list[str]] = {}
     auto: list[tuple[str, Any, str]] = []
     unchecked: dict[tuple[str, str], int] = {}  # kernel points the tool could not check, per choice
+    not_evaluated: list[Candidate] = []  # past the bound (both stages count against it)
     # stage 1: one field forced at a time
     for name in fields:
         choices = list(table.by_dest[name].choices or ())
+        if name in ATTENTION:
+            choices = _attention_choices(name, choices, base, prep.target.model.path, rejected, notes)
+            s0 = base.settings[name]
+            # not set by the user: what the release picks for this device and model is its own choice
+            if name not in user and base.rejected is None and s0.effective is not None and not isinstance(s0.effective, UnknownValue):
+                auto.append((name, s0.effective, _where(s0.deciding)))
         if progress:
             progress(f"forcing each of the {len(choices)} choices of {name}")
         survivors[name] = []
         seen: dict[Any, str] = {}
         for choice in choices:
+            if not run.can_resolve({**user, name: choice}):
+                if choice != "auto":
+                    not_evaluated.append(Candidate(((name, choice),)))
+                continue
             res = run.resolve({**user, name: choice})
             s = res.settings.get(name)
             if choice == "auto":
@@ -451,22 +506,27 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
                 seen[s.effective] = choice
             survivors[name].append(choice)
             unchecked[(name, choice)] = sum(UNCHECKED in n for n in _caveats(res, own))
-    # stage 2: the survivors combined (a field left with none keeps the user's value)
-    axes = [[(n, c) for c in survivors[n]] for n in fields if survivors.get(n)]
-    combos = [dict(p) for p in itertools.product(*axes)] if axes else []
+    if draft_forced:
+        fields = (*fields, DRAFT_MOE)
+        _draft_choices(base, table.by_dest[DRAFT_MOE].choices or (), survivors, rejected, unchecked, notes)
+    # stage 2: the survivors combined (a field left with none keeps the user's value; the
+    # draft axis also keeps "not forced": the draft inherits the target's runner)
+    axes = [[(n, c) for c in survivors[n]] + ([(n, None)] if n == DRAFT_MOE else [])
+            for n in fields if survivors.get(n)]
+    combos = [{n: c for n, c in p if c is not None} for p in itertools.product(*axes)] if axes else []
+    # a draft forced to the target's own runner is the inheriting configuration again
+    combos = [c for c in combos if DRAFT_MOE not in c or c[DRAFT_MOE] != c.get(MOE, base.settings[MOE].effective)]
     # within the bound, first the combinations closest to what runs now / SGLang's own picks
     near = {n: {base.settings[n].effective, *(v for f, v, _w in auto if f == n)} for n in fields}
     # and choices whose kernels the tool checked before those it could not
     combos.sort(key=lambda c: (sum(unchecked.get(kv, 0) for kv in c.items()), sum(v not in near[n] for n, v in c.items())))
     viable: list[Candidate] = []
-    not_evaluated: list[Candidate] = []
     seen_values: dict[tuple[tuple[str, Any], ...], str] = {}
     if progress and combos:
         progress(f"resolving {len(combos)} combinations (at most {limit} resolutions in all)")
     for combo in combos:
         flags = tuple(combo.items())
-        key = tuple(sorted({**user, **combo}.items()))
-        if run.count >= limit and key not in run.memo:
+        if not run.can_resolve({**user, **combo}):
             not_evaluated.append(Candidate(flags))
             continue
         res = run.resolve({**user, **combo})
@@ -480,7 +540,7 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
         seen_values[cand.values] = cand.id
         viable.append(replace(cand, notes=_caveats(res, watched)))
     if not_evaluated:
-        notes.append(f"{len(not_evaluated)} combination(s) not resolved: the bound of {limit} resolutions was reached "
+        notes.append(f"{len(not_evaluated)} candidate(s) not resolved: the bound of {limit} resolutions was reached "
                      "(raise it with --max-resolutions)")
     family = arch_family(base.device)
     auto_pick = {f: v for f, v, _w in auto}
@@ -495,6 +555,100 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
         notes.append("no viable configuration among the explored choices")
     return Recommendation(base, fields, current, tuple(auto), tuple(ranked), tuple(steps), tuple(rejected),
                           tuple(not_evaluated), run.count, limit, launch, changes, plan, len(lines), tuple(notes))
+
+
+def _attention_fields(base: Resolution, table: Any) -> tuple[str, ...]:
+    """The attention settings to explore: --attention-backend (both phases: the choice a
+    published measurement was taken with, one axis instead of two), else prefill and decode
+    separately where the release declares only those with choices.  A prefill/decode mix
+    is not a candidate; a phase the user sets (--set prefill_attention_backend=X) stays."""
+    def declared(name: str) -> bool:
+        s = base.settings.get(name)
+        spec = table.by_dest.get(name)
+        return s is not None and s.present and spec is not None and bool(spec.choices)
+
+    if declared("attention_backend"):
+        return ("attention_backend",)
+    split = ("prefill_attention_backend", "decode_attention_backend")
+    return split if all(declared(n) for n in split) else ()
+
+
+def attention_kind(model_dir: Path) -> str:
+    """mla | mha, from the model's config.json: MLA models carry ``kv_lora_rank`` (DeepSeek
+    V2/V3, Kimi K2); a hybrid model's full-attention layers are MHA."""
+    try:
+        cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "unknown"
+    parts = [cfg, cfg.get("text_config") or {}] if isinstance(cfg, dict) else []
+    return "mla" if any(isinstance(p, dict) and p.get("kv_lora_rank") for p in parts) else "mha"
+
+
+def _attention_choices(name: str, choices: list[str], base: Resolution, model_dir: Path,
+                       rejected: list[Candidate], notes: list[str]) -> list[str]:
+    """The cheapest check (no resolution): SGLang's support matrix (rules/attention_support.toml).
+    A choice it lists only for the other kind of model or another platform is removed with
+    that source; one it does not list is not explored (said in a note)."""
+    from sglang_audit.shipped import load_toml
+
+    data = load_toml("attention_support.toml")
+    source = str(data["source"])
+    kinds: dict[str, list[str]] = data["kinds"]
+    platforms: dict[str, list[str]] = data["platforms"]
+    kind = attention_kind(model_dir)
+    platform = str(base.device.get("platform") or "cuda")
+    listed = {c for cs in kinds.values() for c in cs}
+    elsewhere = {c: p for p, cs in platforms.items() for c in cs}
+    kept: list[str] = []
+    unlisted: list[str] = []
+    for c in choices:
+        if c == "auto" or c not in listed:
+            if c != "auto":
+                unlisted.append(c)
+            continue
+        if c in elsewhere and elsewhere[c] != platform:
+            why = f"SGLang's attention support matrix lists {c} for the {elsewhere[c]} platform, not {platform}"
+        elif kind in kinds and c not in kinds[kind]:
+            other = next(k for k in kinds if k != kind)
+            why = f"SGLang's attention support matrix lists {c} for {other.upper()} models only; this model is {kind.upper()}"
+        else:
+            kept.append(c)
+            continue
+        rejected.append(Candidate(((name, c),), reason=Reason(REASON_SUPPORT_MATRIX, why, rule="attention_support.toml",
+                                                              sources=(source,))))
+    if unlisted:
+        notes.append(f"{name}: {len(unlisted)} choice(s) not explored (not in SGLang's attention support matrix for "
+                     f"any model: model-specific or newer backends): {', '.join(unlisted)}")
+    return kept
+
+
+def _draft_choices(base: Resolution, choices: Iterable[str], survivors: dict[str, list[str]],
+                   rejected: list[Candidate], unchecked: dict[tuple[str, str], int], notes: list[str]) -> None:
+    """The draft runner's axis, chosen without a resolution of its own (each "target X +
+    draft Y" is resolved and judged in the combined stage).
+
+    Cheapest first: only the runners that survived for the target; when the draft
+    checkpoint's quantization differs from the target's, also those the target's *layers*
+    refused (a refusal for that precision, which may not hold for the draft's).  A runner
+    removed for the target by SGLang, the kernel library or a known-bad rule on this device
+    is left out; a note names them."""
+    target_out = {dict(c.flags).get(MOE): c.reason for c in rejected if len(c.flags) == 1 and c.flags[0][0] == MOE}
+    q, dq = base.model.quantization, base.model.draft_quantization
+    other_precision = dq is not None and not isinstance(dq, UnknownValue) and dq != q
+    wanted = [c for c in choices if c != "auto" and (c in survivors.get(MOE, ()) or (
+        other_precision and (r := target_out.get(c)) is not None and r.kind == REASON_LAYER))]
+    left_out = [c for c in choices if c != "auto" and c not in wanted and c in target_out]
+    unresolved = [c for c in choices if c != "auto" and c not in wanted and c not in target_out]
+    survivors[DRAFT_MOE] = wanted
+    for c in wanted:
+        # the same runner on a checkpoint of the same precision: the same kernel entry (or none)
+        unchecked[(DRAFT_MOE, c)] = 0 if other_precision else unchecked.get((MOE, c), 0)
+    if left_out:
+        notes.append(f"{DRAFT_MOE}: {len(left_out)} choice(s) not forced on their own (removed for the target "
+                     "on this device and precision; see the rejected list): " + ", ".join(left_out))
+    if unresolved:
+        notes.append(f"{DRAFT_MOE}: {len(unresolved)} choice(s) not forced on their own (not resolved for the "
+                     "target within the bound): " + ", ".join(unresolved))
 
 
 def _caveats(res: Resolution, watched: tuple[str, ...]) -> tuple[str, ...]:
@@ -528,7 +682,7 @@ def _published(perf: tuple[Measurement, ...], setting: str, a: Any, b: Any, fami
     groups: dict[tuple[str, str, str], dict[str, Measurement]] = {}
     quant = _quant_family(base)
     for m in perf:
-        if m.setting == setting and m.arch_family == family and m.choice in (a, b) and _same_quant(m, quant):
+        if m.setting == setting and m.arch_family == family and m.choice in (a, b) and _applies(m, quant):
             groups.setdefault((m.source, m.comparison, m.metric), {})[m.choice] = m
     per_source: dict[str, int] = {}
     used: list[Measurement] = []
@@ -546,6 +700,12 @@ def _quant_family(res: Resolution) -> str:
     """fp4 | fp8 | other: a measurement counts only for a checkpoint of its precision."""
     text = " ".join(str(q).lower() for q in (res.model.quantization, res.model.config_quant_method) if q)
     return "fp4" if "fp4" in text else "fp8" if "fp8" in text else "other"
+
+
+def _applies(m: Measurement, family: str) -> bool:
+    """A GEMM/MoE measurement counts only for a checkpoint of its precision; an attention
+    backend's does not depend on the weights' precision (the KV cache is not the weights)."""
+    return m.setting in ATTENTION or _same_quant(m, family)
 
 
 def _same_quant(m: Measurement, family: str) -> bool:
@@ -574,7 +734,7 @@ def _rank(viable: list[Candidate], fields: tuple[str, ...], lines: tuple[BenchLi
                 sum(c.value(f) != base.settings[f].effective for f in fields if f in base.settings))
 
     ordered = sorted(viable, key=key)
-    steps = [_step(a, b, key(a), key(b), benched, fields, perf, family, base, auto_pick, auto_where)
+    steps = [_step(a, b, key(a), key(b), benched, fields, perf, family, base, auto_pick, auto_where, options)
              for a, b in zip(ordered, ordered[1:], strict=False)]
     out = [replace(c, evidence=_evidence(c, benched[c.id], perf, fields, family, auto_pick, auto_where, _quant_family(base)))
            for c in ordered]
@@ -583,7 +743,7 @@ def _rank(viable: list[Candidate], fields: tuple[str, ...], lines: tuple[BenchLi
 
 def _step(a: Candidate, b: Candidate, ka: tuple[Any, ...], kb: tuple[Any, ...], benched: dict[str, BenchLine | None],
           fields: tuple[str, ...], perf: tuple[Measurement, ...], family: str, base: Resolution,
-          auto_pick: dict[str, Any], auto_where: dict[str, str]) -> Step:
+          auto_pick: dict[str, Any], auto_where: dict[str, str], options: dict[str, set[Any]]) -> Step:
     diff = [f for f in fields if a.value(f) != b.value(f)]
     if ka[0] != kb[0]:
         ba, bb = benched[a.id], benched[b.id]
@@ -601,12 +761,22 @@ def _step(a: Candidate, b: Candidate, ka: tuple[Any, ...], kb: tuple[Any, ...], 
                 srcs = ", ".join(sorted({m.source for m in used}))
                 return Step(a.id, b.id, "published", f"{f}: published measurements on {family} favour {a.value(f)} "
                                                      f"over {b.value(f)} ({srcs})")
-        wins = [(f, m) for f in diff for o in {c for c in (m.choice for m in perf)} if o != a.value(f)
-                for v, used in [_published(perf, f, a.value(f), o, family, base)] if v > 0 for m in used[:1]]
-        srcs = ", ".join(sorted({m.source for _f, m in wins}))
-        return Step(a.id, b.id, "published", f"published measurements on {family} favour its "
-                                             f"{', '.join(sorted({f'{f}={a.value(f)}' for f, _m in wins}))} over other "
-                                             f"viable choices ({srcs})")
+        wins = [(f, o, m) for f in diff for o in sorted(options.get(f, ()), key=str) if o != a.value(f)
+                for v, used in [_published(perf, f, a.value(f), o, family, base)] if v > 0 for m in used]
+        if wins:
+            srcs = ", ".join(sorted({m.source for _f, _o, m in wins}))
+            beaten = {f: sorted({str(o) for g, o, _m in wins if g == f}) for f, _o, _m in wins}
+            said = "; ".join(f"{f}={a.value(f)} over {', '.join(os_)}" for f, os_ in beaten.items())
+            # the other candidate's own value may be one no measurement compares: say so
+            open_ = [f"{f}={b.value(f)}" for f in beaten if str(b.value(f)) not in beaten[f]]
+            tail = f"; none compares it with {', '.join(open_)}" if open_ else ""
+            return Step(a.id, b.id, "published", f"published measurements on {family} favour its {said} ({srcs}){tail}")
+        # nothing favours a's values: b's lose to another viable choice
+        losses = [(f, m) for f in diff for o in options.get(f, ()) if o != b.value(f)
+                  for v, used in [_published(perf, f, b.value(f), o, family, base)] if v < 0 for m in used]
+        srcs = ", ".join(sorted({m.source for _f, m in losses}))
+        return Step(a.id, b.id, "published", f"published measurements on {family} favour another viable choice over "
+                                             f"its {', '.join(sorted({f'{f}={b.value(f)}' for f, _m in losses}))} ({srcs})")
     if ka[3] != kb[3]:
         f = next((f for f in diff if a.value(f) == auto_pick.get(f)), diff[0] if diff else "")
         return Step(a.id, b.id, "sglang_auto", f"{f}: SGLang's auto picks {auto_pick.get(f)} on this device ({auto_where.get(f)})")
@@ -628,7 +798,7 @@ def _evidence(c: Candidate, bench: BenchLine | None, perf: tuple[Measurement, ..
         ev.append(Evidence("bench", f"--bench line {bench.line}: {bench.metric} = {bench.value:g}", bench.metric, bench.value))
     for f in fields:
         for m in perf:
-            if m.setting == f and m.choice == c.value(f) and m.arch_family == family and _same_quant(m, quant):
+            if m.setting == f and m.choice == c.value(f) and m.arch_family == family and _applies(m, quant):
                 ev.append(Evidence("published", f"{f}={m.choice}: {m.metric} {m.value:g} {m.unit} ({m.model_family} "
                                    f"{m.quantization}, {m.workload})", m.metric, m.value, m.hardware, m.source))
         if auto_pick.get(f) is not None and auto_pick.get(f) == c.value(f):
@@ -709,5 +879,5 @@ def _bench_plan(request: Request, prep: Prepared, top: list[Candidate]) -> tuple
     return tuple(out)
 
 
-__all__ = ["SCHEMA", "NO_EVIDENCE", "Candidate", "Evidence", "Measurement", "Reason", "Recommendation", "Step",
+__all__ = ["SCHEMA", "NO_EVIDENCE", "EXPLORE_OPTIONS", "attention_kind", "Candidate", "Evidence", "Measurement", "Reason", "Recommendation", "Step",
            "load_measurements", "read_bench", "recommend"]

@@ -24,13 +24,19 @@ Exit codes:
               "measured configurations rank first, by output_throughput.")
 @click.option("--max-resolutions", type=int, default=None, metavar="N",
               help="At most N full resolutions in all (default 32); combinations past it are listed as not evaluated.")
+@click.option("--explore", multiple=True, type=click.Choice(["attention"]),
+              help="Also explore the attention backends (prefill and decode, where the release has both): each "
+                   "choice SGLang's support matrix lists for this kind of model (MHA/MLA) and platform is a full "
+                   "resolution, within --max-resolutions.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def recommend(bench: str | None, max_resolutions: int | None, fmt: str, **kw: Any) -> None:
+def recommend(bench: str | None, max_resolutions: int | None, explore: tuple[str, ...], fmt: str, **kw: Any) -> None:
     """Recommend the fastest configuration that works on this GPU.
 
-    Forces every choice the release declares for the MoE runner (the draft runner
-    inherits it), the FP4 GEMM and the FP8 GEMM backend (those the model uses), one at a
-    time, then combines the survivors. A choice is removed with one reason: SGLang rejects
+    Forces every choice the release declares for the MoE runner, the FP4 GEMM and the FP8
+    GEMM backend (those the model uses), the all-to-all backend (with --ep-size > 1), the
+    draft MoE runner on its own (with a draft model, where the release has
+    --speculative-moe-runner-backend) and, with --explore attention, the attention
+    backends; one at a time, then combines the survivors. A choice is removed with one reason: SGLang rejects
     it (message, file:line), FlashInfer declares the device unsupported (file:line), or a
     known-bad rule flags it (rule id, sources). The viable ones are ranked by your own
     measurements (--bench), then published measurements (rules/perf/, with URL and
@@ -47,7 +53,8 @@ def recommend(bench: str | None, max_resolutions: int | None, fmt: str, **kw: An
     from sglang_audit.render.recommend import render_json, render_text
 
     limit = DEFAULT_MAX_RESOLUTIONS if max_resolutions is None else max_resolutions
-    rec = run_or_exit(lambda: run_recommend(make_request(kw), bench=bench, max_resolutions=limit, progress=progress))
+    rec = run_or_exit(lambda: run_recommend(make_request(kw), bench=bench, max_resolutions=limit, progress=progress,
+                                            explore=tuple(explore)))
     click.echo(render_json(rec) if fmt == "json" else render_text(rec), nl=fmt == "json")
     if rec.recommended is None:
         sys.exit(1)

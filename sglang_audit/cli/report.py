@@ -173,7 +173,9 @@ def _release_diff(from_source: str, request: Request, say: Callable[[str], None]
 
 def build_report(request: Request, from_source: str | None = None, rule_dirs: tuple[Path, ...] = (),
                  timestamp: str | None = None, say: Callable[[str], None] | None = None,
-                 explain_fields: Iterable[str] = PRIMARY, force_choices: bool = True) -> ReportData:
+                 explain_fields: Iterable[str] = PRIMARY, force_choices: bool = True,
+                 recommend: bool = False, bench: str | None = None, max_resolutions: int | None = None,
+                 explore: tuple[str, ...] = ()) -> ReportData:
     from sglang_audit.analyses.explain import explain
 
     cache = SourceCache(use_disk=request.use_cache)
@@ -207,8 +209,18 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
             # the --from release's own FlashInfer pin, not the one given for this release
             fi = "none" if (request.flashinfer_source or "").strip().lower() == "none" else None
             base = run_resolve(replace(request, source=from_source, flashinfer_source=fi), progress=say)
+    rec = None
+    if recommend:
+        from sglang_audit.analyses.recommend import DEFAULT_MAX_RESOLUTIONS
+        from sglang_audit.analyses.recommend import recommend as run_recommend
+
+        if say:
+            say("recommending a configuration")
+        limit = DEFAULT_MAX_RESOLUTIONS if max_resolutions is None else max_resolutions
+        rec = run_recommend(request, bench=bench, max_resolutions=limit, progress=say, explore=explore)
     snippets = read_snippets(prep.tree.package_dir.parent, _evidence(res, explanations, check))
-    return ReportData(res, explanations, check, check_note, base, diff, snippets, tuple(notes), timestamp)
+    return ReportData(res, explanations, check, check_note, base, diff, snippets, tuple(notes), timestamp,
+                      recommendation=rec)
 
 
 # ---- command --------------------------------------------------------------------------------
@@ -232,9 +244,20 @@ def _optional_arch(fn: Any) -> Any:
 @click.option("--output", "-o", required=True, metavar="FILE", help="Where to write the HTML report (- for standard output).")
 @click.option("--no-choices", is_flag=True,
               help="Do not force each choice of the primary settings (one resolution per choice: the slow part on large releases); branches and chains are still shown.")
+@click.option("--recommend", "with_recommend", is_flag=True,
+              help="Add a Recommendation section: `sglang-audit recommend` for this deployment (the recommended "
+                   "launch, the ranked viable configurations with their evidence, the rejected ones with their reason, "
+                   "a benchmark plan). Up to --max-resolutions more resolutions.")
+@click.option("--bench", metavar="FILE", help="With --recommend: your `sglang.bench_serving --output-file` JSON lines "
+              "(as `recommend --bench`); implies --recommend.")
+@click.option("--max-resolutions", type=int, default=None, metavar="N",
+              help="With --recommend: at most N full resolutions (default 32).")
+@click.option("--explore", multiple=True, type=click.Choice(["attention"]),
+              help="Also explore the attention backend in the Recommendation section (as `recommend --explore`); implies --recommend.")
 @click.option("--timestamp", is_flag=True, help="Add the generation time (UTC) to the footer; without it the output is deterministic.")
 def report(from_source: str | None, deployment: Path | None, deployment_name: str | None,
-           rule_dirs: tuple[Path, ...], output: str, no_choices: bool, timestamp: bool, **kw: Any) -> None:
+           rule_dirs: tuple[Path, ...], output: str, no_choices: bool, with_recommend: bool, bench: str | None,
+           max_resolutions: int | None, explore: tuple[str, ...], timestamp: bool, **kw: Any) -> None:
     """Write a self-contained HTML report of one deployment for reviewers: the resolved
     backends with their decision chains and source lines, every candidate and why it is
     (not) chosen, known-bad findings, changes since --from, and the decision graph."""
@@ -254,7 +277,9 @@ def report(from_source: str | None, deployment: Path | None, deployment_name: st
         if deployment is not None:
             request = deployment_request(deployment, deployment_name, request)
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if timestamp else None
-        data = build_report(request, from_source, rule_dirs, stamp, progress, force_choices=not no_choices)
+        data = build_report(request, from_source, rule_dirs, stamp, progress, force_choices=not no_choices,
+                            recommend=with_recommend or bench is not None or bool(explore), bench=bench,
+                            max_resolutions=max_resolutions, explore=tuple(explore))
         return render_html(data)
 
     html = run_or_exit(run)

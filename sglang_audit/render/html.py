@@ -62,6 +62,7 @@ class ReportData:
     notes: tuple[str, ...] = ()  # report-level notes (an explain that failed, ...)
     timestamp: str | None = None
     tool_version: str = __version__
+    recommendation: Any = None  # analyses.recommend.Recommendation, with `report --recommend`
 
 
 # ---- small formatting helpers ------------------------------------------------------------
@@ -339,6 +340,57 @@ class _View:
                            "facts": [f"{n}: {r}" for n, r in u.facts]} for u in chk.undecided],
         }
 
+    # recommend -------------------------------------------------------------------------
+    def where_text(self, text: str) -> dict[str, Any] | None:
+        """A ``file:line`` the recommend analysis gives as text, as a link where it has one."""
+        m = re.fullmatch(r"(.+):(\d+)", text or "")
+        if m is None:
+            return {"text": text, "url": None, "snippet": None} if text else None
+        return self.where(m.group(1), int(m.group(2)))
+
+    def recommendation(self) -> dict[str, Any] | None:
+        rec = self.d.recommendation
+        if rec is None:
+            return None
+        steps = list(rec.steps)
+        viable = []
+        for i, c in enumerate(rec.viable):
+            step = steps[i] if i < len(steps) else None
+            viable.append({
+                "rank": i + 1, "id": c.id, "effective": [(k, fmt(v)) for k, v in c.values],
+                "forced": [(k, v) for k, v in c.flags],
+                "evidence": [{"kind": e.kind, "text": e.text, "hardware": e.hardware,
+                              "source": e.source, "url": _https(e.source),
+                              "where": self.where_text(e.source) if e.source and not _https(e.source) else None}
+                             for e in c.evidence],
+                "notes": list(c.notes),
+                "step": {"decided_by": step.decided_by, "text": step.text} if step is not None else None,
+            })
+        tied = 1
+        for s in steps:
+            if s.decided_by != "none":
+                break
+            tied += 1
+        rejected = []
+        for c in rec.rejected:
+            r = c.reason
+            rejected.append({
+                "id": c.id, "kind": r.kind if r else "", "message": r.message if r else "", "stage": r.stage if r else "",
+                "where": self.where_text(r.where) if r and r.where else None, "rule": r.rule if r else "",
+                "sources": [{"text": x, "url": _https(x) or issue_link(x)} for x in (r.sources if r else ())],
+            })
+        return {
+            "fields": list(rec.fields), "resolutions": rec.resolutions, "max_resolutions": rec.max_resolutions,
+            "bench_lines": rec.bench_lines,
+            "recommended": rec.recommended.id if rec.recommended is not None else None,
+            "launch": rec.launch, "changes": [(f, fmt(a), fmt(b)) for f, a, b in rec.changes],
+            "tied": tied if len(rec.viable) > 1 and tied > 1 else 0,
+            "viable": viable, "rejected": rejected,
+            "not_evaluated": [c.id for c in rec.not_evaluated],
+            "auto": [{"field": f, "value": fmt(v), "where": self.where_text(w)} for f, v, w in rec.auto],
+            "bench_plan": list(rec.bench_plan), "notes": list(rec.notes),
+        }
+
     # diff ------------------------------------------------------------------------------
     def setting_diff(self, name: str) -> Any:
         """``diff``'s comparison of one setting, when the report has ``diff``'s result."""
@@ -478,6 +530,7 @@ class _View:
             "sections": sections, "absent": absent,
             "findings": findings, "check_note": self.d.check_note,
             "diff": self.diff(),
+            "recommend": self.recommendation(),
             "graph": graph,
             "paths": res.paths,
             "analysis_notes": list(res.analysis_notes),
@@ -500,6 +553,12 @@ def _kernel_view(s: Setting) -> dict[str, Any] | None:
                    f"{x.detail} ({x.file}:{x.line})" for x in k.layers],
         "conditions": list(k.conditions),
     }
+
+
+def _https(text: str) -> str | None:
+    """A plain https URL (published measurements cite one) may be a link; anything else,
+    including another scheme, is shown as text only."""
+    return text if re.fullmatch(r"https://[A-Za-z0-9.-]+(/[^\s\"'<>`]*)?", text or "") else None
 
 
 def _same(a: Any, b: Any) -> bool:
