@@ -176,7 +176,26 @@ EVAL_RECURSION_LIMIT = 20_000
 
 
 def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
-    """The release's own flags: its entry class (rules/settings.toml `[entry]`) and parser."""
+    """The release's own flags: its entry class (rules/settings.toml `[entry]`) and parser.
+
+    Evaluated once per release and target environment for a shared ``SourceCache``: the
+    table depends on the device too (0.5.10's ``pre_warm_nccl`` defaults to ``is_hip()``),
+    so it is keyed by everything the evaluation could see besides the code (device,
+    environment, packages, model directories), and reused while the files it read are
+    unchanged."""
+    target = resolver.target
+    key = ("flag_table", str(resolver.root.resolve()), target.device, tuple(sorted(target.env.items())),
+           target.with_packages, target.without_packages, str(target.model.path), repr(resolver.bounds))
+    memo = resolver.cache.prepared.get(key)
+    if memo is not None and resolver.cache.current(memo[1]):
+        return memo[0]
+    first = len(resolver.cache.files_read)
+    table = _flag_table(tree, resolver)
+    resolver.cache.prepared[key] = (table, resolver.cache.snapshot(resolver.cache.files_read[first:]))
+    return table
+
+
+def _flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
     entry = resolver.settings_spec["entry"]
     rel = entry["module"].replace(".", "/") + ".py"
     interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
@@ -307,7 +326,10 @@ class Prepared:
 
 
 def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None] | None = None,
-            want_table: bool = False) -> Prepared:
+            want_table: bool = False, results: ResultCache | None = None) -> Prepared:
+    """``results``: where the typed ``--set`` flags of a plain request (no launch command,
+    no config file, no --field) may be found from an earlier run on the same inputs, so
+    that a result-cache hit does not evaluate the release's flag parser."""
     from sglang_audit.target.launch import split_launch
 
     watch_parsing(cache, progress)
@@ -322,11 +344,21 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
     placeholder = locate_model(model_spec, progress=progress) if model_spec else None
     target = Target(tree, device, placeholder or ModelInput("?", Path(".").resolve()), {}, env,
                     frozenset(request.with_packages), frozenset(request.without_packages))
-    resolver = Resolver(target, cache)
-    check_entry(tree, resolver)
     flags: dict[str, Any] = dict(request.flags)
     table: FlagTable | None = None
-    if launch or request.sets or want_table or request.flags or request.config or request.fields or request.all_fields:
+    plain = (placeholder is not None and (request.sets or request.flags) and not (launch or want_table or request.config
+             or request.fields or request.all_fields))
+    flags_key = results.flags_key(target, request.sets, request.flags) if plain and results is not None else None
+    typed = results.get_flags(flags_key) if results is not None and flags_key is not None else None
+    if typed is not None:
+        # the same tool, tree and inputs typed these flags before: the entry check and the
+        # flag table were passed then (both are functions of what the key holds)
+        flags = typed
+    else:
+        resolver = Resolver(target, cache)
+        check_entry(tree, resolver)
+    if typed is None and (launch or request.sets or want_table or request.flags or request.config or request.fields
+                          or request.all_fields):
         table = flag_table(tree, resolver)
         unknown = sorted(set(request.flags) - set(table.fields))
         if unknown:
@@ -352,6 +384,8 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
                 close = difflib.get_close_matches(name, list(table.fields), n=3)
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 raise InputError(f"{release}: no ServerArgs field {name!r}{hint}")
+        if results is not None and flags_key is not None:
+            results.put_flags(flags_key, flags)
     if model_spec is None:
         raise InputError("no model: pass --model DIR|PROFILE|ORG/NAME (or --model-path inside --launch or --config)")
     model = placeholder if placeholder is not None and model_spec == request.model else locate_model(model_spec, progress=progress)
@@ -386,9 +420,11 @@ def resolve(request: Request, progress: Callable[[str], None] | None = None,
             cache: SourceCache | None = None) -> Resolution:
     # a shared cache lets callers that resolve repeatedly (explain) parse each file once
     cache = cache or SourceCache(use_disk=request.use_cache)
-    target = prepare(request, cache, progress).target
+    # one request: the tree is listed once for both keys (typed flags, resolution)
+    results = ResultCache(enabled=request.use_cache, stable_tree=True)
+    target = prepare(request, cache, progress, results=results).target
     try:
-        res = resolve_target(target, cache, ResultCache(enabled=request.use_cache))
+        res = resolve_target(target, cache, results)
         return with_kernels(res, target, cache, request.flashinfer_source, progress)
     finally:
         progress_done(progress)

@@ -54,6 +54,7 @@ from sglang_audit.shipped import package_dir, rules_dir
 
 RESULT_FORMAT = "results2"  # bump when the pickled Resolution or the key changes shape
 _MAGIC = b"SGA-RESULT2 "
+_FLAGS_MAGIC = b"SGA-FLAGS1 "
 MODEL_READ_CAP = 16 * 1024 * 1024  # natives' open() refuses larger files: only their size is seen
 MAX_ENTRIES = 200_000  # a tree or model dir with more entries is not cached
 
@@ -115,6 +116,63 @@ class ResultCache:
             self._hashes.save()
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
+    # ---- typed flags: `--set`/`flags` as the release's flag table types them ------------
+    # A result-cache hit must not evaluate the release's `add_cli_args` (0.5-0.6 s on
+    # 0.5.23) only to type `--set` values: the typed flags are a pure function of the
+    # tool, the tree and everything the flag-table evaluation could see (device, env,
+    # packages, model directory), keyed by their content like a resolution.
+
+    def flags_key(self, target: Any, items: list[str], given: dict[str, Any]) -> str | None:
+        """The key of the flags that ``--set items`` over ``given`` type to for ``target``
+        (a Target whose flags are not set yet)."""
+        if self.dir is None:
+            return None
+        try:
+            package_dir = str(target.source.package_dir.resolve())
+            parts = {
+                "format": "flags1",
+                "tool": _tool_digest(),
+                "tree": self.tree_digest(package_dir),
+                "source": [package_dir, target.source.version, target.source.origin],
+                "model": [str(target.model.path), _model_digest(str(target.model.path), self._hashes)],
+                "device": target.device.to_json(),
+                "env": sorted(target.env.items()),
+                "with": sorted(target.with_packages),
+                "without": sorted(target.without_packages),
+                "sets": list(items),
+                "given": sorted((k, type(v).__name__, repr(v)) for k, v in given.items()),
+            }
+        except (OSError, RuntimeError, ValueError, _NotCacheable):
+            return None
+        finally:
+            self._hashes.save()
+        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+    def get_flags(self, key: str | None) -> dict[str, Any] | None:
+        path = self._path(key) if key is not None else None
+        if path is None:
+            return None
+        try:
+            value = json.loads(read_entry(path.with_suffix(".flags"), _FLAGS_MAGIC).decode("utf-8"))
+        except (EntryRejected, UnicodeDecodeError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def put_flags(self, key: str | None, flags: dict[str, Any]) -> None:
+        path = self._path(key) if key is not None else None
+        if path is None:
+            return
+        try:
+            text = json.dumps(flags, allow_nan=False)
+        except (TypeError, ValueError):
+            return  # a value JSON cannot carry: not cached
+        back = json.loads(text)
+        # only what comes back exactly (same keys, types and values: a tuple would come
+        # back a list, True must not come back 1)
+        if list(back) != list(flags) or any(_typed_repr(back[k]) != _typed_repr(v) for k, v in flags.items()):
+            return
+        write_entry(path.with_suffix(".flags"), _FLAGS_MAGIC, text.encode("utf-8"))
+
     def _draft_digest(self, draft: Any) -> str | None:
         if isinstance(draft, str) and Path(draft).is_dir():
             return _model_digest(draft, self._hashes)
@@ -149,6 +207,15 @@ class ResultCache:
         except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
             return  # a value that does not pickle is simply not cached
         write_entry(path, _MAGIC, payload)
+
+
+def _typed_repr(value: Any) -> str:
+    """A value's repr with the type of every element (``1`` and ``True`` differ)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_typed_repr(k)}:{_typed_repr(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return type(value).__name__ + "[" + ",".join(_typed_repr(v) for v in value) + "]"
+    return f"{type(value).__name__}:{value!r}"
 
 
 @functools.lru_cache(maxsize=1)
