@@ -333,7 +333,7 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
     from sglang_audit.target.launch import split_launch
 
     watch_parsing(cache, progress)
-    tree = locate_source(request.source, progress=progress)
+    tree = located(request.source, cache, progress)
     release = release_name(tree)
     device = parse_device(request.arch, request.cuda, cudnn=request.cudnn)
     launch = split_launch(request.launch) if request.launch else None
@@ -394,6 +394,17 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
     target = Target(tree, device, model, flags, env, frozenset(request.with_packages), frozenset(request.without_packages),
                     extra_fields=extra)
     return Prepared(tree, target, table)
+
+
+def located(source: str | None, cache: SourceCache, progress: Callable[[str], None] | None = None) -> SourceTree:
+    """``locate_source`` once per source spec for a shared ``SourceCache``: verifying an
+    extracted release walks its ~6,000 files (0.11 s CPU on 0.5.23), the same answer for
+    every target of the release resolved through that cache."""
+    key = ("source", source)
+    tree = cache.prepared.get(key)
+    if tree is None:
+        tree = cache.prepared[key] = locate_source(source, progress=progress)
+    return tree
 
 
 _SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY", re.I)
