@@ -11,21 +11,25 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang_audit.errors import InputError, SourceError
-from sglang_audit.evaluate.interpreter import Interpreter, PyRaise, Unmodelled
-from sglang_audit.evaluate.values import AnalysisBound, Class, ModuleObj
+from sglang_audit.evaluate.bounds import Bounds
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
-from sglang_audit.resolve.resolver import ModelInput, Resolver, Target
 from sglang_audit.resolve.resultcache import ResultCache
+from sglang_audit.resolve.targets import DEFAULT_MAX_PATHS, ModelInput, Target
 from sglang_audit.result import Resolution
 from sglang_audit.shipped import profiles_dir
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import DEFAULT_CUDA, parse_device
-from sglang_audit.target.flags import FlagTable, extract_flags, parse_argv, parse_set
 from sglang_audit.userfiles import UserFileError, read_user_file
+
+# The evaluator (interpreter, resolver, flag parser) is imported where it runs: a request
+# answered from the result cache never loads it (~0.15 s of a CLI start).
+if TYPE_CHECKING:
+    from sglang_audit.resolve.resolver import Resolver
+    from sglang_audit.target.flags import FlagTable
 
 
 @dataclass
@@ -196,6 +200,10 @@ def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
 
 
 def _flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
+    from sglang_audit.evaluate.interpreter import Interpreter, PyRaise, Unmodelled
+    from sglang_audit.evaluate.values import AnalysisBound, Class, ModuleObj
+    from sglang_audit.target.flags import extract_flags
+
     entry = resolver.settings_spec["entry"]
     rel = entry["module"].replace(".", "/") + ".py"
     interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
@@ -228,6 +236,8 @@ def read_argv(tree: SourceTree, resolver: Resolver, table: FlagTable, argv: list
               router: bool = False) -> tuple[dict[str, Any], str | None]:
     """The server's argv as the release reads it: its own ``--config FILE`` merge
     (``yamlconfig``), then its parser (custom Action classes evaluated)."""
+    from sglang_audit.evaluate.interpreter import Interpreter
+    from sglang_audit.target.flags import parse_argv
     from sglang_audit.target.yamlconfig import merge_config
 
     interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
@@ -245,6 +255,8 @@ def read_argv(tree: SourceTree, resolver: Resolver, table: FlagTable, argv: list
 
 
 def _stop_reason(exc: Exception) -> str:
+    from sglang_audit.evaluate.interpreter import PyRaise
+
     if isinstance(exc, PyRaise):
         return f"it raises at {exc.file}:{exc.line}" + (f" ({exc.text})" if exc.text else "")
     where = getattr(exc, "where", None)
@@ -355,6 +367,8 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
         # flag table were passed then (both are functions of what the key holds)
         flags = typed
     else:
+        from sglang_audit.resolve.resolver import Resolver
+
         resolver = Resolver(target, cache)
         check_entry(tree, resolver)
     if typed is None and (launch or request.sets or want_table or request.flags or request.config or request.fields
@@ -376,6 +390,8 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
                 model_spec = launch_model
         if request.sets:
             try:
+                from sglang_audit.target.flags import parse_set
+
                 flags.update(parse_set(table, request.sets))
             except InputError as exc:
                 raise InputError(f"{release}: {exc}") from None
@@ -469,11 +485,14 @@ def progress_done(progress: Callable[[str], None] | None) -> None:
 def resolve_target(target: Target, cache: SourceCache, results: ResultCache | None = None) -> Resolution:
     """Resolve one target, through the result cache when one is given (``resultcache``:
     keyed by the content of the tool, the tree, the model directory and the target)."""
-    resolver = Resolver(target, cache)
-    key = results.key(target, resolver.max_paths, resolver.bounds) if results is not None else None
+    # keyed with the resolver's defaults before building it: a hit never loads the evaluator
+    key = results.key(target, DEFAULT_MAX_PATHS, Bounds()) if results is not None else None
     hit = results.get(key) if results is not None else None
     if hit is not None:
         return hit
+    from sglang_audit.resolve.resolver import Resolver
+
+    resolver = Resolver(target, cache)
     res = resolver.resolve()
     if results is not None:
         results.put(key, res)
