@@ -91,7 +91,11 @@ def phase_cold(version: str) -> dict[str, Any]:
     t = _clock()
     res = resolve(_request(version), cache=cache)
     cold = _since(t)
-    files = sorted(set(res.files_read))
+    # files_read is (path relative to the source root, sha256) per file
+    from sglang_audit.source.locate import locate_source
+
+    root = locate_source(f"sglang=={version}").package_dir.parent
+    files = sorted({str(root / rel) for rel, _sha in res.files_read})
     out: dict[str, Any] = {"time": cold, "parse_count": cache.parse_count, "files_read": files,
                            "lines": sum(Path(f).read_text(encoding="utf-8").count("\n") for f in files)}
     # same process, same SourceCache: what explain/matrix workers see after the first case
