@@ -91,7 +91,11 @@ def phase_cold(version: str) -> dict[str, Any]:
     t = _clock()
     res = resolve(_request(version), cache=cache)
     cold = _since(t)
-    files = sorted(set(res.files_read))
+    # files_read is (path relative to the source root, sha256) per file
+    from sglang_audit.source.locate import locate_source
+
+    root = locate_source(f"sglang=={version}").package_dir.parent
+    files = sorted({str(root / rel) for rel, _sha in res.files_read})
     out: dict[str, Any] = {"time": cold, "parse_count": cache.parse_count, "files_read": files,
                            "lines": sum(Path(f).read_text(encoding="utf-8").count("\n") for f in files)}
     # same process, same SourceCache: what explain/matrix workers see after the first case
@@ -159,7 +163,47 @@ def phase_parse(files_json: str) -> dict[str, Any]:
     return out
 
 
-PHASES = {"extract": phase_extract, "cold": phase_cold, "warm": phase_warm, "parse": phase_parse}
+REQUEST_ARCHS = ("sm120", "sm100", "sm90")  # new targets of one release, as a library user resolves them
+
+
+def phase_requests(version: str) -> dict[str, Any]:
+    """Per request through the pipeline API (``pipeline.resolve(request, cache=cache)``)
+    with one shared SourceCache and no result cache: after a first request, new targets
+    (the README's job on three archs, each twice) and the evaluation alone (Resolver,
+    prepared target) of the same job. The kernel step is left out (flashinfer_source
+    "none"; measured in docs/performance.md's kernel section)."""
+    from sglang_audit.frontend.parse import SourceCache
+    from sglang_audit.resolve import pipeline
+    from sglang_audit.resolve.resolver import Resolver
+
+    cache = SourceCache(use_disk=True)
+
+    def request(arch: str) -> Any:
+        return pipeline.Request(source=f"sglang=={version}", arch=arch, model=RESOLVE_CASE["model"],
+                                sets=list(RESOLVE_CASE["sets"]), use_cache=False, flashinfer_source="none")
+
+    t = _clock()
+    pipeline.resolve(request(REQUEST_ARCHS[0]), cache=cache)
+    first = _since(t)
+    per: list[dict[str, float]] = []
+    for arch in (*REQUEST_ARCHS[1:], REQUEST_ARCHS[0], *REQUEST_ARCHS[1:], REQUEST_ARCHS[0]):
+        t = _clock()
+        pipeline.resolve(request(arch), cache=cache)
+        per.append(_since(t))
+    target = pipeline.prepare(request(REQUEST_ARCHS[0]), cache).target
+    evals: list[dict[str, float]] = []
+    for _ in range(3):
+        t = _clock()
+        Resolver(target, cache).resolve()
+        evals.append(_since(t))
+    cpu = sorted(x["cpu"] for x in per)
+    return {"first": first, "requests": per, "request_cpu_median": cpu[len(cpu) // 2],
+            "request_cpu_min": cpu[0], "eval_cpu_min": min(x["cpu"] for x in evals),
+            "eval_wall_min": min(x["wall"] for x in evals), "maxrss_mb": _maxrss_mb()}
+
+
+PHASES = {"extract": phase_extract, "cold": phase_cold, "warm": phase_warm, "parse": phase_parse,
+          "requests": phase_requests}
 
 
 # ---- the driver ------------------------------------------------------------------------------
@@ -283,6 +327,26 @@ def bench_version(version: str, args: argparse.Namespace, env: dict[str, str]) -
     shutil.rmtree(results_dir, ignore_errors=True)
     r["warm_cli"] = {k: v for k, v in run_cli(rc, env).items() if k != "stdout"}  # evaluates
     r["cached_cli"] = {k: v for k, v in run_cli(rc, env).items() if k != "stdout"}  # result cache hit
+    say("requests through the pipeline API")
+    r["requests"] = run_phase("requests", version, env)
+    # explain and report as a new user runs them: IR cold (ir/ emptied), then cached;
+    # results/ emptied before each, so every resolution is evaluated
+    case = ["-s", f"sglang=={version}", "-a", RESOLVE_CASE["arch"], "-m", RESOLVE_CASE["model"],
+            *[x for s in RESOLVE_CASE["sets"] for x in ("--set", s)]]
+    commands = {"explain": ["explain", args.explain_field, *case, "--format", "json"],
+                "report": ["report", *case, "-o", str(Path(args.cache_dir) / f"report-{version}.html")]}
+    for name in args.commands:
+        for state in ("cold", "cached"):
+            say(f"{name}, IR {state}")
+            if state == "cold":
+                shutil.rmtree(Path(args.cache_dir) / "ir", ignore_errors=True)
+            shutil.rmtree(results_dir, ignore_errors=True)
+            r[f"{name}_{state}"] = {k: v for k, v in run_cli(commands[name], env).items() if k != "stdout"}
+    if args.oracle_venvs and (Path(args.oracle_venvs) / f"venv-{version}" / "bin" / "python").exists():
+        say("oracle baseline")
+        r["oracle"] = oracle_baseline(version, Path(args.oracle_venvs), args.oracle_cases)
+    if args.skip_matrix:
+        return r
     mx = ["matrix", "-s", f"sglang=={version}", "--jobs", str(args.jobs), "--format", "json"]
     if version in args.sample_matrix:
         mx += ["--arch", args.sample_archs, "--flags-set", "none="]
@@ -300,9 +364,6 @@ def bench_version(version: str, args: argparse.Namespace, env: dict[str, str]) -
         out["summary"] = data["summary"]
         r[label] = out
     r["matrix_cached_identical"] = outputs["matrix_cached"] == outputs["matrix_warm"]
-    if args.oracle_venvs:
-        say("oracle baseline")
-        r["oracle"] = oracle_baseline(version, Path(args.oracle_venvs), args.oracle_cases)
     return r
 
 
@@ -332,8 +393,22 @@ def oracle_baseline(version: str, venvs: Path, n_cases: int) -> dict[str, Any]:
 
 
 def ratios(r: dict[str, Any]) -> dict[str, Any]:
-    cold, parse, mx = r["cold"], r["parse"], r["matrix_warm"]
+    cold, parse = r["cold"], r["parse"]
     q: dict[str, Any] = {}
+    rq = r["requests"]
+    q["request_vs_ast_cpu"] = rq["request_cpu_median"] / parse["ast_parse"]["cpu"]
+    q["eval_vs_ast_cpu"] = rq["eval_cpu_min"] / parse["ast_parse"]["cpu"]
+    if "oracle" in r:
+        q["eval_vs_oracle_batch_case_cpu"] = rq["eval_cpu_min"] / r["oracle"]["batch_per_case"]["cpu"]
+    if "matrix_warm" not in r:
+        for clock in ("wall", "cpu"):
+            q[f"cold_vs_libcst_{clock}"] = cold["time"][clock] / parse["libcst_parse"][clock]
+            q[f"cold_vs_ast_{clock}"] = cold["time"][clock] / parse["ast_parse"][clock]
+            q[f"warm_fresh_vs_cold_{clock}"] = r["warm_fresh"]["time"][clock] / cold["time"][clock]
+            q[f"warm_disk_vs_cold_{clock}"] = cold["warm_disk_same_process"][clock] / cold["time"][clock]
+            q[f"warm_memory_vs_cold_{clock}"] = cold["warm_memory"][clock] / cold["time"][clock]
+        return q
+    mx = r["matrix_warm"]
     for clock in ("wall", "cpu"):
         q[f"cold_vs_libcst_{clock}"] = cold["time"][clock] / parse["libcst_parse"][clock]
         q[f"cold_vs_ast_{clock}"] = cold["time"][clock] / parse["ast_parse"][clock]
@@ -366,8 +441,14 @@ def markdown(results: list[dict[str, Any]], jobs: int, load: tuple[float, float,
     lines.append("| measure | " + " | ".join(r["version"] for r in results) + " |")
     lines.append("|---|" + "---|" * len(results))
 
+    def cell(fn: Any, r: dict[str, Any]) -> str:
+        try:
+            return str(fn(r))
+        except KeyError:
+            return "n/a"  # not measured for this release (e.g. no oracle venv for it)
+
     def row(label: str, fn: Any) -> None:
-        lines.append(f"| {label} | " + " | ".join(fn(r) for r in results) + " |")
+        lines.append(f"| {label} | " + " | ".join(cell(fn, r) for r in results) + " |")
 
     row("files read / lines", lambda r: f"{r['files']} / {r['cold']['lines']}")
     row("libcst.parse_module, wall / cpu s", lambda r: f"{s(r['parse']['libcst_parse']['wall'])} / {s(r['parse']['libcst_parse']['cpu'])}")
@@ -383,6 +464,24 @@ def markdown(results: list[dict[str, Any]], jobs: int, load: tuple[float, float,
     row("warm, same process, new SourceCache (disk) ÷ cold, cpu", lambda r: s(r["ratios"]["warm_disk_vs_cold_cpu"]))
     row("warm, same process, same SourceCache (memory) ÷ cold, cpu", lambda r: s(r["ratios"]["warm_memory_vs_cold_cpu"]))
     row("`sglang-audit resolve` CLI warm (process incl. imports), wall / cpu s", lambda r: f"{s(r['warm_cli']['wall'])} / {s(r['warm_cli']['cpu'])}")
+    row("`resolve` CLI, result-cache hit, wall / cpu s", lambda r: f"{s(r['cached_cli']['wall'])} / {s(r['cached_cli']['cpu'])}")
+    if any("oracle" in r for r in results):
+        row("oracle, one case in a fresh process, wall / cpu s", lambda r: f"{s(r['oracle']['single']['wall'])} / {s(r['oracle']['single']['cpu'])}")
+        row("oracle, batch, per case, wall / cpu s", lambda r: f"{s(r['oracle']['batch_per_case']['wall'])} / {s(r['oracle']['batch_per_case']['cpu'])} ({r['oracle']['batch_cases']} cases)")
+    row("**per request**, pipeline API, shared SourceCache, new targets, cpu s: median / min", lambda r: f"{r['requests']['request_cpu_median']:.3f} / {r['requests']['request_cpu_min']:.3f}")
+    row("per request ÷ ast.parse of the files read, cpu (target ≤ 0.12)", lambda r: f"{r['ratios']['request_vs_ast_cpu']:.2f}")
+    row("**per-case evaluation** (prepared target), cpu s (target ≤ 0.1)", lambda r: f"{r['requests']['eval_cpu_min']:.3f}")
+    row("per-case evaluation ÷ ast.parse, cpu", lambda r: f"{r['ratios']['eval_vs_ast_cpu']:.2f}")
+    if any("oracle" in r for r in results):
+        row("per-case evaluation ÷ oracle batch case, cpu (target ≤ 0.05)", lambda r: f"{r['ratios']['eval_vs_oracle_batch_case_cpu']:.3f}")
+    for name in ("explain", "report"):
+        if any(f"{name}_cold" in r for r in results):
+            row(f"`{name}` wall / cpu s, IR cold", lambda r, n=name: f"{s(r[n + '_cold']['wall'])} / {s(r[n + '_cold']['cpu'])}")
+            row(f"`{name}` wall / cpu s, IR cached", lambda r, n=name: f"{s(r[n + '_cached']['wall'])} / {s(r[n + '_cached']['cpu'])}")
+            row(f"`{name}` peak memory of the process tree MB", lambda r, n=name: f"{max(r[n + '_cold']['peak_tree_mb'], r[n + '_cached']['peak_tree_mb']):.0f}")
+    row("cold-resolve process ru_maxrss MB", lambda r: f"{r['cold']['maxrss_mb']:.0f}")
+    if not all("matrix_warm" in r for r in results):
+        return "\n".join(lines) + "\n"
     row(f"matrix cases (--jobs {jobs})", lambda r: str(r["matrix_warm"]["cases"]))
     row("matrix first run (fills the cache), wall s", lambda r: s(r["matrix_first"]["wall"]))
     row("**matrix warm** (IR cached, every case evaluated), wall / cpu of all processes s", lambda r: f"{s(r['matrix_warm']['wall'])} / {s(r['matrix_warm']['cpu'])}")
@@ -392,15 +491,11 @@ def markdown(results: list[dict[str, Any]], jobs: int, load: tuple[float, float,
     row("per case ÷ oracle case, cpu", lambda r: "{:.3f}–{:.3f}".format(*r["ratios"]["per_case_vs_oracle_cpu"]))
     row("matrix with every case a result-cache hit, wall / cpu s (output identical)", lambda r: f"{s(r['matrix_cached']['wall'])} / {s(r['matrix_cached']['cpu'])} ({'yes' if r['matrix_cached_identical'] else 'NO'})")
     row("result-cache hit per case, wall / cpu s", lambda r: f"{r['ratios']['cached_per_case_wall']:.4f} / {r['ratios']['cached_per_case_cpu']:.4f}")
-    row("`resolve` CLI, result-cache hit, wall / cpu s", lambda r: f"{s(r['cached_cli']['wall'])} / {s(r['cached_cli']['cpu'])}")
-    if all("oracle" in r for r in results):
-        row("oracle, one case in a fresh process, wall / cpu s", lambda r: f"{s(r['oracle']['single']['wall'])} / {s(r['oracle']['single']['cpu'])}")
-        row("oracle, batch, per case, wall / cpu s", lambda r: f"{s(r['oracle']['batch_per_case']['wall'])} / {s(r['oracle']['batch_per_case']['cpu'])} ({r['oracle']['batch_cases']} cases)")
+    if any("oracle" in r for r in results):
         row("matrix evaluation per case ÷ oracle case, cpu: batch / fresh process (target ≤ 0.01)", lambda r: f"{r['ratios']['eval_vs_oracle_batch_cpu']:.3f} / {r['ratios']['eval_vs_oracle_single_cpu']:.3f}")
         row("result-cache hit per case ÷ oracle case, cpu: batch / fresh process", lambda r: f"{r['ratios']['cached_vs_oracle_batch_cpu']:.4f} / {r['ratios']['cached_vs_oracle_single_cpu']:.4f}")
     row("**peak memory** matrix process tree (sampled) MB (target < 500)", lambda r: f"{r['matrix_warm']['peak_tree_mb']:.0f}")
     row("sum of per-process peaks (VmHWM, upper bound) MB", lambda r: f"{r['matrix_warm']['sum_hwm_mb']:.0f} ({r['matrix_warm']['processes']} processes)")
-    row("cold-resolve process ru_maxrss MB", lambda r: f"{r['cold']['maxrss_mb']:.0f}")
     return "\n".join(lines) + "\n"
 
 
@@ -417,6 +512,10 @@ def main() -> None:
     ap.add_argument("--sample-matrix", nargs="*", default=[],
                     help="releases whose matrix runs on --sample-archs × 6 models × no flags only (slow releases)")
     ap.add_argument("--sample-archs", default="sm120")
+    ap.add_argument("--skip-matrix", action="store_true", help="leave out the three matrix runs (slow on 0.5.23)")
+    ap.add_argument("--commands", nargs="*", default=["explain", "report"],
+                    help="CLI commands timed with the IR cold and cached (explain, report)")
+    ap.add_argument("--explain-field", default="moe_runner_backend")
     ap.add_argument("--json-out", type=Path)
     ap.add_argument("--oracle-venvs", default=None,
                     help="dir of oracle venvs (venv-<version>): measure an oracle case here")
@@ -426,7 +525,10 @@ def main() -> None:
     if cache_dir.resolve() == Path(os.environ.get("SGLANG_AUDIT_CACHE_DIR", "/nonexistent")).resolve():
         raise SystemExit("--cache-dir must be a private dir, not SGLANG_AUDIT_CACHE_DIR")
     prepare_cache(cache_dir, args.wheels_from, args.versions)
-    env = dict(os.environ, SGLANG_AUDIT_CACHE_DIR=str(cache_dir), PYTHONHASHSEED="0")
+    # the kernel step reads FlashInfer (downloaded unless cached): left out here, measured
+    # in docs/performance.md's kernel section
+    env = dict(os.environ, SGLANG_AUDIT_CACHE_DIR=str(cache_dir), PYTHONHASHSEED="0",
+               SGLANG_AUDIT_FLASHINFER_SOURCE="none")
     load = os.getloadavg()
     results = []
     for version in args.versions:

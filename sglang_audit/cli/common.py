@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
@@ -177,7 +178,25 @@ def broken_pipe() -> NoReturn:
 
 class AuditGroup(click.Group):
     """The command group: whatever escapes a command outside ``run_or_exit`` (writing the
-    output, a renderer bug) still ends as one line and a documented exit code."""
+    output, a renderer bug) still ends as one line and a documented exit code.
+
+    Commands registered with ``add_lazy_command`` are imported when first looked up."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy: dict[str, Callable[[], click.Command]] = {}
+
+    def add_lazy_command(self, name: str, loader: Callable[[], click.Command]) -> None:
+        """``name`` is the command ``loader()`` imports and returns."""
+        self._lazy[name] = loader
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self._lazy and cmd_name not in self.commands:
+            self.add_command(self._lazy[cmd_name](), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         restore = install_safe_output()

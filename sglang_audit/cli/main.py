@@ -119,32 +119,61 @@ def guards(source: str | None, arch: str, cuda: str, env: tuple[str, ...], fmt: 
             click.echo(f"  {'':{width}}    controls {site}")
 
 
-# Commands that live in their own modules (sglang_audit/commands/) register here,
-# one import and one add_command line each.
-from sglang_audit.cli.explain import explain  # noqa: E402
+# Commands that live in their own modules register here, one loader each; a module is
+# imported only when its command runs (or for --help): `resolve` answered from the result
+# cache must not pay for jinja2, networkx or yaml.
 
-main.add_command(explain)
-from sglang_audit.cli.graph import graph  # noqa: E402
 
-main.add_command(graph)
-from sglang_audit.cli.check import check  # noqa: E402
+def _explain() -> click.Command:
+    from sglang_audit.cli.explain import explain
 
-main.add_command(check)
-from sglang_audit.cli.report import report  # noqa: E402
+    return explain
 
-main.add_command(report)
-from sglang_audit.cli.diff import diff  # noqa: E402
 
-main.add_command(diff)
-from sglang_audit.cli.matrix import matrix  # noqa: E402
+def _graph() -> click.Command:
+    from sglang_audit.cli.graph import graph
 
-main.add_command(matrix)
-from sglang_audit.cli.cache import cache  # noqa: E402
+    return graph
 
-main.add_command(cache)
+
+def _check() -> click.Command:
+    from sglang_audit.cli.check import check
+
+    return check
+
+
+def _report() -> click.Command:
+    from sglang_audit.cli.report import report
+
+    return report
+
+
+def _diff() -> click.Command:
+    from sglang_audit.cli.diff import diff
+
+    return diff
+
+
+def _matrix() -> click.Command:
+    from sglang_audit.cli.matrix import matrix
+
+    return matrix
+
+
+def _cache() -> click.Command:
+    from sglang_audit.cli.cache import cache
+
+    return cache
+
+
+def _recommend() -> click.Command:
+    from sglang_audit.cli.recommend import recommend
+
+    return recommend
+
+
+for _loader in (_explain, _graph, _check, _report, _diff, _matrix, _cache, _recommend):
+    main.add_lazy_command(_loader.__name__[1:], _loader)  # type: ignore[attr-defined]
 
 if __name__ == "__main__":  # pragma: no cover
     main()
-from sglang_audit.cli.recommend import recommend  # noqa: E402
-
-main.add_command(recommend)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from sglang_audit.evaluate.bounds import Bounds  # noqa: F401 - the evaluator's bounds, imported from here too
 from sglang_audit.evaluate.values import NOT_HANDLED as _NOT_NATIVE
 from sglang_audit.evaluate.values import (
     AnalysisBound,
@@ -93,17 +94,6 @@ NOT_HOOKED = object()  # a call hook's answer: evaluate the call as usual
 class Unmodelled(Exception):
     """The evaluator met a construct whose effects it cannot bound (e.g. a loop over an
     unknown value); the whole path becomes unknown with this reason."""
-
-
-@dataclass
-class Bounds:
-    max_steps: int = 1_000_000  # one 0.5.23 resolution path takes ~0.1M (10x headroom)
-    max_depth: int = 150
-    max_loop: int = 200_000
-    max_seq_len: int = 1_000_000
-    max_int_bits: int = 100_000  # ~30,000 digits: no config value is larger
-    max_mro: int = 200  # classes in one hierarchy (SGLang's deepest has ~10)
-    wall_seconds: float = 45.0  # per resolution, parsing excluded: a last resort (~10x a loaded 0.5.23 run)
 
 
 @dataclass

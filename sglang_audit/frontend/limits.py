@@ -24,6 +24,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+MAX_TEXT = 240  # guard/assignment text kept as evidence is truncated to this
+
+
+class ParseFailure(Exception):
+    """A file could not be read or parsed; ``message`` names file and line."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
 MAX_BRACKET_DEPTH = 200
 MAX_EXPR_DEPTH = 1000
 MAX_ELIF_CHAIN = 1000

@@ -46,6 +46,7 @@ from sglang_audit.resolve.provenance import (
     field_declarations,
     reachable_field_event,
 )
+from sglang_audit.resolve.targets import DEFAULT_MAX_PATHS, ModelInput, Target  # noqa: F401 - callers import them from here
 from sglang_audit.result import (
     STATUS_REJECTED,
     STATUS_RESOLVED,
@@ -62,17 +63,10 @@ from sglang_audit.result import (
     UnknownValue,
 )
 from sglang_audit.shipped import load_toml
-from sglang_audit.source.locate import SourceTree
-from sglang_audit.target.device import Device, Environment
+from sglang_audit.target.device import Environment
 from sglang_audit.target.world import NativeWorld, _dataclass_fields
 
 ABSENT = object()  # the release has no such field
-
-
-@dataclass
-class ModelInput:
-    name: str
-    path: Path
 
 
 @dataclass
@@ -94,20 +88,9 @@ class PathResult:
     layers: dict[str, Any] = field(default_factory=dict)  # setting -> LayerValue (layers.py)
 
 
-@dataclass
-class Target:
-    source: SourceTree
-    device: Device
-    model: ModelInput
-    flags: dict[str, Any]
-    env: dict[str, str]
-    with_packages: frozenset[str] = frozenset()
-    without_packages: frozenset[str] = frozenset()
-    extra_fields: tuple[str, ...] = ()  # ServerArgs fields asked for besides settings.toml's (--field)
-
-
 class Resolver:
-    def __init__(self, target: Target, cache: SourceCache | None = None, max_paths: int = 24, bounds: Bounds | None = None) -> None:
+    def __init__(self, target: Target, cache: SourceCache | None = None, max_paths: int = DEFAULT_MAX_PATHS,
+                 bounds: Bounds | None = None) -> None:
         self.target = target
         self.cache = cache or SourceCache()
         self.max_paths = max_paths

@@ -54,6 +54,7 @@ from sglang_audit.shipped import package_dir, rules_dir
 
 RESULT_FORMAT = "results2"  # bump when the pickled Resolution or the key changes shape
 _MAGIC = b"SGA-RESULT2 "
+_FLAGS_MAGIC = b"SGA-FLAGS1 "
 MODEL_READ_CAP = 16 * 1024 * 1024  # natives' open() refuses larger files: only their size is seen
 MAX_ENTRIES = 200_000  # a tree or model dir with more entries is not cached
 
@@ -115,6 +116,63 @@ class ResultCache:
             self._hashes.save()
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
+    # ---- typed flags: `--set`/`flags` as the release's flag table types them ------------
+    # A result-cache hit must not evaluate the release's `add_cli_args` (0.5-0.6 s on
+    # 0.5.23) only to type `--set` values: the typed flags are a pure function of the
+    # tool, the tree and everything the flag-table evaluation could see (device, env,
+    # packages, model directory), keyed by their content like a resolution.
+
+    def flags_key(self, target: Any, items: list[str], given: dict[str, Any]) -> str | None:
+        """The key of the flags that ``--set items`` over ``given`` type to for ``target``
+        (a Target whose flags are not set yet)."""
+        if self.dir is None:
+            return None
+        try:
+            package_dir = str(target.source.package_dir.resolve())
+            parts = {
+                "format": "flags1",
+                "tool": _tool_digest(),
+                "tree": self.tree_digest(package_dir),
+                "source": [package_dir, target.source.version, target.source.origin],
+                "model": [str(target.model.path), _model_digest(str(target.model.path), self._hashes)],
+                "device": target.device.to_json(),
+                "env": sorted(target.env.items()),
+                "with": sorted(target.with_packages),
+                "without": sorted(target.without_packages),
+                "sets": list(items),
+                "given": sorted((k, type(v).__name__, repr(v)) for k, v in given.items()),
+            }
+        except (OSError, RuntimeError, ValueError, _NotCacheable):
+            return None
+        finally:
+            self._hashes.save()
+        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+    def get_flags(self, key: str | None) -> dict[str, Any] | None:
+        path = self._path(key) if key is not None else None
+        if path is None:
+            return None
+        try:
+            value = json.loads(read_entry(path.with_suffix(".flags"), _FLAGS_MAGIC).decode("utf-8"))
+        except (EntryRejected, UnicodeDecodeError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def put_flags(self, key: str | None, flags: dict[str, Any]) -> None:
+        path = self._path(key) if key is not None else None
+        if path is None:
+            return
+        try:
+            text = json.dumps(flags, allow_nan=False)
+        except (TypeError, ValueError):
+            return  # a value JSON cannot carry: not cached
+        back = json.loads(text)
+        # only what comes back exactly (same keys, types and values: a tuple would come
+        # back a list, True must not come back 1)
+        if list(back) != list(flags) or any(_typed_repr(back[k]) != _typed_repr(v) for k, v in flags.items()):
+            return
+        write_entry(path.with_suffix(".flags"), _FLAGS_MAGIC, text.encode("utf-8"))
+
     def _draft_digest(self, draft: Any) -> str | None:
         if isinstance(draft, str) and Path(draft).is_dir():
             return _model_digest(draft, self._hashes)
@@ -151,6 +209,15 @@ class ResultCache:
         write_entry(path, _MAGIC, payload)
 
 
+def _typed_repr(value: Any) -> str:
+    """A value's repr with the type of every element (``1`` and ``True`` differ)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_typed_repr(k)}:{_typed_repr(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return type(value).__name__ + "[" + ",".join(_typed_repr(v) for v in value) + "]"
+    return f"{type(value).__name__}:{value!r}"
+
+
 @functools.lru_cache(maxsize=1)
 def _tool_digest() -> str:
     h = hashlib.sha256(__version__.encode())
@@ -175,6 +242,13 @@ def _walk(root: str, hashes: StampIndex, h: Any, should_hash: Callable[[str, int
     def emit(*fields: object) -> None:
         h.update(b"\0".join(os.fsencode(f) if isinstance(f, str) else str(f).encode() for f in fields) + b"\n")
 
+    prefix = root.rstrip(os.sep) + os.sep
+
+    def rel_of(full: str) -> str:
+        # os.walk joins onto root: the relative path is the tail (os.path.relpath
+        # normalises both paths per call, ~40% of a tree digest)
+        return full[len(prefix):] if full.startswith(prefix) else os.path.relpath(full, root)
+
     def onerror(exc: OSError) -> None:
         emit("error", os.path.relpath(str(exc.filename or root), root), exc.errno or 0)
 
@@ -188,14 +262,14 @@ def _walk(root: str, hashes: StampIndex, h: Any, should_hash: Callable[[str, int
         dirnames.sort()
         for name in dirnames:
             full = os.path.join(dirpath, name)
-            rel = os.path.relpath(full, root)
+            rel = rel_of(full)
             emit("d", rel, os.readlink(full) if os.path.islink(full) else "")
         for name in sorted(names):
             count += 1
             if count > MAX_ENTRIES:
                 raise _NotCacheable(root)
             full = os.path.join(dirpath, name)
-            rel = os.path.relpath(full, root)
+            rel = rel_of(full)
             link = os.readlink(full) if os.path.islink(full) else ""
             try:
                 st = os.stat(full)

@@ -1378,18 +1378,41 @@ _NESTED_REPEAT_TEXT = 20
 
 def _regex_refused(pattern: str, text: str) -> str | None:
     """Why an analysed pattern is not run (invalid, or may backtrack without end), or None."""
+    invalid, nested = _pattern_facts(pattern)
+    if invalid is not None:
+        return f"invalid regular expression {pattern[:60]!r} ({invalid})"
+    if len(text) > _NESTED_REPEAT_TEXT and nested:
+        return (f"analysis bound reached: regular expression {pattern[:60]!r} nests a repetition in a "
+                f"repetition and may backtrack without end on a {len(text)}-character text")
+    return None
+
+
+# pattern -> (why it is invalid, whether it nests a repetition): a quantized checkpoint's
+# exclude list is matched thousands of times per resolution (sre_parse was ~15% of a
+# 0.5.23 resolution); bounded like _compiled
+_PATTERN_FACTS: dict[str, tuple[str | None, bool]] = {}
+
+
+def _pattern_facts(pattern: str) -> tuple[str | None, bool]:
+    known = _PATTERN_FACTS.get(pattern)
+    if known is not None:
+        return known
     try:
         import re._parser as sre_parse  # type: ignore[import-not-found]
     except ImportError:  # Python 3.10
         import sre_parse  # type: ignore[no-redef]
     try:
         parsed = sre_parse.parse(pattern)
-    except (re.error, RecursionError, OverflowError) as exc:
-        return f"invalid regular expression {pattern[:60]!r} ({exc})"
-    if len(text) > _NESTED_REPEAT_TEXT and _nested_repeat(parsed, 0, sre_parse):
-        return (f"analysis bound reached: regular expression {pattern[:60]!r} nests a repetition in a "
-                f"repetition and may backtrack without end on a {len(text)}-character text")
-    return None
+    except RecursionError as exc:
+        return str(exc), False  # depends on the caller's stack depth: not remembered
+    except (re.error, OverflowError) as exc:
+        facts: tuple[str | None, bool] = (str(exc), False)
+    else:
+        facts = (None, _nested_repeat(parsed, 0, sre_parse))
+    if len(_PATTERN_FACTS) >= 4096:
+        _PATTERN_FACTS.clear()
+    _PATTERN_FACTS[pattern] = facts
+    return facts
 
 
 def _nested_repeat(items: Any, depth: int, sre_parse: Any) -> bool:

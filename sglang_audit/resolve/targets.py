@@ -1,0 +1,34 @@
+"""What one resolution is asked: the target (source tree, device, model, flags, env).
+
+Apart from ``resolver`` so that the pipeline can build and key a target without importing
+the evaluator (a result-cache hit never loads it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sglang_audit.source.locate import SourceTree
+    from sglang_audit.target.device import Device
+
+DEFAULT_MAX_PATHS = 24  # decision paths explored per resolution (part of the result-cache key)
+
+
+@dataclass
+class ModelInput:
+    name: str
+    path: Path
+
+
+@dataclass
+class Target:
+    source: SourceTree
+    device: Device
+    model: ModelInput
+    flags: dict[str, Any]
+    env: dict[str, str]
+    with_packages: frozenset[str] = frozenset()
+    without_packages: frozenset[str] = frozenset()
+    extra_fields: tuple[str, ...] = ()  # ServerArgs fields asked for besides settings.toml's (--field)

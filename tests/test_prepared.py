@@ -1,0 +1,119 @@
+"""State prepared once per release (issue 22): the flag table shared by the targets of a
+``SourceCache``, and the typed ``--set`` flags kept beside the result cache, reused only
+when nothing they depend on changed, and giving exactly what evaluating them gives."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.resolve import pipeline
+from sglang_audit.resolve.pipeline import Request, prepare
+from sglang_audit.resolve.resultcache import ResultCache, _typed_repr
+
+ROOT = Path(__file__).resolve().parent.parent
+MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"
+PROFILE = ROOT / "fixtures" / "models" / "deepseek-r1-nvfp4"
+SETS = ["tp_size=4", "disable_radix_cache=true", "moe_runner_backend=triton"]
+
+
+@pytest.fixture
+def checkout(tmp_path, isolated_cache):
+    root = tmp_path / "checkout"
+    shutil.copytree(MINI_E2, root)
+    return root
+
+
+@pytest.fixture
+def table_runs(monkeypatch):
+    """How many times the release's flag parser was evaluated."""
+    runs: list[str] = []
+    real = pipeline._flag_table
+
+    def counted(tree, resolver):
+        runs.append(str(resolver.target.device))
+        return real(tree, resolver)
+
+    monkeypatch.setattr(pipeline, "_flag_table", counted)
+    return runs
+
+
+def _request(checkout: Path, arch: str = "sm100", sets: list[str] = SETS) -> Request:
+    return Request(source=str(checkout), arch=arch, model=str(PROFILE), sets=list(sets))
+
+
+def test_the_flag_table_is_evaluated_once_per_release_and_device(checkout, table_runs):
+    cache = SourceCache()
+    first = prepare(_request(checkout), cache, want_table=True)
+    again = prepare(_request(checkout), cache, want_table=True)
+    assert len(table_runs) == 1
+    assert again.table is first.table
+    assert again.target.flags == first.target.flags == {"tp_size": 4, "disable_radix_cache": True,
+                                                        "moe_runner_backend": "triton"}
+    # the table may depend on the device (0.5.10's pre_warm_nccl = is_hip()): another device
+    # evaluates it again
+    prepare(_request(checkout, arch="sm120"), cache, want_table=True)
+    assert len(table_runs) == 2
+
+
+def test_an_edited_file_of_the_flag_parser_is_evaluated_again(checkout, table_runs):
+    cache = SourceCache()
+    prepare(_request(checkout), cache, want_table=True)
+    server_args = checkout / "python" / "sglang" / "srt" / "server_args.py"
+    server_args.write_text(server_args.read_text().replace('"--tp-size", "--tp"', '"--tp-size", "--tensor-parallel"', 1))
+    prep = prepare(_request(checkout), cache, want_table=True)
+    assert len(table_runs) == 2
+    assert prep.table is not None and "--tensor-parallel" in prep.table.by_flag and "--tp" not in prep.table.by_flag
+
+
+def test_typed_flags_from_the_cache_skip_the_flag_parser_and_match(checkout, table_runs):
+    first = pipeline.resolve(_request(checkout))
+    assert len(table_runs) == 1
+    again = pipeline.resolve(_request(checkout))  # a new process would see the same: a new SourceCache
+    assert len(table_runs) == 1
+    assert json.dumps(again.to_json(), sort_keys=True) == json.dumps(first.to_json(), sort_keys=True)
+    # the typed values themselves, types included (True is not 1)
+    results = ResultCache(stable_tree=True)
+    prep = prepare(_request(checkout), SourceCache(), results=results)
+    assert len(table_runs) == 1
+    assert [(k, type(v), v) for k, v in prep.target.flags.items()] == [
+        ("tp_size", int, 4), ("disable_radix_cache", bool, True), ("moe_runner_backend", str, "triton")]
+
+
+@pytest.mark.parametrize("change", ["sets", "arch", "source"])
+def test_typed_flags_miss_when_an_input_changes(checkout, table_runs, change):
+    pipeline.resolve(_request(checkout))
+    if change == "sets":
+        res = pipeline.resolve(_request(checkout, sets=["tp_size=2"]))
+        assert res.settings["moe_runner_backend"].config != "triton"
+    elif change == "arch":
+        pipeline.resolve(_request(checkout, arch="sm120"))
+    else:
+        # a flag's type changes in the release: --set must be typed again
+        server_args = checkout / "python" / "sglang" / "srt" / "server_args.py"
+        server_args.write_text(server_args.read_text().replace(
+            'parser.add_argument("--tp-size", "--tp", type=int,', 'parser.add_argument("--tp-size", "--tp", type=str,', 1))
+        pipeline.resolve(_request(checkout))
+    assert len(table_runs) == 2
+
+
+def test_a_bad_set_is_refused_again_not_cached(checkout, table_runs):
+    for _ in range(2):
+        with pytest.raises(Exception, match="unknown setting"):
+            pipeline.resolve(_request(checkout, sets=["no_such_flag=1"]))
+    assert len(table_runs) == 2
+
+
+def test_only_flags_that_come_back_exactly_are_kept(isolated_cache, tmp_path):
+    results = ResultCache()
+    key = "ab" + "0" * 62
+    results.put_flags(key, {"x": (1, 2)})  # a tuple would come back a list
+    assert results.get_flags(key) is None
+    results.put_flags(key, {"x": [1, True], "y": None, "z": 1.5})
+    assert results.get_flags(key) == {"x": [1, True], "y": None, "z": 1.5}
+    assert _typed_repr(True) != _typed_repr(1)
+    assert _typed_repr([1]) != _typed_repr((1,))
