@@ -19,7 +19,7 @@ override dicts, declaration stashes), plus the predicate and field indexes built
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 import networkx as nx
 
 from sglang_audit.frontend import ir
+from sglang_audit.frontend.bindings import flatten_targets
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 from sglang_audit.shipped import load_toml
 from sglang_audit.source.locate import SourceTree, locate_source
@@ -481,7 +482,7 @@ class _Builder:
                 targets = list(stmt.targets)
             elif stmt.kind in ("AugAssign", "AnnAssign"):
                 targets = [stmt.target]
-            for t in _flatten_targets(targets):
+            for t in flatten_targets(targets):
                 if t.kind == "Attribute" and t.value.kind == "Name" and t.value.id in ARG_BASES - {"self"}:
                     self.written_attrs.add(t.attr)
 
@@ -608,13 +609,13 @@ class _Builder:
                 value = stmt.value
                 if value is None:
                     continue
-                for t in _flatten_targets(targets):
+                for t in flatten_targets(targets):
                     if t.kind == "Name":
                         scope.assigns.setdefault(t.id, []).append(value)
                         fld = self.field_read(value)
                         if fld is not None and not module_level:
                             scope.field_alias.setdefault(t.id, fld)
-            if k == "Assign" and any(t.kind == "Attribute" and _is_args_base(t.value) for t in _flatten_targets(stmt.targets)):
+            if k == "Assign" and any(t.kind == "Attribute" and _is_args_base(t.value) for t in flatten_targets(stmt.targets)):
                 # locals feeding a setting write are evidence too
                 scope.decision_names.update(n.id for n in walk_expr(stmt.value) if n.kind == "Name")
             for node in _statement_exprs(stmt):
@@ -649,18 +650,6 @@ def _is_args_base(node: ir.Node) -> bool:
     if node.kind == "Name":
         return node.id in ARG_BASES
     return node.kind == "Call" and node.func.kind == "Name" and node.func.id in VIEW_CALLS
-
-
-def _flatten_targets(targets: Iterable[ir.Node]) -> Iterator[ir.Node]:
-    for t in targets:
-        if t is None:
-            continue
-        if t.kind in ("TupleExpr", "ListExpr"):
-            yield from _flatten_targets(t.elts)
-        elif t.kind == "Starred":
-            yield from _flatten_targets([t.value])
-        else:
-            yield t
 
 
 def _child_blocks(stmt: ir.Node) -> list[list[ir.Node]]:
@@ -978,7 +967,7 @@ class _Walker:
             self.ifexps(value, stack, fn, scope, None)
             return  # a class-level declaration: a field default, not a write
         recorded = False
-        for t in _flatten_targets(targets):
+        for t in flatten_targets(targets):
             write_kind, target, fld = self.classify_target(t, fn, scope)
             if write_kind is None:
                 continue
