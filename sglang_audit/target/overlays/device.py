@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sglang_audit.evaluate.values import Class, External, Instance, Native, Unknown
+from sglang_audit.target.device import SM_COUNT
 
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter
@@ -15,7 +16,6 @@ if TYPE_CHECKING:
 # attributes that do not exist on a plain torch (GPU vendors' extensions)
 ABSENT_ATTRS = {"torch.hpu", "torch.musa", "torch.cuda.is_musa", "torch.version.musa", "torch.version.xpu"}
 PLATFORM_ATTRS = {"torch.npu": ("npu",)}
-_SM_COUNT = {"sm80": 108, "sm86": 84, "sm89": 142, "sm90": 132, "sm100": 148, "sm103": 148, "sm110": 20, "sm120": 188, "sm121": 48, "gfx942": 304, "gfx950": 256}
 
 
 def capability(d: Device, interp: Interpreter) -> Any:
@@ -29,7 +29,7 @@ def device_properties(d: Device) -> Any:
     inst = Instance(props)
     inst.attrs.update(
         name=d.name, major=d.major, minor=d.minor, total_memory=d.memory_mib * 1024 * 1024,
-        multi_processor_count=_SM_COUNT.get(d.arch, Unknown("multiprocessor count")),
+        multi_processor_count=SM_COUNT.get(d.arch, Unknown("multiprocessor count")),
         gcnArchName=f"{d.arch}:sramecc+:xnack-" if d.platform == "hip" else "",
         is_integrated=d.arch == "sm121",
     )
