@@ -35,18 +35,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sglang_audit.analyses.matrix import DEFAULT_FLAG_SETS, DEFAULT_MODELS, MODEL_DEFAULT_SETS  # noqa: E402
 from sglang_audit.errors import AuditError  # noqa: E402
 from sglang_audit.resolve.pipeline import Request, resolve  # noqa: E402
 from sglang_audit.result import UnknownValue  # noqa: E402
+from sglang_audit.shipped import load_toml  # noqa: E402
 from sglang_audit.source.locate import locate_source  # noqa: E402
-from sglang_audit.target.world import load_toml  # noqa: E402
 
 RELEASES = ["0.4.10", "0.5.5", "0.5.10", "0.5.13", "0.5.15", "0.5.19", "0.5.23"]
 ARCHS = ["sm90", "sm100", "sm120"]
-PROFILES = ["qwen3.5-397b-a17b-nvfp4", "deepseek-r1-nvfp4", "deepseek-v3-fp8", "qwen3-30b-a3b", "llama-3.1-8b-nvfp4", "gpt-oss-120b"]
-TP8 = {"qwen3.5-397b-a17b-nvfp4", "deepseek-r1-nvfp4", "deepseek-v3-fp8"}
-NEXTN = ["speculative_algorithm=NEXTN", "speculative_num_steps=3", "speculative_eagle_topk=1", "speculative_num_draft_tokens=4"]
-FLAG_SETS = {"none": [], "nextn": NEXTN, "moe-cutlass": ["moe_runner_backend=flashinfer_cutlass"]}
+# the matrix's defaults (rules/matrix.toml): its bundled models, their tp, three of its flag sets
+PROFILES = list(DEFAULT_MODELS)
+_MATRIX_SETS = {fs.name: list(fs.items) for fs in DEFAULT_FLAG_SETS}
+FLAG_SETS = {"none": _MATRIX_SETS["none"], "nextn": _MATRIX_SETS["nextn"], "moe-cutlass": _MATRIX_SETS["moe_cutlass"]}
 
 _SOURCES: dict[str, str] = {}
 _TREES: dict[str, Any] = {}
@@ -137,7 +138,7 @@ def classify(root: Path, file: str, line: int, value: Any, kind: str, own: str, 
 
 def run_case(args: tuple[str, str, str, str]) -> dict[str, Any]:
     release, arch, model, flag_set = args
-    sets = (["tp_size=8"] if model in TP8 else []) + FLAG_SETS[flag_set]
+    sets = list(MODEL_DEFAULT_SETS.get(model, ())) + FLAG_SETS[flag_set]
     case: dict[str, Any] = {"release": release, "arch": arch, "model": model, "flags": flag_set, "settings": {}}
     try:
         res = resolve(Request(source=f"sglang=={release}", arch=arch, model=model, sets=sets))

@@ -22,13 +22,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sglang_audit.analyses.matrix import DEFAULT_FLAG_SETS, DEFAULT_MODELS, MODEL_DEFAULT_SETS  # noqa: E402
 from sglang_audit.errors import AuditError  # noqa: E402
 from sglang_audit.resolve.pipeline import Request, bundled_profiles, resolve  # noqa: E402
 
 RELEASES = ["0.4.6", "0.4.8", "0.4.10"] + [f"0.5.{i}" for i in range(1, 24)]
-PROFILES = ["qwen3.5-397b-a17b-nvfp4", "deepseek-r1-nvfp4", "deepseek-v3-fp8", "qwen3-30b-a3b", "llama-3.1-8b-nvfp4", "gpt-oss-120b"]
-TP8 = {"qwen3.5-397b-a17b-nvfp4", "deepseek-r1-nvfp4", "deepseek-v3-fp8"}
-NEXTN = ["speculative_algorithm=NEXTN", "speculative_num_steps=3", "speculative_eagle_topk=1", "speculative_num_draft_tokens=4"]
+# the matrix's defaults (rules/matrix.toml): its bundled models, their tp, its NEXTN flag set
+PROFILES = list(DEFAULT_MODELS)
+NEXTN = next(list(fs.items) for fs in DEFAULT_FLAG_SETS if fs.name == "nextn")
 MAIN = ["moe_runner_backend", "speculative_moe_runner_backend", "fp4_gemm_runner_backend"]
 
 
@@ -38,7 +39,7 @@ def run_release(args: tuple[str, list[str], list[str], bool]) -> list[dict]:
     for arch in archs:
         for model in profiles:
             for spec in ([False, True] if with_spec else [False]):
-                sets = (["tp_size=8"] if model in TP8 else []) + (NEXTN if spec else [])
+                sets = list(MODEL_DEFAULT_SETS.get(model, ())) + (NEXTN if spec else [])
                 case = {"release": release, "arch": arch, "model": model, "spec": spec}
                 t0 = time.time()
                 try:

@@ -11,6 +11,7 @@ import pytest
 
 from sglang_audit.evaluate import interpreter
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter, World
+from sglang_audit.evaluate.overlays.builtins import make_exception_classes, make_object_class
 from sglang_audit.evaluate.values import NOT_HANDLED, Class, Instance, ModuleObj, Unknown
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.pipeline import Request, resolve
@@ -41,8 +42,8 @@ class TinyWorld:
     package_name = "pkg"
 
     def __init__(self) -> None:
-        self.object_class: Class = world_mod._make_object_class()
-        self.exception_classes: dict[str, Class] = world_mod._make_exception_classes()
+        self.object_class: Class = make_object_class()
+        self.exception_classes: dict[str, Class] = make_exception_classes()
 
     def builtins(self, interp: Interpreter) -> dict[str, Any]:
         return dict(self.exception_classes)

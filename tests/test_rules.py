@@ -304,7 +304,7 @@ def test_probe_fingerprint_reads_text_and_reports_line(tmp_path):
 def test_same_fingerprint_id_in_two_rules_keeps_each_shape(tmp_path, monkeypatch):
     """Fingerprint ids are per rule: two rules may give one id to different shapes. Each
     file is read once per deployment, however many fingerprints look at it."""
-    from sglang_audit.rules import knownbad as rules_mod
+    from sglang_audit.rules import facts as rules_mod  # where the fact derivation lives
 
     (tmp_path / "sglang").mkdir()
     (tmp_path / "sglang" / "a.py").write_text("one = 1\n")

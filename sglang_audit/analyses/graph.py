@@ -19,7 +19,7 @@ override dicts, declaration stashes), plus the predicate and field indexes built
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,17 +27,17 @@ from typing import Any
 import networkx as nx
 
 from sglang_audit.frontend import ir
+from sglang_audit.frontend.bindings import flatten_targets
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 from sglang_audit.shipped import load_toml
 from sglang_audit.source.locate import SourceTree, locate_source
 
 GRAPH_SCHEMA = "sglang-audit-graph/1"
 
-# Names that hold a ServerArgs (or a resolved view of one) in SGLang's config code: a
-# read or write of ``<base>.<field>`` is a read or write of that setting.
-ARG_BASES = frozenset({"self", "server_args", "args", "view", "cfg"})
-# Calls returning such a view (later releases: ``resolved_view(server_args).x``).
-VIEW_CALLS = frozenset({"resolved_view", "get_global_server_args"})
+# Where SGLang's config code lives and the names that hold a ServerArgs: rules/graph.toml
+_LAYOUT = load_toml("graph.toml")
+ARG_BASES = frozenset(_LAYOUT["names"]["arg_bases"])
+VIEW_CALLS = frozenset(_LAYOUT["names"]["view_calls"])
 
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -407,6 +407,8 @@ class _Builder:
         self.strings: dict[str, frozenset[str]] = {}
         self.notes: list[str] = []
         settings = load_toml("settings.toml")
+        self.entry_module: str = settings["entry"]["module"]
+        self.entry_class: str = settings["entry"]["class"]
         self.settings: list[str] = list(settings["settings"])
         self.runtime_specs: list[dict[str, Any]] = list(settings.get("runtime", []))
         preds = load_toml("predicates.toml")
@@ -442,11 +444,12 @@ class _Builder:
             return None
 
     def config_files(self) -> list[Path]:
-        srt = self.root / "sglang" / "srt"
-        files = [srt / "server_args.py"] if (srt / "server_args.py").is_file() else []
-        groups = srt / "arg_groups"
-        if groups.is_dir():
-            files.extend(sorted(p for p in groups.rglob("*.py") if p.is_file()))
+        entry = self.root.joinpath(*self.entry_module.split(".")).with_suffix(".py")
+        files = [entry] if entry.is_file() else []
+        for rel_dir in _LAYOUT["layout"]["config_dirs"]:
+            groups = self.root / rel_dir
+            if groups.is_dir():
+                files.extend(sorted(p for p in groups.rglob("*.py") if p.is_file()))
         return files
 
     # -- ids --------------------------------------------------------------------------------
@@ -460,9 +463,9 @@ class _Builder:
 
     # -- pass 1: declarations -------------------------------------------------------------
     def declare_fields(self, rel: str, module: ir.Node) -> None:
-        in_fields_pkg = "/arg_groups/fields/" in rel
+        in_fields_pkg = any(part in rel for part in _LAYOUT["layout"]["field_packages"])
         for stmt in module.body:
-            if stmt.kind != "ClassDef" or not (stmt.name == "ServerArgs" or in_fields_pkg):
+            if stmt.kind != "ClassDef" or not (stmt.name == self.entry_class or in_fields_pkg):
                 continue
             for item in stmt.body:
                 if item.kind == "AnnAssign" and item.target.kind == "Name" and item.target.id not in self.fields:
@@ -481,7 +484,7 @@ class _Builder:
                 targets = list(stmt.targets)
             elif stmt.kind in ("AugAssign", "AnnAssign"):
                 targets = [stmt.target]
-            for t in _flatten_targets(targets):
+            for t in flatten_targets(targets):
                 if t.kind == "Attribute" and t.value.kind == "Name" and t.value.id in ARG_BASES - {"self"}:
                     self.written_attrs.add(t.attr)
 
@@ -608,13 +611,13 @@ class _Builder:
                 value = stmt.value
                 if value is None:
                     continue
-                for t in _flatten_targets(targets):
+                for t in flatten_targets(targets):
                     if t.kind == "Name":
                         scope.assigns.setdefault(t.id, []).append(value)
                         fld = self.field_read(value)
                         if fld is not None and not module_level:
                             scope.field_alias.setdefault(t.id, fld)
-            if k == "Assign" and any(t.kind == "Attribute" and _is_args_base(t.value) for t in _flatten_targets(stmt.targets)):
+            if k == "Assign" and any(t.kind == "Attribute" and _is_args_base(t.value) for t in flatten_targets(stmt.targets)):
                 # locals feeding a setting write are evidence too
                 scope.decision_names.update(n.id for n in walk_expr(stmt.value) if n.kind == "Name")
             for node in _statement_exprs(stmt):
@@ -649,18 +652,6 @@ def _is_args_base(node: ir.Node) -> bool:
     if node.kind == "Name":
         return node.id in ARG_BASES
     return node.kind == "Call" and node.func.kind == "Name" and node.func.id in VIEW_CALLS
-
-
-def _flatten_targets(targets: Iterable[ir.Node]) -> Iterator[ir.Node]:
-    for t in targets:
-        if t is None:
-            continue
-        if t.kind in ("TupleExpr", "ListExpr"):
-            yield from _flatten_targets(t.elts)
-        elif t.kind == "Starred":
-            yield from _flatten_targets([t.value])
-        else:
-            yield t
 
 
 def _child_blocks(stmt: ir.Node) -> list[list[ir.Node]]:
@@ -978,7 +969,7 @@ class _Walker:
             self.ifexps(value, stack, fn, scope, None)
             return  # a class-level declaration: a field default, not a write
         recorded = False
-        for t in _flatten_targets(targets):
+        for t in flatten_targets(targets):
             write_kind, target, fld = self.classify_target(t, fn, scope)
             if write_kind is None:
                 continue
@@ -1030,7 +1021,7 @@ class _Walker:
 
     def classify_target(self, t: ir.Node, fn: str, scope: _Scope) -> tuple[str | None, str, str | None]:
         if t.kind == "Attribute" and _is_args_base(t.value):
-            if t.value.kind == "Name" and t.value.id == "self" and fn.split(".")[0] != "ServerArgs":
+            if t.value.kind == "Name" and t.value.id == "self" and fn.split(".")[0] != self.b.entry_class:
                 return None, "", None  # `self` of some other class
             return "field", t.attr, t.attr
         if t.kind == "Subscript" and t.value.kind == "Name" and t.value.id in ARG_BASES:

@@ -39,25 +39,9 @@ from sglang_audit.result import (
     Setting,
     UnknownValue,
 )
+from sglang_audit.shipped import load_toml
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import DEFAULT_CUDA, parse_device
-
-DEFAULT_ARCHS: tuple[str, ...] = ("sm80", "sm90", "sm100", "sm103", "sm120", "sm121")
-DEFAULT_MODELS: tuple[str, ...] = (
-    "qwen3.5-397b-a17b-nvfp4", "deepseek-r1-nvfp4", "deepseek-v3-fp8",
-    "qwen3-30b-a3b", "llama-3.1-8b-nvfp4", "gpt-oss-120b",
-)
-# The big bundled models do not fit on fewer GPUs: the matrix deploys them with tp 8
-# (a flag set or --set may override it).
-MODEL_DEFAULT_SETS: dict[str, tuple[str, ...]] = {
-    "qwen3.5-397b-a17b-nvfp4": ("tp_size=8",),
-    "deepseek-r1-nvfp4": ("tp_size=8",),
-    "deepseek-v3-fp8": ("tp_size=8",),
-}
-_NEXTN = (
-    "speculative_algorithm=NEXTN", "speculative_num_steps=3",
-    "speculative_eagle_topk=1", "speculative_num_draft_tokens=4",
-)
 
 
 @dataclass(frozen=True)
@@ -69,14 +53,13 @@ class FlagSet:
         return " ".join(self.items) if self.items else "(no flags)"
 
 
-DEFAULT_FLAG_SETS: tuple[FlagSet, ...] = (
-    FlagSet("none", ()),
-    FlagSet("nextn", _NEXTN),
-    FlagSet("moe_cutlass", ("moe_runner_backend=flashinfer_cutlass",)),
-    FlagSet("moe_cutlass_nextn", ("moe_runner_backend=flashinfer_cutlass", *_NEXTN)),
-    FlagSet("moe_trtllm_nextn", ("moe_runner_backend=flashinfer_trtllm", *_NEXTN)),
-    FlagSet("fp4_trtllm", ("fp4_gemm_runner_backend=flashinfer_trtllm",)),
-)
+# The default sweep (rules/matrix.toml): architectures, bundled models, the flags each model
+# is deployed with, and the named flag sets.
+_DEFAULTS = load_toml("matrix.toml")
+DEFAULT_ARCHS: tuple[str, ...] = tuple(_DEFAULTS["archs"])
+DEFAULT_MODELS: tuple[str, ...] = tuple(_DEFAULTS["models"])
+MODEL_DEFAULT_SETS: dict[str, tuple[str, ...]] = {m: tuple(v) for m, v in _DEFAULTS["model_sets"].items()}
+DEFAULT_FLAG_SETS: tuple[FlagSet, ...] = tuple(FlagSet(name, tuple(items)) for name, items in _DEFAULTS["flag_sets"].items())
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import click
@@ -93,35 +94,104 @@ def _profile_list() -> str:
         return f"(none: {exc})"
 
 
-def target_options(fn: Any) -> Any:
-    options = [
-        click.option("--source", "-s", help="SGLang source: a checkout dir, a wheel/sdist file, sglang==X (downloaded into the cache, never installed), or omitted for the installed sglang (found, not imported)."),
-        click.option("--arch", "-a", required=True, help=f"GPU architecture: {', '.join(ARCH_CHOICES)}, or a compute capability like 12.0."),
-        click.option("--cuda", default=DEFAULT_CUDA, show_default=True, help="CUDA version that torch reports (torch.version.cuda)."),
-        click.option("--cudnn", default=None, metavar="VERSION", help="cuDNN version torch reports (e.g. 9.10.2); unset: unknown, which matters only where SGLang checks it."),
-        click.option("--model", "-m", help=f"Model: a directory with config.json (and hf_quant_config.json); a Hugging Face id ORG/NAME (config files from the local HF cache, else the bundled profile imitating it, else downloaded alone unless HF_HUB_OFFLINE; HF_TOKEN and HF_ENDPOINT apply; never weights); or a bundled profile: {_profile_list()}."),
-        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A server flag, by field or flag name (e.g. --set moe_runner_backend=flashinfer_cutlass). Repeatable."),
-        click.option("--launch", metavar="COMMAND", help='A pasted launch command, as in SGLang\'s docs and issues: "python -m sglang.launch_server --model-path M --tp 8 ...", "sglang serve ...", "docker run ... IMAGE python3 -m sglang.launch_server ...", with \\-continuations, comments and NAME=VALUE / env / export prefixes (these become --env).'),
-        click.option("--config", "config", metavar="FILE", help="SGLang's own --config YAML file of server arguments (0.5.3+), merged by the release's own code; flags in --launch and --set win over it."),
-        click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see (default: unset, so the release's declared default applies). Repeatable."),
-        click.option("--with", "with_packages", multiple=True, metavar="PKG", help="Pretend an optional package is installed (e.g. triton_kernels)."),
-        click.option("--without", "without_packages", multiple=True, metavar="PKG", help="Pretend a dependency is missing (e.g. flashinfer)."),
-        click.option("--flashinfer-source", metavar="SRC", help="FlashInfer source read for the kernel verdicts: a wheel/sdist/checkout, `installed` (found, not imported), or `none`. Default: $SGLANG_AUDIT_FLASHINFER_SOURCE, else flashinfer-python==PIN from the release's metadata, downloaded into the cache (never installed)."),
-        click.option("--no-cache", is_flag=True, help="Do not read or write the parsed-file cache."),
-    ]
-    for opt in reversed(options):
-        fn = opt(fn)
-    return fn
+# ---- the target: one declaration of its options, one type ---------------------------------
+# Every command describing a deployment takes these, spelled and explained the same way;
+# a command picks the ones it has (``diff`` has two sources of its own, ``graph`` no target).
+_TARGET_OPTIONS: dict[str, Callable[[bool], Any]] = {
+    "source": lambda required: click.option("--source", "-s", help="SGLang source: a checkout dir, a wheel/sdist file, sglang==X (downloaded into the cache, never installed), or omitted for the installed sglang (found, not imported)."),
+    "arch": lambda required: click.option("--arch", "-a", required=required, help=f"GPU architecture: {', '.join(ARCH_CHOICES)}, or a compute capability like 12.0."),
+    "cuda": lambda required: click.option("--cuda", default=None, help=f"CUDA version that torch reports (torch.version.cuda).  [default: {DEFAULT_CUDA}]"),
+    "cudnn": lambda required: click.option("--cudnn", default=None, metavar="VERSION", help="cuDNN version torch reports (e.g. 9.10.2); unset: unknown, which matters only where SGLang checks it."),
+    "model": lambda required: click.option("--model", "-m", help=f"Model: a directory with config.json (and hf_quant_config.json); a Hugging Face id ORG/NAME (config files from the local HF cache, else the bundled profile imitating it, else downloaded alone unless HF_HUB_OFFLINE; HF_TOKEN and HF_ENDPOINT apply; never weights); or a bundled profile: {_profile_list()}."),
+    "sets": lambda required: click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A server flag, by field or flag name (e.g. --set moe_runner_backend=flashinfer_cutlass), typed by the release's own parser. Repeatable."),
+    "launch": lambda required: click.option("--launch", metavar="COMMAND", help='A pasted launch command, as in SGLang\'s docs and issues: "python -m sglang.launch_server --model-path M --tp 8 ...", "sglang serve ...", "docker run ... IMAGE python3 -m sglang.launch_server ...", with \\-continuations, comments and NAME=VALUE / env / export prefixes (these become --env).'),
+    "config": lambda required: click.option("--config", "config", metavar="FILE", help="SGLang's own --config YAML file of server arguments (0.5.3+), merged by the release's own code; flags in --launch and --set win over it."),
+    "env": lambda required: click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see (default: unset, so the release's declared default applies). Repeatable."),
+    "with_packages": lambda required: click.option("--with", "with_packages", multiple=True, metavar="PKG", help="Pretend an optional package is installed (e.g. triton_kernels). Repeatable."),
+    "without_packages": lambda required: click.option("--without", "without_packages", multiple=True, metavar="PKG", help="Pretend a dependency is missing (e.g. flashinfer). Repeatable."),
+    "flashinfer_source": lambda required: click.option("--flashinfer-source", metavar="SRC", help="FlashInfer source read for the kernel verdicts: a wheel/sdist/checkout, `installed` (found, not imported), or `none`. Default: $SGLANG_AUDIT_FLASHINFER_SOURCE, else flashinfer-python==PIN from the release's metadata, downloaded into the cache (never installed)."),
+    "no_cache": lambda required: click.option("--no-cache", is_flag=True, help="Do not read or write the parsed-file cache."),
+}
+ALL_TARGET_OPTIONS = tuple(_TARGET_OPTIONS)
+# what a deployment file (``--deployment``, diff's format) describes: given with the file, refused
+DEPLOYMENT_OPTIONS = ("arch", "model", "sets", "launch", "config", "env", "cuda")
+_SPELLING = {"sets": "set", "with_packages": "with", "without_packages": "without", "no_cache": "no-cache",
+             "flashinfer_source": "flashinfer-source"}
+
+
+def target_options(fn: Any = None, *, only: tuple[str, ...] = ALL_TARGET_OPTIONS, arch_required: bool = True) -> Any:
+    """Declare the target options on a command (``@target_options`` or
+    ``@target_options(only=(...), arch_required=False)``); the command reads them back with
+    ``TargetOptions.of(kw)``."""
+    def decorate(f: Any) -> Any:
+        for name in reversed([n for n in ALL_TARGET_OPTIONS if n in only]):
+            f = _TARGET_OPTIONS[name](arch_required)(f)
+        return f
+
+    return decorate(fn) if fn is not None else decorate
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    """The deployment a command was given, as parsed from the target options (an option the
+    command does not declare is absent: None or empty)."""
+
+    source: str | None = None
+    arch: str | None = None
+    cuda: str | None = None  # None: not given; DEFAULT_CUDA applies
+    cudnn: str | None = None
+    model: str | None = None
+    sets: tuple[str, ...] = ()
+    launch: str | None = None
+    config: str | None = None
+    env: tuple[str, ...] = ()
+    with_packages: tuple[str, ...] = ()
+    without_packages: tuple[str, ...] = ()
+    flashinfer_source: str | None = None
+    no_cache: bool = False
+
+    @classmethod
+    def of(cls, kw: dict[str, Any]) -> TargetOptions:
+        """The target options among a command's keyword arguments."""
+        given = {n: kw[n] for n in ALL_TARGET_OPTIONS if n in kw}
+        for n in ("sets", "env", "with_packages", "without_packages"):
+            if n in given:
+                given[n] = tuple(given[n] or ())
+        given["no_cache"] = bool(given.get("no_cache"))
+        return cls(**given)
+
+    @property
+    def cuda_version(self) -> str:
+        return self.cuda or DEFAULT_CUDA
+
+    def given(self, names: tuple[str, ...]) -> list[str]:
+        return [n for n in names if getattr(self, n)]
+
+    def refuse_with_deployment(self) -> None:
+        """With ``--deployment FILE`` the file describes the deployment: any option that
+        would describe it too is an error, never silently ignored (report and diff alike)."""
+        given = self.given(DEPLOYMENT_OPTIONS)
+        if given:
+            opt = _SPELLING.get(given[0], given[0])
+            raise click.UsageError(f"--{opt} cannot be combined with --deployment (put it in the file)")
+
+    def require_arch(self) -> str:
+        if not self.arch:
+            raise click.UsageError("Missing option '--arch' (or give --deployment FILE)")
+        return self.arch
+
+    def request(self, **extra: Any) -> Request:
+        return Request(
+            source=self.source, arch=self.arch or "", model=self.model, cuda=self.cuda_version, cudnn=self.cudnn,
+            sets=list(self.sets), launch=self.launch, env=list(self.env),
+            with_packages=list(self.with_packages), without_packages=list(self.without_packages),
+            use_cache=not self.no_cache, flashinfer_source=self.flashinfer_source, config=self.config, **extra,
+        )
 
 
 def make_request(kw: dict[str, Any]) -> Request:
-    return Request(
-        source=kw["source"], arch=kw["arch"], model=kw["model"], cuda=kw["cuda"], cudnn=kw.get("cudnn"),
-        sets=list(kw["sets"]), launch=kw["launch"], env=list(kw["env"]),
-        with_packages=list(kw["with_packages"]), without_packages=list(kw["without_packages"]),
-        use_cache=not kw["no_cache"], flashinfer_source=kw.get("flashinfer_source"), config=kw.get("config"),
-        fields=tuple(kw.get("fields") or ()), all_fields=bool(kw.get("all_fields")),
-    )
+    """The request of a command declared with ``@target_options`` (plus resolve's --field/--all-fields)."""
+    return TargetOptions.of(kw).request(fields=tuple(kw.get("fields") or ()), all_fields=bool(kw.get("all_fields")))
 
 
 DEBUG_ENV = "SGLANG_AUDIT_DEBUG"  # =1: print the traceback of an internal error

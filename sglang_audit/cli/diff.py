@@ -8,9 +8,7 @@ from typing import Any
 
 import click
 
-from sglang_audit.cli.common import progress, run_or_exit
-from sglang_audit.resolve.pipeline import bundled_profiles
-from sglang_audit.target.device import ARCH_CHOICES, DEFAULT_CUDA
+from sglang_audit.cli.common import TargetOptions, progress, run_or_exit, target_options
 
 DIFF_EPILOG = """\b
 Exit codes:
@@ -45,30 +43,20 @@ Example:
       --model qwen3.5-397b-a17b-nvfp4 --set tp_size=8
 """
 
-_TARGET_ONLY = ("arch", "model", "sets", "launch", "env", "cuda")
-
-
 @click.command(epilog=DIFF_EPILOG)
 @click.option("--from", "from_source", required=True, metavar="SOURCE",
               help="The release you run now: a checkout dir, a wheel/sdist, sglang==X, or 'installed'.")
 @click.option("--to", "to_source", required=True, metavar="SOURCE", help="The release you would upgrade to (same forms).")
-@click.option("--arch", "-a", help=f"GPU architecture: {', '.join(ARCH_CHOICES)}, or a pair like 12.0.")
-@click.option("--cuda", default=None, help="CUDA version that torch reports (default 12.9).")
-@click.option("--model", "-m", help=f"Model directory with config.json, or a bundled profile: {', '.join(bundled_profiles())}.")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A server flag (typed by each release's own parser). Repeatable.")
-@click.option("--launch", metavar="COMMAND", help="A pasted launch command.")
-@click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see. Repeatable.")
-@click.option("--with", "with_packages", multiple=True, metavar="PKG", help="Pretend an optional package is installed. Repeatable.")
-@click.option("--without", "without_packages", multiple=True, metavar="PKG", help="Pretend a dependency is missing. Repeatable.")
+@target_options(only=("arch", "cuda", "model", "sets", "launch", "env", "with_packages", "without_packages", "no_cache"),
+                arch_required=False)
 @click.option("--deployment", "deployment_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="A YAML/TOML file of deployments to audit in one run (instead of --arch/--model/--set/--launch/--env/--cuda); ends with a summary table.")
 @click.option("--fail-on", type=click.Choice(["changed", "rejected", "never"]), default="changed", show_default=True,
               help="What makes the exit code 1: any change, only a deployment becoming rejected, or nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--verbose", "-v", is_flag=True, help="Show both decision chains of every setting, not only of the changed ones.")
-@click.option("--no-cache", is_flag=True, help="Do not read or write the parsed-file cache.")
 def diff(from_source: str, to_source: str, deployment_file: Path | None, fail_on: str, fmt: str,
-         verbose: bool, no_cache: bool, **kw: Any) -> None:
+         verbose: bool, **kw: Any) -> None:
     """Compare two SGLang releases for a deployment: every resolved setting old → new with
     both decision chains, configurations that become (or stop being) rejected, and what
     changed underneath (hardware predicate definitions, guards on the deciding code,
@@ -79,26 +67,22 @@ def diff(from_source: str, to_source: str, deployment_file: Path | None, fail_on
     def source(text: str) -> str | None:
         return None if text == "installed" else text
 
+    target = TargetOptions.of(kw)
     if deployment_file is not None:
-        given = [k for k in _TARGET_ONLY if kw.get(k)]
-        if given:
-            opt = {"sets": "set"}.get(given[0], given[0])
-            raise click.UsageError(f"--{opt} cannot be combined with --deployment (put it in the file)")
+        target.refuse_with_deployment()
         deployments = run_or_exit(lambda: load_deployments(deployment_file))
-        if kw["with_packages"] or kw["without_packages"]:
+        if target.with_packages or target.without_packages:
             # --with/--without apply to every deployment in the file
             deployments = [Deployment(
                 d.name, d.arch, d.model, d.cuda, d.sets, d.launch, d.env,
-                (*kw["with_packages"], *d.with_packages), (*kw["without_packages"], *d.without_packages),
+                (*target.with_packages, *d.with_packages), (*target.without_packages, *d.without_packages),
                 d.typed_flags) for d in deployments]
     else:
-        if not kw["arch"]:
-            raise click.UsageError("Missing option '--arch' (or give --deployment FILE)")
         deployments = [Deployment(
-            "", kw["arch"], kw["model"], kw["cuda"] or DEFAULT_CUDA, tuple(kw["sets"]), kw["launch"],
-            tuple(kw["env"]), tuple(kw["with_packages"]), tuple(kw["without_packages"]))]
+            "", target.require_arch(), target.model, target.cuda_version, target.sets, target.launch,
+            target.env, target.with_packages, target.without_packages)]
     result = run_or_exit(lambda: diff_releases(
-        source(from_source), source(to_source), deployments, use_cache=not no_cache,
+        source(from_source), source(to_source), deployments, use_cache=not target.no_cache,
         progress=progress, from_file=deployment_file is not None))
     if fmt == "json":
         click.echo(render_json(result, fail_on))

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import difflib
 import json
+from typing import Any
 
 import click
 
-from sglang_audit.cli.common import progress, run_or_exit
+from sglang_audit.cli.common import TargetOptions, progress, run_or_exit, target_options
 from sglang_audit.errors import InputError
 
 
 @click.command(epilog="Exit codes: 0 written, 2 usage or input error.")
-@click.option("--source", "-s", help="SGLang source (see `resolve --help`).")
+@target_options(only=("source", "no_cache"))
 @click.option("--field", "-f", "field_name", metavar="FIELD", help="Only the part of the graph about this setting field.")
 @click.option("--format", "fmt", type=click.Choice(["json", "graphml", "dot"]), default="json", show_default=True)
-@click.option("--no-cache", is_flag=True, help="Do not read or write the parsed-file cache.")
-def graph(source: str | None, field_name: str | None, fmt: str, no_cache: bool) -> None:
+def graph(field_name: str | None, fmt: str, **kw: Any) -> None:
     """Export the decision graph of a release: setting fields, hardware predicates,
     decision sites (file:line, guard as written), rejection sites, writes, and the
     reads / writes / guarded_by / rejects / feeds edges between them.
@@ -26,7 +26,8 @@ def graph(source: str | None, field_name: str | None, fmt: str, no_cache: bool) 
     from sglang_audit.analyses.graph import release_graph as build
 
     def run() -> tuple[str, object]:
-        _tree, dg = build(source, use_cache=not no_cache, progress=progress)
+        target = TargetOptions.of(kw)
+        _tree, dg = build(target.source, use_cache=not target.no_cache, progress=progress)
         g = dg.graph
         if field_name is not None:
             try:

@@ -13,13 +13,13 @@ from sglang_audit.cli.common import (
     EXIT_CODES,
     STATUS,
     AuditGroup,
+    TargetOptions,
     make_request,
     progress,
     run_or_exit,
     target_options,
 )
-from sglang_audit.resolve.pipeline import Request, resolve
-from sglang_audit.target.device import ARCH_CHOICES, DEFAULT_CUDA
+from sglang_audit.resolve.pipeline import resolve
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -93,19 +93,18 @@ resolve_cmd.name = "resolve"
 
 
 @main.command(epilog="Exit codes: 0 listed, 2 usage or input error.")
-@click.option("--source", "-s", help="SGLang source (see `resolve --help`).")
-@click.option("--arch", "-a", required=True, help=f"GPU architecture: {', '.join(ARCH_CHOICES)}, or a pair like 12.0.")
-@click.option("--cuda", default=DEFAULT_CUDA, show_default=True, help="CUDA version that torch reports.")
-@click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable. Repeatable.")
+@target_options(only=("source", "arch", "cuda", "env"))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def guards(source: str | None, arch: str, cuda: str, env: tuple[str, ...], fmt: str) -> None:
+def guards(fmt: str, **kw: Any) -> None:
     """List the hardware predicates of a release and their value on a device.
 
     Each predicate is interpreted from its definition in the analysed release (e.g.
     lru_cache(partial(_check_cuda_device_version, device_capability_majors=[12], ...)))."""
     from sglang_audit.analyses.guards import guards_for as run_guards
 
-    req = Request(source=source, arch=arch, model=None, cuda=cuda, env=list(env))
+    target = TargetOptions.of(kw)
+    arch, cuda = target.require_arch(), target.cuda_version
+    req = target.request()
     tree, facts = run_or_exit(lambda: run_guards(req, progress=progress))
     if fmt == "json":
         click.echo(json.dumps({"source": tree.to_json() | {"package_dir": None}, "arch": arch, "cuda": cuda,

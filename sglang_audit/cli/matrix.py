@@ -21,8 +21,8 @@ from sglang_audit.analyses.matrix import (
     run,
     split_list,
 )
-from sglang_audit.cli.common import progress, run_or_exit
-from sglang_audit.target.device import ARCH_CHOICES, DEFAULT_CUDA
+from sglang_audit.cli.common import TargetOptions, progress, run_or_exit, target_options
+from sglang_audit.target.device import ARCH_CHOICES
 
 _SETS = "\n               ".join(f"{fs.name}={','.join(fs.items)}" for fs in DEFAULT_FLAG_SETS)
 MATRIX_EPILOG = f"""\b
@@ -46,27 +46,23 @@ Exit codes:
 
 
 @click.command(epilog=MATRIX_EPILOG)
-@click.option("--source", "-s", help="SGLang source: a checkout dir, a wheel/sdist file, sglang==X, or omitted for the installed sglang.")
+@target_options(only=("source",))
 @click.option("--arch", "-a", "archs", multiple=True, metavar="LIST",
               help=f"Architectures, comma-separated or repeated (any of {', '.join(ARCH_CHOICES)}).")
 @click.option("--model", "-m", "models", multiple=True, metavar="LIST",
               help="Models (bundled profiles or directories), comma-separated or repeated.")
 @click.option("--flags-set", "flag_sets", multiple=True, metavar="NAME=K=V,K=V",
               help="A named set of flags (NAME= for none). Repeatable; replaces the default sets.")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A flag applied to every case (after the flag set). Repeatable.")
-@click.option("--cuda", default=DEFAULT_CUDA, show_default=True, help="CUDA version that torch reports.")
-@click.option("--cudnn", default=None, metavar="VERSION", help="cuDNN version torch reports (e.g. 9.10.2); unset: unknown, which matters only where SGLang checks it.")
-@click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see. Repeatable.")
+@target_options(only=("cuda", "cudnn", "sets", "env"))  # --set: applied to every case, after the flag set
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Extra rule files (*.yaml) added to the shipped known-bad rules. Repeatable.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help=f"Worker processes (default: {default_jobs()}, the CPU count up to 4). 1 runs in this process.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "html"]), default="text", show_default=True)
-@click.option("--no-cache", is_flag=True, help="Do not read or write the parsed-file cache.")
-def matrix(archs: tuple[str, ...], models: tuple[str, ...], flag_sets: tuple[str, ...], sets: tuple[str, ...],
-           source: str | None, cuda: str, cudnn: str | None, env: tuple[str, ...], rule_dirs: tuple[Path, ...], jobs: int | None,
-           fmt: str, no_cache: bool) -> None:
+@target_options(only=("no_cache",))
+def matrix(archs: tuple[str, ...], models: tuple[str, ...], flag_sets: tuple[str, ...], rule_dirs: tuple[Path, ...],
+           jobs: int | None, fmt: str, **kw: Any) -> None:
     """Resolve (and check) every architecture × model × flag set of one release and print a
     compact table: one row per case, one column per main setting (MoE runner, draft MoE
     runner, FP4 GEMM config → runtime, attention), findings marked, rejections listed.
@@ -79,10 +75,13 @@ def matrix(archs: tuple[str, ...], models: tuple[str, ...], flag_sets: tuple[str
     """
     from sglang_audit.render.matrix import RENDERERS
 
+    target = TargetOptions.of(kw)
+    no_cache = target.no_cache
+
     def build() -> Any:
         fsets = [parse_flag_set(f) for f in flag_sets]
-        return plan(source, split_list(archs), split_list(models), fsets, list(sets), cuda, list(env),
-                    use_cache=not no_cache, cudnn=cudnn, progress=progress)
+        return plan(target.source, split_list(archs), split_list(models), fsets, list(target.sets), target.cuda_version,
+                    list(target.env), use_cache=not no_cache, cudnn=target.cudnn, progress=progress)
 
     p = run_or_exit(build)
     n_jobs = jobs or default_jobs()

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from sglang_audit.cli.common import make_request, progress, run_or_exit, target_options
+from sglang_audit.cli.common import TargetOptions, progress, run_or_exit, target_options
 from sglang_audit.errors import AuditError, InputError
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.render.html import PRIMARY, ReportData, Snippet, key_steps
@@ -54,9 +54,6 @@ list; see `sglang-audit diff --help`), instead of --arch/--model/--set/--launch/
 
 
 # ---- deployment file ------------------------------------------------------------------------
-TARGET_ONLY = ("arch", "model", "sets", "launch", "env")
-
-
 def deployment_request(path: Path, name: str | None, request: Request) -> Request:
     """The deployment ``name`` of a deployment file (``diff``'s format: a ``deployments``
     list), as a request on ``request``'s source; --with/--without add to it."""
@@ -73,8 +70,10 @@ def deployment_request(path: Path, name: str | None, request: Request) -> Reques
         if not deps:
             raise InputError(f"{path}: no deployment named {name!r}")
     dep = deps[0].request(request.source, request.use_cache)
+    # what the file does not describe comes from the command line (the rest is refused there)
     return replace(dep, with_packages=request.with_packages + dep.with_packages,
-                   without_packages=request.without_packages + dep.without_packages)
+                   without_packages=request.without_packages + dep.without_packages,
+                   cudnn=request.cudnn, flashinfer_source=request.flashinfer_source)
 
 
 # ---- gathering ------------------------------------------------------------------------------
@@ -224,20 +223,11 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
 
 
 # ---- command --------------------------------------------------------------------------------
-def _optional_arch(fn: Any) -> Any:
-    # --arch may come from --deployment; the shared option declares it required
-    for p in getattr(fn, "__click_params__", []):
-        if p.name == "arch":
-            p.required = False
-    return fn
-
-
 @click.command(epilog=REPORT_EPILOG)
-@_optional_arch
-@target_options
+@target_options(arch_required=False)  # --arch may come from --deployment
 @click.option("--from", "from_source", metavar="S0", help="An older SGLang source (any --source form): adds what changed for this deployment since it.")
 @click.option("--deployment", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="FILE",
-              help="A YAML/TOML deployment file in `diff`'s format, instead of --arch/--model/--set/--launch/--env.")
+              help="A YAML/TOML deployment file in `diff`'s format, instead of --arch/--model/--set/--launch/--config/--env/--cuda.")
 @click.option("--name", "deployment_name", metavar="NAME", help="Which deployment of --deployment (when it names several).")
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Extra rule directories for the findings, as in `check`.")
@@ -263,17 +253,16 @@ def report(from_source: str | None, deployment: Path | None, deployment_name: st
     (not) chosen, known-bad findings, changes since --from, and the decision graph."""
     from sglang_audit.render.html import render_html
 
+    target = TargetOptions.of(kw)
     if deployment is not None:
-        given = [k for k in TARGET_ONLY if kw.get(k)]
-        if given:
-            raise click.UsageError(f"--{ {'sets': 'set'}.get(given[0], given[0])} cannot be combined with --deployment (put it in the file)")
+        target.refuse_with_deployment()
     elif deployment_name is not None:
         raise click.UsageError("--name needs --deployment")
-    elif not kw["arch"]:
-        raise click.UsageError("Missing option '--arch' (or give --deployment FILE)")
+    else:
+        target.require_arch()
 
     def run() -> str:
-        request = make_request(kw)
+        request = target.request()
         if deployment is not None:
             request = deployment_request(deployment, deployment_name, request)
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if timestamp else None

@@ -53,6 +53,7 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend import ir
+from sglang_audit.frontend.bindings import bound_names
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 
 
@@ -2098,50 +2099,6 @@ def _function_locals(body: list[ir.Node]) -> frozenset[str]:
     found = frozenset(n for stmt in body for n in bound_names(stmt, as_targets=True))
     _LOCALS[id(body)] = (body, found)
     return found
-
-
-def _target_names(node: ir.Node | None) -> list[str]:
-    if isinstance(node, ir.Name):
-        return [node.id]
-    if isinstance(node, (ir.TupleExpr, ir.ListExpr)):
-        return [n for e in node.elts for n in _target_names(e)]
-    if isinstance(node, ir.Starred):
-        return _target_names(node.value)
-    return []
-
-
-def bound_names(stmt: ir.Node, as_targets: bool = False) -> list[str]:
-    """Names a statement may bind at its own level and in its nested blocks (for marking
-    them unknown); ``as_targets`` adds ``with ... as x`` and ``except ... as e``."""
-    out: list[str] = []
-    kind = stmt.kind
-    if kind in ("FunctionDef", "ClassDef"):
-        out.append(stmt.name)
-    elif kind == "Assign":
-        for t in stmt.targets:
-            out.extend(_target_names(t))
-    elif kind in ("AnnAssign", "AugAssign"):
-        out.extend(_target_names(stmt.target))
-    elif kind == "Import":
-        out.extend(asname or dotted.split(".")[0] for dotted, asname in stmt.names)
-    elif kind == "ImportFrom" and stmt.names != "*":
-        out.extend(asname or name for name, asname in stmt.names)
-    elif kind == "For":
-        out.extend(_target_names(stmt.target))
-    elif kind == "With" and as_targets:
-        for _expr, target in stmt.items:
-            out.extend(_target_names(target))
-    for block in ("body", "orelse", "finalbody"):
-        if kind in ("If", "For", "While", "Try", "With") and hasattr(stmt, block):
-            for sub in getattr(stmt, block):
-                out.extend(bound_names(sub, as_targets))
-    if kind == "Try":
-        for h in stmt.handlers:
-            if as_targets and h.name:
-                out.append(h.name)
-            for sub in h.body:
-                out.extend(bound_names(sub, as_targets))
-    return out
 
 
 def _stable_key(value: Any) -> tuple[str, str]:

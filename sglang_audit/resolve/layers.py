@@ -389,11 +389,11 @@ def _at_module_level(interp: Interpreter, file: str, line: int) -> bool:
 
 
 def _compiled_pattern(pattern: str) -> Instance:
-    from sglang_audit.target.world import _regex
+    from sglang_audit.evaluate.overlays.stdlib import regex
 
     inst = Instance(Class("Pattern", (), {}, None))
     for fn in ("fullmatch", "match", "search"):
-        inst.attrs[fn] = Native(f"Pattern.{fn}", lambda i, a, k, fn=fn: _regex(i, fn, [pattern, *a[:1]]))
+        inst.attrs[fn] = Native(f"Pattern.{fn}", lambda i, a, k, fn=fn: regex(i, fn, [pattern, *a[:1]]))
     inst.attrs["pattern"] = pattern
     return inst
 

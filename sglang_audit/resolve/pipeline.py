@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sglang_audit.errors import InputError, SourceError
 from sglang_audit.evaluate.bounds import Bounds
 from sglang_audit.frontend import ir
+from sglang_audit.frontend.bindings import bound_names
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.resolve.targets import DEFAULT_MAX_PATHS, ModelInput, Target
@@ -286,45 +287,21 @@ def check_entry(tree: SourceTree, resolver: Resolver) -> None:
 
 def _may_bind(body: list[ir.Node], name: str) -> bool:
     """Whether module-level code (including if/try/with blocks) may bind ``name``."""
+    return any(name in bound_names(node) for node in body) or _binds_anything(body)
+
+
+def _binds_anything(body: list[ir.Node]) -> bool:
+    """A star import or a module ``__getattr__`` (at any depth of if/try/with blocks) may
+    supply any name."""
     for node in body:
-        kind = node.kind
-        if kind == "ClassDef" and node.name == name:
+        if node.kind in ("Import", "ImportFrom") and node.names == "*":
             return True
-        if kind == "FunctionDef" and node.name == "__getattr__":
-            return True  # a module __getattr__ may supply anything
-        if kind in ("Import", "ImportFrom"):
-            if node.names == "*":
-                return True
-            for dotted, asname in node.names:
-                # `import a.b` binds `a`; `from m import a` binds `a`
-                bound = asname or (dotted.split(".")[0] if kind == "Import" else dotted)
-                if bound == name:
-                    return True
-        if kind == "Assign" and any(_names(t, name) for t in node.targets):
+        if node.kind == "FunctionDef" and node.name == "__getattr__":
             return True
-        if kind in ("AnnAssign", "AugAssign") and _names(node.target, name):
+        blocks = [getattr(node, b, None) or [] for b in ("body", "orelse", "finalbody")] if node.kind in ("If", "For", "While", "Try", "With") else []
+        blocks += [h.body for h in getattr(node, "handlers", None) or []] if node.kind == "Try" else []
+        if any(_binds_anything(b) for b in blocks):
             return True
-        blocks: list[list[ir.Node]] = []
-        if kind in ("If", "For", "While"):
-            blocks = [node.body, node.orelse]
-        elif kind == "Try":
-            blocks = [node.body, node.orelse, node.finalbody, *[h.body for h in node.handlers]]
-        elif kind == "With":
-            blocks = [node.body]
-        if any(_may_bind(b, name) for b in blocks):
-            return True
-    return False
-
-
-def _names(target: ir.Node | None, name: str) -> bool:
-    if target is None:
-        return False
-    if target.kind == "Name":
-        return bool(target.id == name)
-    if target.kind in ("TupleExpr", "ListExpr"):
-        return any(_names(t, name) for t in target.elts)
-    if target.kind == "Starred":
-        return _names(target.value, name)
     return False
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from sglang_audit.errors import InputError, strict_mode
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled
+from sglang_audit.evaluate.overlays.classes import dataclass_fields
 from sglang_audit.evaluate.values import (
     AnalysisBound,
     Decision,
@@ -64,7 +65,7 @@ from sglang_audit.result import (
 )
 from sglang_audit.shipped import load_toml
 from sglang_audit.target.device import Environment
-from sglang_audit.target.world import NativeWorld, _dataclass_fields
+from sglang_audit.target.world import NativeWorld
 
 ABSENT = object()  # the release has no such field
 
@@ -241,7 +242,7 @@ class Resolver:
             mod = interp.load_module(reader["module"])
             if isinstance(mod, ModuleObj) and reader["function"] in mod.globals:
                 read_fn = interp.getattr(mod, reader["function"])
-        declared = {f for f, _line, _owner in _dataclass_fields(server_args.cls)}
+        declared = {f for f, _line, _owner in dataclass_fields(server_args.cls)}
         for name in self.setting_names:
             if declared and name not in declared and name not in server_args.attrs:
                 result.config[name] = ABSENT  # not a field of this release

@@ -7,9 +7,9 @@ the release and its pinned FlashInfer, and code fingerprints (a regex or substri
 one file of the analysed release, read as text, never imported).  Nothing here looks at
 evaluator internals.
 
-Why this module is long: the rule schema (validated at load), the fact vocabulary and the
-three-valued matcher share one vocabulary of fact names; splitting the fact derivation into
-its own module is the next step as the vocabulary grows with the field rules.
+The facts a rule may ask of a resolution (their vocabulary and derivation) are in facts.py;
+the rule and result dataclasses in model.py; this module loads and validates rule files and
+matches them.
 
 Matching is three-valued: a fact the resolution could not state (an ``UnknownValue``)
 is decided only when all its candidate values agree (candidates on which SGLang rejects
@@ -19,10 +19,8 @@ and reported as incomplete, so a clean result is never claimed on a guess.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,50 +28,48 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from sglang_audit.errors import AuditError
-from sglang_audit.result import STATUS_UNKNOWN, ChainStep, Resolution, Setting, UnknownValue
+from sglang_audit.result import STATUS_UNKNOWN, ChainStep, Resolution, Setting
+from sglang_audit.rules.facts import (
+    BASE_FACTS,
+    SETTING_LAYERS,
+    Facts,
+    Unknown,
+    arch_family,
+    checkpoint_experts,
+    checkpoint_quant,
+    cudnn_version,
+    effective,
+    probe_fingerprint,
+)
+from sglang_audit.rules.model import (
+    CONFIDENCES,
+    FAIL_ON,
+    SEVERITIES,
+    SEVERITY_RANK,
+    CheckResult,
+    CodeEvidence,
+    Finding,
+    Fingerprint,
+    Rule,
+    RuleError,
+    Undecided,
+)
 from sglang_audit.shipped import known_bad_dir, load_toml
 from sglang_audit.target.flags import cli_flag
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
-SEVERITIES = ("error", "warning", "info")
-SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-CONFIDENCES = ("high", "medium", "low")
-FAIL_ON = {"error": ("error",), "warning": ("error", "warning"), "never": ()}
+# the names other stages import from here (the facts and the rule model are their own modules)
+__all__ = [
+    "FAIL_ON", "CheckResult", "Finding", "Fingerprint", "Rule", "RuleError", "Unknown", "arch_family",
+    "check_example", "check_resolution", "checkpoint_experts", "checkpoint_quant", "cudnn_version",
+    "kernel_findings", "load_rule_file", "load_rules", "probe_fingerprint",
+]
+
 
 ID_RE = re.compile(r"^[A-Z][A-Z0-9]{1,9}\d{3}$")
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 SOURCE_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+$")
 FP_ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-
-# Facts the rules may name besides settings.*, flags.*, env.*, code.*, subject.*.
-# Those marked "not provided" are not (yet) in the Resolution: a rule that needs one is
-# undecided unless the user set the matching flag.
-BASE_FACTS: dict[str, str] = {
-    "arch": "device arch (sm120, sm100, gfx942, ...)",
-    "arch_family": "sm8x, sm9x, sm10x, sm11x, sm12x; gfx9 on ROCm; else the platform",
-    "platform": "cuda, hip, npu, xpu, cpu",
-    "cuda": "CUDA version torch reports",
-    "cudnn": "cuDNN version given with --cudnn (e.g. 9.10.2); null when not given (test with is_set)",
-    "driver": "NVIDIA driver version assumed",
-    "gpu_count": "GPUs assumed",
-    "release": "SGLang release version",
-    "flashinfer": "pinned flashinfer_python version",
-    "structure": "where the release keeps its resolution logic",
-    "model.name": "model profile or directory name",
-    "model.architecture": "architectures[0] as the release reads it",
-    "model.quantization": "ModelConfig.quantization as the release computes it",
-    "model.config_quant_method": "quant_method in config.json",
-    "model.draft_architecture": "the draft (MTP/NEXTN) model architecture",
-    "model.draft_quantization": "the draft model quantization",
-    "model.quant_algo": "ModelOpt quant_algo of the checkpoint (NVFP4, FP8, MIXED_PRECISION); null when not ModelOpt",
-    "model.kv_cache_quant_algo": "KV-cache quantization the checkpoint declares (FP8); null when it declares none",
-    "model.weight_block_size": "weight_block_size of a block-quantized checkpoint ([128, 128]); null when not block-quantized",
-    "model.num_experts": "routed experts the checkpoint declares (n_routed_experts, num_local_experts, num_experts); null for a dense model",
-}
-NOT_PROVIDED = {k for k, v in BASE_FACTS.items() if v.startswith("not provided")}
-CHECKPOINT_FACTS = ("model.quant_algo", "model.kv_cache_quant_algo", "model.weight_block_size")
-SETTING_LAYERS = ("config", "runtime")
 OPS = ("eq", "ne", "in", "not_in", "regex", "version", "is_set")
 RULE_KEYS = {
     "id", "slug", "severity", "confidence", "title", "description", "message", "fix",
@@ -81,129 +77,6 @@ RULE_KEYS = {
 }
 REQUIRED_KEYS = ("id", "slug", "severity", "confidence", "title", "message", "fix", "sources", "when", "examples", "checked")
 
-
-class RuleError(AuditError):
-    """A rule file is malformed: the message names the file and the field."""
-
-
-# ---- rule model ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Fingerprint:
-    """A code shape in one file of the release (relative to the dir holding ``sglang/``)."""
-
-    id: str
-    file: str
-    regex: str | None = None
-    contains: str | None = None
-    description: str = ""
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    slug: str
-    severity: str
-    confidence: str
-    title: str
-    description: str
-    message: str
-    fix: str
-    sources: tuple[str, ...]
-    subjects: tuple[str | None, ...]  # settings the rule is about (one finding each); (None,) if none
-    when: Any  # the normalised condition tree (nested tuples/dicts, see _normalise)
-    fingerprints: tuple[Fingerprint, ...]
-    examples_flag: tuple[dict[str, Any], ...]
-    examples_pass: tuple[dict[str, Any], ...]
-    checked: str
-    needs_env: bool = False
-    tags: tuple[str, ...] = ()
-    path: str = ""
-
-    @property
-    def family(self) -> str:
-        if self.id.startswith("SGK"):
-            return "kernel"
-        fam = {"1": "fp4-gemm", "2": "moe", "3": "flashinfer-version", "4": "attention", "5": "model-specific"}
-        return fam.get(self.id[3:4], "custom") if self.id.startswith("SGA") else "custom"
-
-
-# ---- results ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CodeEvidence:
-    fingerprint: str
-    file: str
-    found: bool
-    line: int | None = None
-    description: str = ""
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule_id: str
-    slug: str
-    severity: str
-    confidence: str
-    title: str
-    message: str
-    fix: str
-    sources: tuple[str, ...]
-    setting: str | None  # the triggering setting
-    value: Any  # its resolved (effective) value
-    chain: tuple[ChainStep, ...]  # that setting's decision chain
-    deciding: ChainStep | None  # the SGLang line that produced the value
-    code: tuple[CodeEvidence, ...] = ()
-    needs_env: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule_id, "slug": self.slug, "severity": self.severity,
-            "confidence": self.confidence, "title": self.title, "message": self.message,
-            "fix": self.fix, "sources": list(self.sources), "setting": self.setting,
-            "value": self.value, "needs_env": self.needs_env,
-            "deciding": self.deciding.to_json() if self.deciding else None,
-            "chain": [s.to_json() for s in self.chain],
-            "code": [{"fingerprint": c.fingerprint, "file": c.file, "found": c.found, "line": c.line,
-                      "description": c.description} for c in self.code],
-        }
-
-
-@dataclass(frozen=True)
-class Undecided:
-    """A rule the resolution could not decide: the facts it needed and why they are unknown."""
-
-    rule_id: str
-    severity: str
-    setting: str | None
-    facts: tuple[tuple[str, str], ...]  # (fact, reason)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"rule": self.rule_id, "severity": self.severity, "setting": self.setting,
-                "facts": [{"fact": f, "reason": r} for f, r in self.facts]}
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    resolution: Resolution
-    rules: tuple[Rule, ...]  # every rule applied (for SARIF tool.driver.rules)
-    findings: tuple[Finding, ...]
-    undecided: tuple[Undecided, ...]
-
-    def failing(self, fail_on: str) -> list[Finding]:
-        return [f for f in self.findings if f.severity in FAIL_ON[fail_on]]
-
-    def exit_code(self, fail_on: str) -> int:
-        """0 clean, 1 findings at/above ``fail_on``, 3 a rule that could fail was undecided."""
-        if fail_on == "never":
-            return 0
-        if self.failing(fail_on):
-            return 1
-        if any(u.severity in FAIL_ON[fail_on] for u in self.undecided):
-            return 3
-        return 0
 
 
 # ---- loading and validation ------------------------------------------------------------
@@ -451,273 +324,6 @@ class _Validator:
             self.fail(where, f"bad version specifier {arg!r}")
         return arg
 
-
-# ---- facts -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Unknown:
-    """A fact without a single value: why, and the values it may take (none = anything)."""
-
-    reason: str
-    candidates: tuple[Any, ...] = ()
-    open: bool = True  # some outcome is itself unknown: no candidate list is complete
-
-    def __repr__(self) -> str:  # shown in the undecided report
-        return f"unknown ({self.reason})"
-
-
-def _fact_value(value: Any) -> Any:
-    """A Resolution value as a fact: plain values as is, UnknownValue as Unknown with the
-    candidate values on which SGLang does not reject the configuration."""
-    if not isinstance(value, UnknownValue):
-        return value
-    cands: list[Any] = []
-    is_open = False
-    for c in value.candidates:
-        v = c.value
-        if isinstance(v, str) and v.startswith("rejected: "):
-            continue  # SGLang refuses to start on that path: nothing to flag there
-        if isinstance(v, str) and v.startswith("unknown: "):
-            is_open = True
-            continue
-        if v not in cands:
-            cands.append(v)
-    if not value.candidates:
-        is_open = True
-    return Unknown(value.reason, tuple(cands), is_open or not cands)
-
-
-def effective(setting: Setting) -> Any:
-    """The value that takes effect (``Setting.effective``, the one definition)."""
-    return setting.effective
-
-
-def checkpoint_quant(model_dir: Path) -> dict[str, Any]:
-    """quant_algo / kv_cache_quant_algo as the checkpoint declares them (config.json's
-    quantization_config, else hf_quant_config.json's quantization block), read as data.
-    ModelOpt's compressed-tensors form (config_groups) is named only when every group agrees
-    (4-bit float groups of 16 = NVFP4, 8-bit float = FP8). Unreadable → Unknown."""
-    try:
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        why = Unknown(f"the model's config.json at {model_dir} could not be read")
-        return dict.fromkeys(CHECKPOINT_FACTS, why)
-    qc = config.get("quantization_config") if isinstance(config, dict) else None
-    if not isinstance(qc, dict) and isinstance(config.get("text_config"), dict):
-        qc = config["text_config"].get("quantization_config")
-    if not isinstance(qc, dict):
-        try:
-            hfq = json.loads((model_dir / "hf_quant_config.json").read_text(encoding="utf-8"))
-            qc = hfq.get("quantization") if isinstance(hfq, dict) else None
-            qc = dict(qc, quant_method="modelopt") if isinstance(qc, dict) else None
-        except (OSError, ValueError):
-            qc = None
-    if not isinstance(qc, dict):
-        return dict.fromkeys(CHECKPOINT_FACTS, None)  # an unquantized checkpoint
-    block = qc.get("weight_block_size")
-    algo: Any = qc.get("quant_algo")
-    if algo is None and str(qc.get("quant_method", "")).startswith("modelopt"):
-        kinds = {_group_algo(g.get("weights")) for g in (qc.get("config_groups") or {}).values() if isinstance(g, dict)}
-        algo = kinds.pop() if len(kinds) == 1 and None not in kinds else Unknown(
-            "the checkpoint's config_groups do not name one quant_algo")
-    kv: Any = qc.get("kv_cache_quant_algo")
-    if kv is None and isinstance(qc.get("kv_cache_scheme"), dict):
-        kv = _group_algo(qc["kv_cache_scheme"]) or Unknown("the checkpoint's kv_cache_scheme is not FP8")
-    return {"model.quant_algo": algo if isinstance(algo, (str, Unknown)) else None,
-            "model.kv_cache_quant_algo": kv if isinstance(kv, (str, Unknown)) else None,
-            "model.weight_block_size": [int(x) for x in block] if isinstance(block, list)
-            and all(isinstance(x, int) for x in block) else None}
-
-
-# the config.json keys that name the routed-expert count, by model family (DeepSeek/GLM/Kimi,
-# Mixtral/MiniMax/Llama-4/GPT-OSS, Qwen-MoE)
-EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
-
-
-def checkpoint_experts(model_dir: Path) -> Any:
-    """The routed-expert count config.json declares (top level, else text_config): an int for
-    a MoE model, None for a dense one, Unknown when config.json cannot be read."""
-    try:
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return Unknown(f"the model's config.json at {model_dir} could not be read")
-    for block in (config, config.get("text_config") if isinstance(config, dict) else None):
-        if isinstance(block, dict):
-            for key in EXPERT_KEYS:
-                n = block.get(key)
-                if isinstance(n, int) and not isinstance(n, bool) and n > 0:
-                    return n
-    return None
-
-
-def _group_algo(spec: Any) -> str | None:
-    if not isinstance(spec, dict) or spec.get("type") != "float":
-        return None
-    if spec.get("num_bits") == 4 and spec.get("group_size") == 16:
-        return "NVFP4"
-    if spec.get("num_bits") == 8:
-        return "FP8"
-    return None
-
-
-def cudnn_version(number: Any) -> str | None:
-    """torch.backends.cudnn.version()'s integer (91002) as a version (9.10.2); None stays
-    None: the user did not say, and a rule must not guess it."""
-    if not isinstance(number, int) or number <= 0:
-        return None
-    if number < 10000:  # cuDNN 8 encodes major * 1000 + minor * 100 + patch (8907)
-        return f"{number // 1000}.{number // 100 % 10}.{number % 100}"
-    return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
-
-
-def arch_family(device: Mapping[str, Any]) -> str:
-    platform = device.get("platform")
-    major = device.get("major")
-    if platform == "cuda" and isinstance(major, int):
-        return f"sm{major}x"
-    if platform == "hip" and isinstance(major, int):
-        return f"gfx{major}"
-    return str(platform)
-
-
-class Facts:
-    """The facts of one deployment (from a Resolution, or an example's fact dict)."""
-
-    def __init__(self, values: dict[str, Any], code: Callable[[Fingerprint], CodeEvidence | Unknown] | None = None) -> None:
-        self.values = values
-        self._code = code
-        # keyed by the fingerprint itself: two rules may give the same id to different shapes
-        self._code_cache: dict[Fingerprint, CodeEvidence] = {}
-
-    @classmethod
-    def from_resolution(cls, res: Resolution) -> Facts:
-        dev = res.device
-        m = res.model
-        values: dict[str, Any] = {
-            "arch": dev.get("arch"), "arch_family": arch_family(dev), "platform": dev.get("platform"),
-            "cuda": dev.get("cuda"), "cudnn": cudnn_version(dev.get("cudnn")),
-            "driver": dev.get("driver"), "gpu_count": dev.get("gpu_count"),
-            "release": res.source.get("version"), "flashinfer": res.source.get("flashinfer"),
-            "structure": res.structure, "model.name": m.name,
-            "model.architecture": _fact_value(m.architecture), "model.quantization": _fact_value(m.quantization),
-            "model.config_quant_method": m.config_quant_method,
-            "model.draft_architecture": _fact_value(m.draft_architecture),
-            "model.draft_quantization": _fact_value(m.draft_quantization),
-        }
-        values.update(checkpoint_quant(Path(m.path)))
-        values["model.num_experts"] = checkpoint_experts(Path(m.path))
-        for name, s in res.settings.items():
-            values[f"settings.{name}.config"] = _fact_value(s.config) if s.present else None
-            values[f"settings.{name}.runtime"] = _fact_value(effective(s)) if s.present else None
-            values[f"settings.{name}"] = values[f"settings.{name}.runtime"]
-        for k, v in res.flags.items():
-            values[f"flags.{k}"] = v
-        for k, v in res.env.items():
-            values[f"env.{k}"] = v
-        pkg = res.source.get("package_dir")
-        root = Path(pkg).parent if pkg else None
-        texts: dict[Path, str | None] = {}  # each file read once, whatever number of fingerprints
-        return cls(values, (lambda fp: probe_fingerprint(root, fp, texts)) if root else None)
-
-    @classmethod
-    def from_example(cls, example: Mapping[str, Any], rule: Rule) -> Facts:
-        """An inline example: the facts it names; ``settings.X`` sets both layers unless
-        ``settings.X.config``/``.runtime`` are given; code.<id> are booleans."""
-        values: dict[str, Any] = {}
-        for k, v in example.items():
-            values[k] = v
-        for k, v in list(example.items()):
-            parts = k.split(".")
-            if parts[0] == "settings" and len(parts) == 2:
-                values.setdefault(f"{k}.runtime", v)
-                values.setdefault(f"{k}.config", v)
-            if parts[0] == "settings" and len(parts) == 3 and parts[2] == "runtime":
-                values.setdefault(f"settings.{parts[1]}", v)
-        if "arch" in values and "arch_family" not in values:
-            values["arch_family"] = _family_of_name(str(values["arch"]))
-        values.setdefault("cudnn", None)  # as in a resolution: not given unless the example says
-        def code(fp: Fingerprint) -> CodeEvidence | Unknown:
-            key = f"code.{fp.id}"
-            if key not in values:
-                return Unknown(f"{key} not given")
-            return CodeEvidence(fp.id, fp.file, bool(values[key]), None, fp.description)
-
-        return cls(values, code)
-
-    def code(self, fp: Fingerprint) -> Any:
-        if fp not in self._code_cache:
-            if self._code is None:
-                return Unknown("the release source is not available to check the code fingerprint")
-            ev = self._code(fp)
-            if isinstance(ev, Unknown):
-                return ev
-            self._code_cache[fp] = ev
-        return self._code_cache[fp].found
-
-    def evidence(self, rule: Rule) -> tuple[CodeEvidence, ...]:
-        """The code evidence this rule's conditions looked at, by fingerprint id."""
-        return tuple(self._code_cache[f] for f in sorted(rule.fingerprints, key=lambda f: f.id) if f in self._code_cache)
-
-    def get(self, name: str, rule: Rule, subject: str | None) -> Any:
-        if name == "subject" or name.startswith("subject."):
-            name = f"settings.{subject}" + name[len("subject"):]
-        if name.startswith("code."):
-            fp = next(f for f in rule.fingerprints if f.id == name[5:])
-            return self.code(fp)
-        if name in self.values:
-            return self.values[name]
-        if name in NOT_PROVIDED:
-            return Unknown(f"{name} is not provided by the resolution")
-        if name.startswith(("flags.", "env.")):
-            return None  # not set by the user
-        if name.startswith("settings."):
-            return Unknown(f"{name} was not resolved")
-        return Unknown(f"{name} is not known")
-
-
-def _family_of_name(arch: str) -> str:
-    m = re.fullmatch(r"sm(\d+?)(\d)", arch)
-    if m:
-        return f"sm{m.group(1)}x"
-    m = re.fullmatch(r"gfx(\d)\d+", arch)
-    return f"gfx{m.group(1)}" if m else arch
-
-
-def probe_fingerprint(root: Path | None, fp: Fingerprint, texts: dict[Path, str | None] | None = None) -> CodeEvidence:
-    """Read one file of the release as text and look for the fingerprint's shape
-    (``texts``: files already read for this deployment, None for a missing one)."""
-    if root is None:
-        return CodeEvidence(fp.id, fp.file, False, None, "source not available")
-    path = (root / fp.file).resolve()
-    if texts is not None and path in texts:
-        text = texts[path]
-    else:
-        text = _read_release_file(root, path)
-        if texts is not None:
-            texts[path] = text
-    if text is None:
-        return CodeEvidence(fp.id, fp.file, False, None, fp.description)
-    if fp.regex is not None:
-        m = re.search(fp.regex, text, re.MULTILINE)
-        pos = m.start() if m else -1
-    else:
-        pos = text.find(fp.contains or "")
-    if pos < 0:
-        return CodeEvidence(fp.id, fp.file, False, None, fp.description)
-    # the line of the first non-blank character of the match
-    while pos < len(text) and text[pos] in " \t\n":
-        pos += 1
-    return CodeEvidence(fp.id, fp.file, True, text.count("\n", 0, pos) + 1, fp.description)
-
-
-def _read_release_file(root: Path, path: Path) -> str | None:
-    if not path.is_relative_to(root.resolve()) or not path.is_file():
-        return None
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
 
 
 # ---- evaluation ------------------------------------------------------------------------

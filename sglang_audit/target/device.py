@@ -12,23 +12,16 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 
 from sglang_audit.errors import InputError
+from sglang_audit.shipped import load_toml
 
-# (major, minor), typical product, memory in MiB per GPU (drives memory-derived settings only)
+# The devices --arch names, from rules/devices.toml: (major, minor), typical product, memory in
+# MiB per GPU (drives memory-derived settings only); SM_COUNT: torch's multi_processor_count.
+_DEVICES = load_toml("devices.toml")
 CUDA_ARCHS: dict[str, tuple[int, int, str, int]] = {
-    "sm80": (8, 0, "NVIDIA A100-SXM4-80GB", 81920),
-    "sm86": (8, 6, "NVIDIA RTX A6000", 49140),
-    "sm89": (8, 9, "NVIDIA L40S", 46068),
-    "sm90": (9, 0, "NVIDIA H100 80GB HBM3", 81559),
-    "sm100": (10, 0, "NVIDIA B200", 183359),
-    "sm103": (10, 3, "NVIDIA B300 SXM6 AC", 275040),
-    "sm110": (11, 0, "NVIDIA Thor", 125772),
-    "sm120": (12, 0, "NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887),
-    "sm121": (12, 1, "NVIDIA GB10", 122572),
-}
+    arch: (d["major"], d["minor"], d["name"], d["memory_mib"]) for arch, d in _DEVICES["cuda"].items()}
 HIP_ARCHS: dict[str, tuple[int, int, str, int]] = {
-    "gfx942": (9, 4, "AMD Instinct MI300X", 196592),
-    "gfx950": (9, 5, "AMD Instinct MI355X", 294896),
-}
+    arch: (d["major"], d["minor"], d["name"], d["memory_mib"]) for arch, d in _DEVICES["hip"].items()}
+SM_COUNT: dict[str, int] = {arch: d["sm_count"] for table in ("cuda", "hip") for arch, d in _DEVICES[table].items()}
 OTHER_PLATFORMS = ("npu", "xpu", "cpu")
 ARCH_CHOICES = (*CUDA_ARCHS, *HIP_ARCHS, *OTHER_PLATFORMS)
 

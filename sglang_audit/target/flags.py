@@ -14,6 +14,8 @@ from typing import Any
 
 from sglang_audit.errors import InputError
 from sglang_audit.evaluate.interpreter import Interpreter, PyRaise, Unmodelled
+from sglang_audit.evaluate.overlays.classes import dataclass_default, dataclass_fields
+from sglang_audit.evaluate.overlays.typeforms import annotations_of
 from sglang_audit.evaluate.values import (
     AnalysisBound,
     Class,
@@ -23,7 +25,6 @@ from sglang_audit.evaluate.values import (
     TypeForm,
     Unknown,
 )
-from sglang_audit.target.world import _dataclass_fields, dataclass_default
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def extract_flags(interp: Interpreter, server_args_cls: Class) -> FlagTable:
         except (PyRaise, Unmodelled, AnalysisBound):
             pass  # whatever was recorded before the stop is still usable
     fields: dict[str, Any] = {}
-    for name, _line, _owner in _dataclass_fields(server_args_cls):
+    for name, _line, _owner in dataclass_fields(server_args_cls):
         try:
             ok, default = dataclass_default(interp, server_args_cls, name)
         except (PyRaise, Unmodelled):
@@ -153,7 +154,7 @@ def _field_types(interp: Interpreter, cls: Class) -> dict[str, str]:
     out: dict[str, str] = {}
     for klass in reversed(cls.mro()):
         try:
-            annotations = interp.natives.annotations_of(interp, klass)
+            annotations = annotations_of(interp, klass)
         except (PyRaise, Unmodelled, AnalysisBound):
             continue
         for name, ann in annotations.items():

@@ -1,0 +1,27 @@
+"""The target's overlays: what the world outside the analysed tree answers for one target.
+
+``device.py`` (torch.cuda/torch.version/pynvml/platform from the ``Device``), ``packages.py``
+(importlib's view of the installed packages, from the ``Environment``), ``files.py`` (file
+probes, only inside the model directories and the source tree), ``boundaries.py`` (SGLang's
+I/O functions answered from config.json and the device, ``rules/boundaries.toml``).
+``OVERLAYS`` maps a module name to its attribute lister; ``NativeWorld`` composes these with
+the pure Python ones of ``evaluate/overlays``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sglang_audit.target.overlays import boundaries, device, packages
+from sglang_audit.target.overlays.host import TargetHost
+
+TargetOverlay = Callable[[TargetHost], dict[str, Any]]
+
+OVERLAYS: dict[str, TargetOverlay] = {
+    "importlib": packages.importlib_attrs,
+    "platform": device.platform_attrs,
+    "pynvml": device.pynvml_attrs,
+    "torch": device.torch_attrs,
+    "transformers": boundaries.transformers_attrs,
+}

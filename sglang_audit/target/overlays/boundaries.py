@@ -1,0 +1,137 @@
+"""SGLang's boundaries: I/O functions of the release answered from config.json and the
+device instead of evaluated (``rules/boundaries.toml``), and the Hugging Face config they
+return (an ``HFConfig`` built from the model directory's config.json, with the defaults
+``PretrainedConfig`` would supply, ``rules/hf_config.toml``)."""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sglang_audit.evaluate.overlays.common import plain_deep
+from sglang_audit.evaluate.values import External, HFConfig, Native, Unknown
+from sglang_audit.shipped import load_toml
+
+if TYPE_CHECKING:
+    from sglang_audit.evaluate.interpreter import Interpreter
+    from sglang_audit.target.device import Device
+    from sglang_audit.target.overlays.host import TargetHost
+
+
+def _none_marker(value: Any) -> Any:
+    return None if value == "__none__" else value
+
+
+def hf_to_dict(cfg: HFConfig) -> dict[str, Any]:
+    return {k: hf_to_dict(v) if isinstance(v, HFConfig) else copy.deepcopy(v) if plain_deep(v) else v for k, v in cfg.attrs.items()}
+
+
+class Boundaries:
+    """The boundary functions and the HF configs of one target."""
+
+    def __init__(self, device: Device, inside: Callable[[str], Path | None]) -> None:
+        self.device = device
+        self.inside_model_dir = inside
+        hf = load_toml("hf_config.toml")
+        self.subconfig_keys: list[str] = hf["subconfig_keys"]
+        self.text_config_keys: list[str] = hf["text_config_keys"]
+        self.hf_defaults: dict[str, Any] = {k: _none_marker(v) for k, v in hf["defaults"].items()}
+        self.boundary_rules = load_toml("boundaries.toml")["boundary"]
+
+    def boundary_for(self, interp: Interpreter, module: str, name: str) -> Native | None:
+        for rule in self.boundary_rules:
+            if rule["function"] == name and fnmatch.fnmatchcase(module, rule["module"]):
+                return Native(f"{module}.{name}", self._boundary_fn(rule["kind"]))
+        return None
+
+    def _boundary_fn(self, kind: str) -> Any:
+        device = self.device
+        if kind == "hf_config":
+            return self.load_hf_config
+        if kind == "none":
+            return lambda i, a, k: None
+        if kind == "device_memory":
+            return lambda i, a, k: float(device.memory_mib) if device.platform in ("cuda", "hip") else Unknown("device memory of this platform")
+        if kind == "driver_tuple":
+            return lambda i, a, k: tuple(int(x) for x in device.driver.split(".")) if device.platform == "cuda" else Unknown("driver version")
+        if kind == "driver_str":
+            return lambda i, a, k: device.driver
+        if kind == "device_name":
+            return lambda i, a, k: device.name
+        raise ValueError(f"unknown boundary kind {kind}")
+
+    def load_hf_config(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        path = args[0] if args else kwargs.get("model")
+        if not isinstance(path, str):
+            return Unknown("get_config() of an unknown model path")
+        inside = self.inside_model_dir(path)
+        if inside is None:
+            return Unknown(f"config of model {path!r} (not a given model directory)", f"hf:{path}")
+        key = str(inside)
+        if key in interp.hf_configs:
+            cfg = interp.hf_configs[key]
+        else:
+            from sglang_audit.userfiles import UserFileError, read_user_file
+
+            try:
+                data = json.loads(read_user_file(inside / "config.json", "model config").decode("utf-8"))
+            except (UserFileError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+                return Unknown(f"config of model {path!r} not read ({getattr(exc, 'message', exc)})")
+            cfg = self.make_hf_config(data, str(inside))
+            interp.hf_configs[key] = cfg
+        overrides = kwargs.get("model_override_args")
+        if isinstance(overrides, dict) and overrides:
+            for k, v in overrides.items():
+                cfg.attrs[k] = v
+        return cfg
+
+    def make_hf_config(self, data: dict[str, Any], origin: str) -> HFConfig:
+        attrs: dict[str, Any] = {}
+        for k, v in data.items():
+            if k in self.subconfig_keys and isinstance(v, dict):
+                attrs[k] = self.make_hf_config(v, origin)
+            else:
+                attrs[k] = v
+        cfg = HFConfig(attrs, origin)
+        if "torch_dtype" in attrs and "dtype" not in attrs:
+            attrs["dtype"] = attrs["torch_dtype"]
+        elif "dtype" in attrs and "torch_dtype" not in attrs:
+            attrs["torch_dtype"] = attrs["dtype"]
+        attrs.setdefault("_name_or_path", origin)
+        attrs.setdefault("name_or_path", origin)
+        return cfg
+
+    def hf_attr(self, interp: Interpreter, cfg: HFConfig, name: str) -> Any:
+        if name in cfg.attrs:
+            interp.note_read(cfg.events.get(name))
+            return cfg.attrs[name]
+        if name == "get_text_config":
+            return Native("get_text_config", lambda i, a, k: self._text_config(cfg, k))
+        if name == "to_dict":
+            return Native("to_dict", lambda i, a, k: hf_to_dict(cfg))
+        if name == "to_diff_dict":
+            return Native("to_diff_dict", lambda i, a, k: hf_to_dict(cfg))
+        if name == "update":
+            return Native("update", lambda i, a, k: cfg.attrs.update(a[0] if a else k))
+        if name == "__dict__":
+            return cfg.attrs
+        if name == "__class__":
+            return External("transformers.PretrainedConfig")
+        if name in self.hf_defaults:
+            return copy.deepcopy(self.hf_defaults[name])
+        raise interp.make_raise("AttributeError", f"'{cfg.attrs.get('model_type')}Config' object has no attribute '{name}'")
+
+    def _text_config(self, cfg: HFConfig, kwargs: dict[str, Any]) -> Any:
+        for key in self.text_config_keys:
+            sub = cfg.attrs.get(key)
+            if isinstance(sub, HFConfig):
+                return sub
+        return cfg
+
+
+def transformers_attrs(host: TargetHost) -> dict[str, Any]:
+    return {"transformers.AutoConfig.from_pretrained": Native("AutoConfig.from_pretrained", host.load_hf_config)}

@@ -1,0 +1,136 @@
+"""The world's overlays one at a time: a builtin, stdlib functions and the device model, each
+asked through the evaluator as analysed code would ask them, plus the shape of the tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sglang_audit.evaluate.overlays import OVERLAYS as PYTHON_OVERLAYS
+from sglang_audit.evaluate.values import NOT_HANDLED
+from sglang_audit.resolve.adhoc import evaluate_function
+from sglang_audit.target.device import Environment, parse_device
+from sglang_audit.target.overlays import OVERLAYS as TARGET_OVERLAYS
+from sglang_audit.target.world import NativeWorld
+
+
+def _run(source: str, arch: str = "sm120") -> Any:
+    outcome = evaluate_function(source, "f", [], arch=arch)
+    assert outcome.kind == "value", outcome
+    return outcome.value
+
+
+# ---- builtins ------------------------------------------------------------------------------
+def test_builtin_sorted_with_key_and_reverse() -> None:
+    assert _run("def f():\n    return sorted(['bb', 'a', 'ccc'], key=len, reverse=True)\n") == ["ccc", "bb", "a"]
+
+
+def test_builtin_isinstance_treats_bool_as_int_and_str_enum_as_str() -> None:
+    src = ("import enum\nclass B(str, enum.Enum):\n    X = 'x'\n"
+           "def f():\n    return isinstance(True, int), isinstance(B.X, str), isinstance('a', (int, float))\n")
+    assert _run(src) == (True, True, False)
+
+
+def test_builtin_len_of_an_unknown_is_unknown_not_a_guess() -> None:
+    outcome = evaluate_function("import torch\ndef f():\n    return len(torch.foo())\n", "f", [])
+    assert outcome.kind == "unknown"
+
+
+def test_builtin_getattr_default_only_on_attribute_error() -> None:
+    src = "class C:\n    a = 1\ndef f():\n    return getattr(C(), 'a', 0), getattr(C(), 'b', 7)\n"
+    assert _run(src) == (1, 7)
+
+
+# ---- stdlib ---------------------------------------------------------------------------------
+def test_stdlib_functools_reduce_and_partial() -> None:
+    src = ("import functools\ndef add(a, b):\n    return a + b\n"
+           "def f():\n    inc = functools.partial(add, 1)\n    return functools.reduce(add, [1, 2, 3], 10), inc(4)\n")
+    assert _run(src) == (16, 5)
+
+
+def test_stdlib_deepcopy_does_not_alias() -> None:
+    src = "import copy\ndef f():\n    a = {'k': [1]}\n    b = copy.deepcopy(a)\n    b['k'].append(2)\n    return a, b\n"
+    assert _run(src) == ({"k": [1]}, {"k": [1, 2]})
+
+
+def test_stdlib_regex_match_groups() -> None:
+    src = "import re\ndef f():\n    m = re.match(r'sm(\\d+)', 'sm120a')\n    return m.group(1)\n"
+    assert _run(src) == "120"
+
+
+def test_stdlib_regex_that_may_backtrack_forever_is_refused() -> None:
+    outcome = evaluate_function("import re\ndef f():\n    return re.match('(a+)+$', 'a' * 40 + 'b')\n", "f", [])
+    assert outcome.kind == "unknown" and "backtrack" in outcome.message
+
+
+def test_stdlib_packaging_versions_compare_as_versions() -> None:
+    src = ("from packaging import version\n"
+           "def f():\n    return version.parse('0.5.10') > version.parse('0.5.9')\n")
+    assert _run(src) is True
+
+
+def test_stdlib_dataclass_defaults_and_post_init() -> None:
+    src = ("from dataclasses import dataclass, field\n@dataclass\nclass A:\n    x: int = 1\n"
+           "    y: list = field(default_factory=list)\n    def __post_init__(self):\n        self.y.append(self.x)\n"
+           "def f():\n    a = A(x=3)\n    return a.x, a.y\n")
+    assert _run(src) == (3, [3])
+
+
+# ---- the device model ------------------------------------------------------------------------
+@pytest.mark.parametrize(("arch", "expected"), [("sm120", (12, 0)), ("sm90", (9, 0)), ("12.1", (12, 1))])
+def test_device_capability_comes_from_the_named_arch(arch: str, expected: tuple[int, int]) -> None:
+    src = "import torch\ndef f():\n    return torch.cuda.get_device_capability()\n"
+    assert _run(src, arch) == expected
+
+
+def test_device_capability_without_a_gpu_raises_as_torch_does() -> None:
+    outcome = evaluate_function("import torch\ndef f():\n    return torch.cuda.get_device_capability()\n", "f", [], arch="cpu")
+    assert outcome.kind == "raised" and outcome.exception == "RuntimeError"
+
+
+def test_device_nvml_and_torch_version_agree_with_the_device() -> None:
+    src = ("import pynvml\nimport torch\ndef f():\n"
+           "    h = pynvml.nvmlDeviceGetHandleByIndex(0)\n"
+           "    return pynvml.nvmlDeviceGetCudaComputeCapability(h), torch.version.cuda, torch.cuda.is_available()\n")
+    assert _run(src, "sm100") == ((10, 0), "12.9", True)
+    amd = "import torch\ndef f():\n    return torch.version.cuda, torch.version.hip, torch.cuda.is_available()\n"
+    assert _run(amd, "gfx942") == (None, "6.4.43482", True)
+
+
+def test_device_properties_name_and_sm_count() -> None:
+    src = "import torch\ndef f():\n    p = torch.cuda.get_device_properties(0)\n    return p.name, p.multi_processor_count\n"
+    assert _run(src, "sm120") == ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 188)
+
+
+# ---- the tables -------------------------------------------------------------------------------
+def _world() -> NativeWorld:
+    return NativeWorld(parse_device("sm120"), Environment(), [])
+
+
+@pytest.mark.parametrize("table", [PYTHON_OVERLAYS, TARGET_OVERLAYS], ids=["python", "target"])
+def test_every_overlay_lists_only_its_own_module(table: dict[str, Any]) -> None:
+    world = _world()
+    for module, overlay in table.items():
+        attrs = overlay(world)
+        assert attrs, module
+        stray = [p for p in attrs if not p.startswith(module + ".")]
+        assert stray == [], f"{module} lists {stray}"
+
+
+def test_no_attribute_is_listed_by_two_overlays() -> None:
+    world = _world()
+    seen: dict[str, str] = {}
+    for table in (PYTHON_OVERLAYS, TARGET_OVERLAYS):
+        for module, overlay in table.items():
+            for path in overlay(world):
+                assert path not in seen, f"{path}: {seen[path]} and {module}"
+                seen[path] = module
+
+
+def test_an_unlisted_function_is_external_and_its_call_unknown() -> None:
+    world = _world()
+    assert world.external_value(None, "math.tau") is NOT_HANDLED  # type: ignore[arg-type]
+    assert world.external_value(None, "math.pi") == pytest.approx(3.14159, abs=1e-5)  # type: ignore[arg-type]
+    outcome = evaluate_function("import math\ndef f():\n    return math.tau * 2\n", "f", [])
+    assert outcome.kind == "unknown"
