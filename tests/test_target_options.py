@@ -20,7 +20,9 @@ TARGET_COMMANDS = ("resolve", "explain", "check", "report", "recommend", "diff",
 
 
 def _param(command: str, name: str) -> click.Parameter | None:
-    return next((p for p in main.commands[command].params if p.name == name), None)
+    cmd = main.get_command(click.Context(main), command)  # commands load lazily
+    assert cmd is not None, command
+    return next((p for p in cmd.params if p.name == name), None)
 
 
 @pytest.mark.parametrize("name", ["cuda", "env", "sets", "no_cache"])
