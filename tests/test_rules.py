@@ -613,3 +613,58 @@ def test_rules3_rules_at_their_edges(release, rule_id, version, arch, model, lau
     result = check_resolution(res, [_rule(rule_id)])
     assert {f.rule_id for f in result.findings} == ({rule_id} if fires else set()), result.findings
     assert [u for u in result.undecided if u.rule_id == rule_id] == []
+
+
+# ---- rules5 (#18): DSA/NSA sub-backends at their release edges --------------------------------
+# The sub-backends are resolved settings (nsa_* up to 0.5.12, dsa_* from 0.5.13). GLM-5 NVFP4
+# (GlmMoeDsaForCausalLM) gets trtllm on SM12x up to 0.5.16 and flashinfer_sparse_mla from 0.5.17;
+# GLM-5.3-Flash (Glm5NextForConditionalGeneration, a stand-in profile) still gets trtllm.
+
+GLM5 = FIELD_MODELS / "glm-5-nvfp4"
+GLM53 = FIELD_MODELS / "glm-5.3-flash"
+_TILELANG_BF16 = "--{p}-prefill-backend tilelang --{p}-decode-backend tilelang --kv-cache-dtype bfloat16"
+RULES5_SUBJECTS = {
+    "SGA410": ({"nsa_prefill_backend", "nsa_decode_backend"}, {"dsa_prefill_backend", "dsa_decode_backend"}),
+    "SGA411": ({"dsa_prefill_backend", "dsa_decode_backend"},),
+    "SGA412": ({"nsa_prefill_backend", "nsa_decode_backend"}, {"dsa_prefill_backend", "dsa_decode_backend"}),
+}
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(
+    "rule_id, version, arch, model, launch, fires",
+    [
+        # trtllm DSA sub-backends on SM12x: the FP8-KV default for major >= 10
+        ("SGA410", "0.5.12", "sm120", GLM5, "--tp 8", True),  # nsa_* names
+        ("SGA410", "0.5.16", "sm120", GLM5, "--tp 8", True),  # dsa_* names, last GLM trtllm default
+        ("SGA410", "0.5.17", "sm120", GLM5, "--tp 8", False),  # GLM FP8 KV on SM12x → flashinfer_sparse_mla
+        ("SGA410", "0.5.23", "sm120", GLM5, "--tp 8", False),
+        ("SGA410", "0.5.20", "sm121", GLM53, "", True),  # other DSA archs keep trtllm (sglang#40286)
+        ("SGA410", "0.5.23", "sm120", GLM53, "", True),
+        ("SGA410", "0.5.23", "sm100", GLM53, "", False),
+        # flashinfer_sparse_mla validation: appears in 0.5.17, allow-list GlmMoeDsa only through 0.5.23
+        ("SGA411", "0.5.17", "sm120", GLM5, "--tp 8 --dsa-prefill-backend trtllm --dsa-decode-backend trtllm", True),
+        ("SGA411", "0.5.17", "sm120", GLM5, "--tp 8", False),
+        ("SGA411", "0.5.20", "sm121", GLM53,
+         "--dsa-prefill-backend flashinfer_sparse_mla --dsa-decode-backend flashinfer_sparse_mla", True),
+        ("SGA411", "0.5.23", "sm100", GLM5, "--tp 8 --dsa-prefill-backend flashinfer_sparse_mla", True),
+        ("SGA411", "0.5.23", "sm120", GLM5, "--tp 8", False),
+        ("SGA411", "0.5.16", "sm120", GLM5, "--tp 8 --dsa-prefill-backend trtllm --dsa-decode-backend trtllm", False),
+        # tilelang on SM12x: the 64/2/256 tile in every release checked (no fix released)
+        ("SGA412", "0.5.12", "sm120", GLM5, "--tp 8 " + _TILELANG_BF16.format(p="nsa"), True),
+        ("SGA412", "0.5.20", "sm120", GLM53, _TILELANG_BF16.format(p="dsa"), True),
+        ("SGA412", "0.5.23", "sm121", GLM5, "--tp 8 " + _TILELANG_BF16.format(p="dsa"), True),
+        ("SGA412", "0.5.23", "sm90", GLM5, "--tp 8 " + _TILELANG_BF16.format(p="dsa"), False),
+        # 0.5.5 does not treat GLM-5 as an NSA model: the flag is kept but no NSA backend is built
+        ("SGA412", "0.5.5", "sm120", GLM5, "--tp 8 --nsa-prefill-backend tilelang --nsa-decode-backend tilelang", False),
+    ],
+)
+def test_rules5_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
+    res = _resolve_launch(release, version, arch, model, launch)
+    assert res.rejected is None, res.rejected
+    result = check_resolution(res, [_rule(rule_id)])
+    assert {f.rule_id for f in result.findings} == ({rule_id} if fires else set()), result.findings
+    assert [u for u in result.undecided if u.rule_id == rule_id] == []
+    if fires:  # the findings name sub-backend settings of this release's one naming (nsa_* or dsa_*)
+        settings = {f.setting for f in result.findings}
+        assert any(settings <= names for names in RULES5_SUBJECTS[rule_id]), settings
