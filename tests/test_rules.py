@@ -615,7 +615,7 @@ def test_rules3_rules_at_their_edges(release, rule_id, version, arch, model, lau
     assert [u for u in result.undecided if u.rule_id == rule_id] == []
 
 
-# ---- rules5 (#18): DSA/NSA sub-backends at their release edges --------------------------------
+# ---- rules5 (#18): DSA/NSA sub-backends and explicit FP8 GEMM backends at their release edges ----
 # The sub-backends are resolved settings (nsa_* up to 0.5.12, dsa_* from 0.5.13). GLM-5 NVFP4
 # (GlmMoeDsaForCausalLM) gets trtllm on SM12x up to 0.5.16 and flashinfer_sparse_mla from 0.5.17;
 # GLM-5.3-Flash (Glm5NextForConditionalGeneration, a stand-in profile) still gets trtllm.
@@ -627,6 +627,7 @@ RULES5_SUBJECTS = {
     "SGA410": ({"nsa_prefill_backend", "nsa_decode_backend"}, {"dsa_prefill_backend", "dsa_decode_backend"}),
     "SGA411": ({"dsa_prefill_backend", "dsa_decode_backend"},),
     "SGA412": ({"nsa_prefill_backend", "nsa_decode_backend"}, {"dsa_prefill_backend", "dsa_decode_backend"}),
+    **{rid: ({"fp8_gemm_runner_backend"},) for rid in ("SGA109", "SGA110", "SGA111", "SGA112")},
 }
 
 
@@ -657,6 +658,23 @@ RULES5_SUBJECTS = {
         ("SGA412", "0.5.23", "sm90", GLM5, "--tp 8 " + _TILELANG_BF16.format(p="dsa"), False),
         # 0.5.5 does not treat GLM-5 as an NSA model: the flag is kept but no NSA backend is built
         ("SGA412", "0.5.5", "sm120", GLM5, "--tp 8 --nsa-prefill-backend tilelang --nsa-decode-backend tilelang", False),
+        # explicit FP8 block-GEMM backends the dispatcher refuses per arch (raised when layers are built)
+        ("SGA109", "0.5.7", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_trtllm", True),
+        ("SGA109", "0.5.7", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_trtllm", False),
+        ("SGA109", "0.5.10", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_trtllm", True),
+        ("SGA109", "0.5.23", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_trtllm", True),
+        ("SGA109", "0.5.23", "sm100", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_trtllm", False),
+        ("SGA109", "0.5.23", "sm90", "llama-3.1-8b-nvfp4", "--fp8-gemm-backend flashinfer_trtllm", False),
+        ("SGA110", "0.5.10", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_cutlass", True),
+        ("SGA110", "0.5.23", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_cutlass", True),
+        ("SGA110", "0.5.23", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_cutlass", False),
+        ("SGA111", "0.5.9", "sm100", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_deepgemm", True),
+        ("SGA111", "0.5.23", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_deepgemm", True),
+        ("SGA111", "0.5.23", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_deepgemm", False),
+        ("SGA112", "0.5.15", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend cutlass", False),
+        ("SGA112", "0.5.16", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend cutlass", True),
+        ("SGA112", "0.5.23", "sm100", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend cutlass", True),
+        ("SGA112", "0.5.23", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend cutlass", False),
     ],
 )
 def test_rules5_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
