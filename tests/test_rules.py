@@ -628,6 +628,7 @@ RULES5_SUBJECTS = {
     "SGA411": ({"dsa_prefill_backend", "dsa_decode_backend"},),
     "SGA412": ({"nsa_prefill_backend", "nsa_decode_backend"}, {"dsa_prefill_backend", "dsa_decode_backend"}),
     **{rid: ({"fp8_gemm_runner_backend"},) for rid in ("SGA109", "SGA110", "SGA111", "SGA112")},
+    "SGA413": ({"attention_backend", "decode_attention_backend"},),
 }
 
 
@@ -675,6 +676,10 @@ RULES5_SUBJECTS = {
         ("SGA112", "0.5.16", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend cutlass", True),
         ("SGA112", "0.5.23", "sm100", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend cutlass", True),
         ("SGA112", "0.5.23", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend cutlass", False),
+        # cutedsl_mla (0.5.13+) on a GQA model: the factory's MLA check
+        ("SGA413", "0.5.13", "sm100", "qwen3-30b-a3b", "--attention-backend cutedsl_mla", True),
+        ("SGA413", "0.5.23", "sm100", "qwen3-30b-a3b", "--decode-attention-backend cutedsl_mla", True),
+        ("SGA413", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --decode-attention-backend cutedsl_mla", False),
     ],
 )
 def test_rules5_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
