@@ -637,6 +637,8 @@ RULES5_SUBJECTS = {
     "rule_id, version, arch, model, launch, fires",
     [
         # trtllm DSA sub-backends on SM12x: the FP8-KV default for major >= 10
+        ("SGA410", "0.5.9", "sm120", GLM5, "--tp 8", False),  # FP8 KV default was flashmla_auto/flashmla_kv
+        ("SGA410", "0.5.10", "sm120", GLM5, "--tp 8", True),  # first release defaulting to trtllm on major >= 10
         ("SGA410", "0.5.12", "sm120", GLM5, "--tp 8", True),  # nsa_* names
         ("SGA410", "0.5.16", "sm120", GLM5, "--tp 8", True),  # dsa_* names, last GLM trtllm default
         ("SGA410", "0.5.17", "sm120", GLM5, "--tp 8", False),  # GLM FP8 KV on SM12x → flashinfer_sparse_mla
