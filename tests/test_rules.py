@@ -629,6 +629,7 @@ RULES5_SUBJECTS = {
     "SGA412": ({"nsa_prefill_backend", "nsa_decode_backend"}, {"dsa_prefill_backend", "dsa_decode_backend"}),
     **{rid: ({"fp8_gemm_runner_backend"},) for rid in ("SGA109", "SGA110", "SGA111", "SGA112")},
     "SGA413": ({"attention_backend", "decode_attention_backend"},),
+    "SGA414": ({"attention_backend", "prefill_attention_backend", "decode_attention_backend"},),
 }
 
 
@@ -682,6 +683,11 @@ RULES5_SUBJECTS = {
         ("SGA413", "0.5.13", "sm100", "qwen3-30b-a3b", "--attention-backend cutedsl_mla", True),
         ("SGA413", "0.5.23", "sm100", "qwen3-30b-a3b", "--decode-attention-backend cutedsl_mla", True),
         ("SGA413", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --decode-attention-backend cutedsl_mla", False),
+        # hpc_ops (0.5.17+) with speculative decoding or an MLA model: the factory raises
+        ("SGA414", "0.5.17", "sm90", "qwen3-30b-a3b",
+         "--attention-backend hpc_ops --speculative-algorithm EAGLE3 --speculative-draft-model-path qwen3-30b-a3b", True),
+        ("SGA414", "0.5.23", "sm90", "deepseek-v3-fp8", "--tp 8 --attention-backend hpc_ops", True),
+        ("SGA414", "0.5.23", "sm90", "qwen3-30b-a3b", "--attention-backend hpc_ops", False),
     ],
 )
 def test_rules5_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
