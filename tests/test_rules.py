@@ -699,3 +699,27 @@ def test_rules5_rules_at_their_edges(release, rule_id, version, arch, model, lau
     if fires:  # the findings name sub-backend settings of this release's one naming (nsa_* or dsa_*)
         settings = {f.setting for f in result.findings}
         assert any(settings <= names for names in RULES5_SUBJECTS[rule_id]), settings
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(
+    "version, present, absent, values",
+    [
+        # 0.5.12 names them nsa_*; the dsa_* fields are not in this release (not an error)
+        ("0.5.12", ("nsa_prefill_backend", "nsa_decode_backend"), ("dsa_prefill_backend", "dsa_decode_backend"),
+         {"nsa_prefill_backend": "trtllm", "nsa_decode_backend": "trtllm", "kv_cache_dtype": "fp8_e4m3"}),
+        ("0.5.13", ("dsa_prefill_backend", "dsa_decode_backend"), ("nsa_prefill_backend", "nsa_decode_backend"),
+         {"dsa_prefill_backend": "trtllm", "dsa_decode_backend": "trtllm", "kv_cache_dtype": "fp8_e4m3"}),
+    ],
+)
+def test_rules5_dsa_settings_by_release_naming(release, version, present, absent, values):
+    res = _resolve_launch(release, version, "sm120", GLM5, "--tp 8")
+    for name in present:
+        assert res.settings[name].present, name
+    for name in absent:
+        s = res.settings[name]
+        assert not s.present and s.status == "resolved" and "no such setting" in s.note, (name, s)
+    for name, value in values.items():
+        s = res.settings[name]
+        assert s.config == value, (name, s.config)
+        assert s.deciding is not None and s.deciding.file.endswith("server_args.py"), (name, s.deciding)
