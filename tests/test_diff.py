@@ -434,11 +434,15 @@ deployments:
     rows = {line.split()[0]: line.split()[1:] for line in table[2:5]}
     # the 0.5.13 regression: auto now picks flashinfer_cutlass on SM120 (NaN, SGA101) and
     # no longer flashinfer_cudnn (whose cuDNN requirement SGA104 reported)
-    assert rows["qwen-sm120"] == ["CHANGED", "accepted", "+SGA101", "-SGA104", "CHANGED"]
+    # 0.5.13 also renames the DSA sub-backend fields nsa_* -> dsa_*: shown for every deployment as
+    # removed/added (the releases' own field names), whatever the model
+    renamed = ["removed", "removed", "added", "added"]
+    assert table[0].split()[-4:] == ["nsa_prefill_backend", "nsa_decode_backend", "dsa_prefill_backend", "dsa_decode_backend"]
+    assert rows["qwen-sm120"] == ["CHANGED", "accepted", "+SGA101", "-SGA104", "CHANGED", *renamed]
     assert "known-bad new in 0.5.13: ERROR SGA101" in out
-    assert rows["dsr1-b200"] == ["unchanged", "accepted", "="]
+    assert rows["dsr1-b200"] == ["CHANGED", "accepted", "=", *renamed]  # nothing else changed
     # sm90: the FP4 GEMM auto pick moved to marlin (0.5.13 adds the sm80-sm9x branch)
-    assert rows["qwen3-h100"] == ["CHANGED", "accepted", "CHANGED"]
+    assert rows["qwen3-h100"] == ["CHANGED", "accepted", "CHANGED", *renamed]
     assert "0.5.13  auto → runtime marlin" in out
     assert cli("diff", "--from", "sglang==0.5.12", "--to", "sglang==0.5.13", "--deployment", str(fleet),
                "--fail-on", "rejected")[0] == 0

@@ -701,3 +701,113 @@ def test_rules4_rules_at_their_edges(release, rule_id, version, arch, model, lau
     assert {f.rule_id for f in result.findings if not f.rule_id.startswith("SGK")} == (
         {rule_id} if fires else set()), result.findings
     assert [u for u in result.undecided if u.rule_id == rule_id] == []
+
+
+# ---- rules5 (#18): DSA/NSA sub-backends and explicit FP8 GEMM backends at their release edges ----
+# The sub-backends are resolved settings (nsa_* up to 0.5.12, dsa_* from 0.5.13). GLM-5 NVFP4
+# (GlmMoeDsaForCausalLM) gets trtllm on SM12x up to 0.5.16 and flashinfer_sparse_mla from 0.5.17;
+# GLM-5.3-Flash (Glm5NextForConditionalGeneration, a stand-in profile) still gets trtllm.
+
+GLM5 = FIELD_MODELS / "glm-5-nvfp4"
+GLM53 = FIELD_MODELS / "glm-5.3-flash"
+_TILELANG_BF16 = "--{p}-prefill-backend tilelang --{p}-decode-backend tilelang --kv-cache-dtype bfloat16"
+RULES5_SUBJECTS = {
+    "SGA410": ({"nsa_prefill_backend", "nsa_decode_backend"}, {"dsa_prefill_backend", "dsa_decode_backend"}),
+    "SGA411": ({"dsa_prefill_backend", "dsa_decode_backend"},),
+    "SGA412": ({"nsa_prefill_backend", "nsa_decode_backend"}, {"dsa_prefill_backend", "dsa_decode_backend"}),
+    **{rid: ({"fp8_gemm_runner_backend"},) for rid in ("SGA109", "SGA110", "SGA111", "SGA112")},
+    "SGA413": ({"attention_backend", "decode_attention_backend"},),
+    "SGA414": ({"attention_backend", "prefill_attention_backend", "decode_attention_backend"},),
+}
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(
+    "rule_id, version, arch, model, launch, fires",
+    [
+        # trtllm DSA sub-backends on SM12x: the FP8-KV default for major >= 10
+        ("SGA410", "0.5.9", "sm120", GLM5, "--tp 8", False),  # FP8 KV default was flashmla_auto/flashmla_kv
+        ("SGA410", "0.5.10", "sm120", GLM5, "--tp 8", True),  # first release defaulting to trtllm on major >= 10
+        ("SGA410", "0.5.12", "sm120", GLM5, "--tp 8", True),  # nsa_* names
+        ("SGA410", "0.5.16", "sm120", GLM5, "--tp 8", True),  # dsa_* names, last GLM trtllm default
+        ("SGA410", "0.5.17", "sm120", GLM5, "--tp 8", False),  # GLM FP8 KV on SM12x → flashinfer_sparse_mla
+        ("SGA410", "0.5.23", "sm120", GLM5, "--tp 8", False),
+        ("SGA410", "0.5.20", "sm121", GLM53, "", True),  # other DSA archs keep trtllm (sglang#40286)
+        ("SGA410", "0.5.23", "sm120", GLM53, "", True),
+        ("SGA410", "0.5.23", "sm100", GLM53, "", False),
+        # flashinfer_sparse_mla validation: appears in 0.5.17, allow-list GlmMoeDsa only through 0.5.23
+        ("SGA411", "0.5.17", "sm120", GLM5, "--tp 8 --dsa-prefill-backend trtllm --dsa-decode-backend trtllm", True),
+        ("SGA411", "0.5.17", "sm120", GLM5, "--tp 8", False),
+        ("SGA411", "0.5.20", "sm121", GLM53,
+         "--dsa-prefill-backend flashinfer_sparse_mla --dsa-decode-backend flashinfer_sparse_mla", True),
+        ("SGA411", "0.5.23", "sm100", GLM5, "--tp 8 --dsa-prefill-backend flashinfer_sparse_mla", True),
+        ("SGA411", "0.5.23", "sm120", GLM5, "--tp 8", False),
+        ("SGA411", "0.5.16", "sm120", GLM5, "--tp 8 --dsa-prefill-backend trtllm --dsa-decode-backend trtllm", False),
+        # tilelang on SM12x: the 64/2/256 tile in every release checked (no fix released)
+        ("SGA412", "0.5.12", "sm120", GLM5, "--tp 8 " + _TILELANG_BF16.format(p="nsa"), True),
+        ("SGA412", "0.5.20", "sm120", GLM53, _TILELANG_BF16.format(p="dsa"), True),
+        ("SGA412", "0.5.23", "sm121", GLM5, "--tp 8 " + _TILELANG_BF16.format(p="dsa"), True),
+        ("SGA412", "0.5.23", "sm90", GLM5, "--tp 8 " + _TILELANG_BF16.format(p="dsa"), False),
+        # 0.5.5 does not treat GLM-5 as an NSA model: the flag is kept but no NSA backend is built
+        ("SGA412", "0.5.5", "sm120", GLM5, "--tp 8 --nsa-prefill-backend tilelang --nsa-decode-backend tilelang", False),
+        # explicit FP8 block-GEMM backends the dispatcher refuses per arch (raised when layers are built)
+        ("SGA109", "0.5.7", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_trtllm", True),
+        ("SGA109", "0.5.7", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_trtllm", False),
+        ("SGA109", "0.5.10", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_trtllm", True),
+        ("SGA109", "0.5.23", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_trtllm", True),
+        ("SGA109", "0.5.23", "sm100", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_trtllm", False),
+        ("SGA109", "0.5.23", "sm90", "llama-3.1-8b-nvfp4", "--fp8-gemm-backend flashinfer_trtllm", False),
+        ("SGA110", "0.5.10", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_cutlass", True),
+        ("SGA110", "0.5.23", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_cutlass", True),
+        ("SGA110", "0.5.23", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_cutlass", False),
+        ("SGA111", "0.5.9", "sm100", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_deepgemm", True),
+        ("SGA111", "0.5.23", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_deepgemm", True),
+        ("SGA111", "0.5.23", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend flashinfer_deepgemm", False),
+        ("SGA112", "0.5.15", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend cutlass", False),
+        ("SGA112", "0.5.16", "sm90", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend cutlass", True),
+        ("SGA112", "0.5.23", "sm100", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend cutlass", True),
+        ("SGA112", "0.5.23", "sm120", "deepseek-v3-fp8", "--tp 8 --fp8-gemm-backend cutlass", False),
+        # cutedsl_mla (0.5.13+) on a GQA model: the factory's MLA check
+        ("SGA413", "0.5.13", "sm100", "qwen3-30b-a3b", "--attention-backend cutedsl_mla", True),
+        ("SGA413", "0.5.23", "sm100", "qwen3-30b-a3b", "--decode-attention-backend cutedsl_mla", True),
+        ("SGA413", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --decode-attention-backend cutedsl_mla", False),
+        # hpc_ops (0.5.17+) with speculative decoding or an MLA model: the factory raises
+        ("SGA414", "0.5.17", "sm90", "qwen3-30b-a3b",
+         "--attention-backend hpc_ops --speculative-algorithm EAGLE3 --speculative-draft-model-path qwen3-30b-a3b", True),
+        ("SGA414", "0.5.23", "sm90", "deepseek-v3-fp8", "--tp 8 --attention-backend hpc_ops", True),
+        ("SGA414", "0.5.23", "sm90", "qwen3-30b-a3b", "--attention-backend hpc_ops", False),
+    ],
+)
+def test_rules5_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
+    res = _resolve_launch(release, version, arch, model, launch)
+    assert res.rejected is None, res.rejected
+    result = check_resolution(res, [_rule(rule_id)])
+    assert {f.rule_id for f in result.findings} == ({rule_id} if fires else set()), result.findings
+    assert [u for u in result.undecided if u.rule_id == rule_id] == []
+    if fires:  # the findings name sub-backend settings of this release's one naming (nsa_* or dsa_*)
+        settings = {f.setting for f in result.findings}
+        assert any(settings <= names for names in RULES5_SUBJECTS[rule_id]), settings
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(
+    "version, present, absent, values",
+    [
+        # 0.5.12 names them nsa_*; the dsa_* fields are not in this release (not an error)
+        ("0.5.12", ("nsa_prefill_backend", "nsa_decode_backend"), ("dsa_prefill_backend", "dsa_decode_backend"),
+         {"nsa_prefill_backend": "trtllm", "nsa_decode_backend": "trtllm", "kv_cache_dtype": "fp8_e4m3"}),
+        ("0.5.13", ("dsa_prefill_backend", "dsa_decode_backend"), ("nsa_prefill_backend", "nsa_decode_backend"),
+         {"dsa_prefill_backend": "trtllm", "dsa_decode_backend": "trtllm", "kv_cache_dtype": "fp8_e4m3"}),
+    ],
+)
+def test_rules5_dsa_settings_by_release_naming(release, version, present, absent, values):
+    res = _resolve_launch(release, version, "sm120", GLM5, "--tp 8")
+    for name in present:
+        assert res.settings[name].present, name
+    for name in absent:
+        s = res.settings[name]
+        assert not s.present and s.status == "resolved" and "no such setting" in s.note, (name, s)
+    for name, value in values.items():
+        s = res.settings[name]
+        assert s.config == value, (name, s.config)
+        assert s.deciding is not None and s.deciding.file.endswith("server_args.py"), (name, s.deciding)
