@@ -64,7 +64,7 @@ from sglang_audit.result import (
 from sglang_audit.shipped import load_toml
 from sglang_audit.source.locate import SourceTree
 from sglang_audit.target.device import Device, Environment
-from sglang_audit.target.world import NativeWorld, _dataclass_fields
+from sglang_audit.target.world import NO_DEFAULT, NativeWorld, _dataclass_fields, class_default
 
 ABSENT = object()  # the release has no such field
 
@@ -363,7 +363,12 @@ class Resolver:
             wanted = step.get("when_model_has")
             saved = interp.reads
             init_reads: list[Event] = []
-            if not wanted or (isinstance(check, HFConfig) and any(w in check.attrs for w in wanted)):
+            has = _model_has(check, wanted) if wanted else True
+            if isinstance(has, Unknown):
+                for setting in step["getters"]:
+                    result.runtime[setting] = Unknown(f"whether {step['initializer']} runs: {has.reason}", has.key)
+                continue
+            if has:
                 interp.reads = []
                 init = interp.getattr(mod, step["initializer"])
                 positional = [p for p in getattr(init, "params", []) if p.star == ""]
@@ -809,3 +814,20 @@ def _torch_version(env: Environment) -> str:
         if dist.lower() == "torch":
             return ver
     return "2.9.1"
+
+
+def _model_has(check: Any, wanted: list[str]) -> bool | Unknown:
+    """``hasattr(config, w)`` for any ``w``, as SGLang sees the config object: a key of
+    config.json or a default of its config class (issue #23), unknown when the class is."""
+    if not isinstance(check, HFConfig):
+        return False
+    unknown: Unknown | None = None
+    for name in wanted:
+        if name in check.attrs:
+            return True
+        default = class_default(check, name, False)
+        if isinstance(default, Unknown):
+            unknown = unknown or default
+        elif default is not NO_DEFAULT:
+            return True
+    return unknown or False
