@@ -104,6 +104,8 @@ def test_class_default_reads_and_aliases():
     assert class_default(cfg, "num_experts_per_tok", False) == 8
     assert class_default(cfg, "num_local_experts", False) == 64  # attribute_map alias of a key given
     assert class_default(cfg, "not_a_field", False) is NO_DEFAULT  # AttributeError, as on the class
+    # computed in __post_init__: not evaluated yet, so config.json alone decides (as before)
+    assert class_default(cfg, "sliding_window", False) is NO_DEFAULT
     assert _model_has(cfg, ["num_experts_per_tok"]) is True
 
 

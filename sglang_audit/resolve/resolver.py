@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sglang_audit.errors import InputError, strict_mode
-from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled
+from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled, stop_reason
 from sglang_audit.evaluate.values import (
     AnalysisBound,
     Decision,
@@ -202,10 +202,7 @@ class Resolver:
                 return None
             reason = f"evaluation stopped: {r.exception}: {r.message} at {r.file}:{r.line} (not an explicit raise or assert in SGLang; treated as unknown)"
         except (Unmodelled, AnalysisBound) as exc:
-            reason = str(exc)
-            where = getattr(exc, "where", None)
-            if where and f"{where}" not in reason:
-                reason += f" (evaluation stopped at {where})"
+            reason = stop_reason(exc)
         except RecursionError:
             reason = "analysis bound reached: recursion too deep"
         except (ArithmeticError, MemoryError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
