@@ -45,7 +45,7 @@ Example:
       --model qwen3.5-397b-a17b-nvfp4 --set tp_size=8
 """
 
-_TARGET_ONLY = ("arch", "model", "sets", "launch", "env", "cuda")
+_TARGET_ONLY = ("arch", "model", "sets", "launch", "config", "env", "cuda")
 
 
 @click.command(epilog=DIFF_EPILOG)
@@ -57,6 +57,8 @@ _TARGET_ONLY = ("arch", "model", "sets", "launch", "env", "cuda")
 @click.option("--model", "-m", help=f"Model directory with config.json, or a bundled profile: {', '.join(bundled_profiles())}.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A server flag (typed by each release's own parser). Repeatable.")
 @click.option("--launch", metavar="COMMAND", help="A pasted launch command.")
+@click.option("--config", "config", metavar="FILE",
+              help="SGLang's own --config YAML file of server arguments (0.5.3+), merged by each release's own code; flags in --launch and --set win over it.")
 @click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see. Repeatable.")
 @click.option("--with", "with_packages", multiple=True, metavar="PKG", help="Pretend an optional package is installed. Repeatable.")
 @click.option("--without", "without_packages", multiple=True, metavar="PKG", help="Pretend a dependency is missing. Repeatable.")
@@ -94,8 +96,15 @@ def diff(from_source: str, to_source: str, deployment_file: Path | None, fail_on
     else:
         if not kw["arch"]:
             raise click.UsageError("Missing option '--arch' (or give --deployment FILE)")
+        launch = kw["launch"]
+        if kw["config"]:
+            # the YAML file folded into the launch command, as resolve does: each release's
+            # own --config merging then reads it (a release without --config says so)
+            from sglang_audit.resolve.pipeline import Request, launch_with_config
+
+            launch = launch_with_config(Request(source=None, arch=kw["arch"], model=kw["model"], launch=launch, config=kw["config"]))
         deployments = [Deployment(
-            "", kw["arch"], kw["model"], kw["cuda"] or DEFAULT_CUDA, tuple(kw["sets"]), kw["launch"],
+            "", kw["arch"], kw["model"], kw["cuda"] or DEFAULT_CUDA, tuple(kw["sets"]), launch,
             tuple(kw["env"]), tuple(kw["with_packages"]), tuple(kw["without_packages"]))]
     result = run_or_exit(lambda: diff_releases(
         source(from_source), source(to_source), deployments, use_cache=not no_cache,
