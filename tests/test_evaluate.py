@@ -129,3 +129,21 @@ def test_without_strict_mode_an_internal_error_is_unknown_with_its_reason(monkey
     unknown = [s for s in res.settings.values() if s.status == "unknown"]
     assert unknown, "a defect in the evaluator must not leave settings resolved"
     assert any("internal evaluator error (TypeError: evaluator defect)" in str(s.to_json()) for s in unknown)
+
+
+def test_an_unknown_a_call_returns_names_the_call_site(tmp_path):
+    """Issue #23: `iteration over an unknown value (call of an unknown (Path.glob))` had no
+    location; an unknown returned by a call now names the file:line of the call."""
+    interp, mod = _interp(tmp_path, "import pathlib\n\nfiles = pathlib.Path('x').glob('*.safetensors')\n")
+    value = mod.globals["files"]
+    assert isinstance(value, Unknown) and "pkg/m.py:3" in value.reason
+    assert value.reason.count("pkg/m.py:3") == 1  # said once, not at every enclosing call
+
+
+def test_stop_reason_names_where_evaluation_stopped():
+    from sglang_audit.evaluate.interpreter import Unmodelled, stop_reason
+
+    exc = Unmodelled("iteration over an unknown value (call of an unknown (Path.glob))")
+    exc.where = "sglang/srt/model_loader/weight_utils.py:120"  # type: ignore[attr-defined]
+    assert stop_reason(exc).endswith("(evaluation stopped at sglang/srt/model_loader/weight_utils.py:120)")
+    assert stop_reason(Unmodelled("loop at a.py:3")) == "loop at a.py:3"

@@ -514,3 +514,21 @@ def test_no_network_for_the_quant_file_is_not_taken_as_absent(tmp_path, monkeypa
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", flaky)
     code, _out, err = cli("resolve", "-s", MINI_E2, "-a", "sm100", "-m", "someorg/Qwen3-Mirror")
     assert code == 2 and "cannot download hf_quant_config.json" in err and err.count("\n") == 1
+
+
+@pytest.mark.real_release
+def test_diff_takes_sglang_config_yaml_like_the_target_commands(tmp_path):
+    """#20: `diff --config FILE` reads SGLang's YAML server arguments into both releases,
+    each merging it with its own code."""
+    cfg = tmp_path / "server.yaml"
+    cfg.write_text("tp-size: 8\nmoe-runner-backend: flashinfer_cutlass\n")
+    code, out, err = cli("diff", "--from", "sglang==0.5.5", "--to", "sglang==0.5.23", "-a", "sm120",
+                         "-m", "qwen3.5-397b-a17b-nvfp4", "--config", str(cfg), "--format", "json", "--fail-on", "never")
+    assert code in (0, 3), err
+    dep = json.loads(out)["deployments"][0]
+    assert dep["deployment"]["launch"].endswith(f"--config {cfg}")
+    for side in ("from", "to"):
+        assert dep[side]["flags"] == {"tp_size": 8, "moe_runner_backend": "flashinfer_cutlass"}, side
+    code, _out, err = cli("diff", "--from", "sglang==0.5.5", "--to", "sglang==0.5.23", "--deployment", str(cfg),
+                          "--config", str(cfg))
+    assert code == 2 and "--config cannot be combined with --deployment" in err

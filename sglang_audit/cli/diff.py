@@ -47,7 +47,7 @@ Example:
 @click.option("--from", "from_source", required=True, metavar="SOURCE",
               help="The release you run now: a checkout dir, a wheel/sdist, sglang==X, or 'installed'.")
 @click.option("--to", "to_source", required=True, metavar="SOURCE", help="The release you would upgrade to (same forms).")
-@target_options(only=("arch", "cuda", "model", "sets", "launch", "env", "with_packages", "without_packages", "no_cache"),
+@target_options(only=("arch", "cuda", "model", "sets", "launch", "config", "env", "with_packages", "without_packages", "no_cache"),
                 arch_required=False)
 @click.option("--deployment", "deployment_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="A YAML/TOML file of deployments to audit in one run (instead of --arch/--model/--set/--launch/--env/--cuda); ends with a summary table.")
@@ -78,8 +78,16 @@ def diff(from_source: str, to_source: str, deployment_file: Path | None, fail_on
                 (*target.with_packages, *d.with_packages), (*target.without_packages, *d.without_packages),
                 d.typed_flags) for d in deployments]
     else:
+        launch = target.launch
+        if target.config:
+            # the YAML file folded into the launch command, as resolve does: each release's
+            # own --config merging then reads it (a release without --config says so)
+            from sglang_audit.resolve.pipeline import Request, launch_with_config
+
+            launch = launch_with_config(Request(source=None, arch=target.require_arch(), model=target.model,
+                                                launch=launch, config=target.config))
         deployments = [Deployment(
-            "", target.require_arch(), target.model, target.cuda_version, target.sets, target.launch,
+            "", target.require_arch(), target.model, target.cuda_version, target.sets, launch,
             target.env, target.with_packages, target.without_packages)]
     result = run_or_exit(lambda: diff_releases(
         source(from_source), source(to_source), deployments, use_cache=not target.no_cache,

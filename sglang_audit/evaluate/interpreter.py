@@ -97,6 +97,19 @@ class Unmodelled(Exception):
     unknown value); the whole path becomes unknown with this reason."""
 
 
+_SITE = re.compile(r"\.py:\d+")
+
+
+def stop_reason(exc: BaseException) -> str:
+    """An Unmodelled/AnalysisBound's reason with the file:line where evaluation stopped
+    (issue #23: every unknown names where), unless the reason already names one there."""
+    reason = str(exc)
+    where = getattr(exc, "where", None)
+    if where and where not in reason:
+        reason += f" (evaluation stopped at {where})"
+    return reason
+
+
 @dataclass
 class Frame:
     module: ModuleObj
@@ -1477,7 +1490,11 @@ class Interpreter:
             else:
                 kwargs[kind] = self.evaluate(expr, frame)
         self._call_site = (frame.module.file, node.line)
-        return self.call(func, args, kwargs)
+        result = self.call(func, args, kwargs)
+        if isinstance(result, Unknown) and not _SITE.search(result.reason):
+            # an unknown a call returns names the call site (issue #23)
+            result = Unknown(f"{result.reason} at {frame.module.file}:{node.line}", result.key)
+        return result
 
     def zero_arg_super(self, frame: Frame) -> Any:
         func = frame.func

@@ -301,6 +301,7 @@ class HFConfig:
         self.attrs: dict[str, Any] = dict(data)
         self.origin = origin
         self.events: dict[str, Event] = {}
+        self.config_class: Any = None  # what the world found for keys config.json omits
 
     def __repr__(self) -> str:
         return f"<hf_config {self.attrs.get('model_type')!r} from {self.origin}>"

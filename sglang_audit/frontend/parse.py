@@ -216,6 +216,20 @@ class SourceCache:
                 return False
         return True
 
+    def load_text(self, text: str) -> ir.Node:
+        """The IR of source text that is not a file of the tree (a transformers config
+        module read out of its wheel), cached by content like ``load``."""
+        key = f"{IR_FORMAT}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()}"
+        tree = self._memory.get(key) or self._read_disk(key)
+        if tree is None:
+            self.parse_count += 1
+            began = time.monotonic()
+            tree = convert_source(text)
+            self.parse_seconds += time.monotonic() - began
+            self._write_disk(key, tree)
+        self._memory[key] = tree
+        return tree
+
     def _read_disk(self, key: str) -> ir.Node | None:
         if self._disk is None:
             return None

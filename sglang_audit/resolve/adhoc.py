@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled
+from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled, stop_reason
 from sglang_audit.evaluate.values import AnalysisBound, Instance, ModuleObj, Unknown
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 from sglang_audit.target.device import Environment, parse_device
@@ -50,7 +50,7 @@ def evaluate_function(source: str, func: str, args: list[Any], kwargs: dict[str,
             message = interp.to_str(msg_args[0]) if len(msg_args) == 1 else ""
             return Outcome("raised", exception=name, message=message)
         except (Unmodelled, AnalysisBound) as exc:
-            return Outcome("unknown", message=str(exc))
+            return Outcome("unknown", message=stop_reason(exc))
         except ParseFailure as exc:
             return Outcome("unknown", message=exc.message)
         if isinstance(value, Unknown) or interp.new_decisions:

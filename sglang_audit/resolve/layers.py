@@ -24,7 +24,13 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sglang_audit.evaluate.interpreter import NOT_HOOKED, Interpreter, PyRaise, Unmodelled
+from sglang_audit.evaluate.interpreter import (
+    NOT_HOOKED,
+    Interpreter,
+    PyRaise,
+    Unmodelled,
+    stop_reason,
+)
 from sglang_audit.evaluate.values import (
     AnalysisBound,
     BoundMethod,
@@ -261,7 +267,7 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
             built["data_keys"] = state["data_keys"]
         return out
     except (Unmodelled, AnalysisBound) as exc:
-        return _Outcome(STATUS_UNKNOWN, str(exc), runner=state["runner"], method=state["method"])
+        return _Outcome(STATUS_UNKNOWN, stop_reason(exc), runner=state["runner"], method=state["method"])
     except RecursionError:
         return _Outcome(STATUS_UNKNOWN, "analysis bound reached: recursion too deep", method=state["method"])
     except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:

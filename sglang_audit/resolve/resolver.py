@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sglang_audit.errors import InputError, strict_mode
-from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled
+from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled, stop_reason
 from sglang_audit.evaluate.overlays.classes import dataclass_fields
 from sglang_audit.evaluate.values import (
     AnalysisBound,
@@ -65,6 +65,7 @@ from sglang_audit.result import (
 )
 from sglang_audit.shipped import load_toml
 from sglang_audit.target.device import Environment
+from sglang_audit.target.overlays.boundaries import NO_DEFAULT, class_default
 from sglang_audit.target.world import NativeWorld
 
 ABSENT = object()  # the release has no such field
@@ -186,10 +187,7 @@ class Resolver:
                 return None
             reason = f"evaluation stopped: {r.exception}: {r.message} at {r.file}:{r.line} (not an explicit raise or assert in SGLang; treated as unknown)"
         except (Unmodelled, AnalysisBound) as exc:
-            reason = str(exc)
-            where = getattr(exc, "where", None)
-            if where and f"{where}" not in reason:
-                reason += f" (evaluation stopped at {where})"
+            reason = stop_reason(exc)
         except RecursionError:
             reason = "analysis bound reached: recursion too deep"
         except (ArithmeticError, MemoryError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
@@ -347,7 +345,12 @@ class Resolver:
             wanted = step.get("when_model_has")
             saved = interp.reads
             init_reads: list[Event] = []
-            if not wanted or (isinstance(check, HFConfig) and any(w in check.attrs for w in wanted)):
+            has = _model_has(check, wanted) if wanted else True
+            if isinstance(has, Unknown):
+                for setting in step["getters"]:
+                    result.runtime[setting] = Unknown(f"whether {step['initializer']} runs: {has.reason}", has.key)
+                continue
+            if has:
                 interp.reads = []
                 init = interp.getattr(mod, step["initializer"])
                 positional = [p for p in getattr(init, "params", []) if p.star == ""]
@@ -793,3 +796,20 @@ def _torch_version(env: Environment) -> str:
         if dist.lower() == "torch":
             return ver
     return "2.9.1"
+
+
+def _model_has(check: Any, wanted: list[str]) -> bool | Unknown:
+    """``hasattr(config, w)`` for any ``w``, as SGLang sees the config object: a key of
+    config.json or a default of its config class (issue #23), unknown when the class is."""
+    if not isinstance(check, HFConfig):
+        return False
+    unknown: Unknown | None = None
+    for name in wanted:
+        if name in check.attrs:
+            return True
+        default = class_default(check, name, False)
+        if isinstance(default, Unknown):
+            unknown = unknown or default
+        elif default is not NO_DEFAULT:
+            return True
+    return unknown or False

@@ -109,6 +109,9 @@ class ResultCache:
                 "fields": list(getattr(target, "extra_fields", ())),
                 # the draft model's directory content: its config.json decides the draft's settings
                 "draft": self._draft_digest(target.flags.get("speculative_draft_model_path")),
+                # the transformers wheel whose config classes fill keys config.json omits:
+                # an answer made without it (offline) is not served once it is there
+                "transformers": _transformers_wheel_name(target.source.package_dir),
             }
         except (OSError, RuntimeError, ValueError, _NotCacheable):
             return None
@@ -219,6 +222,14 @@ def _typed_repr(value: Any) -> str:
 
 
 @functools.lru_cache(maxsize=1)
+def _transformers_wheel_name(package_dir: Path) -> str | None:
+    from sglang_audit.source.transformers import cached_transformers_wheel, transformers_pin
+
+    pin = transformers_pin(Path(package_dir))
+    wheel = cached_transformers_wheel(pin) if pin else None
+    return wheel.name if wheel is not None else None
+
+
 def _tool_digest() -> str:
     h = hashlib.sha256(__version__.encode())
     files = sorted(p for p in package_dir().rglob("*") if p.is_file() and p.suffix in (".py", ".html", ".css", ".toml"))

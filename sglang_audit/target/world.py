@@ -50,7 +50,8 @@ class NativeWorld:
         self.object_class = make_object_class()
         self.source_root: Path | None = None  # set by the resolver: probes inside it are answered
         self.packages = Packages(self.package_name, environment, torch_version)
-        self.boundaries = Boundaries(device, self.inside_model_dir)
+        self.boundaries = Boundaries(
+            device, self.inside_model_dir, lambda: self.source_root / self.package_name if self.source_root else None)
         self._builtins = Builtins(self)
         self._static_values: dict[str, Any] | None = None  # external_value's table, built once
 

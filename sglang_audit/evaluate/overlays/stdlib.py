@@ -221,6 +221,7 @@ def _deepcopy(value: Any) -> Any:
             return tuple(dc(x) for x in v)
         if isinstance(v, HFConfig):
             out = HFConfig({}, v.origin)
+            out.config_class = v.config_class
             memo[id(v)] = out
             out.attrs = {k: dc(x) for k, x in v.attrs.items()}
             return out
@@ -240,6 +241,7 @@ def _shallow_copy(value: Any) -> Any:
         return value.copy()
     if isinstance(value, HFConfig):
         out = HFConfig(dict(value.attrs), value.origin)
+        out.config_class = value.config_class
         return out
     if isinstance(value, Instance) and "enum" not in value.cls.flags:
         out2 = Instance(value.cls)

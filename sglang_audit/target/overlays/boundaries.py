@@ -26,6 +26,30 @@ def _none_marker(value: Any) -> Any:
     return None if value == "__none__" else value
 
 
+NO_DEFAULT = object()
+
+
+def class_default(cfg: HFConfig, name: str, generic: bool) -> Any:
+    """What the config class sets for ``name`` when config.json omits it (issue #23):
+    its default (a copy), an attribute_map alias, an unknown naming where the class
+    computes it, or an unknown for any name when the class could not be read."""
+    from sglang_audit.target.configclass import ConfigClass, NoConfigClass
+
+    found = cfg.config_class
+    if isinstance(found, NoConfigClass) and not generic:  # PretrainedConfig's own attributes stay known
+        return Unknown(f"config.json omits {name!r} and {found.reason}", f"hfdefault:{cfg.origin}:{name}")
+    if isinstance(found, ConfigClass):
+        alias = found.attribute_map.get(name)
+        if alias is not None and alias in cfg.attrs:
+            return cfg.attrs[alias]
+        for key, target in found.attribute_map.items():  # config.json's alias key set the attribute
+            if target == name and key in cfg.attrs:
+                return cfg.attrs[key]
+        if name in found.defaults:
+            return copy.deepcopy(found.defaults[name])
+    return NO_DEFAULT
+
+
 def hf_to_dict(cfg: HFConfig) -> dict[str, Any]:
     return {k: hf_to_dict(v) if isinstance(v, HFConfig) else copy.deepcopy(v) if plain_deep(v) else v for k, v in cfg.attrs.items()}
 
@@ -33,9 +57,11 @@ def hf_to_dict(cfg: HFConfig) -> dict[str, Any]:
 class Boundaries:
     """The boundary functions and the HF configs of one target."""
 
-    def __init__(self, device: Device, inside: Callable[[str], Path | None]) -> None:
+    def __init__(self, device: Device, inside: Callable[[str], Path | None], package: Callable[[], Path | None]) -> None:
         self.device = device
         self.inside_model_dir = inside
+        self.analysed_package = package  # the analysed package's directory, once the resolver sets it
+        self.config_classes: Any = None  # target/configclass.ConfigClasses, built on first get_config
         hf = load_toml("hf_config.toml")
         self.subconfig_keys: list[str] = hf["subconfig_keys"]
         self.text_config_keys: list[str] = hf["text_config_keys"]
@@ -83,6 +109,7 @@ class Boundaries:
                 return Unknown(f"config of model {path!r} not read ({getattr(exc, 'message', exc)})")
             cfg = self.make_hf_config(data, str(inside))
             interp.hf_configs[key] = cfg
+            self.attach_config_class(interp, cfg, kwargs.get("trust_remote_code", args[1] if len(args) > 1 else False), inside)
         overrides = kwargs.get("model_override_args")
         if isinstance(overrides, dict) and overrides:
             for k, v in overrides.items():
@@ -121,9 +148,36 @@ class Boundaries:
             return cfg.attrs
         if name == "__class__":
             return External("transformers.PretrainedConfig")
+        omitted = class_default(cfg, name, name in self.hf_defaults)
+        if omitted is not NO_DEFAULT:
+            return omitted
         if name in self.hf_defaults:
             return copy.deepcopy(self.hf_defaults[name])
         raise interp.make_raise("AttributeError", f"'{cfg.attrs.get('model_type')}Config' object has no attribute '{name}'")
+
+    def attach_config_class(self, interp: Interpreter, cfg: HFConfig, trust_remote_code: Any, model_dir: Path) -> None:
+        """Find the config class SGLang would read this config.json through (and its nested
+        configs'), for the keys it omits (issue #23; target/configclass.py)."""
+        if self.config_classes is None:
+            from sglang_audit.source.transformers import (
+                TransformersWheel,
+                transformers_pin,
+                transformers_wheel,
+            )
+            from sglang_audit.target.configclass import ConfigClasses
+
+            package = self.analysed_package()
+
+            def wheel() -> Any:
+                pin = transformers_pin(package) if package is not None else None
+                return TransformersWheel(transformers_wheel(pin), pin) if pin else None
+
+            self.config_classes = ConfigClasses(package, wheel)
+        todo = [cfg]
+        while todo:
+            one = todo.pop()
+            one.config_class = self.config_classes.lookup(interp, one.attrs, trust_remote_code, model_dir)
+            todo.extend(v for v in one.attrs.values() if isinstance(v, HFConfig))
 
     def _text_config(self, cfg: HFConfig, kwargs: dict[str, Any]) -> Any:
         for key in self.text_config_keys:

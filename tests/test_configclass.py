@@ -1,0 +1,188 @@
+"""Keys config.json omits read as the config class's defaults, as SGLang sees them (issue #23):
+SGLang's own classes evaluated, transformers' read from the version the release requires,
+anything else unknown with the reason."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sglang_audit.errors import SourceError
+from sglang_audit.evaluate.interpreter import Bounds, Interpreter
+from sglang_audit.evaluate.values import HFConfig, Unknown
+from sglang_audit.frontend.parse import SourceCache, convert_source
+from sglang_audit.resolve.pipeline import Request, resolve
+from sglang_audit.resolve.resolver import _model_has
+from sglang_audit.target.configclass import ConfigClass, ConfigClasses, NoConfigClass, _static_class
+from sglang_audit.target.device import Environment, parse_device
+from sglang_audit.target.overlays.boundaries import NO_DEFAULT, class_default
+from sglang_audit.target.world import NativeWorld
+
+ROOT = Path(__file__).resolve().parent.parent
+QWEN3_MOE = ROOT / "fixtures" / "models" / "qwen3-30b-a3b"
+
+V5 = '''
+from ...configuration_utils import PreTrainedConfig
+from ..base.configuration_base import BaseMoeConfig
+
+class ToyConfig(BaseMoeConfig):
+    model_type = "toy"
+    attribute_map = {"num_local_experts": "num_experts"}
+    num_experts_per_tok: int = 8
+    num_experts: int = 128
+    mlp_only_layers: list[int] | None = None
+    sliding_window: int | None = 4096
+
+    def __post_init__(self, **kwargs):
+        self.sliding_window = self.sliding_window if self.use_sliding_window else None
+        super().__post_init__(**kwargs)
+'''
+BASE = '''
+from ...configuration_utils import PreTrainedConfig
+
+class BaseMoeConfig(PreTrainedConfig):
+    hidden_size: int = 1024
+    num_experts_per_tok: int = 2
+'''
+V4 = '''
+class OldConfig(PretrainedConfig):
+    model_type = "old"
+
+    def __init__(self, vocab_size=32000, num_experts_per_tok=6, mlp_only_layers=None, head_dim=None,
+                 hidden_size=4096, num_attention_heads=32, tie_word_embeddings=False, **kwargs):
+        self.vocab_size = vocab_size
+        self.num_experts_per_tok = num_experts_per_tok
+        self.mlp_only_layers = [] if mlp_only_layers is None else mlp_only_layers
+        self.head_dim = head_dim if head_dim is not None else hidden_size // num_attention_heads
+        if vocab_size > 10:
+            self.big = True
+        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
+'''
+
+
+def _read(text: str, name: str, sources: dict[str, str] | None = None) -> ConfigClass:
+    tree = convert_source(text)
+    node = next(n for n in tree.body if n.kind == "ClassDef" and n.name == name)
+
+    def base_source(module: str | None, _cls: str):  # type: ignore[no-untyped-def]
+        if module is None:
+            return tree, "toy.py"
+        return convert_source((sources or {})[module]), module
+
+    found = _static_class(node, "toy.py", tree, base_source)
+    assert isinstance(found, ConfigClass), found
+    return found
+
+
+def test_v5_dataclass_fields_bases_and_post_init():
+    found = _read(V5, "ToyConfig", {"..base.configuration_base": BASE})
+    assert found.defaults["num_experts_per_tok"] == 8  # the class's own field wins over its base's 2
+    assert found.defaults["hidden_size"] == 1024  # inherited from the base class
+    assert found.defaults["mlp_only_layers"] is None
+    window = found.defaults["sliding_window"]  # rewritten in __post_init__: unknown, with the line
+    assert isinstance(window, Unknown) and "toy.py:14" in window.reason and "__post_init__" in window.reason
+    assert found.attribute_map == {"num_local_experts": "num_experts"}
+
+
+def test_v4_init_copies_conditional_defaults_and_computed_attributes():
+    found = _read(V4, "OldConfig")
+    d = found.defaults
+    assert d["vocab_size"] == 32000 and d["num_experts_per_tok"] == 6
+    assert d["mlp_only_layers"] == []  # `[] if mlp_only_layers is None else mlp_only_layers`
+    assert d["tie_word_embeddings"] is False  # passed to PretrainedConfig.__init__
+    head = d["head_dim"]  # computed from two parameters: not evaluated here, said so
+    assert isinstance(head, Unknown) and "toy.py:10" in head.reason and "computed" in head.reason
+    assert isinstance(d["big"], Unknown) and "under a condition" in d["big"].reason
+
+
+def test_class_default_reads_and_aliases():
+    found = _read(V5, "ToyConfig", {"..base.configuration_base": BASE})
+    cfg = HFConfig({"model_type": "toy", "num_experts": 64}, "m")
+    cfg.config_class = found
+    assert class_default(cfg, "num_experts_per_tok", False) == 8
+    assert class_default(cfg, "num_local_experts", False) == 64  # attribute_map alias of a key given
+    assert class_default(cfg, "not_a_field", False) is NO_DEFAULT  # AttributeError, as on the class
+    # computed in __post_init__: not evaluated yet, so config.json alone decides (as before)
+    assert class_default(cfg, "sliding_window", False) is NO_DEFAULT
+    assert _model_has(cfg, ["num_experts_per_tok"]) is True
+
+
+def test_a_class_that_cannot_be_read_makes_omitted_keys_unknown():
+    cfg = HFConfig({"model_type": "toy"}, "m")
+    cfg.config_class = NoConfigClass("transformers==9.9 not read (no network)")
+    got = class_default(cfg, "num_experts_per_tok", False)
+    assert isinstance(got, Unknown) and "num_experts_per_tok" in got.reason and "no network" in got.reason
+    assert class_default(cfg, "tie_word_embeddings", True) is NO_DEFAULT  # PretrainedConfig's own stay known
+    has = _model_has(cfg, ["num_experts_per_tok"])
+    assert isinstance(has, Unknown) and "no network" in has.reason
+
+
+def test_download_failure_is_a_reason_not_an_error(tmp_path):
+    def wheel():  # type: ignore[no-untyped-def]
+        raise SourceError("transformers==5.19.0: download failed (no network?)")
+
+    classes = ConfigClasses(tmp_path / "sglang", wheel)
+    found = classes.lookup(None, {"model_type": "qwen3_moe"}, False, None)
+    assert isinstance(found, NoConfigClass) and "no network" in found.reason
+    assert isinstance(classes.lookup(None, {}, False, None), NoConfigClass)  # no model_type
+
+
+def test_remote_code_with_trust_reads_the_model_directory(tmp_path):
+    (tmp_path / "configuration_toy.py").write_text(V4.replace("OldConfig", "ToyRemote"))
+    classes = ConfigClasses(None, lambda: None)
+    interp = Interpreter(tmp_path, SourceCache(use_disk=False), NativeWorld(parse_device("sm100"), Environment(), []), {}, Bounds())
+    data = {"model_type": "old", "auto_map": {"AutoConfig": "configuration_toy.ToyRemote"}}
+    found = classes.lookup(interp, data, True, tmp_path)
+    assert isinstance(found, ConfigClass) and found.defaults["num_experts_per_tok"] == 6
+    missing = ConfigClasses(None, lambda: None).lookup(interp, {**data, "auto_map": {"AutoConfig": "nothere.X"}}, True, tmp_path)
+    assert isinstance(missing, NoConfigClass) and "not in the model directory" in missing.reason
+
+
+# ---- real releases ----------------------------------------------------------------------
+
+
+def _qwen_nvfp4(tmp_path: Path, name: str, omit: bool) -> Path:
+    model = tmp_path / name
+    shutil.copytree(QWEN3_MOE, model)
+    data = json.loads((model / "config.json").read_text())
+    data["quantization_config"] = {"quant_algo": "NVFP4", "quant_method": "modelopt", "ignore": ["lm_head"], "group_size": 16}
+    assert data["num_experts_per_tok"] == 8  # transformers' Qwen3MoeConfig default
+    if omit:
+        del data["num_experts_per_tok"]
+    (model / "config.json").write_text(json.dumps(data))
+    return model
+
+
+@pytest.mark.real_release
+def test_0523_omitted_key_reads_as_the_transformers_default(release, tmp_path):
+    """The issue's case: Qwen3-MoE NVFP4 on sm100 without num_experts_per_tok in config.json.
+    SGLang reads it through Qwen3MoeConfig (default 8), so the scheduler initialises the MoE
+    flags and picks flashinfer_trtllm, exactly as with the key present."""
+    src = str(release("0.5.23").package_dir)
+    answers = []
+    for omit in (False, True):
+        model = _qwen_nvfp4(tmp_path, f"q{int(omit)}", omit)
+        res = resolve(Request(source=src, arch="sm100", model=str(model), sets=["tp_size=4"], use_cache=False,
+                              flashinfer_source="none"))
+        answers.append({k: (s.config, s.runtime) for k, s in res.settings.items()})
+    assert answers[0] == answers[1]
+    assert answers[1]["moe_runner_backend"] == ("flashinfer_trtllm", "flashinfer_trtllm")
+
+
+@pytest.mark.real_release
+def test_0523_sglang_own_config_class_is_evaluated(release):
+    """SGLang's own Cohere2MoeConfig (sglang/srt/configs/cohere2_moe.py): its __init__
+    defaults, evaluated by the partial evaluator."""
+    package = release("0.5.23").package_dir
+    world = NativeWorld(parse_device("sm100"), Environment(), [])
+    world.source_root = package.parent
+    interp = Interpreter(package.parent, SourceCache(), world, {}, Bounds())
+    found = ConfigClasses(package, lambda: None).lookup(interp, {"model_type": "cohere2_moe"}, False, None)
+    assert isinstance(found, ConfigClass)
+    assert found.where.startswith("sglang/srt/configs/cohere2_moe.py:") and found.where.endswith("Cohere2MoeConfig")
+    assert found.defaults["num_experts_per_tok"] == 2
+    layer_types = found.defaults["layer_types"]  # computed under a branch: unknown, with its line
+    assert isinstance(layer_types, Unknown) and "sglang/srt/configs/cohere2_moe.py:" in layer_types.reason
