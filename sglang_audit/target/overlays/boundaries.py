@@ -45,8 +45,11 @@ def class_default(cfg: HFConfig, name: str, generic: bool) -> Any:
         for key, target in found.attribute_map.items():  # config.json's alias key set the attribute
             if target == name and key in cfg.attrs:
                 return cfg.attrs[key]
-        if name in found.defaults:
-            return copy.deepcopy(found.defaults[name])
+        value = found.defaults.get(name, NO_DEFAULT)
+        # an attribute the class computes (not a plain default) is left as before, read
+        # from config.json only: evaluating those __init__ bodies is not done yet
+        if value is not NO_DEFAULT and not isinstance(value, Unknown):
+            return copy.deepcopy(value)
     return NO_DEFAULT
 
 
