@@ -34,6 +34,7 @@ from sglang_audit.evaluate.values import (
     Function,
     HFConfig,
     Instance,
+    ModuleObj,
     Native,
     Partial,
     Property,
@@ -379,6 +380,8 @@ class NativeWorld:
         return unknown if unknown is not None else (not is_any)
 
     def _type_matches(self, interp: Interpreter, value: Any, typ: Any) -> Any:
+        if isinstance(typ, TypeForm) and isinstance(typ.origin, External) and typ.origin.path == "typing.Union":
+            typ = typ.args  # `A | B` (PEP 604): isinstance checks each member
         if isinstance(typ, tuple):
             results = [self._type_matches(interp, value, t) for t in typ]
             if any(r is True for r in results):
@@ -387,6 +390,8 @@ class NativeWorld:
             return u if u is not None else False
         if isinstance(value, Unknown):
             return value
+        if isinstance(typ, External) and typ.path == "builtins.NoneType":
+            return value is None
         if isinstance(typ, Native):
             pytype = _BUILTIN_TYPES.get(typ.name)
             if pytype is not None:
@@ -407,7 +412,11 @@ class NativeWorld:
             if isinstance(value, HFConfig):
                 wanted = typ.lookup("model_type")
                 if wanted[0] and isinstance(wanted[1], str):
-                    return wanted[1] == value.attrs.get("model_type")
+                    if wanted[1] == value.attrs.get("model_type"):
+                        return True
+                    # transformers builds the config class registered for the model_type: an
+                    # instance of typ when that class (if the release defines it) subclasses typ
+                    return any(c.is_subclass_of(typ) for c in _config_classes(interp, value.attrs.get("model_type")))
                 return False
             return False
         if isinstance(typ, External):
@@ -637,6 +646,11 @@ class NativeWorld:
             return External("transformers.PretrainedConfig")
         if name in self.hf_defaults:
             return copy.deepcopy(self.hf_defaults[name])
+        for cls in _config_classes(interp, cfg.attrs.get("model_type")):
+            # a property of the release's own config class (Qwen3NextConfig.full_attention_layer_ids)
+            found, prop = cls.lookup(name)
+            if found and isinstance(prop, Property) and prop.fget is not None:
+                return interp.call(prop.fget, [cfg], {})
         raise interp.make_raise("AttributeError", f"'{cfg.attrs.get('model_type')}Config' object has no attribute '{name}'")
 
     def _text_config(self, cfg: HFConfig, kwargs: dict[str, Any]) -> Any:
@@ -1508,6 +1522,19 @@ def _shallow_copy(value: Any) -> Any:
         out2.events = dict(value.events)
         return out2
     return value
+
+
+def _config_classes(interp: Interpreter, model_type: Any) -> list[Class]:
+    """The release's config classes (in the modules evaluated so far) declaring this model_type."""
+    if not isinstance(model_type, str):
+        return []
+    out = []
+    for mod in list(interp.modules.values()):
+        if isinstance(mod, ModuleObj) and ".configs." in f".{mod.name}.":
+            for v in mod.globals.values():
+                if isinstance(v, Class) and v.ns.get("model_type") == model_type and v.module is mod:
+                    out.append(v)
+    return out
 
 
 def _hf_to_dict(cfg: HFConfig) -> dict[str, Any]:

@@ -1,0 +1,316 @@
+"""The attention backend SGLang builds with the resolved settings: which backend classes the
+model runner constructs (hybrid prefill/decode, the hybrid linear-attention sub-backend), or
+the raise/assert a constructor hits (issue 16).
+
+On one resolver path, after the runtime initialisers, the same interpreter evaluates the
+release's own ``ModelRunner._get_attention_backend`` on a stand-in runner: a subclass of the
+release's ``ModelRunner`` whose properties (``hybrid_gdn_config``, ``mambaish_config``, ...)
+are the release's own, whose ``__init__`` assignments named in ``rules/attention.toml``
+(``page_size``, ``use_mla_backend``, ...) are evaluated from the release's source, and whose
+other attributes (memory pools, streams, the loaded model) are unknown runtime state. Every
+class built whose MRO holds ``AttentionBackend`` is recorded with its site; its constructor
+runs: an explicit raise/assert in the attention code is SGLang's verdict (``unsupported``);
+a constructor the evaluator cannot follow to its end leaves the backend's class known and its
+remaining checks unknown (said, never guessed). Branches on unknown runtime state are explored
+inside this stage (never as resolver paths) and joined as the MoE layers are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sglang_audit.evaluate.interpreter import NOT_HOOKED, Frame, Interpreter, PyRaise, Unmodelled
+from sglang_audit.evaluate.values import (
+    AnalysisBound,
+    BoundMethod,
+    Class,
+    Function,
+    Instance,
+    ModuleObj,
+    Native,
+    Scope,
+    Unknown,
+)
+from sglang_audit.frontend import ir
+from sglang_audit.resolve.layers import _at_module_level, _guard_steps, _is_assert, _walk
+from sglang_audit.result import (
+    STATUS_RESOLVED,
+    STATUS_UNKNOWN,
+    STATUS_UNSUPPORTED,
+    Candidate,
+    ChainStep,
+    LayerValue,
+)
+from sglang_audit.shipped import load_toml
+
+MAX_ATTENTION_PATHS = 32  # branches on unknown runtime state explored per role
+STAGE = "attention"
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    status: str  # resolved | unsupported | unknown | infeasible
+    value: str
+    site: str = ""
+    code: str = ""
+    exception: str = ""
+    chain: tuple[ChainStep, ...] = ()
+    partial: tuple[str, ...] = ()  # constructors not evaluated to their end
+
+
+@dataclass
+class _State:
+    built: list[ChainStep] = field(default_factory=list)
+    partial: list[str] = field(default_factory=list)
+    names: dict[int, str] = field(default_factory=dict)  # id(instance) -> its description
+
+
+def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
+    """The layer value of ``attention_backend`` (target) and ``speculative_draft_attention_backend``
+    (the draft worker's runner); {} when the release has no ``_get_attention_backend``."""
+    spec = load_toml("attention.toml")
+    run = spec["runner"]
+    if not isinstance(server_args, Instance) or interp.find_module_file(run["module"]) is None:
+        return {}
+    mod = interp.load_module(run["module"])
+    cls = interp.getattr(mod, run["class"]) if isinstance(mod, ModuleObj) else None
+    if not isinstance(cls, Class) or not cls.lookup(run["method"])[0]:
+        return {}
+    out: dict[str, LayerValue] = {}
+    roles = [("attention_backend", model_config, False)]
+    if isinstance(draft_config, Instance):
+        roles.append(("speculative_draft_attention_backend", draft_config, True))
+    for setting, mc, draft in roles:
+        if isinstance(mc, Instance):
+            out[setting] = _explore(interp, spec, cls, server_args, mc, draft)
+    return out
+
+
+def _explore(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args: Instance, mc: Instance, draft: bool) -> LayerValue:
+    saved = (interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook)
+    base = dict(interp.decisions)
+    outcomes: list[tuple[_Outcome, tuple[str, ...]]] = []
+    pending: list[dict[str, bool]] = [{}]
+    complete = True
+    imported: dict[str, bool | None] = {}
+    optional = set(spec["backend"]["optional_packages"])
+    real_load = interp.load_module
+
+    def load_module(name: str) -> Any:
+        top = name.split(".")[0]
+        if top in optional and top not in imported:
+            imported[top] = interp.natives.package_state(top)
+        return real_load(name)
+
+    assumed: set[str] = set()
+    real_decide = interp.decide
+
+    def decide(value: Unknown, file: str, line: int, text: str) -> bool:
+        # an assert the tool cannot decide (runtime state, tensor shapes) is not SGLang's
+        # verdict here: assumed to hold and listed, never explored as a failure
+        if _is_assert(interp, file, line):
+            assumed.add(f"assert {text} at {file}:{line} (runtime state not known; assumed to hold)")
+            return True
+        return real_decide(value, file, line, text)
+
+    interp.load_module = load_module  # type: ignore[method-assign]
+    interp.decide = decide  # type: ignore[method-assign]
+    try:
+        while pending:
+            if len(outcomes) >= MAX_ATTENTION_PATHS:
+                complete = False
+                break
+            extra = pending.pop()
+            interp.decisions = {**base, **extra}
+            interp.new_decisions = []
+            interp.taken = []
+            interp.guards = []
+            interp.guard_tuple = None
+            outcome = _run_once(interp, spec, cls, server_args, mc, draft)
+            when = tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in interp.taken)
+            outcomes.append((outcome, when))
+            prefix = dict(extra)
+            for d in interp.new_decisions:
+                alt = dict(prefix)
+                alt[d.key] = False
+                pending.append(alt)
+                prefix[d.key] = True
+    finally:
+        del interp.load_module
+        del interp.decide
+        interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook = saved
+    value = _join(outcomes, complete)
+    value = replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent)
+    assumptions = tuple(f"{top}: {'installed' if st else 'absent' if st is False else 'not modelled (assumed importable)'}"
+                        f" (evaluate the other state with --{'without' if st is not False else 'with'} {top})"
+                        for top, st in sorted(imported.items()))
+    return replace(value, assumptions=assumptions)
+
+
+def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> LayerValue:
+    kept = [(o, w) for o, w in outcomes if o.status != "infeasible"]
+    if not kept:
+        return LayerValue(STATUS_UNKNOWN, None, reason="every branch ends in a failing import", paths=len(outcomes), stage=STAGE)
+    distinct: list[_Outcome] = []
+    for o, _ in kept:
+        if o not in distinct:
+            distinct.append(o)
+    first = distinct[0]
+    if complete and len(distinct) == 1 and first.status in (STATUS_RESOLVED, STATUS_UNSUPPORTED):
+        return LayerValue(first.status, first.value, site=first.site, code=first.code, exception=first.exception,
+                          paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=STAGE)
+    if not complete:
+        reason = f"analysis bound reached: more than {MAX_ATTENTION_PATHS} branches of the attention backend's construction"
+    elif len(distinct) == 1:
+        reason = first.value
+    else:
+        reason = "the attention backend's construction depends on runtime state the tool does not know"
+    cands = []
+    for o in distinct:
+        whens = next(w for oo, w in kept if oo == o)
+        label = o.value if o.status == STATUS_RESOLVED else f"{o.status}: {o.value}"
+        cands.append(Candidate(label, ((f"at {o.site}",) if o.site else ()) + whens))
+    partial = tuple(sorted({p for o in distinct for p in o.partial}))
+    return LayerValue(STATUS_UNKNOWN, None, reason=reason, candidates=tuple(cands), paths=len(kept),
+                      data_dependent=partial, stage=STAGE)
+
+
+def _run_once(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args: Instance, mc: Instance, draft: bool) -> _Outcome:
+    state = _State()
+    interp.call_hook = _hook(interp, spec, state)
+    try:
+        runner = _runner(interp, spec, cls, server_args, mc, draft)
+        _, method = cls.lookup(spec["runner"]["method"])
+        result = interp.call(BoundMethod(method, runner), [], {})
+        if not isinstance(result, Instance) or id(result) not in state.names:
+            return _Outcome(STATUS_UNKNOWN, f"{spec['runner']['method']}() returned no attention backend the tool built ({result!r})",
+                            chain=tuple(state.built), partial=tuple(state.partial))
+        return _Outcome(STATUS_RESOLVED, state.names[id(result)], state.built[-1].file + f":{state.built[-1].line}" if state.built else "",
+                        chain=tuple(state.built), partial=tuple(state.partial))
+    except PyRaise as raised:
+        return _raise_outcome(interp, spec, raised, state)
+    except (Unmodelled, AnalysisBound) as exc:
+        return _Outcome(STATUS_UNKNOWN, str(exc), chain=tuple(state.built), partial=tuple(state.partial))
+    except RecursionError:
+        return _Outcome(STATUS_UNKNOWN, "analysis bound reached: recursion too deep")
+    except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        return _Outcome(STATUS_UNKNOWN, f"internal evaluator error ({type(exc).__name__}: {exc})")
+    finally:
+        interp.call_hook = None
+
+
+def _message(interp: Interpreter, raised: PyRaise) -> tuple[str, str]:
+    exc = raised.exc
+    name = exc.cls.name if isinstance(exc, Instance) else "Exception"
+    args = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
+    interp._message_mode = True  # type: ignore[attr-defined]  # f-string parts as text
+    try:
+        message = interp.to_str(args[0]) if len(args) == 1 else ", ".join(interp.to_str(a) for a in args)
+    finally:
+        interp._message_mode = False  # type: ignore[attr-defined]
+    return name, message
+
+
+def _is_verdict(spec: dict[str, Any], raised: PyRaise) -> bool:
+    return raised.explicit and any(raised.file.startswith(p) for p in spec["backend"]["verdict_files"])
+
+
+def _raise_outcome(interp: Interpreter, spec: dict[str, Any], raised: PyRaise, state: _State) -> _Outcome:
+    name, message = _message(interp, raised)
+    site = f"{raised.file}:{raised.line}"
+    if _at_module_level(interp, raised.file, raised.line):
+        return _Outcome("infeasible", f"{name}: {message}", site, raised.text, name)
+    if not _is_verdict(spec, raised):
+        why = "outside the attention code" if raised.explicit else "not an explicit raise in SGLang"
+        return _Outcome(STATUS_UNKNOWN, f"evaluation stopped: {name}: {message} at {site} ({why})",
+                        chain=tuple(state.built), partial=tuple(state.partial))
+    chain = (*state.built, *_guard_steps_any(raised.guards),
+             ChainStep(raised.file, raised.line, "", f"{name}: {message}", raised.text, STAGE, "raise"))
+    return _Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, chain, tuple(state.partial))
+
+
+def _guard_steps_any(guards: Any) -> tuple[ChainStep, ...]:
+    steps = _guard_steps(guards)  # the ones in sglang/srt/layers/
+    extra = tuple(ChainStep(g.file, g.line, g.describe(), g.truth, "", STAGE, "branch")
+                  for g in guards if g.file.startswith("sglang/srt/model_executor/"))
+    return extra + steps
+
+
+def _is_backend(cls: Class, spec: dict[str, Any]) -> bool:
+    be = spec["backend"]
+    return any(k.name == be["base_class"] and k.module is not None and k.module.name == be["base_module"] for k in cls.mro()[1:])
+
+
+def _hook(interp: Interpreter, spec: dict[str, Any], state: _State) -> Any:
+    process_state = tuple(spec["backend"]["process_state_modules"])
+    warn_only = set(spec["backend"]["warn_only"])
+
+    def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if isinstance(func, Class) and _is_backend(func, spec):
+            file, line = getattr(interp, "_call_site", ("?", 0))
+            parts = [state.names[id(a)] for a in [*args, *kwargs.values()] if isinstance(a, Instance) and id(a) in state.names]
+            label = f"{func.name}({', '.join(parts)})" if parts else func.name
+            guards = " and ".join(g.describe() for g in interp.guards[-2:])
+            try:
+                inst = interp.instantiate(func, args, kwargs)
+            except PyRaise as raised:
+                if _is_verdict(spec, raised) and not _at_module_level(interp, raised.file, raised.line):
+                    raise
+                name, message = _message(interp, raised)
+                state.partial.append(f"{func.name}.__init__ not evaluated past {raised.file}:{raised.line} ({name}: {message})")
+                inst = Instance(func)
+            except (Unmodelled, AnalysisBound) as exc:
+                state.partial.append(f"{func.name}.__init__ not evaluated to its end ({exc})")
+                inst = Instance(func)
+            state.names[id(inst)] = label
+            state.built.append(ChainStep(file, line, guards, label, f"{func.name}(...)", STAGE, "backend"))
+            return inst
+        if isinstance(func, Function) and func.name in warn_only:
+            return None
+        inner = getattr(func, "func", None)
+        if isinstance(inner, Function) and inner.name in warn_only:  # lru_cache-wrapped
+            return None
+        if isinstance(func, Function) and func.module.name.startswith(process_state):
+            return Unknown(f"{func.qualname}(): process state (distributed groups) is not modelled", f"proc:{func.qualname}")
+        return NOT_HOOKED
+
+    return hook
+
+
+# ---- the stand-in runner ----------------------------------------------------------------
+def _runner(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args: Instance, mc: Instance, draft: bool) -> Instance:
+    def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        name = str(args[-1])
+        return Unknown(f"ModelRunner.{name} (runtime state of the model runner is not modelled)", f"runner:{name}")
+
+    standin = Class(cls.name, (cls,), {"__getattr__": Native("ModelRunner.__getattr__", missing)}, cls.module, cls.line,
+                    external_bases=())
+    runner = Instance(standin)
+    runner.attrs.update(server_args=server_args, model_config=mc, is_draft_worker=draft)
+    found, init = cls.lookup("__init__")
+    if not found or not isinstance(init, Function):
+        return runner
+    run = spec["runner"]
+    scope = Scope(parent=init.closure)
+    params = {p.name for p in init.params}
+    bound: dict[str, Any] = {"self": runner, "server_args": server_args, "model_config": mc, "is_draft_worker": draft}
+    bound.update({k: v for k, v in run["params"].items() if k in params})
+    bound.update({k: server_args.attrs.get(v, Unknown(f"server args {v}")) for k, v in run["params_from_server_args"].items() if k in params})
+    for p in params:
+        scope.vars[p] = bound.get(p, Unknown(f"ModelRunner.__init__ argument {p} (not modelled)", f"runner-arg:{p}"))
+    frame = Frame(module=init.module, scope=scope, func=init, depth=interp.depth)
+    wanted = set(run["init_attrs"])
+    for node in _walk(init.body):
+        if not (isinstance(node, ir.Assign) and len(node.targets) == 1):
+            continue
+        t = node.targets[0]
+        if not (isinstance(t, ir.Attribute) and isinstance(t.value, ir.Name) and t.value.id == "self" and t.attr in wanted):
+            continue
+        if t.attr in runner.attrs:
+            continue  # the first assignment in the source order (the unconditional one)
+        try:
+            runner.attrs[t.attr] = interp.evaluate(node.value, frame)
+        except (PyRaise, Unmodelled, AnalysisBound):
+            continue  # left to __getattr__: unknown
+    return runner
