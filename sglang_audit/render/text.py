@@ -127,6 +127,8 @@ def layer_lines(v: LayerValue, label: str = "") -> list[str]:
     else:
         lines = [f"{label:7} {v.status}: {v.value} at {v.site}" + (f"  [{what}]" if v.stage == "moe" else "")]
     if v.stage == "attention":
+        if v.status != "unknown":
+            lines += [f"          or {c.value}  (when {'; '.join(c.when)})" for c in v.candidates]
         lines += [f"          not followed: {p}" for p in v.data_dependent]
     lines += [f"          assuming {a}" for a in v.assumptions]
     lines += [f"          fork: {f}" for f in v.forks]

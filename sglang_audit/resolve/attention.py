@@ -44,7 +44,7 @@ from sglang_audit.result import (
 )
 from sglang_audit.shipped import load_toml
 
-MAX_ATTENTION_PATHS = 32  # branches on unknown runtime state explored per role
+MAX_ATTENTION_PATHS = 24  # branches on unknown runtime state explored per role
 STAGE = "attention"
 
 
@@ -93,6 +93,7 @@ def _explore(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args:
     outcomes: list[tuple[_Outcome, tuple[str, ...]]] = []
     pending: list[dict[str, bool]] = [{}]
     complete = True
+    flipped = 0
     imported: dict[str, bool | None] = {}
     optional = set(spec["backend"]["optional_packages"])
     real_load = interp.load_module
@@ -130,17 +131,18 @@ def _explore(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args:
             outcome = _run_once(interp, spec, cls, server_args, mc, draft)
             when = tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in interp.taken)
             outcomes.append((outcome, when))
-            prefix = dict(extra)
-            for d in interp.new_decisions:
-                alt = dict(prefix)
-                alt[d.key] = False
-                pending.append(alt)
-                prefix[d.key] = True
+            if not extra:
+                # branches on runtime state are flipped one at a time from the first run, not
+                # in every combination (a constructor has dozens; each run costs a second)
+                pending.extend({d.key: False} for d in reversed(interp.new_decisions))
+                flipped = len(interp.new_decisions)
     finally:
         del interp.load_module
         del interp.decide
         interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook = saved
     value = _join(outcomes, complete)
+    if flipped > 1:
+        assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")
     value = replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent)
     assumptions = tuple(f"{top}: {'installed' if st else 'absent' if st is False else 'not modelled (assumed importable)'}"
                         f" (evaluate the other state with --{'without' if st is not False else 'with'} {top})"
@@ -160,6 +162,13 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
     if complete and len(distinct) == 1 and first.status in (STATUS_RESOLVED, STATUS_UNSUPPORTED):
         return LayerValue(first.status, first.value, site=first.site, code=first.code, exception=first.exception,
                           paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=STAGE)
+    if len(distinct) > 1 and all(o.status == STATUS_UNSUPPORTED for o in distinct):
+        # every branch explored ends in SGLang's own raise: the default branch's is reported,
+        # the others are listed as candidates
+        others = tuple(Candidate(f"{o.status}: {o.value}", (f"at {o.site}", *next(w for oo, w in kept if oo == o)))
+                       for o in distinct[1:])
+        return LayerValue(STATUS_UNSUPPORTED, first.value, site=first.site, code=first.code, exception=first.exception,
+                          candidates=others, paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=STAGE)
     if not complete:
         reason = f"analysis bound reached: more than {MAX_ATTENTION_PATHS} branches of the attention backend's construction"
     elif len(distinct) == 1:
@@ -181,6 +190,7 @@ def _run_once(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args
     interp.call_hook = _hook(interp, spec, state)
     try:
         runner = _runner(interp, spec, cls, server_args, mc, draft)
+        _stamp(interp, spec, runner)
         _, method = cls.lookup(spec["runner"]["method"])
         result = interp.call(BoundMethod(method, runner), [], {})
         if not isinstance(result, Instance) or id(result) not in state.names:
@@ -249,7 +259,8 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: _State) -> Any:
     def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if isinstance(func, Class) and _is_backend(func, spec):
             file, line = getattr(interp, "_call_site", ("?", 0))
-            parts = [state.names[id(a)] for a in [*args, *kwargs.values()] if isinstance(a, Instance) and id(a) in state.names]
+            parts = [state.names[id(a)] for a in args if isinstance(a, Instance) and id(a) in state.names]
+            parts += [f"{k}={state.names[id(a)]}" for k, a in kwargs.items() if isinstance(a, Instance) and id(a) in state.names]
             label = f"{func.name}({', '.join(parts)})" if parts else func.name
             guards = " and ".join(g.describe() for g in interp.guards[-2:])
             try:
@@ -314,3 +325,19 @@ def _runner(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args: 
         except (PyRaise, Unmodelled, AnalysisBound):
             continue  # left to __getattr__: unknown
     return runner
+
+
+def _stamp(interp: Interpreter, spec: dict[str, Any], runner: Instance) -> None:
+    """Releases whose runner resolves the (prefill, decode) pair before building
+    (init_attention_backends: `self.prefill_attention_backend_str = resolved.prefill`): the
+    release's own resolver function, its result stamped on the runner as the release does."""
+    for st in spec["runner"].get("stamp", []):
+        if interp.find_module_file(st["module"]) is None:
+            continue
+        mod = interp.load_module(st["module"])
+        if not isinstance(mod, ModuleObj) or st["function"] not in mod.globals:
+            continue
+        resolved = interp.call(interp.getattr(mod, st["function"]), [], {st["runner_kwarg"]: runner})
+        for field_name, attr in st["attrs"].items():
+            runner.attrs[attr] = interp.getattr(resolved, field_name)
+        return
