@@ -157,3 +157,20 @@ def test_real_0_5_23_fa4_prefill_on_sm120_fails_the_hybrid_gdn_assert(release):
     assert v.value.startswith("AssertionError: Only {") and v.value.endswith(
         "backends are supported on Blackwell GPUs for hybrid GDN models. Got prefill=fa4, decode=flashinfer.")
     assert v.site == "sglang/srt/layers/attention/attention_registry.py:473"
+
+
+# ---- optional-package forks (resolve/pipeline.py with_package_forks) -----------------------
+@pytest.mark.real_release
+def test_real_an_absent_optional_package_is_stated_and_its_other_state_evaluated(release):
+    # read first: 0.5.15 Mxfp4MoEMethod imports triton_kernels (absent from a plain install:
+    # rules/packages.toml [optional]); the same target with --with triton_kernels is evaluated
+    tree = release("0.5.15")
+    res = resolve(Request(source=str(tree.package_dir), arch="sm90", model="gpt-oss-120b"))
+    v = res.settings["moe_runner_backend"].layer
+    assert v.status == "unsupported" and "No module named 'triton_kernels" in v.value
+    assert "triton_kernels: absent (a plain install of this release lacks it; --with triton_kernels evaluates it installed)" in v.assumptions
+    assert len(v.forks) == 1 and v.forks[0].startswith("with triton_kernels installed (--with triton_kernels): ")
+    assert "No module named" not in v.forks[0]  # the other state does not fail on the import
+    assert v.to_json()["forks"] == list(v.forks)
+    with_it = resolve(Request(source=str(tree.package_dir), arch="sm90", model="gpt-oss-120b", with_packages=["triton_kernels"]))
+    assert with_it.settings["moe_runner_backend"].layer.forks == ()  # the user decided the state: no fork

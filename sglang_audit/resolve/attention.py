@@ -33,7 +33,13 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend import ir
-from sglang_audit.resolve.layers import _at_module_level, _guard_steps, _is_assert, _walk
+from sglang_audit.resolve.layers import (
+    _at_module_level,
+    _guard_steps,
+    _is_assert,
+    _walk,
+    package_assumption,
+)
 from sglang_audit.result import (
     STATUS_RESOLVED,
     STATUS_UNKNOWN,
@@ -144,9 +150,7 @@ def _explore(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args:
     if flipped > 1:
         assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")
     value = replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent)
-    assumptions = tuple(f"{top}: {'installed' if st else 'absent' if st is False else 'not modelled (assumed importable)'}"
-                        f" (evaluate the other state with --{'without' if st is not False else 'with'} {top})"
-                        for top, st in sorted(imported.items()))
+    assumptions = tuple(package_assumption(interp, top, st) for top, st in sorted(imported.items()))
     return replace(value, assumptions=assumptions)
 
 
