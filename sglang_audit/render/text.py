@@ -127,6 +127,7 @@ def layer_lines(v: LayerValue, label: str = "") -> list[str]:
     else:
         lines = [f"{label:7} {v.status}: {v.value} at {v.site}" + (f"  [{what}]" if v.stage == "moe" else "")]
     if v.stage == "attention":
+        lines += [f"          logged (default branch): {step.value}" for step in v.chain if step.kind == "log"]
         if v.status != "unknown":
             lines += [f"          or {c.value}  (when {'; '.join(c.when)})" for c in v.candidates]
         lines += [f"          not followed: {p}" for p in v.data_dependent]

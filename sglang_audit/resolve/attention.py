@@ -100,6 +100,7 @@ def _explore(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args:
     pending: list[dict[str, bool]] = [{}]
     complete = True
     flipped = 0
+    logged: list[Any] = []
     imported: dict[str, bool | None] = {}
     optional = set(spec["backend"]["optional_packages"])
     real_load = interp.load_module
@@ -134,7 +135,13 @@ def _explore(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args:
             interp.taken = []
             interp.guards = []
             interp.guard_tuple = None
+            start = len(interp.logs)
             outcome = _run_once(interp, spec, cls, server_args, mc, draft)
+            if not extra:
+                # what SGLang logs while it builds the backend on the first branch (the linear-
+                # attention kernel choice, ...): evidence on the value, not the path's own logs
+                logged = [r for r in interp.logs[start:] if r.level in ("info", "warning")]
+            del interp.logs[start:]
             when = tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in interp.taken)
             outcomes.append((outcome, when))
             if not extra:
@@ -149,7 +156,9 @@ def _explore(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args:
     value = _join(outcomes, complete)
     if flipped > 1:
         assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")
-    value = replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent)
+    logs = tuple(dict.fromkeys(ChainStep(r.file, r.line, "", r.message, "", STAGE, "log") for r in logged))
+    value = replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent,
+                    chain=value.chain + (logs if value.status != STATUS_UNKNOWN else ()))
     assumptions = tuple(package_assumption(interp, top, st) for top, st in sorted(imported.items()))
     return replace(value, assumptions=assumptions)
 
