@@ -174,3 +174,15 @@ def test_real_an_absent_optional_package_is_stated_and_its_other_state_evaluated
     assert v.to_json()["forks"] == list(v.forks)
     with_it = resolve(Request(source=str(tree.package_dir), arch="sm90", model="gpt-oss-120b", with_packages=["triton_kernels"]))
     assert with_it.settings["moe_runner_backend"].layer.forks == ()  # the user decided the state: no fork
+
+
+def test_a_config_json_is_an_instance_of_a_union_member_through_a_subclass_model_type():
+    # the runner's isinstance(config, MiniNextConfig | OtherHybridConfig): config.json's
+    # model_type names MiniNextTextConfig, a subclass; its property full_attention_layer_ids
+    # (inherited) is read from the release's class
+    v = _attention("sm100", model_type="mini_next_text", attention_backend="triton")["attention_backend"]
+    assert (v.status, v.value) == ("resolved", "HybridLinearAttnBackend(TritonAttnBackend, GDNAttnBackend)")
+    v = _attention("sm100", model_type="other_hybrid", attention_backend="triton")["attention_backend"]
+    assert v.value.startswith("HybridLinearAttnBackend(")
+    v = _attention("sm100", model_type="llama", attention_backend="triton")["attention_backend"]
+    assert (v.status, v.value) == ("resolved", "TritonAttnBackend")
