@@ -33,6 +33,7 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend import ir
+from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.resolve.layers import (
     _at_module_level,
     _guard_steps,
@@ -51,6 +52,9 @@ from sglang_audit.result import (
 from sglang_audit.shipped import load_toml
 
 MAX_ATTENTION_PATHS = 24  # branches on unknown runtime state explored per role
+# wall-clock budget of the stage on one resolver path (parsing excluded), outside the
+# resolution's own budget (resolver.py run_layers)
+ATTENTION_WALL_SECONDS = 30.0
 STAGE = "attention"
 
 
@@ -76,12 +80,7 @@ def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any,
     """The layer value of ``attention_backend`` (target) and ``speculative_draft_attention_backend``
     (the draft worker's runner); {} when the release has no ``_get_attention_backend``."""
     spec = load_toml("attention.toml")
-    run = spec["runner"]
-    if not isinstance(server_args, Instance) or interp.find_module_file(run["module"]) is None:
-        return {}
-    mod = interp.load_module(run["module"])
-    cls = interp.getattr(mod, run["class"]) if isinstance(mod, ModuleObj) else None
-    if not isinstance(cls, Class) or not cls.lookup(run["method"])[0]:
+    if not isinstance(server_args, Instance) or not _has_method(interp, spec["runner"]):
         return {}
     out: dict[str, LayerValue] = {}
     roles = [("attention_backend", model_config, False)]
@@ -89,11 +88,26 @@ def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any,
         roles.append(("speculative_draft_attention_backend", draft_config, True))
     for setting, mc, draft in roles:
         if isinstance(mc, Instance):
-            out[setting] = _explore(interp, spec, cls, server_args, mc, draft)
+            out[setting] = _explore(interp, spec, server_args, mc, draft)
     return out
 
 
-def _explore(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args: Instance, mc: Instance, draft: bool) -> LayerValue:
+def _has_method(interp: Interpreter, run: dict[str, Any]) -> bool:
+    """Read structurally (the module is loaded, i.e. its imports evaluated, only inside the
+    stage, whose decisions never become resolver paths)."""
+    found = interp.find_module_file(run["module"])
+    if found is None:
+        return False
+    try:
+        tree = interp.cache.load(found[0])
+    except (ParseFailure, OSError):
+        return False
+    return any(isinstance(n, ir.ClassDef) and n.name == run["class"]
+               and any(isinstance(f, ir.FunctionDef) and f.name == run["method"] for f in n.body)
+               for n in tree.body)
+
+
+def _explore(interp: Interpreter, spec: dict[str, Any], server_args: Instance, mc: Instance, draft: bool) -> LayerValue:
     saved = (interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook)
     base = dict(interp.decisions)
     outcomes: list[tuple[_Outcome, tuple[str, ...]]] = []
@@ -136,7 +150,7 @@ def _explore(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args:
             interp.guards = []
             interp.guard_tuple = None
             start = len(interp.logs)
-            outcome = _run_once(interp, spec, cls, server_args, mc, draft)
+            outcome = _run_once(interp, spec, server_args, mc, draft)
             if not extra:
                 # what SGLang logs while it builds the backend on the first branch (the linear-
                 # attention kernel choice, ...): evidence on the value, not the path's own logs
@@ -198,12 +212,20 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
                       data_dependent=partial, stage=STAGE)
 
 
-def _run_once(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args: Instance, mc: Instance, draft: bool) -> _Outcome:
+def _run_once(interp: Interpreter, spec: dict[str, Any], server_args: Instance, mc: Instance, draft: bool) -> _Outcome:
     state = _State()
     interp.call_hook = _hook(interp, spec, state)
+    run = spec["runner"]
     try:
+        mod = interp.load_module(run["module"])
+        cls = interp.getattr(mod, run["class"]) if isinstance(mod, ModuleObj) else None
+        if not isinstance(cls, Class):
+            return _Outcome(STATUS_UNKNOWN, f"{run['class']} is not a class in {run['module']}")
         runner = _runner(interp, spec, cls, server_args, mc, draft)
         _stamp(interp, spec, runner)
+        pending = _unchosen(interp, runner, server_args, draft)
+        if pending is not None:
+            return _Outcome(STATUS_UNKNOWN, pending)
         _, method = cls.lookup(spec["runner"]["method"])
         result = interp.call(BoundMethod(method, runner), [], {})
         if not isinstance(result, Instance) or id(result) not in state.names:
@@ -214,7 +236,10 @@ def _run_once(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args
     except PyRaise as raised:
         return _raise_outcome(interp, spec, raised, state)
     except (Unmodelled, AnalysisBound) as exc:
-        return _Outcome(STATUS_UNKNOWN, str(exc), chain=tuple(state.built), partial=tuple(state.partial))
+        reason = str(exc)
+        if isinstance(exc, AnalysisBound) and "wall-clock" in reason:
+            reason = f"analysis bound reached: the attention stage's wall-clock budget of {ATTENTION_WALL_SECONDS:.0f} s"
+        return _Outcome(STATUS_UNKNOWN, reason, chain=tuple(state.built), partial=tuple(state.partial))
     except RecursionError:
         return _Outcome(STATUS_UNKNOWN, "analysis bound reached: recursion too deep")
     except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
@@ -354,3 +379,23 @@ def _stamp(interp: Interpreter, spec: dict[str, Any], runner: Instance) -> None:
         for field_name, attr in st["attrs"].items():
             runner.attrs[attr] = interp.getattr(resolved, field_name)
         return
+
+
+def _unchosen(interp: Interpreter, runner: Instance, server_args: Instance, draft: bool) -> str | None:
+    """Releases that leave the backend None in ServerArgs and choose it in the model runner
+    (0.4.x: ModelRunner.model_specific_adjustment) are not modelled: the reason, else None."""
+    sa = server_args.attrs
+    if draft and isinstance(sa.get("speculative_draft_attention_backend"), str):
+        return None
+    if "prefill_attention_backend_str" in runner.attrs:
+        names = [runner.attrs["prefill_attention_backend_str"], runner.attrs.get("decode_attention_backend_str")]
+    else:
+        names = [sa.get("attention_backend")]
+        found, getter = server_args.cls.lookup("get_attention_backends")
+        if found and isinstance(getter, Function):
+            pair = interp.call(BoundMethod(getter, server_args), [], {})
+            names = list(pair) if isinstance(pair, tuple) else names
+    if all(isinstance(n, str) for n in names):
+        return None
+    return (f"the attention backend is not chosen by ServerArgs here ({', '.join(repr(n) for n in names)}): "
+            "the model runner finishes the choice, which the tool does not model for this release")

@@ -38,7 +38,7 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend.parse import SourceCache
-from sglang_audit.resolve.attention import evaluate_attention
+from sglang_audit.resolve.attention import ATTENTION_WALL_SECONDS, evaluate_attention
 from sglang_audit.resolve.layers import evaluate_layers
 from sglang_audit.resolve.provenance import (
     Declaration,
@@ -139,7 +139,10 @@ class Resolver:
         # busy machine must not turn answers unknown); the deterministic bounds come first
         start, parsed = time.monotonic(), self.cache.parse_seconds
         budget = self.bounds.wall_seconds
-        self.over_budget = lambda: time.monotonic() - start - (self.cache.parse_seconds - parsed) > budget
+        # the attention stage has its own budget (run_layers): its time is not the resolution's
+        self.attention_seconds = 0.0
+        self.over_budget = lambda: (time.monotonic() - start - (self.cache.parse_seconds - parsed)
+                                    - self.attention_seconds > budget)
         self._files_start = len(self.cache.files_read)  # the cache may serve several resolutions
         paths: list[PathResult] = []
         pending: list[dict[str, bool]] = [{}]
@@ -398,6 +401,10 @@ class Resolver:
                 IndexError, AttributeError) as exc:
             reason = f"layer evaluation failed ({type(exc).__name__}: {exc}); treated as unknown"
             result.layers = {"moe_runner_backend": LayerValue(STATUS_UNKNOWN, None, reason=reason)}
+        # the attention backend's construction: its own wall-clock budget, outside the
+        # resolution's (so it never turns the settings or the MoE layers unknown)
+        t0, parsed0, saved = time.monotonic(), self.cache.parse_seconds, interp.deadline
+        interp.deadline = lambda: time.monotonic() - t0 - (self.cache.parse_seconds - parsed0) > ATTENTION_WALL_SECONDS
         try:
             result.layers.update(evaluate_attention(interp, server_args, result.model.get("model_config"),
                                                     result.model.get("draft_model_config")))
@@ -405,6 +412,9 @@ class Resolver:
                 IndexError, AttributeError) as exc:
             reason = f"attention backend evaluation failed ({type(exc).__name__}: {exc}); treated as unknown"
             result.layers["attention_backend"] = LayerValue(STATUS_UNKNOWN, None, reason=reason, stage="attention")
+        finally:
+            interp.deadline = saved
+            self.attention_seconds = getattr(self, "attention_seconds", 0.0) + time.monotonic() - t0
 
     # ---- joining paths into a Resolution ----------------------------------------------
     def join(self, paths: list[PathResult], explored_all: bool) -> Resolution:
