@@ -199,7 +199,7 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
     if not complete:
         reason = f"analysis bound reached: more than {MAX_ATTENTION_PATHS} branches of the attention backend's construction"
     elif len(distinct) == 1:
-        reason = first.value
+        return LayerValue(STATUS_UNKNOWN, None, reason=first.value, paths=len(kept), data_dependent=first.partial, stage=STAGE)
     else:
         reason = "the attention backend's construction depends on runtime state the tool does not know"
     cands = []
