@@ -181,11 +181,20 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
     kept = [(o, w) for o, w in outcomes if o.status != "infeasible"]
     if not kept:
         return LayerValue(STATUS_UNKNOWN, None, reason="every branch ends in a failing import", paths=len(outcomes), stage=STAGE)
+    # outcomes are told apart by what SGLang builds or raises, not by the route taken there
     distinct: list[_Outcome] = []
     for o, _ in kept:
-        if o not in distinct:
+        if all((o.status, o.value) != (d.status, d.value) for d in distinct):
             distinct.append(o)
+    partial_all = tuple(sorted({p for o, _ in kept for p in o.partial}))
+    distinct = [replace(d, partial=partial_all) for d in distinct]
+    kept = [(next(d for d in distinct if (d.status, d.value) == (o.status, o.value)), w) for o, w in kept]
     first = distinct[0]
+    if complete and len(distinct) == 1 and first.status == STATUS_RESOLVED and first.partial:
+        # SGLang builds these classes; a constructor not followed to its end may still raise
+        return LayerValue(STATUS_UNKNOWN, None, reason=f"SGLang builds {first.value}; a constructor could not be followed to its end "
+                          "(listed), so whether it passes is not known", candidates=(Candidate(first.value, (f"at {first.site}",)),),
+                          paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=STAGE)
     if complete and len(distinct) == 1 and first.status in (STATUS_RESOLVED, STATUS_UNSUPPORTED):
         return LayerValue(first.status, first.value, site=first.site, code=first.code, exception=first.exception,
                           paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=STAGE)
@@ -341,27 +350,36 @@ def _runner(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args: 
     if not found or not isinstance(init, Function):
         return runner
     run = spec["runner"]
-    scope = Scope(parent=init.closure)
-    params = {p.name for p in init.params}
-    bound: dict[str, Any] = {"self": runner, "server_args": server_args, "model_config": mc, "is_draft_worker": draft}
-    bound.update({k: v for k, v in run["params"].items() if k in params})
-    bound.update({k: server_args.attrs.get(v, Unknown(f"server args {v}")) for k, v in run["params_from_server_args"].items() if k in params})
-    for p in params:
-        scope.vars[p] = bound.get(p, Unknown(f"ModelRunner.__init__ argument {p} (not modelled)", f"runner-arg:{p}"))
-    frame = Frame(module=init.module, scope=scope, func=init, depth=interp.depth)
     wanted = set(run["init_attrs"])
-    for node in _walk(init.body):
-        if not (isinstance(node, ir.Assign) and len(node.targets) == 1):
-            continue
-        t = node.targets[0]
-        if not (isinstance(t, ir.Attribute) and isinstance(t.value, ir.Name) and t.value.id == "self" and t.attr in wanted):
-            continue
-        if t.attr in runner.attrs:
-            continue  # the first assignment in the source order (the unconditional one)
-        try:
-            runner.attrs[t.attr] = interp.evaluate(node.value, frame)
-        except (PyRaise, Unmodelled, AnalysisBound):
-            continue  # left to __getattr__: unknown
+    # __init__ first, then the other methods (0.5.2x sets `self.dtype` in load_model): the first
+    # assignment in source order of each attribute, evaluated with that method's parameters
+    methods = [init] + [f for n, f in cls.ns.items() if isinstance(f, Function) and n != "__init__"]
+    for func in methods:
+        scope = Scope(parent=func.closure)
+        params = {p.name for p in func.params}
+        bound: dict[str, Any] = {"self": runner}
+        if func is init:
+            bound.update(server_args=server_args, model_config=mc, is_draft_worker=draft)
+            bound.update({k: v for k, v in run["params"].items() if k in params})
+            bound.update({k: server_args.attrs.get(v, Unknown(f"server args {v}")) for k, v in run["params_from_server_args"].items()
+                          if k in params})
+        for p in params:
+            scope.vars[p] = bound.get(p, Unknown(f"ModelRunner.{func.name} argument {p} (not modelled)", f"runner-arg:{p}"))
+        frame = Frame(module=func.module, scope=scope, func=func, depth=interp.depth)
+        for node in _walk(func.body):
+            if not (isinstance(node, ir.Assign) and len(node.targets) == 1):
+                continue
+            t = node.targets[0]
+            if not (isinstance(t, ir.Attribute) and isinstance(t.value, ir.Name) and t.value.id == "self" and t.attr in wanted):
+                continue
+            if t.attr in runner.attrs:
+                continue  # the first assignment in the source order (the unconditional one)
+            try:
+                value = interp.evaluate(node.value, frame)
+            except (PyRaise, Unmodelled, AnalysisBound):
+                continue  # left to __getattr__: unknown
+            if not isinstance(value, Unknown):
+                runner.attrs[t.attr] = value
     return runner
 
 
