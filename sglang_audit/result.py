@@ -71,6 +71,13 @@ class LayerValue:
     chain: tuple[ChainStep, ...] = ()
     # optional packages the layer code imported, with the state assumed (--with/--without flip it)
     assumptions: tuple[str, ...] = ()
+    # "moe": the MoE layers (layers.py; they decide the published value again), "attention": the
+    # attention backend's construction (attention.py; it builds the published value or raises)
+    stage: str = "moe"
+    # the optional-package forks: "<package> <state>: <outcome>" for the state not assumed
+    forks: tuple[str, ...] = ()
+    # attention: the draft worker's own backend (its runner is built with is_draft_worker)
+    draft: Any = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,7 +85,8 @@ class LayerValue:
             "status": self.status, "value": self.value, "method": self.method, "runner": self.runner,
             "site": self.site, "code": self.code, "exception": self.exception, "reason": self.reason,
             "candidates": [c.to_json() for c in self.candidates], "paths": self.paths,
-            "data_dependent": list(self.data_dependent),
+            "data_dependent": list(self.data_dependent), "stage": self.stage, "forks": list(self.forks),
+            "draft": self.draft.to_json() if isinstance(self.draft, LayerValue) else None,
         }
 
 

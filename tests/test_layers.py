@@ -120,7 +120,7 @@ def test_trtllm_weights_prepared_then_apply_reaches_the_trtllm_entry_point():
     assert any("Weight Blockscale" in d or "float8_e4m3fn" in d for d in v.data_dependent)
     assert v.paths == 2
     # apply() imports the TRT-LLM runner module, which imports flashinfer: the state is said
-    assert v.assumptions == ("flashinfer: installed (evaluate the other state with --without flashinfer)",)
+    assert v.assumptions == ("flashinfer: installed (a plain install of this release has it; --without flashinfer evaluates its absence)",)
 
 
 def test_cutlass_branch_calls_the_flashinfer_entry_point():
@@ -151,7 +151,7 @@ def test_without_flashinfer_the_cutlass_branch_calls_none_and_says_so():
     # the import fallback leaves None: calling it is not SGLang's verdict, and the absent
     # package is named as the assumption that decided it
     assert v.status == "unknown" and "NoneType" in v.reason
-    assert v.assumptions == ("flashinfer: absent (evaluate the other state with --with flashinfer)",)
+    assert v.assumptions == ("flashinfer: absent (--without flashinfer)",)
 
 
 # ---- constructor asserts, process state, import-time asserts -------------------------------
@@ -300,7 +300,7 @@ def test_0510_sm100_deepseek_r1_trtllm_reaches_trtllm_fp4_block_scale_moe(releas
     assert (layer.status, layer.value, layer.site) == ("resolved", "FlashInfer trtllm_fp4_block_scale_moe", f"{MQ}:1954")
     assert "trtllm_fp4_block_scale_moe at sglang/srt/layers/moe/moe_runner/flashinfer_trtllm.py:659" in layer.code
     assert [s.guard for s in layer.chain if s.kind == "branch"][-1] == 'hasattr(layer, "gemm1_weights_fp4_shuffled")'
-    assert layer.assumptions == ("flashinfer: installed (evaluate the other state with --without flashinfer)",)
+    assert layer.assumptions == ("flashinfer: installed (a plain install of this release has it; --without flashinfer evaluates its absence)",)
 
 
 @pytest.mark.real_release

@@ -45,7 +45,8 @@ OUTCOME_ACCEPTED = "accepted"
 OUTCOME_REWRITTEN = "rewritten"
 OUTCOME_REJECTED = "rejected"
 OUTCOME_UNKNOWN = "unknown"
-# SGLang accepts the choice, but the MoE layers built with it fail (resolve: status unsupported)
+# SGLang accepts the choice, but the MoE layers or the attention backend built with it fail
+# (resolve: status unsupported)
 OUTCOME_LAYERS_FAIL = "layers_fail"
 # SGLang accepts the choice, but a shipped known-bad rule (the ones ``check`` runs) flags it
 OUTCOME_KNOWN_BAD = "known_bad"
@@ -344,7 +345,8 @@ def _classify(choice: str, default: Any, res: Resolution, field: str, ctx: _Cont
                            note=f"{layer_value.value} at {layer_value.site}" if layer_value.site else str(layer_value.value))
         # SGLang accepts it; what its layers do cannot be told: keep the values' outcome
         # (the known-bad rules still apply to it), and say so
-        return replace(by_values, note=f"the MoE layers built with it cannot be told: {layer_value.reason}")
+        what = "the attention backend" if layer_value.stage == "attention" else "the MoE layers"
+        return replace(by_values, note=f"{what} built with it cannot be told: {layer_value.reason}")
     if values_known and isinstance(layer_value, UnknownValue):
         return replace(_classify(choice, default, replace(res, settings={**res.settings, field: replace(setting, layer=None, status=STATUS_RESOLVED)}), field, ctx),
                        note=f"the layers decide this value again when the model is built: {layer_value.reason}")

@@ -338,7 +338,8 @@ def _kernel_where(setting: Setting) -> str:
 
 
 def _layer_unsupported(setting: Setting) -> bool:
-    return getattr(setting.layer, "status", None) == "unsupported"
+    draft = getattr(setting.layer, "draft", None)  # the draft worker's attention backend
+    return getattr(setting.layer, "status", None) == "unsupported" or getattr(draft, "status", None) == "unsupported"
 
 
 def _reason(res: Resolution, forced: dict[str, str], watched: tuple[str, ...], rules: tuple[Any, ...],
@@ -365,9 +366,12 @@ def _reason(res: Resolution, forced: dict[str, str], watched: tuple[str, ...], r
                           _kernel_where(s), stage=stage)
         if _layer_unsupported(s):
             # the layer stage's LayerValue (merged later): SGLang's raise and where it is
-            said = getattr(s.layer, "value", None) or getattr(s.layer, "reason", "")
-            return Reason(REASON_LAYER, f"{name}={s.effective}: the MoE layers built with it fail: {said}",
-                          str(getattr(s.layer, "site", "") or ""), stage=stage)
+            failing = s.layer if getattr(s.layer, "status", None) == "unsupported" else s.layer.draft
+            said = getattr(failing, "value", None) or getattr(failing, "reason", "")
+            what = ("the draft's attention backend" if failing is not s.layer else "the attention backend") \
+                if getattr(s.layer, "stage", "moe") == "attention" else "the MoE layers"
+            return Reason(REASON_LAYER, f"{name}={s.effective}: {what} built with it fail: {said}",
+                          str(getattr(failing, "site", "") or ""), stage=stage)
     if rules:
         from sglang_audit.rules.knownbad import check_resolution
 

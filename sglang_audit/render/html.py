@@ -74,8 +74,15 @@ def fmt(value: Any) -> str:
 
 def _layer_text(v: LayerValue) -> str:
     if v.status == "unknown":
-        return f"unknown — {v.reason}"
-    return f"{v.status} — {v.value} at {v.site} ({v.method}" + (f", runner {v.runner})" if v.runner else ")")
+        text = f"unknown — {v.reason}"
+    elif v.stage == "attention":
+        text = f"{v.status} — {v.value} at {v.site} (attention backend)"
+    else:
+        text = f"{v.status} — {v.value} at {v.site} ({v.method}" + (f", runner {v.runner})" if v.runner else ")")
+    extra = [*v.assumptions, *(f"fork: {f}" for f in v.forks)]
+    if isinstance(v.draft, LayerValue):
+        extra.append(f"draft: {_layer_text(v.draft)}")
+    return text + (f" [{'; '.join(extra)}]" if extra and (v.stage == "attention" or v.forks) else "")
 
 
 def _unknown_detail(value: Any) -> str:

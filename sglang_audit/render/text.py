@@ -115,15 +115,26 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def layer_lines(v: LayerValue) -> list[str]:
-    """The MoE layers' outcome: kernel entry point, SGLang's raise, or unknown with candidates."""
+def layer_lines(v: LayerValue, label: str = "") -> list[str]:
+    """The layers' outcome: the MoE kernel entry point or the attention backend built, SGLang's
+    raise, or unknown with candidates; the optional packages assumed and what the other state
+    gives; the draft worker's own attention backend."""
+    label = label or ("backend" if v.stage == "attention" else "layers")
     what = f"{v.method}" + (f", runner {v.runner}" if v.runner else "")
     if v.status == "unknown":
-        lines = [f"layers  unknown: {v.reason}" + (f"  [{what}]" if v.method else "")]
+        lines = [f"{label:7} unknown: {v.reason}" + (f"  [{what}]" if v.method else "")]
         lines += [f"          may {c.value}  (when {'; '.join(c.when)})" for c in v.candidates]
     else:
-        lines = [f"layers  {v.status}: {v.value} at {v.site}  [{what}]"]
+        lines = [f"{label:7} {v.status}: {v.value} at {v.site}" + (f"  [{what}]" if v.stage == "moe" else "")]
+    if v.stage == "attention":
+        lines += [f"          logged (default branch): {step.value}" for step in v.chain if step.kind == "log"]
+        if v.status != "unknown":
+            lines += [f"          or {c.value}  (when {'; '.join(c.when)})" for c in v.candidates]
+        lines += [f"          not followed: {p}" for p in v.data_dependent]
     lines += [f"          assuming {a}" for a in v.assumptions]
+    lines += [f"          fork: {f}" for f in v.forks]
+    if isinstance(v.draft, LayerValue):
+        lines += layer_lines(v.draft, "draft")
     return lines
 
 

@@ -190,10 +190,23 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
     value = _join(outcomes, complete)
     if pairwise:
         assumed.add(f"branches on tensor data ({len(tensor_keys)}) explored one at a time, not in every combination")
-    assumptions = tuple(f"{top}: {'installed' if st else 'absent' if st is False else 'not modelled (assumed importable)'}"
-                        f" (evaluate the other state with --{'without' if st is not False else 'with'} {top})"
-                        for top, st in sorted(imported.items()))
+    assumptions = tuple(package_assumption(interp, top, st) for top, st in sorted(imported.items()))
     return replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent, assumptions=assumptions)
+
+
+def package_assumption(interp: Interpreter, top: str, state: bool | None) -> str:
+    """The state of an optional package the layer code imported, and why it is assumed:
+    "<package>: <state> (<why>)" (resolve/pipeline.py's package forks read the state)."""
+    env = interp.natives.environment
+    if state and top in env.extra:
+        return f"{top}: installed (--with {top})"
+    if state:
+        return f"{top}: installed (a plain install of this release has it; --without {top} evaluates its absence)"
+    if state is False and top in env.missing:
+        return f"{top}: absent (--without {top})"
+    if state is False:
+        return f"{top}: absent (a plain install of this release lacks it; --with {top} evaluates it installed)"
+    return f"{top}: not modelled (assumed importable; --without {top} evaluates its absence)"
 
 
 def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> LayerValue:

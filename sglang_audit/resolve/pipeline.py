@@ -3,6 +3,7 @@ resolve → (rules, render elsewhere).  Knows nothing of output formats."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import os
@@ -20,7 +21,7 @@ from sglang_audit.frontend.bindings import bound_names
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.resolve.targets import DEFAULT_MAX_PATHS, ModelInput, Target
-from sglang_audit.result import Resolution
+from sglang_audit.result import LayerValue, Resolution
 from sglang_audit.shipped import profiles_dir
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import DEFAULT_CUDA, parse_device
@@ -459,9 +460,16 @@ def progress_done(progress: Callable[[str], None] | None) -> None:
         done()
 
 
-def resolve_target(target: Target, cache: SourceCache, results: ResultCache | None = None) -> Resolution:
+def resolve_target(target: Target, cache: SourceCache, results: ResultCache | None = None, forks: bool = True) -> Resolution:
     """Resolve one target, through the result cache when one is given (``resultcache``:
-    keyed by the content of the tool, the tree, the model directory and the target)."""
+    keyed by the content of the tool, the tree, the model directory and the target); with
+    ``forks``, the optional packages a layer value assumed are evaluated in their other state
+    too (``with_package_forks``)."""
+    res = _resolve_cached(target, cache, results)
+    return with_package_forks(res, target, cache, results) if forks else res
+
+
+def _resolve_cached(target: Target, cache: SourceCache, results: ResultCache | None) -> Resolution:
     # keyed with the resolver's defaults before building it: a hit never loads the evaluator
     key = results.key(target, DEFAULT_MAX_PATHS, Bounds()) if results is not None else None
     hit = results.get(key) if results is not None else None
@@ -474,4 +482,63 @@ def resolve_target(target: Target, cache: SourceCache, results: ResultCache | No
     if results is not None:
         results.put(key, res)
     return res
+
+
+MAX_PACKAGE_FORKS = 2  # optional packages evaluated in their other state per resolution
+
+
+def package_forks(res: Resolution, target: Target) -> dict[str, bool]:
+    """Optional packages whose state a layer value assumed without the release or the user
+    deciding it (absent from a plain install, or not modelled): package -> the state to
+    evaluate as the fork (True: installed)."""
+    out: dict[str, bool] = {}
+    for s in res.settings.values():
+        for lv in _layer_values(s.layer):
+            for a in lv.assumptions:
+                pkg, _, state = a.partition(": ")
+                if pkg in target.with_packages or pkg in target.without_packages:
+                    continue
+                if state.startswith("absent (a plain install"):
+                    out.setdefault(pkg, True)
+                elif state.startswith("not modelled"):
+                    out.setdefault(pkg, False)
+    return dict(sorted(out.items())[:MAX_PACKAGE_FORKS])
+
+
+def with_package_forks(res: Resolution, target: Target, cache: SourceCache, results: ResultCache | None = None) -> Resolution:
+    """``res`` with each layer value's forks: where it assumed an optional package's state that
+    neither the release nor the user decides, the same target is resolved with the other state
+    (``--with``/``--without``) and the layer outcome there is stated beside the assumption."""
+    forks = package_forks(res, target)
+    if not forks:
+        return res
+    settings = dict(res.settings)
+    for pkg, installed in forks.items():
+        other_target = dataclasses.replace(
+            target, with_packages=target.with_packages | {pkg} if installed else target.with_packages,
+            without_packages=target.without_packages if installed else target.without_packages | {pkg})
+        other = _resolve_cached(other_target, cache, results)
+        how = f"with {pkg} installed (--with {pkg})" if installed else f"without {pkg} (--without {pkg})"
+        for name, s in settings.items():
+            if not isinstance(s.layer, LayerValue) or not any(a.startswith(f"{pkg}: ") for a in s.layer.assumptions):
+                continue
+            o = other.settings.get(name)
+            theirs = o.layer if o is not None and isinstance(o.layer, LayerValue) else None
+            line = f"{how}: {_layer_outcome(theirs)}" + (" (the same outcome)" if _layer_outcome(theirs) == _layer_outcome(s.layer) else "")
+            settings[name] = dataclasses.replace(s, layer=dataclasses.replace(s.layer, forks=(*s.layer.forks, line)))
+    return dataclasses.replace(res, settings=settings)
+
+
+def _layer_values(layer: Any) -> list[LayerValue]:
+    if not isinstance(layer, LayerValue):
+        return []
+    return [layer, *_layer_values(layer.draft)]
+
+
+def _layer_outcome(v: LayerValue | None) -> str:
+    if v is None:
+        return "no layer value"
+    if v.status == "unknown":
+        return f"unknown ({v.reason})"
+    return f"{v.status}: {v.value}" + (f" at {v.site}" if v.site else "")
 

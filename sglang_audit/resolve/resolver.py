@@ -39,6 +39,7 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.resolve.attention import ATTENTION_WALL_SECONDS, evaluate_attention
 from sglang_audit.resolve.layers import evaluate_layers
 from sglang_audit.resolve.provenance import (
     Declaration,
@@ -123,7 +124,10 @@ class Resolver:
         # busy machine must not turn answers unknown); the deterministic bounds come first
         start, parsed = time.monotonic(), self.cache.parse_seconds
         budget = self.bounds.wall_seconds
-        self.over_budget = lambda: time.monotonic() - start - (self.cache.parse_seconds - parsed) > budget
+        # the attention stage has its own budget (run_layers): its time is not the resolution's
+        self.attention_seconds = 0.0
+        self.over_budget = lambda: (time.monotonic() - start - (self.cache.parse_seconds - parsed)
+                                    - self.attention_seconds > budget)
         self._files_start = len(self.cache.files_read)  # the cache may serve several resolutions
         paths: list[PathResult] = []
         pending: list[dict[str, bool]] = [{}]
@@ -384,6 +388,20 @@ class Resolver:
                 IndexError, AttributeError) as exc:
             reason = f"layer evaluation failed ({type(exc).__name__}: {exc}); treated as unknown"
             result.layers = {"moe_runner_backend": LayerValue(STATUS_UNKNOWN, None, reason=reason)}
+        # the attention backend's construction: its own wall-clock budget, outside the
+        # resolution's (so it never turns the settings or the MoE layers unknown)
+        t0, parsed0, saved = time.monotonic(), self.cache.parse_seconds, interp.deadline
+        interp.deadline = lambda: time.monotonic() - t0 - (self.cache.parse_seconds - parsed0) > ATTENTION_WALL_SECONDS
+        try:
+            result.layers.update(evaluate_attention(interp, server_args, result.model.get("model_config"),
+                                                    result.model.get("draft_model_config")))
+        except (PyRaise, Unmodelled, AnalysisBound, RecursionError, ArithmeticError, ValueError, TypeError, KeyError,
+                IndexError, AttributeError) as exc:
+            reason = f"attention backend evaluation failed ({type(exc).__name__}: {exc}); treated as unknown"
+            result.layers["attention_backend"] = LayerValue(STATUS_UNKNOWN, None, reason=reason, stage="attention")
+        finally:
+            interp.deadline = saved
+            self.attention_seconds = getattr(self, "attention_seconds", 0.0) + time.monotonic() - t0
 
     # ---- joining paths into a Resolution ----------------------------------------------
     def join(self, paths: list[PathResult], explored_all: bool) -> Resolution:
@@ -421,12 +439,19 @@ class Resolver:
             draft_architecture=self.join_model_value(paths, "draft_architecture"),
             draft_quantization=self.join_model_value(paths, "draft_quantization"),
         )
-        for n, layer in self.join_layers(complete).items():
+        joined = self.join_layers(complete)
+        draft_attention = joined.pop("speculative_draft_attention_backend", None)
+        if draft_attention is not None and isinstance(joined.get("attention_backend"), LayerValue):
+            # the draft worker's runner builds its own backend: carried on the target's value
+            joined["attention_backend"] = dataclasses.replace(joined["attention_backend"], draft=draft_attention)
+        for n, layer in joined.items():
             if n in settings:
                 status = settings[n].status
-                if layer.status == STATUS_UNSUPPORTED and status == STATUS_RESOLVED:
+                failing = layer.status == STATUS_UNSUPPORTED or (
+                    isinstance(layer.draft, LayerValue) and layer.draft.status == STATUS_UNSUPPORTED)
+                if failing and status == STATUS_RESOLVED:
                     status = STATUS_UNSUPPORTED  # resolved by ServerArgs, fails when the layers are built
-                elif layer.status == STATUS_UNKNOWN and status == STATUS_RESOLVED:
+                elif layer.status == STATUS_UNKNOWN and status == STATUS_RESOLVED and layer.stage == "moe":
                     # the layers decide the published value again and the tool cannot say how:
                     # the value shown may not be the one that runs, so it is not resolved
                     status = STATUS_UNKNOWN

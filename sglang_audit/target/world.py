@@ -104,6 +104,9 @@ class NativeWorld:
     def hf_attr(self, interp: Interpreter, cfg: HFConfig, name: str) -> Any:
         return self.boundaries.hf_attr(interp, cfg, name)
 
+    def config_classes(self, interp: Interpreter, model_type: Any) -> list[Class]:
+        return self.boundaries.config_classes(interp, model_type)
+
     # ---- modules outside the tree -------------------------------------------------------
     def native_module(self, interp: Interpreter, name: str) -> Any:
         top = name.split(".")[0]

@@ -30,6 +30,7 @@ from sglang_audit.evaluate.values import (
     Property,
     StaticMethod,
     SuperProxy,
+    TypeForm,
     Unknown,
 )
 
@@ -315,6 +316,8 @@ class Builtins:
         return unknown if unknown is not None else (not is_any)
 
     def _type_matches(self, interp: Interpreter, value: Any, typ: Any) -> Any:
+        if isinstance(typ, TypeForm) and isinstance(typ.origin, External) and typ.origin.path == "typing.Union":
+            typ = typ.args  # `A | B` (PEP 604): isinstance checks each member
         if isinstance(typ, tuple):
             results = [self._type_matches(interp, value, t) for t in typ]
             if any(r is True for r in results):
@@ -323,6 +326,8 @@ class Builtins:
             return u if u is not None else False
         if isinstance(value, Unknown):
             return value
+        if isinstance(typ, External) and typ.path == "builtins.NoneType":
+            return value is None
         if isinstance(typ, Native):
             pytype = BUILTIN_TYPES.get(typ.name)
             if pytype is not None:
@@ -343,7 +348,11 @@ class Builtins:
             if isinstance(value, HFConfig):
                 wanted = typ.lookup("model_type")
                 if wanted[0] and isinstance(wanted[1], str):
-                    return wanted[1] == value.attrs.get("model_type")
+                    if wanted[1] == value.attrs.get("model_type"):
+                        return True
+                    # the config class built for the model_type: an instance of typ when that
+                    # class (if the analysed tree defines it) subclasses typ
+                    return any(c.is_subclass_of(typ) for c in self.host.config_classes(interp, value.attrs.get("model_type")))
                 return False
             return False
         if isinstance(typ, External):

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sglang_audit.evaluate.overlays.common import plain_deep
-from sglang_audit.evaluate.values import External, HFConfig, Native, Unknown
+from sglang_audit.evaluate.values import (
+    Class,
+    External,
+    HFConfig,
+    ModuleObj,
+    Native,
+    Property,
+    Unknown,
+)
 from sglang_audit.shipped import load_toml
 
 if TYPE_CHECKING:
@@ -68,6 +76,7 @@ class Boundaries:
         hf = load_toml("hf_config.toml")
         self.subconfig_keys: list[str] = hf["subconfig_keys"]
         self.text_config_keys: list[str] = hf["text_config_keys"]
+        self.config_modules: list[str] = hf["release_config_modules"]
         self.hf_defaults: dict[str, Any] = {k: _none_marker(v) for k, v in hf["defaults"].items()}
         self.boundary_rules = load_toml("boundaries.toml")["boundary"]
 
@@ -156,7 +165,24 @@ class Boundaries:
             return omitted
         if name in self.hf_defaults:
             return copy.deepcopy(self.hf_defaults[name])
+        for cls in self.config_classes(interp, cfg.attrs.get("model_type")):
+            # a property of the release's own config class (Qwen3NextConfig.full_attention_layer_ids)
+            found, prop = cls.lookup(name)
+            if found and isinstance(prop, Property) and prop.fget is not None:
+                return interp.call(prop.fget, [cfg], {})
         raise interp.make_raise("AttributeError", f"'{cfg.attrs.get('model_type')}Config' object has no attribute '{name}'")
+
+    def config_classes(self, interp: Interpreter, model_type: Any) -> list[Class]:
+        """The release's config classes (in the modules evaluated so far) declaring this model_type."""
+        if not isinstance(model_type, str):
+            return []
+        out = []
+        for mod in list(interp.modules.values()):
+            if isinstance(mod, ModuleObj) and any(fnmatch.fnmatchcase(mod.name, pat) for pat in self.config_modules):
+                for v in mod.globals.values():
+                    if isinstance(v, Class) and v.ns.get("model_type") == model_type and v.module is mod:
+                        out.append(v)
+        return out
 
     def attach_config_class(self, interp: Interpreter, cfg: HFConfig, trust_remote_code: Any, model_dir: Path) -> None:
         """Find the config class SGLang would read this config.json through (and its nested

@@ -1,0 +1,419 @@
+"""The attention backend SGLang builds with the resolved settings: which backend classes the
+model runner constructs (hybrid prefill/decode, the hybrid linear-attention sub-backend), or
+the raise/assert a constructor hits (issue 16).
+
+On one resolver path, after the runtime initialisers, the same interpreter evaluates the
+release's own ``ModelRunner._get_attention_backend`` on a stand-in runner: a subclass of the
+release's ``ModelRunner`` whose properties (``hybrid_gdn_config``, ``mambaish_config``, ...)
+are the release's own, whose ``__init__`` assignments named in ``rules/attention.toml``
+(``page_size``, ``use_mla_backend``, ...) are evaluated from the release's source, and whose
+other attributes (memory pools, streams, the loaded model) are unknown runtime state. Every
+class built whose MRO holds ``AttentionBackend`` is recorded with its site; its constructor
+runs: an explicit raise/assert in the attention code is SGLang's verdict (``unsupported``);
+a constructor the evaluator cannot follow to its end leaves the backend's class known and its
+remaining checks unknown (said, never guessed). Branches on unknown runtime state are explored
+inside this stage (never as resolver paths) and joined as the MoE layers are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sglang_audit.evaluate.interpreter import NOT_HOOKED, Frame, Interpreter, PyRaise, Unmodelled
+from sglang_audit.evaluate.values import (
+    AnalysisBound,
+    BoundMethod,
+    Class,
+    Function,
+    Instance,
+    ModuleObj,
+    Native,
+    Scope,
+    Unknown,
+)
+from sglang_audit.frontend import ir
+from sglang_audit.frontend.parse import ParseFailure
+from sglang_audit.resolve.layers import (
+    _at_module_level,
+    _guard_steps,
+    _is_assert,
+    _walk,
+    package_assumption,
+)
+from sglang_audit.result import (
+    STATUS_RESOLVED,
+    STATUS_UNKNOWN,
+    STATUS_UNSUPPORTED,
+    Candidate,
+    ChainStep,
+    LayerValue,
+)
+from sglang_audit.shipped import load_toml
+
+MAX_ATTENTION_PATHS = 24  # branches on unknown runtime state explored per role
+# wall-clock budget of the stage on one resolver path (parsing excluded), outside the
+# resolution's own budget (resolver.py run_layers)
+ATTENTION_WALL_SECONDS = 30.0
+STAGE = "attention"
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    status: str  # resolved | unsupported | unknown | infeasible
+    value: str
+    site: str = ""
+    code: str = ""
+    exception: str = ""
+    chain: tuple[ChainStep, ...] = ()
+    partial: tuple[str, ...] = ()  # constructors not evaluated to their end
+
+
+@dataclass
+class _State:
+    built: list[ChainStep] = field(default_factory=list)
+    partial: list[str] = field(default_factory=list)
+    names: dict[int, str] = field(default_factory=dict)  # id(instance) -> its description
+
+
+def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
+    """The layer value of ``attention_backend`` (target) and ``speculative_draft_attention_backend``
+    (the draft worker's runner); {} when the release has no ``_get_attention_backend``."""
+    spec = load_toml("attention.toml")
+    if not isinstance(server_args, Instance) or not _has_method(interp, spec["runner"]):
+        return {}
+    out: dict[str, LayerValue] = {}
+    roles = [("attention_backend", model_config, False)]
+    if isinstance(draft_config, Instance):
+        roles.append(("speculative_draft_attention_backend", draft_config, True))
+    for setting, mc, draft in roles:
+        if isinstance(mc, Instance):
+            out[setting] = _explore(interp, spec, server_args, mc, draft)
+    return out
+
+
+def _has_method(interp: Interpreter, run: dict[str, Any]) -> bool:
+    """Read structurally (the module is loaded, i.e. its imports evaluated, only inside the
+    stage, whose decisions never become resolver paths)."""
+    found = interp.find_module_file(run["module"])
+    if found is None:
+        return False
+    try:
+        tree = interp.cache.load(found[0])
+    except (ParseFailure, OSError):
+        return False
+    return any(isinstance(n, ir.ClassDef) and n.name == run["class"]
+               and any(isinstance(f, ir.FunctionDef) and f.name == run["method"] for f in n.body)
+               for n in tree.body)
+
+
+def _explore(interp: Interpreter, spec: dict[str, Any], server_args: Instance, mc: Instance, draft: bool) -> LayerValue:
+    saved = (interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook)
+    base = dict(interp.decisions)
+    outcomes: list[tuple[_Outcome, tuple[str, ...]]] = []
+    pending: list[dict[str, bool]] = [{}]
+    complete = True
+    flipped = 0
+    logged: list[Any] = []
+    imported: dict[str, bool | None] = {}
+    optional = set(spec["backend"]["optional_packages"])
+    real_load = interp.load_module
+
+    def load_module(name: str) -> Any:
+        top = name.split(".")[0]
+        if top in optional and top not in imported:
+            imported[top] = interp.natives.package_state(top)
+        return real_load(name)
+
+    assumed: set[str] = set()
+    real_decide = interp.decide
+
+    def decide(value: Unknown, file: str, line: int, text: str) -> bool:
+        # an assert the tool cannot decide (runtime state, tensor shapes) is not SGLang's
+        # verdict here: assumed to hold and listed, never explored as a failure
+        if _is_assert(interp, file, line):
+            assumed.add(f"assert {text} at {file}:{line} (runtime state not known; assumed to hold)")
+            return True
+        return real_decide(value, file, line, text)
+
+    interp.load_module = load_module  # type: ignore[method-assign]
+    interp.decide = decide  # type: ignore[method-assign]
+    try:
+        while pending:
+            if len(outcomes) >= MAX_ATTENTION_PATHS:
+                complete = False
+                break
+            extra = pending.pop()
+            interp.decisions = {**base, **extra}
+            interp.new_decisions = []
+            interp.taken = []
+            interp.guards = []
+            interp.guard_tuple = None
+            start = len(interp.logs)
+            outcome = _run_once(interp, spec, server_args, mc, draft)
+            if not extra:
+                # what SGLang logs while it builds the backend on the first branch (the linear-
+                # attention kernel choice, ...): evidence on the value, not the path's own logs
+                logged = [r for r in interp.logs[start:] if r.level in ("info", "warning")]
+            del interp.logs[start:]
+            when = tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in interp.taken)
+            outcomes.append((outcome, when))
+            if not extra:
+                # branches on runtime state are flipped one at a time from the first run, not
+                # in every combination (a constructor has dozens; each run costs a second)
+                pending.extend({d.key: False} for d in reversed(interp.new_decisions))
+                flipped = len(interp.new_decisions)
+    finally:
+        del interp.load_module
+        del interp.decide
+        interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook = saved
+    value = _join(outcomes, complete)
+    if flipped > 1:
+        assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")
+    logs = tuple(dict.fromkeys(ChainStep(r.file, r.line, "", r.message, "", STAGE, "log") for r in logged))
+    value = replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent,
+                    chain=value.chain + (logs if value.status != STATUS_UNKNOWN else ()))
+    assumptions = tuple(package_assumption(interp, top, st) for top, st in sorted(imported.items()))
+    return replace(value, assumptions=assumptions)
+
+
+def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> LayerValue:
+    kept = [(o, w) for o, w in outcomes if o.status != "infeasible"]
+    if not kept:
+        return LayerValue(STATUS_UNKNOWN, None, reason="every branch ends in a failing import", paths=len(outcomes), stage=STAGE)
+    # outcomes are told apart by what SGLang builds or raises, not by the route taken there
+    distinct: list[_Outcome] = []
+    for o, _ in kept:
+        if all((o.status, o.value) != (d.status, d.value) for d in distinct):
+            distinct.append(o)
+    partial_all = tuple(sorted({p for o, _ in kept for p in o.partial}))
+    distinct = [replace(d, partial=partial_all) for d in distinct]
+    kept = [(next(d for d in distinct if (d.status, d.value) == (o.status, o.value)), w) for o, w in kept]
+    first = distinct[0]
+    if complete and len(distinct) == 1 and first.status == STATUS_RESOLVED and first.partial:
+        # SGLang builds these classes; a constructor not followed to its end may still raise
+        return LayerValue(STATUS_UNKNOWN, None, reason=f"SGLang builds {first.value}; a constructor could not be followed to its end "
+                          "(listed), so whether it passes is not known", candidates=(Candidate(first.value, (f"at {first.site}",)),),
+                          paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=STAGE)
+    if complete and len(distinct) == 1 and first.status in (STATUS_RESOLVED, STATUS_UNSUPPORTED):
+        return LayerValue(first.status, first.value, site=first.site, code=first.code, exception=first.exception,
+                          paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=STAGE)
+    if len(distinct) > 1 and all(o.status == STATUS_UNSUPPORTED for o in distinct):
+        # every branch explored ends in SGLang's own raise: the default branch's is reported,
+        # the others are listed as candidates
+        others = tuple(Candidate(f"{o.status}: {o.value}", (f"at {o.site}", *next(w for oo, w in kept if oo == o)))
+                       for o in distinct[1:])
+        return LayerValue(STATUS_UNSUPPORTED, first.value, site=first.site, code=first.code, exception=first.exception,
+                          candidates=others, paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=STAGE)
+    if not complete:
+        reason = f"analysis bound reached: more than {MAX_ATTENTION_PATHS} branches of the attention backend's construction"
+    elif len(distinct) == 1:
+        return LayerValue(STATUS_UNKNOWN, None, reason=first.value, paths=len(kept), data_dependent=first.partial, stage=STAGE)
+    else:
+        reason = "the attention backend's construction depends on runtime state the tool does not know"
+    cands = []
+    for o in distinct:
+        whens = next(w for oo, w in kept if oo == o)
+        label = o.value if o.status == STATUS_RESOLVED else f"{o.status}: {o.value}"
+        cands.append(Candidate(label, ((f"at {o.site}",) if o.site else ()) + whens))
+    partial = tuple(sorted({p for o in distinct for p in o.partial}))
+    return LayerValue(STATUS_UNKNOWN, None, reason=reason, candidates=tuple(cands), paths=len(kept),
+                      data_dependent=partial, stage=STAGE)
+
+
+def _run_once(interp: Interpreter, spec: dict[str, Any], server_args: Instance, mc: Instance, draft: bool) -> _Outcome:
+    state = _State()
+    interp.call_hook = _hook(interp, spec, state)
+    run = spec["runner"]
+    try:
+        mod = interp.load_module(run["module"])
+        cls = interp.getattr(mod, run["class"]) if isinstance(mod, ModuleObj) else None
+        if not isinstance(cls, Class):
+            return _Outcome(STATUS_UNKNOWN, f"{run['class']} is not a class in {run['module']}")
+        runner = _runner(interp, spec, cls, server_args, mc, draft)
+        _stamp(interp, spec, runner)
+        pending = _unchosen(interp, runner, server_args, draft)
+        if pending is not None:
+            return _Outcome(STATUS_UNKNOWN, pending)
+        _, method = cls.lookup(spec["runner"]["method"])
+        result = interp.call(BoundMethod(method, runner), [], {})
+        if not isinstance(result, Instance) or id(result) not in state.names:
+            return _Outcome(STATUS_UNKNOWN, f"{spec['runner']['method']}() returned no attention backend the tool built ({result!r})",
+                            chain=tuple(state.built), partial=tuple(state.partial))
+        return _Outcome(STATUS_RESOLVED, state.names[id(result)], state.built[-1].file + f":{state.built[-1].line}" if state.built else "",
+                        chain=tuple(state.built), partial=tuple(state.partial))
+    except PyRaise as raised:
+        return _raise_outcome(interp, spec, raised, state)
+    except (Unmodelled, AnalysisBound) as exc:
+        reason = str(exc)
+        if isinstance(exc, AnalysisBound) and "wall-clock" in reason:
+            reason = f"analysis bound reached: the attention stage's wall-clock budget of {ATTENTION_WALL_SECONDS:.0f} s"
+        return _Outcome(STATUS_UNKNOWN, reason, chain=tuple(state.built), partial=tuple(state.partial))
+    except RecursionError:
+        return _Outcome(STATUS_UNKNOWN, "analysis bound reached: recursion too deep")
+    except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        return _Outcome(STATUS_UNKNOWN, f"internal evaluator error ({type(exc).__name__}: {exc})")
+    finally:
+        interp.call_hook = None
+
+
+def _message(interp: Interpreter, raised: PyRaise) -> tuple[str, str]:
+    exc = raised.exc
+    name = exc.cls.name if isinstance(exc, Instance) else "Exception"
+    args = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
+    interp._message_mode = True  # type: ignore[attr-defined]  # f-string parts as text
+    try:
+        message = interp.to_str(args[0]) if len(args) == 1 else ", ".join(interp.to_str(a) for a in args)
+    finally:
+        interp._message_mode = False  # type: ignore[attr-defined]
+    return name, message
+
+
+def _is_verdict(spec: dict[str, Any], raised: PyRaise) -> bool:
+    return raised.explicit and any(raised.file.startswith(p) for p in spec["backend"]["verdict_files"])
+
+
+def _raise_outcome(interp: Interpreter, spec: dict[str, Any], raised: PyRaise, state: _State) -> _Outcome:
+    name, message = _message(interp, raised)
+    site = f"{raised.file}:{raised.line}"
+    if _at_module_level(interp, raised.file, raised.line):
+        return _Outcome("infeasible", f"{name}: {message}", site, raised.text, name)
+    if not _is_verdict(spec, raised):
+        why = "outside the attention code" if raised.explicit else "not an explicit raise in SGLang"
+        return _Outcome(STATUS_UNKNOWN, f"evaluation stopped: {name}: {message} at {site} ({why})",
+                        chain=tuple(state.built), partial=tuple(state.partial))
+    chain = (*state.built, *_guard_steps_any(raised.guards),
+             ChainStep(raised.file, raised.line, "", f"{name}: {message}", raised.text, STAGE, "raise"))
+    return _Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, chain, tuple(state.partial))
+
+
+def _guard_steps_any(guards: Any) -> tuple[ChainStep, ...]:
+    steps = _guard_steps(guards)  # the ones in sglang/srt/layers/
+    extra = tuple(ChainStep(g.file, g.line, g.describe(), g.truth, "", STAGE, "branch")
+                  for g in guards if g.file.startswith("sglang/srt/model_executor/"))
+    return extra + steps
+
+
+def _is_backend(cls: Class, spec: dict[str, Any]) -> bool:
+    be = spec["backend"]
+    return any(k.name == be["base_class"] and k.module is not None and k.module.name == be["base_module"] for k in cls.mro()[1:])
+
+
+def _hook(interp: Interpreter, spec: dict[str, Any], state: _State) -> Any:
+    process_state = tuple(spec["backend"]["process_state_modules"])
+    warn_only = set(spec["backend"]["warn_only"])
+
+    def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if isinstance(func, Class) and _is_backend(func, spec):
+            file, line = getattr(interp, "_call_site", ("?", 0))
+            parts = [state.names[id(a)] for a in args if isinstance(a, Instance) and id(a) in state.names]
+            parts += [f"{k}={state.names[id(a)]}" for k, a in kwargs.items() if isinstance(a, Instance) and id(a) in state.names]
+            label = f"{func.name}({', '.join(parts)})" if parts else func.name
+            guards = " and ".join(g.describe() for g in interp.guards[-2:])
+            try:
+                inst = interp.instantiate(func, args, kwargs)
+            except PyRaise as raised:
+                if _is_verdict(spec, raised) and not _at_module_level(interp, raised.file, raised.line):
+                    raise
+                name, message = _message(interp, raised)
+                state.partial.append(f"{func.name}.__init__ not evaluated past {raised.file}:{raised.line} ({name}: {message})")
+                inst = Instance(func)
+            except (Unmodelled, AnalysisBound) as exc:
+                state.partial.append(f"{func.name}.__init__ not evaluated to its end ({exc})")
+                inst = Instance(func)
+            state.names[id(inst)] = label
+            state.built.append(ChainStep(file, line, guards, label, f"{func.name}(...)", STAGE, "backend"))
+            return inst
+        if isinstance(func, Function) and func.name in warn_only:
+            return None
+        inner = getattr(func, "func", None)
+        if isinstance(inner, Function) and inner.name in warn_only:  # lru_cache-wrapped
+            return None
+        if isinstance(func, Function) and func.module.name.startswith(process_state):
+            return Unknown(f"{func.qualname}(): process state (distributed groups) is not modelled", f"proc:{func.qualname}")
+        return NOT_HOOKED
+
+    return hook
+
+
+# ---- the stand-in runner ----------------------------------------------------------------
+def _runner(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args: Instance, mc: Instance, draft: bool) -> Instance:
+    def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        name = str(args[-1])
+        return Unknown(f"ModelRunner.{name} (runtime state of the model runner is not modelled)", f"runner:{name}")
+
+    standin = Class(cls.name, (cls,), {"__getattr__": Native("ModelRunner.__getattr__", missing)}, cls.module, cls.line,
+                    external_bases=())
+    runner = Instance(standin)
+    runner.attrs.update(server_args=server_args, model_config=mc, is_draft_worker=draft)
+    found, init = cls.lookup("__init__")
+    if not found or not isinstance(init, Function):
+        return runner
+    run = spec["runner"]
+    wanted = set(run["init_attrs"])
+    # __init__ first, then the other methods (0.5.2x sets `self.dtype` in load_model): the first
+    # assignment in source order of each attribute, evaluated with that method's parameters
+    methods = [init] + [f for n, f in cls.ns.items() if isinstance(f, Function) and n != "__init__"]
+    for func in methods:
+        scope = Scope(parent=func.closure)
+        params = {p.name for p in func.params}
+        bound: dict[str, Any] = {"self": runner}
+        if func is init:
+            bound.update(server_args=server_args, model_config=mc, is_draft_worker=draft)
+            bound.update({k: v for k, v in run["params"].items() if k in params})
+            bound.update({k: server_args.attrs.get(v, Unknown(f"server args {v}")) for k, v in run["params_from_server_args"].items()
+                          if k in params})
+        for p in params:
+            scope.vars[p] = bound.get(p, Unknown(f"ModelRunner.{func.name} argument {p} (not modelled)", f"runner-arg:{p}"))
+        frame = Frame(module=func.module, scope=scope, func=func, depth=interp.depth)
+        for node in _walk(func.body):
+            if not (isinstance(node, ir.Assign) and len(node.targets) == 1):
+                continue
+            t = node.targets[0]
+            if not (isinstance(t, ir.Attribute) and isinstance(t.value, ir.Name) and t.value.id == "self" and t.attr in wanted):
+                continue
+            if t.attr in runner.attrs:
+                continue  # the first assignment in the source order (the unconditional one)
+            try:
+                value = interp.evaluate(node.value, frame)
+            except (PyRaise, Unmodelled, AnalysisBound):
+                continue  # left to __getattr__: unknown
+            if not isinstance(value, Unknown):
+                runner.attrs[t.attr] = value
+    return runner
+
+
+def _stamp(interp: Interpreter, spec: dict[str, Any], runner: Instance) -> None:
+    """Releases whose runner resolves the (prefill, decode) pair before building
+    (init_attention_backends: `self.prefill_attention_backend_str = resolved.prefill`): the
+    release's own resolver function, its result stamped on the runner as the release does."""
+    for st in spec["runner"].get("stamp", []):
+        if interp.find_module_file(st["module"]) is None:
+            continue
+        mod = interp.load_module(st["module"])
+        if not isinstance(mod, ModuleObj) or st["function"] not in mod.globals:
+            continue
+        resolved = interp.call(interp.getattr(mod, st["function"]), [], {st["runner_kwarg"]: runner})
+        for field_name, attr in st["attrs"].items():
+            runner.attrs[attr] = interp.getattr(resolved, field_name)
+        return
+
+
+def _unchosen(interp: Interpreter, runner: Instance, server_args: Instance, draft: bool) -> str | None:
+    """Releases that leave the backend None in ServerArgs and choose it in the model runner
+    (0.4.x: ModelRunner.model_specific_adjustment) are not modelled: the reason, else None."""
+    sa = server_args.attrs
+    if draft and isinstance(sa.get("speculative_draft_attention_backend"), str):
+        return None
+    if "prefill_attention_backend_str" in runner.attrs:
+        names = [runner.attrs["prefill_attention_backend_str"], runner.attrs.get("decode_attention_backend_str")]
+    else:
+        names = [sa.get("attention_backend")]
+        found, getter = server_args.cls.lookup("get_attention_backends")
+        if found and isinstance(getter, Function):
+            pair = interp.call(BoundMethod(getter, server_args), [], {})
+            names = list(pair) if isinstance(pair, tuple) else names
+    if all(isinstance(n, str) for n in names):
+        return None
+    return (f"the attention backend is not chosen by ServerArgs here ({', '.join(repr(n) for n in names)}): "
+            "the model runner finishes the choice, which the tool does not model for this release")

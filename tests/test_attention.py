@@ -1,0 +1,188 @@
+"""The attention backend SGLang builds (issue 16): the registry, each backend's constructor
+(its asserts and raises), hybrid prefill/decode and the hybrid linear-attention wrapper,
+evaluated (never executed) on the fixture checkout fixtures/checkouts/mini_attn and on real
+releases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sglang_audit.evaluate.interpreter import Bounds, Interpreter
+from sglang_audit.evaluate.values import Class, HFConfig, Instance
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.resolve.attention import evaluate_attention
+from sglang_audit.resolve.pipeline import Request, resolve
+from sglang_audit.result import LayerValue
+from sglang_audit.target.device import Environment, parse_device
+from sglang_audit.target.world import NativeWorld
+
+ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_attn" / "python"
+REGISTRY = "sglang/srt/layers/attention/attention_registry.py"
+
+
+def _line(path: str, text: str) -> int:
+    lines = (ROOT / path).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+def _attention(arch: str, draft: bool = False, model_type: str = "llama", mla: bool = False, **flags: Any) -> dict[str, LayerValue]:
+    world = NativeWorld(parse_device(arch), Environment(installed=frozenset({"torch"})), [])
+    interp = Interpreter(ROOT, SourceCache(use_disk=False), world, {}, Bounds())
+    sa_mod = interp.load_module("sglang.srt.server_args")
+    server_args = interp.call(interp.getattr(sa_mod, "ServerArgs"), [], flags)
+    mc = Instance(Class("ModelConfig", (), {}, None))
+    hf = HFConfig({"model_type": model_type, "layer_types": ["linear_attention", "full_attention"] * 2}, "test")
+    mc.attrs.update(hf_config=hf, attention_arch="mla" if mla else "mha")
+    return evaluate_attention(interp, server_args, mc, mc if draft else None)
+
+
+def test_a_constructor_assert_on_the_arch_is_sglangs_verdict_with_its_message_and_line():
+    v = _attention("sm120", attention_backend="fa3")["attention_backend"]
+    assert v.status == "unsupported" and v.exception == "AssertionError"
+    assert v.value == ("AssertionError: FlashAttention v3 Backend requires SM>=80 and SM<=90. "
+                       "Please use `--attention-backend flashinfer`.")
+    assert v.site == f"{REGISTRY}:{_line(REGISTRY, 'assert (')}"
+    assert v.stage == "attention"
+
+
+def test_the_same_backend_on_hopper_is_built():
+    v = _attention("sm90", attention_backend="fa3")["attention_backend"]
+    assert (v.status, v.value) == ("resolved", "FlashAttentionBackend")
+    assert v.chain[-1].kind == "backend" and v.chain[-1].file == REGISTRY
+
+
+def test_a_raise_on_the_model_type_mla_in_the_registry():
+    v = _attention("sm100", attention_backend="trtllm_mla")["attention_backend"]
+    assert (v.status, v.value) == ("unsupported", "ValueError: trtllm_mla backend can only be used with MLA models.")
+    assert v.site == f"{REGISTRY}:{_line(REGISTRY, 'raise ValueError')}"
+    assert _attention("sm100", attention_backend="trtllm_mla", mla=True)["attention_backend"].status == "resolved"
+
+
+def test_a_constructor_assert_on_the_page_size():
+    ok = _attention("sm90", attention_backend="triton", page_size=16)["attention_backend"]
+    assert (ok.status, ok.value) == ("resolved", "TritonAttnBackend")
+    bad = _attention("sm90", attention_backend="triton", page_size=128)["attention_backend"]
+    path = "sglang/srt/layers/attention/triton_backend.py"
+    assert bad.status == "unsupported"
+    assert bad.value == "AssertionError: Triton attention supports page sizes up to 64"
+    assert bad.site == f"{path}:{_line(path, 'model_runner.page_size <= 64')}"
+
+
+def test_an_assert_on_runtime_state_is_assumed_and_listed_never_a_verdict():
+    v = _attention("sm90", attention_backend="triton")["attention_backend"]
+    assert v.status == "resolved"
+    assert any("model_runner.token_to_kv_pool is not None" in d and "assumed to hold" in d for d in v.data_dependent)
+
+
+def test_hybrid_prefill_and_decode_build_both_backends():
+    v = _attention("sm90", attention_backend="triton", decode_attention_backend="fa3")["attention_backend"]
+    assert (v.status, v.value) == ("resolved", "HybridAttnBackend(decode_backend=FlashAttentionBackend, prefill_backend=TritonAttnBackend)")
+    assert [s.value for s in v.chain if s.kind == "backend"] == [
+        "FlashAttentionBackend", "TritonAttnBackend",
+        "HybridAttnBackend(decode_backend=FlashAttentionBackend, prefill_backend=TritonAttnBackend)"]
+
+
+def test_a_hybrid_prefill_decode_pair_fails_on_the_backend_that_fails():
+    v = _attention("sm120", attention_backend="triton", decode_attention_backend="fa3")["attention_backend"]
+    assert v.status == "unsupported" and "FlashAttention v3 Backend requires" in v.value
+
+
+def test_a_hybrid_linear_attention_model_gets_the_gdn_sub_backend():
+    v = _attention("sm100", model_type="mini_next", attention_backend="triton")["attention_backend"]
+    assert (v.status, v.value) == ("resolved", "HybridLinearAttnBackend(TritonAttnBackend, GDNAttnBackend)")
+    gdn = next(s for s in v.chain if s.value == "GDNAttnBackend")
+    assert gdn.file == REGISTRY and gdn.line == _line(REGISTRY, "linear_attn_backend = GDNAttnBackend(runner)")
+
+
+def test_the_hybrid_linear_attention_wrapper_rejects_a_backend_on_blackwell():
+    v = _attention("sm100", model_type="mini_next", attention_backend="fa3")["attention_backend"]
+    assert v.status == "unsupported" and "FlashAttention v3" in v.value  # the registry fails first
+    v = _attention("sm90", model_type="mini_next", attention_backend="fa3")["attention_backend"]
+    assert v.status == "resolved" and v.value.startswith("HybridLinearAttnBackend(FlashAttentionBackend")
+
+
+def test_the_draft_worker_takes_its_override_and_fails_on_its_own():
+    out = _attention("sm100", draft=True, attention_backend="triton", speculative_draft_attention_backend="fa4")
+    assert out["attention_backend"].status == "resolved"
+    d = out["speculative_draft_attention_backend"]
+    path = "sglang/srt/layers/attention/flashattention_backend.py"
+    assert (d.status, d.value) == ("unsupported", "ValueError: FA4 does not support a draft attention override")
+    assert d.site == f"{path}:{_line(path, 'raise ValueError')}"
+
+
+# ---- real releases (downloaded into the user cache) ---------------------------------------
+def _real(release: Any, version: str, arch: str, sets: list[str]) -> Any:
+    tree = release(version)
+    return resolve(Request(source=str(tree.package_dir), arch=arch, model="qwen3.5-397b-a17b-nvfp4",
+                           sets=["tp_size=8", *sets]))
+
+
+@pytest.mark.real_release
+def test_real_0_5_10_fa3_on_sm120_fails_in_the_registry_with_sglangs_message(release):
+    # read first: 0.5.10 attention_registry.py:130-135, create_flashattention_v3_backend asserts
+    # capability major 8 (non-MLA) or 9
+    res = _real(release, "0.5.10", "sm120", ["attention_backend=fa3"])
+    s = res.settings["attention_backend"]
+    assert s.status == "unsupported"
+    assert s.layer.value == ("AssertionError: FlashAttention v3 Backend requires SM>=80 and SM<=90. "
+                             "Please use `--attention-backend flashinfer`.")
+    assert s.layer.site == "sglang/srt/layers/attention/attention_registry.py:130"
+
+
+@pytest.mark.real_release
+def test_real_0_5_10_qwen3_5_on_sm120_builds_the_gdn_linear_sub_backend(release):
+    # read first: 0.5.10 attn_backend_wrapper (attention_registry.py:180-236): Qwen3.5's text
+    # config subclasses Qwen3NextConfig -> hybrid_gdn_config; flashinfer is allowed on Blackwell
+    # (:209-214); GDNAttnBackend(runner) at :220; HybridLinearAttnBackend at :232
+    res = _real(release, "0.5.10", "sm120", [])
+    v = res.settings["attention_backend"].layer
+    assert (v.status, v.value) == ("resolved", "HybridLinearAttnBackend(FlashInferAttnBackend, GDNAttnBackend)")
+    assert v.site == "sglang/srt/layers/attention/attention_registry.py:232"
+    gdn = next(s for s in v.chain if s.value == "GDNAttnBackend")
+    assert (gdn.file, gdn.line) == ("sglang/srt/layers/attention/attention_registry.py", 220)
+    assert any(a.startswith("flashinfer: installed") for a in v.assumptions)
+
+
+@pytest.mark.real_release
+def test_real_0_5_23_fa4_prefill_on_sm120_fails_the_hybrid_gdn_assert(release):
+    # read first: 0.5.23 attention_registry.py:466-476: on SM120 the allowed set is
+    # {triton, trtllm_mha, flashinfer}; the pair is stamped on the runner by
+    # init_attention_backends before building (model_runner.py:1119-1121)
+    res = _real(release, "0.5.23", "sm120", ["prefill_attention_backend=fa4"])
+    v = res.settings["attention_backend"].layer
+    assert v.status == "unsupported"
+    assert v.value.startswith("AssertionError: Only {") and v.value.endswith(
+        "backends are supported on Blackwell GPUs for hybrid GDN models. Got prefill=fa4, decode=flashinfer.")
+    assert v.site == "sglang/srt/layers/attention/attention_registry.py:473"
+
+
+# ---- optional-package forks (resolve/pipeline.py with_package_forks) -----------------------
+@pytest.mark.real_release
+def test_real_an_absent_optional_package_is_stated_and_its_other_state_evaluated(release):
+    # read first: 0.5.15 Mxfp4MoEMethod imports triton_kernels (absent from a plain install:
+    # rules/packages.toml [optional]); the same target with --with triton_kernels is evaluated
+    tree = release("0.5.15")
+    res = resolve(Request(source=str(tree.package_dir), arch="sm90", model="gpt-oss-120b"))
+    v = res.settings["moe_runner_backend"].layer
+    assert v.status == "unsupported" and "No module named 'triton_kernels" in v.value
+    assert "triton_kernels: absent (a plain install of this release lacks it; --with triton_kernels evaluates it installed)" in v.assumptions
+    assert len(v.forks) == 1 and v.forks[0].startswith("with triton_kernels installed (--with triton_kernels): ")
+    assert "No module named" not in v.forks[0]  # the other state does not fail on the import
+    assert v.to_json()["forks"] == list(v.forks)
+    with_it = resolve(Request(source=str(tree.package_dir), arch="sm90", model="gpt-oss-120b", with_packages=["triton_kernels"]))
+    assert with_it.settings["moe_runner_backend"].layer.forks == ()  # the user decided the state: no fork
+
+
+def test_a_config_json_is_an_instance_of_a_union_member_through_a_subclass_model_type():
+    # the runner's isinstance(config, MiniNextConfig | OtherHybridConfig): config.json's
+    # model_type names MiniNextTextConfig, a subclass; its property full_attention_layer_ids
+    # (inherited) is read from the release's class
+    v = _attention("sm100", model_type="mini_next_text", attention_backend="triton")["attention_backend"]
+    assert (v.status, v.value) == ("resolved", "HybridLinearAttnBackend(TritonAttnBackend, GDNAttnBackend)")
+    v = _attention("sm100", model_type="other_hybrid", attention_backend="triton")["attention_backend"]
+    assert v.value.startswith("HybridLinearAttnBackend(")
+    v = _attention("sm100", model_type="llama", attention_backend="triton")["attention_backend"]
+    assert (v.status, v.value) == ("resolved", "TritonAttnBackend")
