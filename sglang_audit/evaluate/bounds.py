@@ -1,4 +1,4 @@
-"""The evaluator's deterministic bounds (and its last-resort wall-clock budget).
+"""The evaluator's deterministic bounds (and its last-resort CPU-time budget).
 
 Apart from the interpreter so that what keys a cached resolution (``Bounds()``'s repr)
 is known without importing the evaluator: a result-cache hit never loads it."""
@@ -16,4 +16,7 @@ class Bounds:
     max_seq_len: int = 1_000_000
     max_int_bits: int = 100_000  # ~30,000 digits: no config value is larger
     max_mro: int = 200  # classes in one hierarchy (SGLang's deepest has ~10)
-    wall_seconds: float = 45.0  # per resolution, parsing excluded: a last resort (~10x a loaded 0.5.23 run)
+    # per resolution, parsing excluded: a last resort against a slow pathology (~30x a 0.5.23
+    # resolution). CPU time of this process, not wall time: the answer must not depend on how
+    # loaded the machine is (a budget in wall seconds turned layer values unknown under load)
+    cpu_seconds: float = 45.0

@@ -282,7 +282,7 @@ class Interpreter:
         self.reads: list[Event] | None = None
         self.seq = 0
         self.steps = 0
-        self.deadline: Callable[[], bool] | None = None  # set by the resolver: the wall-clock budget
+        self.deadline: Callable[[], bool] | None = None  # set by the resolver: the CPU-time budget
         self.depth = 0
         self.logs: list[LogRecord] = []
         self.notes: list[str] = []
@@ -484,7 +484,7 @@ class Interpreter:
             if self.steps > self.bounds.max_steps:
                 raise AnalysisBound(f"analysis bound reached: more than {self.bounds.max_steps} steps")
             if not self.steps & 1023 and self.deadline is not None and self.deadline():
-                raise AnalysisBound(f"analysis bound reached: wall-clock budget of {self.bounds.wall_seconds:.0f} s per resolution")
+                raise AnalysisBound(f"analysis bound reached: CPU-time budget of {self.bounds.cpu_seconds:.0f} s per resolution")
             handler = _STMT.get(stmt.kind)
             if handler is None:
                 handler = _STMT[stmt.kind] = getattr(Interpreter, "s_" + stmt.kind)

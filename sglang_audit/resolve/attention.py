@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sglang_audit.errors import strict_mode
 from sglang_audit.evaluate.interpreter import NOT_HOOKED, Frame, Interpreter, PyRaise, Unmodelled
 from sglang_audit.evaluate.values import (
     AnalysisBound,
@@ -52,9 +53,9 @@ from sglang_audit.result import (
 from sglang_audit.shipped import load_toml
 
 MAX_ATTENTION_PATHS = 24  # branches on unknown runtime state explored per role
-# wall-clock budget of the stage on one resolver path (parsing excluded), outside the
+# CPU-time budget of the stage on one resolver path (parsing excluded), outside the
 # resolution's own budget (resolver.py run_layers)
-ATTENTION_WALL_SECONDS = 30.0
+ATTENTION_CPU_SECONDS = 30.0
 STAGE = "attention"
 
 
@@ -246,12 +247,14 @@ def _run_once(interp: Interpreter, spec: dict[str, Any], server_args: Instance, 
         return _raise_outcome(interp, spec, raised, state)
     except (Unmodelled, AnalysisBound) as exc:
         reason = str(exc)
-        if isinstance(exc, AnalysisBound) and "wall-clock" in reason:
-            reason = f"analysis bound reached: the attention stage's wall-clock budget of {ATTENTION_WALL_SECONDS:.0f} s"
+        if isinstance(exc, AnalysisBound) and "CPU-time budget" in reason:
+            reason = f"analysis bound reached: the attention stage's CPU-time budget of {ATTENTION_CPU_SECONDS:.0f} s"
         return _Outcome(STATUS_UNKNOWN, reason, chain=tuple(state.built), partial=tuple(state.partial))
     except RecursionError:
         return _Outcome(STATUS_UNKNOWN, "analysis bound reached: recursion too deep")
     except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        if strict_mode():  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
+            raise
         return _Outcome(STATUS_UNKNOWN, f"internal evaluator error ({type(exc).__name__}: {exc})")
     finally:
         interp.call_hook = None

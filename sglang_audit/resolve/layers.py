@@ -24,6 +24,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sglang_audit.errors import strict_mode
 from sglang_audit.evaluate.interpreter import (
     NOT_HOOKED,
     Interpreter,
@@ -284,6 +285,8 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
     except RecursionError:
         return _Outcome(STATUS_UNKNOWN, "analysis bound reached: recursion too deep", method=state["method"])
     except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        if strict_mode():  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
+            raise
         return _Outcome(STATUS_UNKNOWN, f"internal evaluator error ({type(exc).__name__}: {exc})", method=state["method"])
     finally:
         interp.call_hook = None

@@ -39,7 +39,7 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend.parse import SourceCache
-from sglang_audit.resolve.attention import ATTENTION_WALL_SECONDS, evaluate_attention
+from sglang_audit.resolve.attention import ATTENTION_CPU_SECONDS, evaluate_attention
 from sglang_audit.resolve.layers import evaluate_layers
 from sglang_audit.resolve.provenance import (
     Declaration,
@@ -120,13 +120,13 @@ class Resolver:
             return self._resolve()
 
     def _resolve(self) -> Resolution:
-        # one wall-clock budget for the whole resolution, parsing excluded (a cold cache on a
-        # busy machine must not turn answers unknown); the deterministic bounds come first
-        start, parsed = time.monotonic(), self.cache.parse_seconds
-        budget = self.bounds.wall_seconds
+        # one CPU-time budget for the whole resolution, parsing excluded (a cold cache must not
+        # turn answers unknown, nor a busy machine); the deterministic bounds come first
+        start, parsed = time.process_time(), self.cache.parse_cpu
+        budget = self.bounds.cpu_seconds
         # the attention stage has its own budget (run_layers): its time is not the resolution's
         self.attention_seconds = 0.0
-        self.over_budget = lambda: (time.monotonic() - start - (self.cache.parse_seconds - parsed)
+        self.over_budget = lambda: (time.process_time() - start - (self.cache.parse_cpu - parsed)
                                     - self.attention_seconds > budget)
         self._files_start = len(self.cache.files_read)  # the cache may serve several resolutions
         paths: list[PathResult] = []
@@ -386,22 +386,26 @@ class Resolver:
             result.layers = evaluate_layers(interp, server_args, result.model.get("model_config"), result.model.get("draft_model_config"))
         except (PyRaise, Unmodelled, AnalysisBound, RecursionError, ArithmeticError, ValueError, TypeError, KeyError,
                 IndexError, AttributeError) as exc:
+            if strict_mode() and not isinstance(exc, (PyRaise, Unmodelled, AnalysisBound, RecursionError)):
+                raise  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
             reason = f"layer evaluation failed ({type(exc).__name__}: {exc}); treated as unknown"
             result.layers = {"moe_runner_backend": LayerValue(STATUS_UNKNOWN, None, reason=reason)}
-        # the attention backend's construction: its own wall-clock budget, outside the
+        # the attention backend's construction: its own CPU-time budget, outside the
         # resolution's (so it never turns the settings or the MoE layers unknown)
-        t0, parsed0, saved = time.monotonic(), self.cache.parse_seconds, interp.deadline
-        interp.deadline = lambda: time.monotonic() - t0 - (self.cache.parse_seconds - parsed0) > ATTENTION_WALL_SECONDS
+        t0, parsed0, saved = time.process_time(), self.cache.parse_cpu, interp.deadline
+        interp.deadline = lambda: time.process_time() - t0 - (self.cache.parse_cpu - parsed0) > ATTENTION_CPU_SECONDS
         try:
             result.layers.update(evaluate_attention(interp, server_args, result.model.get("model_config"),
                                                     result.model.get("draft_model_config")))
         except (PyRaise, Unmodelled, AnalysisBound, RecursionError, ArithmeticError, ValueError, TypeError, KeyError,
                 IndexError, AttributeError) as exc:
+            if strict_mode() and not isinstance(exc, (PyRaise, Unmodelled, AnalysisBound, RecursionError)):
+                raise  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
             reason = f"attention backend evaluation failed ({type(exc).__name__}: {exc}); treated as unknown"
             result.layers["attention_backend"] = LayerValue(STATUS_UNKNOWN, None, reason=reason, stage="attention")
         finally:
             interp.deadline = saved
-            self.attention_seconds = getattr(self, "attention_seconds", 0.0) + time.monotonic() - t0
+            self.attention_seconds = getattr(self, "attention_seconds", 0.0) + time.process_time() - t0
 
     # ---- joining paths into a Resolution ----------------------------------------------
     def join(self, paths: list[PathResult], explored_all: bool) -> Resolution:

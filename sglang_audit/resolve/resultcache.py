@@ -203,7 +203,7 @@ class ResultCache:
         path = self._path(key) if key is not None else None
         if path is None:
             return
-        if "wall-clock budget" in json.dumps(res.to_json(), default=str):
+        if "CPU-time budget" in json.dumps(res.to_json(), default=str):
             return  # depends on the machine's speed, not on the inputs: never cached
         try:
             payload = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)

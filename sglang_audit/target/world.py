@@ -105,7 +105,7 @@ class NativeWorld:
         return self.boundaries.hf_attr(interp, cfg, name)
 
     def config_classes(self, interp: Interpreter, model_type: Any) -> list[Class]:
-        return self.boundaries.config_classes(interp, model_type)
+        return self.boundaries.release_config_classes(interp, model_type)
 
     # ---- modules outside the tree -------------------------------------------------------
     def native_module(self, interp: Interpreter, name: str) -> Any:

@@ -165,14 +165,14 @@ class Boundaries:
             return omitted
         if name in self.hf_defaults:
             return copy.deepcopy(self.hf_defaults[name])
-        for cls in self.config_classes(interp, cfg.attrs.get("model_type")):
+        for cls in self.release_config_classes(interp, cfg.attrs.get("model_type")):
             # a property of the release's own config class (Qwen3NextConfig.full_attention_layer_ids)
             found, prop = cls.lookup(name)
             if found and isinstance(prop, Property) and prop.fget is not None:
                 return interp.call(prop.fget, [cfg], {})
         raise interp.make_raise("AttributeError", f"'{cfg.attrs.get('model_type')}Config' object has no attribute '{name}'")
 
-    def config_classes(self, interp: Interpreter, model_type: Any) -> list[Class]:
+    def release_config_classes(self, interp: Interpreter, model_type: Any) -> list[Class]:
         """The release's config classes (in the modules evaluated so far) declaring this model_type."""
         if not isinstance(model_type, str):
             return []
