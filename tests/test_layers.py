@@ -247,6 +247,11 @@ def test_0516_sm120_qwen35_auto_raises_not_implemented_found_by_evaluation(relea
     assert "SGA209" in found
     lines = {e.fingerprint: e.line for e in found["SGA209"].code}
     assert lines["apply_final_not_implemented"] == int(layer.site.rsplit(":", 1)[1])
+    # and check reports the evaluation's own verdict, with SGLang's message and line
+    derived = found["SGA003"]
+    assert derived.setting == "moe_runner_backend" and derived.severity == "error"
+    assert layer.value in derived.message and f"at {MQ}:2621" in derived.message
+    assert [(e.file, e.line) for e in derived.code] == [(MQ, 2621)]
 
 
 @pytest.mark.real_release
@@ -255,7 +260,7 @@ def test_0516_sm120_with_quantization_flag_is_pinned_and_the_layer_runs_cutlass(
     moe = res.settings["moe_runner_backend"]
     assert moe.config == "flashinfer_cutlass" and moe.layer.status == "resolved"
     assert moe.layer.value == "FlashInfer cutlass_fused_moe"
-    assert "SGA209" not in _findings(res)
+    assert not {"SGA209", "SGA003"} & set(_findings(res))
 
 
 @pytest.mark.real_release

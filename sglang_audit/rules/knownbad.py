@@ -28,7 +28,14 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from sglang_audit.result import STATUS_UNKNOWN, ChainStep, Resolution, Setting
+from sglang_audit.result import (
+    STATUS_UNKNOWN,
+    STATUS_UNSUPPORTED,
+    ChainStep,
+    LayerValue,
+    Resolution,
+    Setting,
+)
 from sglang_audit.rules.facts import (
     BASE_FACTS,
     SETTING_LAYERS,
@@ -62,7 +69,7 @@ from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 __all__ = [
     "FAIL_ON", "CheckResult", "Finding", "Fingerprint", "Rule", "RuleError", "Unknown", "arch_family",
     "check_example", "check_resolution", "checkpoint_experts", "checkpoint_quant", "cudnn_version",
-    "kernel_findings", "load_rule_file", "load_rules", "probe_fingerprint",
+    "kernel_findings", "layer_findings", "load_rule_file", "load_rules", "probe_fingerprint",
 ]
 
 
@@ -433,6 +440,7 @@ def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
         return CheckResult(res, (REJECTED_RULE, *rules), tuple(findings), ())
     facts = Facts.from_resolution(res)
     findings.extend(kernel_findings(res))
+    findings.extend(layer_findings(res))
     for rule in rules:
         for subject in rule.subjects:
             unknown: dict[str, str] = {}
@@ -460,7 +468,7 @@ def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
         if setting.status == STATUS_UNKNOWN and setting.present:
             undecided.append(Undecided(UNKNOWN_SETTING_RULE.id, UNKNOWN_SETTING_RULE.severity, name,
                                        ((f"settings.{name}", _unknown_reason(setting)),)))
-    return CheckResult(res, (REJECTED_RULE, UNKNOWN_SETTING_RULE, *KERNEL_RULES, *rules), tuple(findings), tuple(undecided))
+    return CheckResult(res, (REJECTED_RULE, UNKNOWN_SETTING_RULE, LAYER_UNSUPPORTED_RULE, *KERNEL_RULES, *rules), tuple(findings), tuple(undecided))
 
 
 def _unknown_reason(setting: Any) -> str:
@@ -503,6 +511,40 @@ REJECTED_RULE = Rule(
     sources=(), subjects=(None,), when=("all", ()), fingerprints=(), examples_flag=(), examples_pass=(),
     checked="Derived from the resolution (result.Resolution.rejected).", path="<builtin>",
 )
+
+
+# SGLang refusing the layers it builds with a setting (resolve/layers.py, resolve/attention.py:
+# a raise in the quantization method's or the attention backend's construction or dispatch).
+# Derived from the evaluation, so it needs no rule file; SGA209/SGA210 stay as cross-checks.
+LAYER_UNSUPPORTED_RULE = Rule(
+    id="SGA003", slug="sglang-layers-fail", severity="error", confidence="high",
+    title="SGLang raises when it builds the layers for this configuration",
+    description="The configuration passes ServerArgs, but evaluating the construction of the model's MoE layers "
+                "(quantization method, runner, dispatch) or of its attention backend reaches a raise or assert "
+                "in SGLang's own code: the server would fail while loading the model.",
+    message="", fix="Change the setting SGLang's message names (or the one the layer was built with).",
+    sources=(), subjects=(None,), when=("all", ()), fingerprints=(), examples_flag=(), examples_pass=(),
+    checked="Derived from Setting.layer (status unsupported), including the draft's attention backend.", path="<builtin>",
+)
+
+
+def layer_findings(res: Resolution) -> list[Finding]:
+    out: list[Finding] = []
+    rule = LAYER_UNSUPPORTED_RULE
+    for name, setting in res.settings.items():
+        layer = setting.layer
+        for who, lv in (("", layer), ("the draft model's ", getattr(layer, "draft", None))):
+            if not isinstance(lv, LayerValue) or lv.status != STATUS_UNSUPPORTED:
+                continue
+            stage = "attention backend" if lv.stage == "attention" else "MoE layers"
+            where = f" at {lv.site}" if lv.site else ""
+            message = f"SGLang {res.source.get('version')}: building {who}{stage} with {name} fails{where}: {lv.value}"
+            file, _, line = lv.site.rpartition(":")
+            code = (CodeEvidence(f"layer:{lv.stage}", file, True, int(line) if line.isdigit() else None, lv.code),) if lv.site else ()
+            value = effective(setting)
+            out.append(Finding(rule.id, rule.slug, rule.severity, rule.confidence, rule.title, message, rule.fix,
+                               (), name, _plain(value), _decision_chain(setting), _deciding(setting, value), code))
+    return out
 
 
 # The kernel library's own declared support (kernels.py, Setting.kernel): a derived finding,
