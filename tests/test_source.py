@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from sglang_audit.errors import SourceError
+from sglang_audit.source import download_watch
 from sglang_audit.source import locate as source
 from sglang_audit.source.locate import SourceTree, locate_source
 
@@ -626,7 +627,7 @@ def test_download_progress_in_bytes_on_a_terminal(
     from sglang_audit.cli import common
 
     monkeypatch.setattr(common, "_stderr_is_tty", lambda: True)
-    monkeypatch.setattr(source, "DOWNLOAD_POLL", 0.01)
+    monkeypatch.setattr(download_watch, "DOWNLOAD_POLL", 0.01)
     shown: list[str] = []
     real_show = common.STATUS.show
 
@@ -642,12 +643,12 @@ def test_download_progress_in_bytes_on_a_terminal(
     assert tree.version == "0.5.10"
     size = (cache / "wheels" / "sglang-0.5.10-py3-none-any.whl").stat().st_size
     assert size > 2_500_000
-    want = f"downloading sglang==0.5.10: {source.format_bytes(size)}"
+    want = f"downloading sglang==0.5.10: {download_watch.format_bytes(size)}"
     assert want in shown  # counted while pip still had the file in its TMPDIR
     err = capsys.readouterr().err
     assert "\r\x1b[K" + want in err
-    assert f"downloaded sglang==0.5.10 ({source.format_bytes(size)})" in err
-    assert source.format_bytes(size).endswith(" MB") and source.format_bytes(999) == "1 kB"
+    assert f"downloaded sglang==0.5.10 ({download_watch.format_bytes(size)})" in err
+    assert download_watch.format_bytes(size).endswith(" MB") and download_watch.format_bytes(999) == "1 kB"
 
 
 def test_download_prints_nothing_when_piped(
@@ -656,7 +657,7 @@ def test_download_prints_nothing_when_piped(
     from sglang_audit.cli import common
 
     monkeypatch.setattr(common, "_stderr_is_tty", lambda: False)
-    monkeypatch.setattr(source, "DOWNLOAD_POLL", 0.01)
+    monkeypatch.setattr(download_watch, "DOWNLOAD_POLL", 0.01)
     monkeypatch.setattr(subprocess, "run", _pip_via_tmpdir(lambda: True))
     assert locate_source("sglang==0.5.10", progress=common.progress).version == "0.5.10"
     assert capsys.readouterr().err == ""

@@ -31,6 +31,7 @@ from packaging.version import InvalidVersion, Version
 
 from sglang_audit.cachedir import TooLarge, cache_root, stamp_index, writable_subdir
 from sglang_audit.errors import SourceError
+from sglang_audit.source.download_watch import PIP_TMP, DownloadWatch, format_bytes
 from sglang_audit.userfiles import UserFileError, read_user_file
 
 # Extraction limits (module-level so tests can lower them). Real wheels are far below:
@@ -268,7 +269,7 @@ def download_to_cache(label: str, say: Callable[[str], None],
     except OSError as exc:
         raise SourceError(f"cannot write to {wheels}: {exc.strerror or exc}") from None
     try:
-        with _DownloadWatch(label, staging, say):
+        with DownloadWatch(label, staging, say, _ARCHIVE_SUFFIXES):
             result = fetch(staging)
         if result.returncode != 0:
             raise _download_error(label, result)
@@ -289,72 +290,6 @@ def download_to_cache(label: str, say: Callable[[str], None],
         return target
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-DOWNLOAD_POLL = 0.5  # seconds between two looks at the staging dir while pip downloads
-PIP_TMP = ".pip-tmp"  # pip's TMPDIR inside the staging dir (pip downloads there first)
-
-
-def format_bytes(n: int) -> str:
-    """Decimal units, as pip shows them."""
-    if n < 1000 * 1000:
-        return f"{n / 1000:.0f} kB"
-    return f"{n / 1e6:.1f} MB"
-
-
-def _downloaded_bytes(staging: Path) -> int:
-    """Bytes of archives under the staging dir: pip writes the archive into its TMPDIR
-    (``PIP_TMP``) and copies it up when complete, so one file name is counted once."""
-    sizes: dict[str, int] = {}
-    for dirpath, _dirs, names in os.walk(staging):
-        for name in names:
-            if not name.lower().endswith(_ARCHIVE_SUFFIXES):
-                continue
-            try:
-                n = os.stat(os.path.join(dirpath, name)).st_size
-            except OSError:  # pip removed it between the listing and the stat
-                continue
-            sizes[name] = max(n, sizes.get(name, 0))
-    return sum(sizes.values())
-
-
-class _DownloadWatch:
-    """Bytes downloaded so far, on the status line of the progress callback (``say.status``,
-    which shows on a terminal only; pip's own output is captured for its error messages).
-    A progress callback without ``status`` (a library caller) gets nothing extra."""
-
-    def __init__(self, label: str, staging: Path, say: Callable[[str], None]) -> None:
-        import threading
-
-        self.label = label
-        self.staging = staging
-        self.status: Callable[[str], None] | None = getattr(say, "status", None)
-        self.done: Callable[[], None] | None = getattr(say, "done", None)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._poll, name="download-progress", daemon=True)
-
-    def _show(self) -> None:
-        if self.status is not None:
-            self.status(f"downloading {self.label}: {format_bytes(_downloaded_bytes(self.staging))}")
-
-    def _poll(self) -> None:
-        while not self.stop.wait(DOWNLOAD_POLL):
-            self._show()
-
-    def __enter__(self) -> _DownloadWatch:
-        if self.status is not None:
-            self.thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        if self.status is None:
-            return
-        self.stop.set()
-        self.thread.join()
-        if _exc[0] is None:
-            self._show()  # the final count, whatever the polling interval caught
-        if self.done is not None:
-            self.done()
 
 
 def _pip_download(
