@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from clirun import cli
 
-from sglang_audit.analyses.matrix import COLUMNS, parse_flag_set, split_list
+from sglang_audit.analyses.matrix import COLUMNS, DEFAULT_FLAG_SETS, parse_flag_set, split_list
 from sglang_audit.errors import InputError
 from sglang_audit.render.matrix import JSON_SCHEMA, csv_header
 
@@ -204,3 +204,79 @@ def test_unknown_values_render_with_candidates_and_numbered_reasons():
     rec = next(csv.DictReader(io.StringIO(render_csv(m))))
     assert rec["moe_runner_backend_config"] == f"? unknown: {why}"
     assert rec["fp4_gemm_runner_backend_runtime"].startswith("?(flashinfer_cudnn|flashinfer_cutlass) unknown:")
+
+
+# The message SGLang 0.5.10-0.5.13 raise for a hybrid model with NEXTN and the radix cache on
+# (ServerArgs._handle_mamba_radix_cache), as the analysis reports it (0.5.10: server_args.py:2206).
+_MAMBA_SPEC = (
+    "Speculative decoding for Qwen3_5MoeForConditionalGeneration is not compatible with radix cache when "
+    "using --mamba-scheduler-strategy no_buffer.To use radix cache with speculative decoding, please use "
+    "--mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1."
+)
+
+
+def _hinted_matrix():
+    from sglang_audit.analyses.matrix import Case, CaseResult, Cell, Matrix
+    from sglang_audit.result import Rejection
+
+    model = "qwen3.5-397b-a17b-nvfp4"
+    results = []
+    for i, fs in enumerate(DEFAULT_FLAG_SETS):
+        case = Case(i, "sm100", model, fs.name)
+        if "nextn" in fs.name:
+            rej = Rejection(_MAMBA_SPEC, "sglang/srt/server_args.py", 2206)
+            results.append(CaseResult(case, {"tp_size": 8}, "rejected", rejected=rej))
+        else:
+            cells = tuple(Cell(col.setting, "auto", "auto", "resolved", True, None) for col in COLUMNS)
+            results.append(CaseResult(case, {"tp_size": 8}, "resolved", cells))
+    other = Rejection("modelopt_fp4 quantization is required for Flashinfer Cutlass MOE", "sglang/srt/server_args.py", 56)
+    results.append(CaseResult(Case(len(results), "sm120", model, "none"), {}, "rejected", rejected=other))
+    return Matrix({"version": "0.5.10"}, ("sm100", "sm120"), (model,), DEFAULT_FLAG_SETS, (), {model: ("tp_size=8",)},
+                  "12.9", None, None, "rules not applied: test", COLUMNS, tuple(results))
+
+
+def test_hybrid_nextn_rejection_is_explained_once_with_the_flag_to_add():
+    from sglang_audit.render.matrix import render_text
+
+    text = render_text(_hinted_matrix())
+    lines = text.splitlines()
+    # said once at the top, once in full under the rejections; the rows stay REJECTED
+    assert lines[1] == "note: 3 cases rejected by SGLang [R1] need `--set disable_radix_cache=true` on this release (see below)"
+    assert sum("REJECTED [R1]" in ln for ln in lines) == 3 and sum("REJECTED [R2]" in ln for ln in lines) == 1
+    assert text.count("rerun with --set disable_radix_cache=true") == 1
+    start = lines.index(next(ln for ln in lines if ln.startswith("how to get past [R1]")))
+    assert "flag sets nextn, moe_cutlass_nextn, moe_trtllm_nextn" in lines[start]
+    assert "3 cases" in lines[start] and "qwen3.5-397b-a17b-nvfp4" in lines[start]
+    block = " ".join(ln.strip() for ln in lines[start + 1:start + 8])
+    assert "_handle_mamba_radix_cache" in block and "0.5.10-0.5.13" in block
+    assert "--set mamba_scheduler_strategy=extra_buffer --env SGLANG_ENABLE_SPEC_V2=1" in block
+    assert max(len(ln) for ln in lines[start + 1:start + 6]) <= 100
+    # the unrelated rejection gets no hint
+    assert "how to get past [R2]" not in text
+
+
+def test_hybrid_nextn_hint_in_json():
+    from sglang_audit.render.matrix import render_json
+
+    data = json.loads(render_json(_hinted_matrix()))
+    (hint,) = data["hints"]
+    assert hint["id"] == "hybrid-spec-radix-cache" and hint["set"] == ["disable_radix_cache=true"]
+    assert hint["advice"] == "--set disable_radix_cache=true" and hint["cases"] == 3
+    assert hint["flag_sets"] == ["nextn", "moe_cutlass_nextn", "moe_trtllm_nextn"]
+    assert hint["rejected_at"] == [{"file": "sglang/srt/server_args.py", "line": 2206}]
+    assert any("pull/22908" in s for s in hint["sources"])
+    hinted = [c for c in data["cases"] if c["hint"]]
+    assert len(hinted) == 3 and all(c["status"] == "rejected" and c["rejected"]["line"] == 2206 for c in hinted)
+    assert next(c for c in data["cases"] if c["arch"] == "sm120")["hint"] is None
+    assert len(data["cases"]) == len(DEFAULT_FLAG_SETS) + 1  # the per-case results stay
+
+
+def test_rejection_hint_matches_on_the_message_not_the_line():
+    from sglang_audit.analyses.matrix import REJECTION_HINTS, hint_for
+    from sglang_audit.result import Rejection
+
+    # SGLang's message wraps differently across releases: whitespace does not matter
+    wrapped = _MAMBA_SPEC.replace(" when using", "\n   when using")
+    assert hint_for(Rejection(wrapped, "sglang/srt/server_args.py", 2754)) is REJECTION_HINTS[0]
+    assert hint_for(Rejection("Speculative decoding is not supported", "sglang/srt/server_args.py", 2206)) is None
+    assert hint_for(None) is None

@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import tarfile
+import time
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from sglang_audit.errors import SourceError
+from sglang_audit.source import download_watch
 from sglang_audit.source import locate as source
 from sglang_audit.source.locate import SourceTree, locate_source
 
@@ -591,6 +593,74 @@ def test_release_download_then_cached(cache: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("must use the cached wheel"))
     assert locate_source("sglang==0.5.10") == tree
     assert len(calls) == 1
+
+
+def _pip_via_tmpdir(wait_for: Callable[[], bool] | None = None):
+    """A fake `pip download` that, as pip does, writes the archive into its TMPDIR first and
+    copies it into -d when complete; ``wait_for`` holds it mid-download until true."""
+
+    def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        dest = Path(cmd[cmd.index("-d") + 1])
+        env = kwargs["env"]
+        assert isinstance(env, dict)
+        tmp = Path(env["TMPDIR"])
+        assert tmp.parent == dest  # pip's temp files stay inside the staging dir
+        name = f"sglang-{cmd[-1].split('==')[1]}-py3-none-any.whl"
+        # 2.5 MB of stored (incompressible) padding: a size the status line shows in MB
+        members = {**wheel_members("0.5.10"), "tools/pad.bin": os.urandom(2_500_000)}
+        partial = write_zip(tmp / "pip-unpack-x" / name, members)
+        if wait_for is not None:
+            for _ in range(1000):
+                if wait_for():
+                    break
+                time.sleep(0.01)
+            assert wait_for(), "the download's bytes were never shown while pip ran"
+        shutil.copy(partial, dest / name)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    return run
+
+
+def test_download_progress_in_bytes_on_a_terminal(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sglang_audit.cli import common
+
+    monkeypatch.setattr(common, "_stderr_is_tty", lambda: True)
+    monkeypatch.setattr(download_watch, "DOWNLOAD_POLL", 0.01)
+    shown: list[str] = []
+    real_show = common.STATUS.show
+
+    def spy(text: str) -> None:
+        shown.append(text)
+        real_show(text)
+
+    monkeypatch.setattr(common.STATUS, "show", spy)
+    # pip is held mid-download until the status line has shown the bytes of its temp file
+    mid = _pip_via_tmpdir(lambda: any(t.endswith(" MB") for t in shown))
+    monkeypatch.setattr(subprocess, "run", mid)
+    tree = locate_source("sglang==0.5.10", progress=common.progress)
+    assert tree.version == "0.5.10"
+    size = (cache / "wheels" / "sglang-0.5.10-py3-none-any.whl").stat().st_size
+    assert size > 2_500_000
+    want = f"downloading sglang==0.5.10: {download_watch.format_bytes(size)}"
+    assert want in shown  # counted while pip still had the file in its TMPDIR
+    err = capsys.readouterr().err
+    assert "\r\x1b[K" + want in err
+    assert f"downloaded sglang==0.5.10 ({download_watch.format_bytes(size)})" in err
+    assert download_watch.format_bytes(size).endswith(" MB") and download_watch.format_bytes(999) == "1 kB"
+
+
+def test_download_prints_nothing_when_piped(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sglang_audit.cli import common
+
+    monkeypatch.setattr(common, "_stderr_is_tty", lambda: False)
+    monkeypatch.setattr(download_watch, "DOWNLOAD_POLL", 0.01)
+    monkeypatch.setattr(subprocess, "run", _pip_via_tmpdir(lambda: True))
+    assert locate_source("sglang==0.5.10", progress=common.progress).version == "0.5.10"
+    assert capsys.readouterr().err == ""
 
 
 def test_release_sdist_fallback(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -63,6 +63,31 @@ DEFAULT_FLAG_SETS: tuple[FlagSet, ...] = tuple(FlagSet(name, tuple(items)) for n
 
 
 @dataclass(frozen=True)
+class RejectionHint:
+    """How to get past one known SGLang rejection (rules/matrix.toml ``rejection_hints``)."""
+
+    id: str
+    message_contains: str  # whitespace-normalised substring of SGLang's message
+    sets: tuple[str, ...]  # KEY=VALUE to add, as for --set
+    why: str
+    alternative: str
+    sources: tuple[str, ...]
+
+    def advice(self) -> str:
+        return " ".join(f"--set {item}" for item in self.sets)
+
+    def matches(self, rejection: Rejection) -> bool:
+        return " ".join(self.message_contains.split()) in " ".join(rejection.message.split())
+
+
+REJECTION_HINTS: tuple[RejectionHint, ...] = tuple(
+    RejectionHint(h["id"], h["message_contains"], tuple(h["set"]), " ".join(h["why"].split()),
+                  h.get("alternative", ""), tuple(h.get("sources", ())))
+    for h in _DEFAULTS.get("rejection_hints", ())
+)
+
+
+@dataclass(frozen=True)
 class Column:
     title: str
     setting: str
@@ -402,6 +427,43 @@ def run(p: Plan, jobs: int = 1, use_cache: bool = True, rule_dirs: Sequence[Path
         model_sets=p.model_sets, cuda=p.cuda, cudnn=p.cudnn, rules=None if rules is None else len(rules),
         rules_note=note, columns=COLUMNS, results=done,
     )
+
+
+@dataclass(frozen=True)
+class HintUse:
+    """One rejection hint and the cases of a matrix it explains (in plan order)."""
+
+    hint: RejectionHint
+    cases: tuple[CaseResult, ...]
+
+    @property
+    def sites(self) -> tuple[tuple[str, int], ...]:
+        return tuple(dict.fromkeys((r.rejected.file, r.rejected.line) for r in self.cases if r.rejected))
+
+    @property
+    def flag_sets(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.case.flag_set for r in self.cases))
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.case.model for r in self.cases))
+
+
+def hint_for(rejection: Rejection | None, hints: Sequence[RejectionHint] = REJECTION_HINTS) -> RejectionHint | None:
+    if rejection is None:
+        return None
+    return next((h for h in hints if h.matches(rejection)), None)
+
+
+def hint_uses(m: Matrix, hints: Sequence[RejectionHint] = REJECTION_HINTS) -> tuple[HintUse, ...]:
+    """The hints this matrix's rejections call for, each with the cases it explains."""
+    found: dict[str, list[CaseResult]] = {}
+    by_id = {h.id: h for h in hints}
+    for r in m.results:
+        h = hint_for(r.rejected, hints)
+        if h is not None:
+            found.setdefault(h.id, []).append(r)
+    return tuple(HintUse(by_id[k], tuple(v)) for k, v in found.items())
 
 
 def default_jobs() -> int:

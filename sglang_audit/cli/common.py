@@ -78,6 +78,13 @@ progress.on_parse_factory = parse_progress  # type: ignore[attr-defined]
 progress.done = STATUS.clear  # type: ignore[attr-defined]
 
 
+def _status(text: str) -> None:
+    STATUS.show(text)  # looked up per call: tests may replace STATUS.show
+
+
+progress.status = _status  # type: ignore[attr-defined]  # e.g. bytes downloaded, in place
+
+
 def _stderr_is_tty() -> bool:
     try:
         return sys.stderr.isatty()

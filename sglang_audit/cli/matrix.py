@@ -35,7 +35,9 @@ Defaults:
 \b
 Each case is resolved as `sglang-audit resolve` would (flags: the model's defaults, then
 the flag set, then every --set) and checked with the known-bad rules as `check` would.
-Output order is arch, model, flag set, whatever --jobs is.
+Output order is arch, model, flag set, whatever --jobs is. A known SGLang
+rejection (e.g. a hybrid model with NEXTN on 0.5.10-0.5.13) is explained once,
+with the flag to add (--set disable_radix_cache=true); the rows stay.
 
 \b
 Exit codes:

@@ -11,6 +11,7 @@ import csv
 import html
 import io
 import json
+import textwrap
 from collections import Counter
 from typing import Any
 
@@ -20,14 +21,18 @@ from sglang_audit.analyses.matrix import (
     STATUS_SKIPPED,
     CaseResult,
     Column,
+    HintUse,
     Matrix,
     cell_text,
+    hint_for,
+    hint_uses,
     unknown_reasons,
     value_text,
 )
 from sglang_audit.result import STATUS_REJECTED, STATUS_UNKNOWN, UnknownValue
 
 JSON_SCHEMA = "sglang-audit-matrix/1"
+HINT_WIDTH = 100  # columns of a rejection hint's explanation
 MAX_MESSAGE = 160  # rejection messages are clipped in the text table's footnotes
 _MARK = {"error": "!", "warning": "~", "info": "~"}
 LEGEND = (
@@ -113,9 +118,38 @@ def _header(m: Matrix) -> str:
             f"{m.rules_note}")
 
 
+def _hint_tags(use: HintUse, notes: _Notes) -> list[str]:
+    return list(dict.fromkeys(
+        notes.rejections[(r.rejected.file, r.rejected.line, r.rejected.message)] for r in use.cases if r.rejected
+    ))
+
+
+def _hint_lines(m: Matrix, notes: _Notes) -> tuple[list[str], list[str]]:
+    """A one-line note for the top and the full hint for the rejections section, once per
+    hint however many cases it explains (the rows keep their REJECTED cells)."""
+    top: list[str] = []
+    full: list[str] = []
+    for use in hint_uses(m):
+        n = len(use.cases)
+        tags = ",".join(_hint_tags(use, notes))
+        cases = f"{n} case{'s' if n != 1 else ''}"
+        top.append(f"note: {cases} rejected by SGLang [{tags}] need `{use.hint.advice()}` on this release "
+                   f"(see below)")
+        full.append(f"how to get past [{tags}] ({cases}; flag sets {', '.join(use.flag_sets)}; "
+                    f"model{'s' if len(use.models) != 1 else ''} {', '.join(use.models)}):")
+        # the explanation is prose: wrapped, not one 300-column line
+        full.extend(textwrap.wrap(f"rerun with {use.hint.advice()}: {use.hint.why}", HINT_WIDTH,
+                                  initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False))
+        if use.hint.alternative:
+            full.extend(textwrap.wrap(use.hint.alternative, HINT_WIDTH, initial_indent="  ",
+                                      subsequent_indent="    ", break_on_hyphens=False))
+    return top, full
+
+
 def render_text(m: Matrix) -> str:
     notes = _Notes(m)
     rej, err = notes.rejections, notes.errors
+    hint_top, hint_full = _hint_lines(m, notes)
     head = ["arch", "model", "flags", *[c.title for c in m.columns], "findings"]
     rows = [[r.case.arch, r.case.model, r.case.flag_set, *_row_cells(r, m, notes)] for r in m.results]
     widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
@@ -123,7 +157,7 @@ def render_text(m: Matrix) -> str:
     def line(cells: list[str]) -> str:
         return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
-    out = [_header(m), "", line(head), line(["-" * w for w in widths])]
+    out = [_header(m), *hint_top, "", line(head), line(["-" * w for w in widths])]
     prev_arch = None
     for row in rows:
         if prev_arch is not None and row[0] != prev_arch:
@@ -146,6 +180,9 @@ def render_text(m: Matrix) -> str:
         for key, tag in rej.items():
             file, lineno, message = key
             out.append(f"  [{tag}] {file}:{lineno}  {_clip(message)}  ({counts[key]} case{'s' if counts[key] != 1 else ''})")
+        if hint_full:
+            out.append("")
+            out.extend(hint_full)
     findings = Counter((f.rule, f.severity, f.title) for r in m.results for f in r.findings if f.rule != "SGA001")
     seen_cases = {k: sum(1 for r in m.results if any((f.rule, f.severity, f.title) == k for f in r.findings)) for k in findings}
     if findings:
@@ -189,8 +226,19 @@ def case_json(r: CaseResult) -> dict[str, Any]:
         "findings": [{"rule": f.rule, "severity": f.severity, "setting": f.setting, "title": f.title} for f in r.findings],
         "undecided": list(r.undecided),
         "rejected": r.rejected.to_json() if r.rejected else None,
+        "hint": h.id if (h := hint_for(r.rejected)) is not None else None,
         "conditional_rejections": r.conditional_rejections,
         "error": r.error,
+    }
+
+
+def hint_json(use: HintUse) -> dict[str, Any]:
+    h = use.hint
+    return {
+        "id": h.id, "set": list(h.sets), "advice": h.advice(), "why": h.why,
+        "alternative": h.alternative or None, "sources": list(h.sources), "cases": len(use.cases),
+        "flag_sets": list(use.flag_sets), "models": list(use.models),
+        "rejected_at": [{"file": f, "line": ln} for f, ln in use.sites],
     }
 
 
@@ -209,6 +257,7 @@ def render_json(m: Matrix) -> str:
         "rules": {"applied": m.rules, "note": m.rules_note},
         "columns": [{"title": c.title, "setting": c.setting} for c in m.columns],
         "summary": summary(m),
+        "hints": [hint_json(u) for u in hint_uses(m)],
         "cases": [case_json(r) for r in m.results],
     }
     return json.dumps(data, indent=1, ensure_ascii=False, default=str) + "\n"
@@ -301,6 +350,10 @@ def render_html(m: Matrix) -> str:
         for (file, lineno, message), tag in rej.items():
             out.append(f"<li>[{e(tag)}] <code>{e(file)}:{lineno}</code> {e(message)}</li>")
         out.append("</ul>")
+        for use in hint_uses(m):
+            out.append(f"<p>How to get past [{e(','.join(_hint_tags(use, notes)))}] ({len(use.cases)} cases): "
+                       f"rerun with <code>{e(use.hint.advice())}</code>: {e(use.hint.why)}"
+                       + (f"; {e(use.hint.alternative)}" if use.hint.alternative else "") + "</p>")
     if notes.unknowns:
         out.append("<h2>Unknown values</h2><ul>")
         out += [f"<li>[{e(tag)}] {e(reason)}</li>" for reason, tag in notes.unknowns.items()]

@@ -31,6 +31,7 @@ from packaging.version import InvalidVersion, Version
 
 from sglang_audit.cachedir import TooLarge, cache_root, stamp_index, writable_subdir
 from sglang_audit.errors import SourceError
+from sglang_audit.source.download_watch import PIP_TMP, DownloadWatch, format_bytes
 from sglang_audit.userfiles import UserFileError, read_user_file
 
 # Extraction limits (module-level so tests can lower them). Real wheels are far below:
@@ -268,7 +269,8 @@ def download_to_cache(label: str, say: Callable[[str], None],
     except OSError as exc:
         raise SourceError(f"cannot write to {wheels}: {exc.strerror or exc}") from None
     try:
-        result = fetch(staging)
+        with DownloadWatch(label, staging, say, _ARCHIVE_SUFFIXES):
+            result = fetch(staging)
         if result.returncode != 0:
             raise _download_error(label, result)
         files = sorted(
@@ -280,9 +282,11 @@ def download_to_cache(label: str, say: Callable[[str], None],
             raise SourceError(f"{label}: pip reported success but left no wheel or sdist")
         target = wheels / files[0].name
         try:
+            size = files[0].stat().st_size
             os.replace(files[0], target)
         except OSError as exc:
             raise SourceError(f"cannot write {target}: {exc.strerror or exc}") from None
+        say(f"downloaded {label} ({format_bytes(size)})")
         return target
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -297,6 +301,14 @@ def _pip_download(
     cmd += ["-d", str(dest), f"{dist}=={version}"]
     # Never prompt (e.g. for index credentials): stdin is closed and PIP_NO_INPUT set.
     env = {**os.environ, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    # pip downloads into TMPDIR before copying into -d: keep that inside the staging dir so
+    # the bytes so far can be shown (_DownloadWatch) and a killed pip leaves nothing elsewhere
+    tmp = dest / PIP_TMP
+    try:
+        tmp.mkdir(exist_ok=True)
+        env["TMPDIR"] = str(tmp)
+    except OSError:
+        pass  # pip then uses the system temp dir; only the byte count is lost
     try:
         return subprocess.run(
             cmd,
