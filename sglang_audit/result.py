@@ -79,6 +79,26 @@ class LayerValue:
     # attention: the draft worker's own backend (its runner is built with is_draft_worker)
     draft: Any = None
 
+    @property
+    def unsettled_absences(self) -> tuple[str, ...]:
+        """Optional packages the outcome assumed absent only because a plain install lacks them
+        (neither the release nor the user decided), unless their fork showed the same outcome:
+        an ``unsupported`` that rests on one of these is a condition, not a verdict."""
+        out = []
+        for a in self.assumptions:
+            pkg, _, state = a.partition(": ")
+            if not state.startswith("absent (a plain install"):
+                continue
+            fork = next((f for f in self.forks if f.startswith(f"with {pkg} installed")), None)
+            if fork is None or not fork.endswith("(the same outcome)"):
+                out.append(pkg)
+        return tuple(out)
+
+    def fork_outcome(self, package: str) -> str | None:
+        """The outcome with ``package`` in the other state, if that fork was evaluated."""
+        fork = next((f for f in self.forks if f.startswith((f"with {package} installed", f"without {package} "))), None)
+        return fork.split("): ", 1)[1] if fork and "): " in fork else None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "chain": [c.to_json() for c in self.chain], "assumptions": list(self.assumptions),
@@ -227,10 +247,12 @@ class ModelSummary:
     config_quant_method: Any  # quant_method in config.json
     draft_architecture: Any = None
     draft_quantization: Any = None
+    # what reading the model's config assumed (e.g. a remote config class not at hand)
+    assumptions: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "path": self.path,
+            "name": self.name, "path": self.path, "assumptions": list(self.assumptions),
             "architecture": _value_json(self.architecture),
             "quantization": _value_json(self.quantization),
             "config_quant_method": self.config_quant_method,

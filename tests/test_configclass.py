@@ -139,6 +139,11 @@ def test_remote_code_with_trust_reads_the_model_directory(tmp_path):
     assert isinstance(found, ConfigClass) and found.defaults["num_experts_per_tok"] == 6
     missing = ConfigClasses(None, lambda: None).lookup(interp, {**data, "auto_map": {"AutoConfig": "nothere.X"}}, True, tmp_path)
     assert isinstance(missing, NoConfigClass) and "not in the model directory" in missing.reason
+    # the hub gives config.json without the class's .py: read as PretrainedConfig, and said so
+    assert missing.assumed and "taken as unset" in missing.reason and "nothere.py" in missing.reason
+    cfg = HFConfig({"model_type": "old"}, "m")
+    cfg.config_class = missing
+    assert class_default(cfg, "text_config", False) is NO_DEFAULT
 
 
 # ---- real releases ----------------------------------------------------------------------

@@ -255,6 +255,45 @@ def test_0516_sm120_qwen35_auto_raises_not_implemented_found_by_evaluation(relea
 
 
 @pytest.mark.real_release
+def test_a_raise_that_rests_on_an_absent_optional_package_is_a_warning_that_says_so(release):
+    """0.5.16 SM90 DeepSeek-V3 FP8 with --moe-a2a-backend deepep: the dispatcher raises
+    "DeepEP is not installed" because a plain install lacks deep_ep (sglang#32843's table ran
+    this deployment with DeepEP present). The assumption is recorded, the other state is
+    evaluated, and SGA003 is a warning naming both, not an error."""
+    res = _run(release, "0.5.16", "sm90", "deepseek-v3-fp8", ["tp_size=4", "moe_a2a_backend=deepep", "fp8_gemm_runner_backend=triton"])
+    layer = res.settings["moe_runner_backend"].layer
+    assert layer.status == "unsupported" and layer.value.startswith("ImportError: DeepEP is not installed")
+    assert any(a.startswith("deep_ep: absent (a plain install") for a in layer.assumptions)
+    assert layer.unsettled_absences == ("deep_ep",)
+    assert layer.fork_outcome("deep_ep") is not None and not layer.fork_outcome("deep_ep").startswith("unsupported: ImportError: DeepEP")
+    derived = _findings(res)["SGA003"]
+    assert (derived.severity, derived.confidence) == ("warning", "medium")
+    assert "assuming deep_ep not installed" in derived.message and "with deep_ep installed: " in derived.message
+    assert derived.fix.startswith("Install deep_ep")
+
+
+def test_sga003_is_an_error_when_the_other_state_fails_the_same_way():
+    from sglang_audit.result import Resolution, Setting
+    from sglang_audit.rules.knownbad import layer_findings
+
+    def one(forks: tuple[str, ...]) -> Any:
+        lv = LayerValue("unsupported", "ValueError: no", site="a.py:3",
+                        assumptions=("kt_kernel: absent (a plain install of this release lacks it; --with kt_kernel evaluates it installed)",),
+                        forks=forks)
+        s = Setting("moe_runner_backend", "auto", "auto", "unsupported", layer=lv)
+        res = Resolution({"version": "9.9"}, "E", {"arch": "sm90"}, None, {}, {}, None, {"moe_runner_backend": s})
+        (f,) = layer_findings(res)
+        return f
+
+    same = one(("with kt_kernel installed (--with kt_kernel): unsupported: ValueError: no at a.py:3 (the same outcome)",))
+    assert (same.severity, same.confidence) == ("error", "high") and "assuming" not in same.message
+    differs = one(("with kt_kernel installed (--with kt_kernel): resolved: k at b.py:9",))
+    assert differs.severity == "warning" and "with kt_kernel installed: resolved: k at b.py:9" in differs.message
+    unevaluated = one(())
+    assert unevaluated.severity == "warning" and "not evaluated (--with kt_kernel)" in unevaluated.message
+
+
+@pytest.mark.real_release
 def test_0516_sm120_with_quantization_flag_is_pinned_and_the_layer_runs_cutlass(release):
     res = _run(release, "0.5.16", "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8", "quantization=modelopt_fp4"])
     moe = res.settings["moe_runner_backend"]

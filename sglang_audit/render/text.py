@@ -70,6 +70,7 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
     out.append(f"device: {dev['arch']} {dev['name']}, platform {dev['platform']}" + (f", CUDA {dev['cuda']}" if dev.get("cuda") else ""))
     m = res.model
     out.append(f"model: {m.name} — {_value(m.architecture)}, quantization {_value(m.quantization)} (config.json quant_method {m.config_quant_method})")
+    out += [f"  assuming: {a}" for a in m.assumptions]
     if m.draft_architecture is not None:
         out.append(f"draft: {_value(m.draft_architecture)}, quantization {_value(m.draft_quantization)}")
     if res.flags:

@@ -122,8 +122,11 @@ def _explore(interp: Interpreter, spec: dict[str, Any], server_args: Instance, m
 
     def load_module(name: str) -> Any:
         top = name.split(".")[0]
-        if top in optional and top not in imported:
-            imported[top] = interp.natives.package_state(top)
+        if top not in imported:
+            state = interp.natives.package_state(top)
+            # as in layers.py: a package a plain install lacks is an assumption wherever imported
+            if top in optional or state is False:
+                imported[top] = state
         return real_load(name)
 
     assumed: set[str] = set()

@@ -146,8 +146,12 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
 
     def load_module(name: str) -> Any:
         top = name.split(".")[0]
-        if top in optional and top not in imported:
-            imported[top] = interp.natives.package_state(top)
+        if top not in imported:
+            state = interp.natives.package_state(top)
+            # the listed packages always; any other only when a plain install lacks it
+            # (deep_ep, mooncake, ...): its ImportError is an assumption, not a verdict
+            if top in optional or state is False:
+                imported[top] = state
         return real_load(name)
 
     interp.load_module = load_module  # type: ignore[method-assign]

@@ -442,6 +442,7 @@ class Resolver:
             config_quant_method=_config_quant_method(self.target.model.path),
             draft_architecture=self.join_model_value(paths, "draft_architecture"),
             draft_quantization=self.join_model_value(paths, "draft_quantization"),
+            assumptions=tuple(self.world.boundaries.assumptions),
         )
         joined = self.join_layers(complete)
         draft_attention = joined.pop("speculative_draft_attention_backend", None)

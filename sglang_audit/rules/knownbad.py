@@ -539,10 +539,22 @@ def layer_findings(res: Resolution) -> list[Finding]:
             stage = "attention backend" if lv.stage == "attention" else "MoE layers"
             where = f" at {lv.site}" if lv.site else ""
             message = f"SGLang {res.source.get('version')}: building {who}{stage} with {name} fails{where}: {lv.value}"
+            severity, confidence = rule.severity, rule.confidence
+            pending = lv.unsettled_absences
+            if pending:
+                # the raise rests on an optional package being absent (a plain install lacks
+                # it; images and users often add it): say so, and what the other state gives
+                severity, confidence = "warning", "medium"
+                others = "; ".join(f"with {p} installed: {lv.fork_outcome(p) or f'not evaluated (--with {p})'}"
+                                   for p in pending)
+                message += f" — assuming {', '.join(pending)} not installed (a plain install lacks it); {others}"
+                fix = f"Install {', '.join(pending)} if SGLang's message asks for it, or change the setting."
+            else:
+                fix = rule.fix
             file, _, line = lv.site.rpartition(":")
             code = (CodeEvidence(f"layer:{lv.stage}", file, True, int(line) if line.isdigit() else None, lv.code),) if lv.site else ()
             value = effective(setting)
-            out.append(Finding(rule.id, rule.slug, rule.severity, rule.confidence, rule.title, message, rule.fix,
+            out.append(Finding(rule.id, rule.slug, severity, confidence, rule.title, message, fix,
                                (), name, _plain(value), _decision_chain(setting), _deciding(setting, value), code))
     return out
 

@@ -42,9 +42,11 @@ class ConfigClass:
 
 @dataclass(frozen=True)
 class NoConfigClass:
-    """The class could not be read: every omitted attribute is unknown with this reason."""
+    """The class could not be read: every omitted attribute is unknown with this reason, or,
+    with ``assumed``, taken as unset (as PretrainedConfig leaves it) and the assumption shown."""
 
     reason: str
+    assumed: bool = False
 
 
 Found = ConfigClass | NoConfigClass | None  # None: the tree pins no transformers (config.json as is)
@@ -144,7 +146,12 @@ class ConfigClasses:
         module, _, name = auto.rpartition(".")
         path = (model_dir / f"{module}.py") if model_dir is not None and module and "/" not in module and "--" not in module else None
         if path is None or not path.is_file() or path.is_symlink():
-            return NoConfigClass(f"the remote config class {auto} (auto_map, --trust-remote-code) is not in the model directory")
+            # Hugging Face hub fetches only config.json for the tool; the class's .py is rarely
+            # copied beside it. Every omitted key unknown would leave nothing decided (sub-config
+            # probes such as text_config), so it is read as PretrainedConfig, and said.
+            return NoConfigClass(f"the remote config class {auto} (auto_map, --trust-remote-code) is not in the model directory: "
+                                 f"attributes config.json omits are taken as unset, as PretrainedConfig leaves them "
+                                 f"(put {module}.py beside config.json to read its defaults)", assumed=True)
         try:
             tree = interp.cache.load(path)
         except Exception as exc:  # noqa: BLE001

@@ -44,7 +44,7 @@ def class_default(cfg: HFConfig, name: str, generic: bool) -> Any:
     from sglang_audit.target.configclass import ConfigClass, NoConfigClass
 
     found = cfg.config_class
-    if isinstance(found, NoConfigClass) and not generic:  # PretrainedConfig's own attributes stay known
+    if isinstance(found, NoConfigClass) and not generic and not found.assumed:  # PretrainedConfig's own attributes stay known
         return Unknown(f"config.json omits {name!r} and {found.reason}", f"hfdefault:{cfg.origin}:{name}")
     if isinstance(found, ConfigClass):
         alias = found.attribute_map.get(name)
@@ -73,6 +73,7 @@ class Boundaries:
         self.inside_model_dir = inside
         self.analysed_package = package  # the analysed package's directory, once the resolver sets it
         self.config_classes: Any = None  # target/configclass.ConfigClasses, built on first get_config
+        self.assumptions: list[str] = []  # what reading the model's config assumed (shown with the model)
         hf = load_toml("hf_config.toml")
         self.subconfig_keys: list[str] = hf["subconfig_keys"]
         self.text_config_keys: list[str] = hf["text_config_keys"]
@@ -206,6 +207,8 @@ class Boundaries:
         while todo:
             one = todo.pop()
             one.config_class = self.config_classes.lookup(interp, one.attrs, trust_remote_code, model_dir)
+            if getattr(one.config_class, "assumed", False) and one.config_class.reason not in self.assumptions:
+                self.assumptions.append(one.config_class.reason)
             todo.extend(v for v in one.attrs.values() if isinstance(v, HFConfig))
 
     def _text_config(self, cfg: HFConfig, kwargs: dict[str, Any]) -> Any:
