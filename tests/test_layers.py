@@ -354,7 +354,8 @@ def test_diff_0515_to_0516_reports_the_new_layer_failure(release):
     old, new = release("0.5.15"), release("0.5.16")
     dep = Deployment(name="", arch="sm120", model="qwen3.5-397b-a17b-nvfp4", sets=("tp_size=8",))
     d = diff_releases(str(old.package_dir), str(new.package_dir), [dep]).deployments[0]
-    assert [f.rule_id for f in d.findings_added] == ["SGA209"] and d.status == "changed"
+    # the evaluation's own verdict (SGA003) and the rule that describes it (SGA209), both new
+    assert [f.rule_id for f in d.findings_added] == ["SGA003", "SGA209"] and d.status == "changed"
 
 
 @pytest.mark.real_release
