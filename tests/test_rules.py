@@ -439,13 +439,14 @@ def _rule_ids(result) -> set[str]:
     return {f.rule_id for f in result.findings if not f.rule_id.startswith(DERIVED)}
 
 
-def _resolve_launch(release, version, arch, model, launch, env=()):
+def _resolve_launch(release, version, arch, model, launch, env=(), with_packages=()):
     """One release-edge case: the release resolved for a pasted launch command's flags."""
     from sglang_audit.resolve.pipeline import Request, resolve
 
     tree = release(version)
     return resolve(Request(source=str(tree.package_dir), arch=arch, model=str(model),
-                           launch=f"python -m sglang.launch_server --model-path m {launch}", env=list(env)))
+                           launch=f"python -m sglang.launch_server --model-path m {launch}", env=list(env),
+                           with_packages=list(with_packages)))
 
 
 @pytest.mark.real_release
@@ -916,6 +917,26 @@ def test_rules6_rules_at_their_edges(release, rule_id, version, arch, model, lau
     if fires:
         (f,) = [f for f in result.findings if f.rule_id == rule_id]
         assert f.setting == RULES6_SUBJECT[rule_id]
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(
+    "version, backend, fires",
+    [
+        ("0.5.9", "wave", True),  # first release with GraniteMoeHybrid
+        ("0.5.23", "wave", True),  # still unguarded (PR #23080 open)
+        ("0.5.23", "aiter", False),
+        ("0.5.23", "triton", False),  # SGA416's fix covers triton, not wave
+    ],
+)
+def test_sga419_granite_wave_on_rocm(release, version, backend, fires):
+    # a ROCm deployment has aiter installed; without it these releases fail to import quark's MoE
+    res = _resolve_launch(release, version, "gfx942", _GRANITE_H, f"--attention-backend {backend}",
+                          with_packages=("aiter",))
+    assert res.rejected is None, res.rejected
+    result = check_resolution(res, [_rule("SGA419"), _rule("SGA416")])
+    assert _rule_ids(result) == ({"SGA419"} if fires else set()), result.findings
+    assert result.undecided == () or all(u.rule_id == "SGA002" for u in result.undecided)
 
 
 def test_sga415_names_the_serverargs_line_that_split_the_backends(release):
