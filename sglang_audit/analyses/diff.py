@@ -527,24 +527,18 @@ def _deciding(s: Setting | None) -> ChainStep | None:
 
 def compare_setting(name: str, old: SideOutcome, new: SideOutcome,
                     renamed: Mapping[str, str] | None = None) -> SettingDiff:
-    """One setting across the two releases. ``renamed`` (rules/settings.toml: new name -> old
-    name) pairs a setting SGLang renamed: the new name is compared with the old release's old
-    name, and the old name's own row is left out (absent) when the new release has the new one."""
+    """One setting across the two releases; ``renamed`` (settings.toml, new -> old name) compares
+    a new name with the old release's old name and leaves the old name's row out (absent)."""
     o = old.resolution.settings.get(name) if old.resolution else None
     n = new.resolution.settings.get(name) if new.resolution else None
-    renamed = renamed or {}
-    rename_note = ""
-    old_name = renamed.get(name)
-    if old_name and not (o is not None and o.present) and old.resolution:
-        alt = old.resolution.settings.get(old_name)
-        if alt is not None and alt.present:
-            o, rename_note = alt, f"renamed from {old_name}"
+    renamed, rename_note = renamed or {}, ""
+    old_alt = old.resolution.settings.get(renamed.get(name, "")) if old.resolution else None
+    if old_alt is not None and old_alt.present and not (o is not None and o.present):
+        o, rename_note = old_alt, f"renamed from {old_alt.name}"
     new_name = next((k for k, v in renamed.items() if v == name), None)
-    if new_name and not (n is not None and n.present) and new.resolution and o is not None and o.present:
-        alt = new.resolution.settings.get(new_name)
-        if alt is not None and alt.present:
-            return SettingDiff(name, CHANGE_ABSENT, (), o, None, _deciding(o), None, (), (),
-                               f"renamed to {new_name} (compared there)")
+    alt = new.resolution.settings.get(new_name or "") if new.resolution else None
+    if alt is not None and alt.present and not (n is not None and n.present) and o is not None and o.present:
+        return SettingDiff(name, CHANGE_ABSENT, (), o, None, _deciding(o), None, (), (), f"renamed to {new_name} (compared there)")
     ga, gr = decision_guards(n), decision_guards(o)
     added, removed = tuple(sorted(ga - gr)), tuple(sorted(gr - ga))
 
@@ -586,23 +580,18 @@ def compare_setting(name: str, old: SideOutcome, new: SideOutcome,
     return make(CHANGE_UNCHANGED, note=note)
 
 
-def _findings(side: SideOutcome, rules: tuple[Rule, ...], renamed: Mapping[str, str] | None = None,
+def _findings(side: SideOutcome, rules: tuple[Rule, ...], renamed: Mapping[str, str] = {},  # noqa: B006
               ) -> tuple[dict[tuple[str, str | None], Finding], set[tuple[str, str | None]]]:
-    """The shipped known-bad rules on one side, keyed by (rule, setting) — a finding that
-    both releases raise is not a change (its lines may move; a renamed setting is keyed by its
-    new name) — and the rules it could not decide (a finding against an undecided rule is not
-    a change either: it may hold)."""
+    """The shipped known-bad rules on one side, keyed by (rule, setting; a renamed setting by
+    its new name) — a finding both releases raise is not a change (its lines may move) — and
+    the rules it could not decide (a finding against one of them is not a change: it may hold)."""
     res = side.resolution
     if res is None or res.rejected is not None:
         return {}, set()
     result = check_resolution(res, rules)
-    new_name = {v: k for k, v in (renamed or {}).items()}
-
-    def key(rule_id: str, setting: str | None) -> tuple[str, str | None]:
-        return (rule_id, new_name.get(setting, setting) if setting else setting)
-
-    return ({key(f.rule_id, f.setting): f for f in result.findings},
-            {key(u.rule_id, u.setting) for u in result.undecided})
+    new = {v: k for k, v in renamed.items()}
+    return ({(f.rule_id, new.get(f.setting or "", f.setting)): f for f in result.findings},
+            {(u.rule_id, new.get(u.setting or "", u.setting)) for u in result.undecided})
 
 
 def _rej_key(r: Rejection) -> tuple[str, str]:
