@@ -354,7 +354,8 @@ def test_flashinfer_and_attention_rules_on_real_releases(release, version, arch,
     tree = release(version)
     res = resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=list(flags)))
     result = check_resolution(res, RULES)
-    assert {(f.rule_id, f.setting) for f in result.findings} == expected
+    # the derived SGA003 (the layers raising) is not what these rules decide
+    assert {(f.rule_id, f.setting) for f in result.findings if f.rule_id != "SGA003"} == expected
     assert _by_rules(result) == []  # SGA002: the NVFP4 MoE layers' outcome is not decidable here
 
 
@@ -507,7 +508,7 @@ def test_new_rules_at_release_edges(release, rule_id, version, arch, model, laun
     res = _resolve_launch(release, version, arch, model, launch)
     assert res.rejected is None, res.rejected
     result = check_resolution(res, [_rule(rule_id)])
-    assert bool(result.findings) is fires, (result.findings, result.undecided)
+    assert bool(_rule_ids(result)) is fires, (result.findings, result.undecided)  # SGA003/SGK aside
     assert _by_rules(result) == []  # the rule decided; SGA002 (another setting unknown) aside
 
 
@@ -541,11 +542,11 @@ def test_rules2_rules_at_their_edges(release, rule_id, version, arch, model, lau
     res = _resolve_launch(release, version, arch, model, launch)
     assert res.rejected is None, res.rejected
     result = check_resolution(res, [_rule(rule_id)])
-    assert bool(result.findings) is fires, (result.findings, result.undecided)
+    assert bool(_rule_ids(result)) is fires, (result.findings, result.undecided)  # SGA003/SGK aside
     # SGA002 may list moe_runner_backend itself (`auto` decided again by the layers); the rule is decided
     assert [u for u in result.undecided if u.rule_id == rule_id] == []
     if fires:
-        assert [f.setting for f in result.findings] == [RULES2_SUBJECT[rule_id]]
+        assert [f.setting for f in result.findings if f.rule_id == rule_id] == [RULES2_SUBJECT[rule_id]]
 
 
 def test_num_experts_fact_reads_the_checkpoint(tmp_path):
@@ -648,7 +649,7 @@ def test_rules3_rules_at_their_edges(release, rule_id, version, arch, model, lau
         return
     assert res.rejected is None, res.rejected
     result = check_resolution(res, [_rule(rule_id)])
-    assert {f.rule_id for f in result.findings} == ({rule_id} if fires else set()), result.findings
+    assert _rule_ids(result) == ({rule_id} if fires else set()), result.findings  # SGA003/SGK aside
     assert [u for u in result.undecided if u.rule_id == rule_id] == []
 
 
