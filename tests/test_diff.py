@@ -434,15 +434,15 @@ deployments:
     rows = {line.split()[0]: line.split()[1:] for line in table[2:5]}
     # the 0.5.13 regression: auto now picks flashinfer_cutlass on SM120 (NaN, SGA101) and
     # no longer flashinfer_cudnn (whose cuDNN requirement SGA104 reported)
-    # 0.5.13 also renames the DSA sub-backend fields nsa_* -> dsa_*: shown for every deployment as
-    # removed/added (the releases' own field names), whatever the model
-    renamed = ["removed", "removed", "added", "added"]
-    assert table[0].split()[-4:] == ["nsa_prefill_backend", "nsa_decode_backend", "dsa_prefill_backend", "dsa_decode_backend"]
-    assert rows["qwen-sm120"] == ["CHANGED", "accepted", "+SGA101", "-SGA104", "CHANGED", *renamed]
+    # 0.5.13 also renames the DSA sub-backend fields nsa_* -> dsa_*: rules/settings.toml `renamed`
+    # pairs them, so they are compared (unchanged here) instead of removed + added
+    assert table[0].split()[-1] == "fp4_gemm_runner_backend"
+    assert "nsa_prefill_backend" not in table[0] and "dsa_prefill_backend" not in table[0]
+    assert rows["qwen-sm120"] == ["CHANGED", "accepted", "+SGA101", "-SGA104", "CHANGED"]
     assert "known-bad new in 0.5.13: ERROR SGA101" in out
-    assert rows["dsr1-b200"] == ["CHANGED", "accepted", "=", *renamed]  # nothing else changed
+    assert rows["dsr1-b200"] == ["unchanged", "accepted", "="]  # nothing changed
     # sm90: the FP4 GEMM auto pick moved to marlin (0.5.13 adds the sm80-sm9x branch)
-    assert rows["qwen3-h100"] == ["CHANGED", "accepted", "CHANGED", *renamed]
+    assert rows["qwen3-h100"] == ["CHANGED", "accepted", "CHANGED"]
     assert "0.5.13  auto → runtime marlin" in out
     assert cli("diff", "--from", "sglang==0.5.12", "--to", "sglang==0.5.13", "--deployment", str(fleet),
                "--fail-on", "rejected")[0] == 0
@@ -460,3 +460,29 @@ def test_real_predicate_definition_change_0508_to_0509_on_sm110(release):
     assert "device_capability_majors=[10, 12]" in bw["from"]["definition"]
     assert "device_capability_majors=[10, 11, 12]" in bw["to"]["definition"]
     assert (bw["from"]["value"], bw["to"]["value"], bw["change"]) == (False, True, "value+definition")
+
+
+# ---- a renamed setting (rules/settings.toml `renamed`) ------------------------------------
+
+
+@pytest.mark.real_release
+def test_nsa_to_dsa_rename_is_compared_not_removed_and_added(release):
+    """0.5.13 renamed nsa_{prefill,decode}_backend to dsa_*: diff pairs them, so an unchanged
+    trtllm choice on SM120 is `unchanged` under the new name, the old names leave no
+    `removed` row, and SGA410 on them is neither new nor gone."""
+    glm5 = ROOT / "tests" / "field" / "models" / "glm-5-nvfp4"
+    old, new = release("0.5.12"), release("0.5.13")
+    d = diff_releases(str(old.package_dir), str(new.package_dir),
+                      [Deployment("", "sm120", str(glm5), sets=("tp_size=8",))]).deployments[0]
+    s = settings(d)
+    for name in ("prefill", "decode"):
+        row = s[f"dsa_{name}_backend"]
+        assert row.change == CHANGE_UNCHANGED and row.note == f"renamed from nsa_{name}_backend"
+        assert row.old.name == f"nsa_{name}_backend" and row.old.config == "trtllm" and row.new.config == "trtllm"
+        assert s[f"nsa_{name}_backend"].change == "absent"
+    moved = {(f.rule_id, f.setting) for f in d.findings_added + d.findings_removed}
+    assert not any(rule == "SGA410" for rule, _ in moved), moved
+    data = json.loads(render_json(diff_releases(str(old.package_dir), str(new.package_dir),
+                                                [Deployment("", "sm120", str(glm5), sets=("tp_size=8",))])))
+    rows = data["deployments"][0]["settings"]
+    assert "nsa_prefill_backend" not in rows and rows["dsa_prefill_backend"]["change"] == "unchanged"

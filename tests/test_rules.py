@@ -28,6 +28,7 @@ from sglang_audit.rules.knownbad import (
     check_resolution,
     load_rule_file,
     load_rules,
+    parse_rule,
     probe_fingerprint,
 )
 from sglang_audit.shipped import known_bad_dir
@@ -247,12 +248,6 @@ def test_a_decided_false_conjunct_decides_despite_unknowns():
     assert result.findings == () and _by_rules(result) == []
 
 
-
-def _own(result) -> tuple:
-    """The findings of the rules under test: the derived ones (SGA003, the evaluated layers
-    raise; SGK1xx, the kernel library's declaration) are the evaluation's, checked elsewhere."""
-    return tuple(f for f in result.findings if f.rule_id != "SGA003" and not f.rule_id.startswith("SGK"))
-
 def _by_rules(result):
     """Undecided rules, without the SGA002 entry every unknown setting gets."""
     return [u for u in result.undecided if u.rule_id != "SGA002"]
@@ -359,7 +354,8 @@ def test_flashinfer_and_attention_rules_on_real_releases(release, version, arch,
     tree = release(version)
     res = resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=list(flags)))
     result = check_resolution(res, RULES)
-    assert {(f.rule_id, f.setting) for f in _own(result)} == expected
+    # the derived SGA003 (the layers raising) is not what these rules decide
+    assert {(f.rule_id, f.setting) for f in result.findings if f.rule_id != "SGA003"} == expected
     assert _by_rules(result) == []  # SGA002: the NVFP4 MoE layers' outcome is not decidable here
 
 
@@ -435,13 +431,23 @@ FIELD_MODELS = ROOT / "tests" / "field" / "models"
 
 
 
-def _resolve_launch(release, version, arch, model, launch):
+DERIVED = ("SGA003", "SGK")  # findings derived from the layer/kernel evaluation, not rule files
+
+
+def _rule_ids(result) -> set[str]:
+    """The rule findings of a check, without the derived ones (SGA003 layer raises, SGK1xx
+    kernel verdicts) the same deployment may also get."""
+    return {f.rule_id for f in result.findings if not f.rule_id.startswith(DERIVED)}
+
+
+def _resolve_launch(release, version, arch, model, launch, env=(), with_packages=()):
     """One release-edge case: the release resolved for a pasted launch command's flags."""
     from sglang_audit.resolve.pipeline import Request, resolve
 
     tree = release(version)
     return resolve(Request(source=str(tree.package_dir), arch=arch, model=str(model),
-                           launch=f"python -m sglang.launch_server --model-path m {launch}"))
+                           launch=f"python -m sglang.launch_server --model-path m {launch}", env=list(env),
+                           with_packages=list(with_packages)))
 
 
 @pytest.mark.real_release
@@ -502,7 +508,7 @@ def test_new_rules_at_release_edges(release, rule_id, version, arch, model, laun
     res = _resolve_launch(release, version, arch, model, launch)
     assert res.rejected is None, res.rejected
     result = check_resolution(res, [_rule(rule_id)])
-    assert bool(_own(result)) is fires, (result.findings, result.undecided)
+    assert bool(_rule_ids(result)) is fires, (result.findings, result.undecided)  # SGA003/SGK aside
     assert _by_rules(result) == []  # the rule decided; SGA002 (another setting unknown) aside
 
 
@@ -536,11 +542,11 @@ def test_rules2_rules_at_their_edges(release, rule_id, version, arch, model, lau
     res = _resolve_launch(release, version, arch, model, launch)
     assert res.rejected is None, res.rejected
     result = check_resolution(res, [_rule(rule_id)])
-    assert bool(_own(result)) is fires, (result.findings, result.undecided)
+    assert bool(_rule_ids(result)) is fires, (result.findings, result.undecided)  # SGA003/SGK aside
     # SGA002 may list moe_runner_backend itself (`auto` decided again by the layers); the rule is decided
     assert [u for u in result.undecided if u.rule_id == rule_id] == []
     if fires:
-        assert [f.setting for f in _own(result)] == [RULES2_SUBJECT[rule_id]]
+        assert [f.setting for f in result.findings if f.rule_id == rule_id] == [RULES2_SUBJECT[rule_id]]
 
 
 def test_num_experts_fact_reads_the_checkpoint(tmp_path):
@@ -555,6 +561,32 @@ def test_num_experts_fact_reads_the_checkpoint(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"num_experts": 0, "n_routed_experts": None}))
     assert checkpoint_experts(tmp_path) is None
     assert isinstance(checkpoint_experts(tmp_path / "missing"), Unknown)
+
+
+def test_torch_dtype_fact_reads_the_checkpoint(tmp_path):
+    from sglang_audit.rules.facts import checkpoint_dtype
+    from sglang_audit.rules.knownbad import Unknown
+
+    assert checkpoint_dtype(FIELD_MODELS / "minimax-m2.5-fp16") == "float16"
+    assert checkpoint_dtype(FIELD_MODELS / "gemma-2-2b-it") == "float32"
+    assert checkpoint_dtype(ROOT / "fixtures" / "models" / "qwen3.5-397b-a17b-nvfp4") == "bfloat16"  # text_config.dtype
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["X"]}))
+    assert checkpoint_dtype(tmp_path) is None  # declares none: SGLang's auto reads float32 → float16
+    assert isinstance(checkpoint_dtype(tmp_path / "missing"), Unknown)
+
+
+def test_layer_fact_is_the_layer_outcome():
+    from sglang_audit.result import LayerValue
+    from sglang_audit.rules.facts import Unknown, layer_fact
+
+    built = "HybridLinearAttnBackend(TritonAttnBackend, Mamba2AttnBackend)"
+    assert layer_fact(None) is None
+    assert layer_fact(LayerValue("resolved", built, stage="attention")) == built
+    assert layer_fact(LayerValue("unsupported", "ValueError: no", stage="attention")) == "ValueError: no"
+    unknown = layer_fact(LayerValue("unknown", None, reason="runtime state",
+                                    candidates=(Candidate("TritonAttnBackend", ()),), stage="attention"))
+    assert isinstance(unknown, Unknown) and unknown.reason == "runtime state"
+    assert unknown.candidates == ("TritonAttnBackend",) and unknown.open
 
 
 # ---- rules3 (#18): attention rules at their release edges -------------------------------------
@@ -617,7 +649,7 @@ def test_rules3_rules_at_their_edges(release, rule_id, version, arch, model, lau
         return
     assert res.rejected is None, res.rejected
     result = check_resolution(res, [_rule(rule_id)])
-    assert {f.rule_id for f in _own(result)} == ({rule_id} if fires else set()), result.findings
+    assert _rule_ids(result) == ({rule_id} if fires else set()), result.findings  # SGA003/SGK aside
     assert [u for u in result.undecided if u.rule_id == rule_id] == []
 
 
@@ -703,9 +735,8 @@ def test_rules4_rules_at_their_edges(release, rule_id, version, arch, model, lau
         return
     assert res.rejected is None, res.rejected
     result = check_resolution(res, [_rule(rule_id)])
-    # derived kernel findings (SGK1xx) of the same deployment are not this rule's concern
-    assert {f.rule_id for f in _own(result)} == (
-        {rule_id} if fires else set()), result.findings
+    # derived findings (SGA003, SGK1xx) of the same deployment are not this rule's concern
+    assert _rule_ids(result) == ({rule_id} if fires else set()), result.findings
     assert [u for u in result.undecided if u.rule_id == rule_id] == []
 
 
@@ -788,10 +819,11 @@ def test_rules5_rules_at_their_edges(release, rule_id, version, arch, model, lau
     res = _resolve_launch(release, version, arch, model, launch)
     assert res.rejected is None, res.rejected
     result = check_resolution(res, [_rule(rule_id)])
-    assert {f.rule_id for f in _own(result)} == ({rule_id} if fires else set()), result.findings
+    # derived findings (SGA003: e.g. the cutedsl_mla/hpc_ops factories raising) are not this rule's concern
+    assert _rule_ids(result) == ({rule_id} if fires else set()), result.findings
     assert [u for u in result.undecided if u.rule_id == rule_id] == []
     if fires:  # the findings name sub-backend settings of this release's one naming (nsa_* or dsa_*)
-        settings = {f.setting for f in _own(result)}
+        settings = {f.setting for f in result.findings if f.rule_id == rule_id}
         assert any(settings <= names for names in RULES5_SUBJECTS[rule_id]), settings
 
 
@@ -817,3 +849,120 @@ def test_rules5_dsa_settings_by_release_naming(release, version, present, absent
         s = res.settings[name]
         assert s.config == value, (name, s.config)
         assert s.deciding is not None and s.deciding.file.endswith("server_args.py"), (name, s.deciding)
+
+
+# ---- rules6 (#18): mined rules at their release edges -------------------------------------------
+# First bad and first fixed (or newest) release of each rule, plus the neighbouring deployment that
+# works. SGA113 and SGA415 are keyed on code shapes that appear in 0.5.14; SGA416's fix is in 0.5.18.
+
+_MINIMAX_FP16 = FIELD_MODELS / "minimax-m2.5-fp16"
+_NO_DEEPGEMM = ("SGLANG_ENABLE_JIT_DEEPGEMM=0",)
+_QWEN36 = FIELD_MODELS / "qwen3.6-27b"
+_GRANITE_H = FIELD_MODELS / "granite-4.0-h-tiny"
+_GEMMA2 = FIELD_MODELS / "gemma-2-2b-it"
+_SPEC = "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+_NEXTN_SPLIT = (f"--tp 4 --speculative-algorithm NEXTN {_SPEC} --disable-radix-cache "
+                "--prefill-attention-backend fa3 --decode-attention-backend flashinfer")
+_HICACHE_MTP = f"--tp 2 --enable-hierarchical-cache --mamba-scheduler-strategy extra_buffer --speculative-algorithm EAGLE {_SPEC}"
+_SPEC_V2 = ("SGLANG_ENABLE_SPEC_V2=1",)
+_GEMMA_EAGLE3 = (f"--speculative-algorithm EAGLE3 --speculative-draft-model-path "
+                 f"{FIELD_MODELS / 'gemma-2-eagle3-draft'} {_SPEC}")
+RULES6_SUBJECT = {"SGA113": "fp8_gemm_runner_backend", "SGA415": "decode_attention_backend",
+                  "SGA416": "attention_backend", "SGA417": "attention_backend", "SGA418": "attention_backend"}
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(
+    "rule_id, version, arch, model, launch, env, fires",
+    [
+        # fp16 block-FP8 model, DeepGEMM off, SM100: the auto FlashInfer branch appears in 0.5.7,
+        # the bfloat16-only guard (PR #22300) in 0.5.14
+        ("SGA113", "0.5.6", "sm100", _MINIMAX_FP16, "--tp 4", _NO_DEEPGEMM, False),
+        ("SGA113", "0.5.7", "sm100", _MINIMAX_FP16, "--tp 4", _NO_DEEPGEMM, True),
+        ("SGA113", "0.5.13", "sm103", _MINIMAX_FP16, "--tp 4", _NO_DEEPGEMM, True),
+        ("SGA113", "0.5.14", "sm100", _MINIMAX_FP16, "--tp 4", _NO_DEEPGEMM, False),
+        ("SGA113", "0.5.13", "sm100", _MINIMAX_FP16, "--tp 4", (), False),
+        ("SGA113", "0.5.13", "sm100", _MINIMAX_FP16, "--tp 4 --dtype bfloat16", _NO_DEEPGEMM, False),
+        ("SGA113", "0.5.13", "sm100", "minimax-m2", "--tp 4 --dtype float16", _NO_DEEPGEMM, True),
+        ("SGA113", "0.5.13", "sm90", _MINIMAX_FP16, "--tp 4", _NO_DEEPGEMM, False),
+        # hybrid GDN + spec + prefill != decode: HybridAttnBackend forwards the mamba verify from 0.5.14
+        ("SGA415", "0.5.5", "sm90", "qwen3-next-80b-a3b", _NEXTN_SPLIT, (), True),
+        ("SGA415", "0.5.13", "sm90", "qwen3-next-80b-a3b", _NEXTN_SPLIT, (), True),
+        ("SGA415", "0.5.14", "sm90", "qwen3-next-80b-a3b", _NEXTN_SPLIT, (), False),
+        ("SGA415", "0.5.12", "sm90", _QWEN36, _HICACHE_MTP, _SPEC_V2, True),  # ServerArgs splits them itself
+        ("SGA415", "0.5.12", "sm90", _QWEN36, _HICACHE_MTP + " --decode-attention-backend fa3", _SPEC_V2, False),
+        ("SGA415", "0.5.12", "sm90", _QWEN36, "--tp 2 --enable-hierarchical-cache", (), False),
+        # Granite 4.0-H + triton: layer 0 read in every release with the model (0.5.9) up to 0.5.17
+        ("SGA416", "0.5.9", "sm90", _GRANITE_H, "--attention-backend triton", (), True),
+        ("SGA416", "0.5.12", "sm100", _GRANITE_H, "", (), True),  # 0.5.12 picks triton on SM100 itself
+        ("SGA416", "0.5.13", "sm100", _GRANITE_H, "", (), False),  # 0.5.13 picks flashinfer
+        ("SGA416", "0.5.17", "sm90", _GRANITE_H, "--attention-backend triton", (), True),
+        ("SGA416", "0.5.18", "sm90", _GRANITE_H, "--attention-backend triton", (), False),
+        # EAGLE on a sliding-window model with flashinfer: crash through 0.5.13, verify window after
+        ("SGA417", "0.5.5", "sm80", _GEMMA2, _GEMMA_EAGLE3, (), True),
+        ("SGA417", "0.5.13", "sm120", _GEMMA2, _GEMMA_EAGLE3, (), True),
+        ("SGA417", "0.5.14", "sm80", _GEMMA2, _GEMMA_EAGLE3, (), False),
+        ("SGA417", "0.5.13", "sm90", _GEMMA2, _GEMMA_EAGLE3, (), False),  # fa3 on Hopper
+        ("SGA418", "0.5.13", "sm80", _GEMMA2, _GEMMA_EAGLE3, (), False),
+        ("SGA418", "0.5.14", "sm80", _GEMMA2, _GEMMA_EAGLE3, (), True),
+        ("SGA418", "0.5.23", "sm120", _GEMMA2, _GEMMA_EAGLE3, (), True),
+        ("SGA418", "0.5.23", "sm80", _GEMMA2, "", (), False),
+    ],
+)
+def test_rules6_rules_at_their_edges(release, rule_id, version, arch, model, launch, env, fires):
+    res = _resolve_launch(release, version, arch, model, launch, env)
+    assert res.rejected is None, res.rejected
+    result = check_resolution(res, [_rule(rule_id)])
+    assert _rule_ids(result) == ({rule_id} if fires else set()), result.findings
+    assert [u for u in result.undecided if u.rule_id == rule_id] == []
+    if fires:
+        (f,) = [f for f in result.findings if f.rule_id == rule_id]
+        assert f.setting == RULES6_SUBJECT[rule_id]
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(
+    "version, backend, fires",
+    [
+        ("0.5.9", "wave", True),  # first release with GraniteMoeHybrid
+        ("0.5.23", "wave", True),  # still unguarded (PR #23080 open)
+        ("0.5.23", "aiter", False),
+        ("0.5.23", "triton", False),  # SGA416's fix covers triton, not wave
+    ],
+)
+def test_sga419_granite_wave_on_rocm(release, version, backend, fires):
+    # a ROCm deployment has aiter installed; without it these releases fail to import quark's MoE
+    res = _resolve_launch(release, version, "gfx942", _GRANITE_H, f"--attention-backend {backend}",
+                          with_packages=("aiter",))
+    assert res.rejected is None, res.rejected
+    result = check_resolution(res, [_rule("SGA419"), _rule("SGA416")])
+    assert _rule_ids(result) == ({"SGA419"} if fires else set()), result.findings
+    assert result.undecided == () or all(u.rule_id == "SGA002" for u in result.undecided)
+
+
+def test_sga415_names_the_serverargs_line_that_split_the_backends(release):
+    """0.5.12 moves an implicit FA3 decode backend to flashinfer for HiCache: the finding's
+    deciding step is that ServerArgs line, not a user flag."""
+    res = _resolve_launch(release, "0.5.12", "sm90", _QWEN36, _HICACHE_MTP, _SPEC_V2)
+    (f,) = check_resolution(res, [_rule("SGA415")]).findings
+    assert f.value == "flashinfer"
+    assert f.deciding is not None and f.deciding.file.endswith("server_args.py") and f.deciding.line == 3542
+    assert "HybridAttnBackend" in f.message
+
+
+def test_ne_fact_compares_two_facts_three_valued():
+    base = {
+        "id": "ZZZ001", "slug": "x", "severity": "error", "confidence": "high", "title": "t",
+        "description": "d", "message": "m", "fix": "f", "sources": ["a/b#1"],
+        "subject": "decode_attention_backend",
+        "when": {"fact": "settings.decode_attention_backend", "ne_fact": "settings.attention_backend"},
+        "checked": "c",
+        "examples": {"flag": [{"settings.decode_attention_backend": "flashinfer", "settings.attention_backend": "fa3"}],
+                     "pass": [{"settings.decode_attention_backend": "fa3", "settings.attention_backend": "fa3"}]},
+    }
+    rule = parse_rule(base, "x.yaml", ("decode_attention_backend", "attention_backend"))
+    assert check_example(rule, rule.examples_flag[0]) is True
+    assert check_example(rule, rule.examples_pass[0]) is False
+    bad = dict(base, when={"fact": "settings.decode_attention_backend", "ne_fact": "model.colour"})
+    with pytest.raises(RuleError, match="ne_fact: unknown fact 'model.colour'"):
+        parse_rule(bad, "x.yaml", ("decode_attention_backend", "attention_backend"))

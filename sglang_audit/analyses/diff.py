@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ CHANGE_UNKNOWN = "unknown"  # a value on either side cannot be stated
 CHANGE_ADDED = "added"  # the setting exists only in the new release
 CHANGE_REMOVED = "removed"  # ... only in the old release
 CHANGE_REJECTED = "rejected"  # a side rejects the configuration: there is no value to compare
-CHANGE_ABSENT = "absent"  # in neither release
+CHANGE_ABSENT = "absent"  # in neither release (or renamed: compared under its new name)
 VALUE_CHANGES = (CHANGE_CHANGED, CHANGE_ADDED, CHANGE_REMOVED)
 
 STATE_ACCEPTED = "accepted"
@@ -525,13 +525,25 @@ def _deciding(s: Setting | None) -> ChainStep | None:
     return s.deciding if s is not None else None
 
 
-def compare_setting(name: str, old: SideOutcome, new: SideOutcome) -> SettingDiff:
+def compare_setting(name: str, old: SideOutcome, new: SideOutcome,
+                    renamed: Mapping[str, str] | None = None) -> SettingDiff:
+    """One setting across the two releases; ``renamed`` (settings.toml, new -> old name) compares
+    a new name with the old release's old name and leaves the old name's row out (absent)."""
     o = old.resolution.settings.get(name) if old.resolution else None
     n = new.resolution.settings.get(name) if new.resolution else None
+    renamed, rename_note = renamed or {}, ""
+    old_alt = old.resolution.settings.get(renamed.get(name, "")) if old.resolution else None
+    if old_alt is not None and old_alt.present and not (o is not None and o.present):
+        o, rename_note = old_alt, f"renamed from {old_alt.name}"
+    new_name = next((k for k, v in renamed.items() if v == name), None)
+    alt = new.resolution.settings.get(new_name or "") if new.resolution else None
+    if alt is not None and alt.present and not (n is not None and n.present) and o is not None and o.present:
+        return SettingDiff(name, CHANGE_ABSENT, (), o, None, _deciding(o), None, (), (), f"renamed to {new_name} (compared there)")
     ga, gr = decision_guards(n), decision_guards(o)
     added, removed = tuple(sorted(ga - gr)), tuple(sorted(gr - ga))
 
     def make(change: str, layers: tuple[str, ...] = (), note: str = "", guards: bool = True) -> SettingDiff:
+        note = "; ".join(x for x in (rename_note, note) if x)
         return SettingDiff(name, change, layers, o, n, _deciding(o), _deciding(n),
                            added if guards else (), removed if guards else (), note)
 
@@ -568,15 +580,18 @@ def compare_setting(name: str, old: SideOutcome, new: SideOutcome) -> SettingDif
     return make(CHANGE_UNCHANGED, note=note)
 
 
-def _findings(side: SideOutcome, rules: tuple[Rule, ...]) -> tuple[dict[tuple[str, str | None], Finding], set[tuple[str, str | None]]]:
-    """The shipped known-bad rules on one side, keyed by (rule, setting) — a finding that
-    both releases raise is not a change (its lines may move) — and the rules it could not
-    decide (a finding against an undecided rule is not a change either: it may hold)."""
+def _findings(side: SideOutcome, rules: tuple[Rule, ...], renamed: Mapping[str, str] = {},  # noqa: B006
+              ) -> tuple[dict[tuple[str, str | None], Finding], set[tuple[str, str | None]]]:
+    """The shipped known-bad rules on one side, keyed by (rule, setting; a renamed setting by
+    its new name) — a finding both releases raise is not a change (its lines may move) — and
+    the rules it could not decide (a finding against one of them is not a change: it may hold)."""
     res = side.resolution
     if res is None or res.rejected is not None:
         return {}, set()
     result = check_resolution(res, rules)
-    return {(f.rule_id, f.setting): f for f in result.findings}, {(u.rule_id, u.setting) for u in result.undecided}
+    new = {v: k for k, v in renamed.items()}
+    return ({(f.rule_id, new.get(f.setting or "", f.setting)): f for f in result.findings},
+            {(u.rule_id, new.get(u.setting or "", u.setting)) for u in result.undecided})
 
 
 def _rej_key(r: Rejection) -> tuple[str, str]:
@@ -732,7 +747,9 @@ def diff_releases(old_source: str | None, new_source: str | None, deployments: l
     old = _Release(old_source, use_cache, progress)
     # a release against itself: one analysis serves both sides
     new = old if new_source == old_source else _Release(new_source, use_cache, progress)
-    settings: list[str] = load_toml("settings.toml")["settings"]
+    spec = load_toml("settings.toml")
+    settings: list[str] = spec["settings"]
+    renamed: dict[str, str] = spec.get("renamed", {})
     rules = load_rules()
     results: list[DeploymentDiff] = []
     for dep in deployments:
@@ -746,10 +763,10 @@ def diff_releases(old_source: str | None, new_source: str | None, deployments: l
             where = f"deployment {dep.name!r}: " if dep.name else ""
             msg = o.error if o.error == n.error else f"with {old.label}: {o.error}; with {new.label}: {n.error}"
             raise InputError(where + msg)
-        sdiffs = tuple(compare_setting(name, o, n) for name in settings)
+        sdiffs = tuple(compare_setting(name, o, n, renamed) for name in settings)
         preds = compare_predicates(old.predicates(dep), new.predicates(dep), sdiffs)
-        fo, uo = _findings(o, rules)
-        fn, un = (fo, uo) if n is o else _findings(n, rules)  # a release against itself: once
+        fo, uo = _findings(o, rules, renamed)
+        fn, un = (fo, uo) if n is o else _findings(n, rules, renamed)  # a release against itself: once
         ok = {_rej_key(r) for r in (o.resolution.rejections if o.resolution else ())}
         nk = {_rej_key(r) for r in (n.resolution.rejections if n.resolution else ())}
         results.append(DeploymentDiff(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sglang_audit.result import Resolution, Setting, UnknownValue
+from sglang_audit.result import LayerValue, Resolution, Setting, UnknownValue
 from sglang_audit.rules.model import CodeEvidence, Fingerprint, Rule
 
 # Facts the rules may name besides settings.*, flags.*, env.*, code.*, subject.*.
@@ -39,10 +39,15 @@ BASE_FACTS: dict[str, str] = {
     "model.kv_cache_quant_algo": "KV-cache quantization the checkpoint declares (FP8); null when it declares none",
     "model.weight_block_size": "weight_block_size of a block-quantized checkpoint ([128, 128]); null when not block-quantized",
     "model.num_experts": "routed experts the checkpoint declares (n_routed_experts, num_local_experts, num_experts); null for a dense model",
+    "model.torch_dtype": "the dtype config.json declares (torch_dtype, or dtype; top level, else text_config): float16, bfloat16, ...; null when it declares none",
 }
 NOT_PROVIDED = {k for k, v in BASE_FACTS.items() if v.startswith("not provided")}
 CHECKPOINT_FACTS = ("model.quant_algo", "model.kv_cache_quant_algo", "model.weight_block_size")
 SETTING_LAYERS = ("config", "runtime")
+# settings.<name>.layer: what the layers built with the value resolved to (Setting.layer: the
+# MoE kernel entry point, or the attention backend composition such as
+# "HybridAttnBackend(decode_backend=..., prefill_backend=...)"); not an example-only layer
+SETTING_FACT_LAYERS = (*SETTING_LAYERS, "layer")
 
 # ---- facts -----------------------------------------------------------------------------
 
@@ -143,6 +148,38 @@ def checkpoint_experts(model_dir: Path) -> Any:
     return None
 
 
+def checkpoint_dtype(model_dir: Path) -> Any:
+    """The dtype config.json declares (``torch_dtype``, or transformers 5's ``dtype``; top
+    level, else text_config) as a string, None when it declares none, Unknown when
+    config.json cannot be read. SGLang's ``--dtype auto`` keeps a float16 checkpoint in
+    float16 (the activation dtype the FP8 GEMM dispatch sees)."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return Unknown(f"the model's config.json at {model_dir} could not be read")
+    for block in (config, config.get("text_config") if isinstance(config, dict) else None):
+        if isinstance(block, dict):
+            for key in ("torch_dtype", "dtype"):
+                if isinstance(block.get(key), str):
+                    return block[key]
+    return None
+
+
+def layer_fact(layer: Any) -> Any:
+    """Setting.layer as a fact: None when no layer re-decides the value, the resolved or
+    raising outcome's value as a string, Unknown (with the branch values) when it is unknown."""
+    if layer is None:
+        return None
+    if isinstance(layer, UnknownValue):
+        return _fact_value(layer)
+    if isinstance(layer, LayerValue):
+        if layer.status == "unknown":
+            cands = tuple(dict.fromkeys(c.value for c in layer.candidates if isinstance(c.value, str)))
+            return Unknown(layer.reason or "the layer outcome is unknown", cands, True)
+        return layer.value
+    return Unknown("the layer outcome is not a recognised value")
+
+
 def _group_algo(spec: Any) -> str | None:
     if not isinstance(spec, dict) or spec.get("type") != "float":
         return None
@@ -199,9 +236,11 @@ class Facts:
         }
         values.update(checkpoint_quant(Path(m.path)))
         values["model.num_experts"] = checkpoint_experts(Path(m.path))
+        values["model.torch_dtype"] = checkpoint_dtype(Path(m.path))
         for name, s in res.settings.items():
             values[f"settings.{name}.config"] = _fact_value(s.config) if s.present else None
             values[f"settings.{name}.runtime"] = _fact_value(effective(s)) if s.present else None
+            values[f"settings.{name}.layer"] = layer_fact(s.layer) if s.present else None
             values[f"settings.{name}"] = values[f"settings.{name}.runtime"]
         for k, v in res.flags.items():
             values[f"flags.{k}"] = v

@@ -38,7 +38,7 @@ from sglang_audit.result import (
 )
 from sglang_audit.rules.facts import (
     BASE_FACTS,
-    SETTING_LAYERS,
+    SETTING_FACT_LAYERS,
     Facts,
     Unknown,
     arch_family,
@@ -77,7 +77,9 @@ ID_RE = re.compile(r"^[A-Z][A-Z0-9]{1,9}\d{3}$")
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 SOURCE_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+$")
 FP_ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-OPS = ("eq", "ne", "in", "not_in", "regex", "version", "is_set")
+OPS = ("eq", "ne", "in", "not_in", "regex", "version", "is_set", "ne_fact")
+# ne_fact: the fact differs from another fact (its name is the argument), e.g. the prefill and
+# decode attention backends, which make SGLang build HybridAttnBackend when they differ
 RULE_KEYS = {
     "id", "slug", "severity", "confidence", "title", "description", "message", "fix",
     "sources", "subject", "when", "fingerprints", "examples", "checked", "needs_env", "tags",
@@ -248,8 +250,8 @@ class _Validator:
         if head == "settings" and len(parts) in (2, 3):
             if parts[1] not in self.settings:
                 self.fail(where, f"unknown setting {parts[1]!r} (known: {', '.join(self.settings)})")
-            if len(parts) == 3 and parts[2] not in SETTING_LAYERS:
-                self.fail(where, f"settings.<name>.{parts[2]}: layer must be config or runtime")
+            if len(parts) == 3 and parts[2] not in SETTING_FACT_LAYERS:
+                self.fail(where, f"settings.<name>.{parts[2]}: layer must be config, runtime or layer")
             return
         if head in ("flags", "env") and len(parts) == 2 and parts[1]:
             return
@@ -260,8 +262,8 @@ class _Validator:
         if head == "subject" and len(parts) in (1, 2) and not example:
             if not has_subject:
                 self.fail(where, "the rule names no subject setting")
-            if len(parts) == 2 and parts[1] not in SETTING_LAYERS:
-                self.fail(where, "subject.<layer> must be config or runtime")
+            if len(parts) == 2 and parts[1] not in SETTING_FACT_LAYERS:
+                self.fail(where, "subject.<layer> must be config, runtime or layer")
             return
         self.fail(where, f"unknown fact {name!r}")
 
@@ -320,6 +322,10 @@ class _Validator:
             arg = self.specifier(arg, f"{where}.version")
         elif op == "is_set" and not isinstance(arg, bool):
             self.fail(f"{where}.is_set", "expected true or false")
+        elif op == "ne_fact":
+            if not isinstance(arg, str):
+                self.fail(f"{where}.ne_fact", "expected a fact name")
+            self.fact_name(arg, f"{where}.ne_fact", fp_ids, has_subject)
         return ("leaf", fact, op, arg)
 
     def specifier(self, arg: Any, where: str) -> str:
@@ -379,6 +385,8 @@ def evaluate(node: Any, facts: Facts, rule: Rule, subject: str | None, unknown: 
         return None if r is None else not r
     _, name, op, arg = node
     value = facts.get(name, rule, subject)
+    if op == "ne_fact":
+        return _compare_facts(name, value, arg, facts.get(arg, rule, subject), subject, unknown)
     if not isinstance(value, Unknown):
         return _leaf(value, op, arg)
     outcomes = {_leaf(c, op, arg) for c in value.candidates}
@@ -386,6 +394,22 @@ def evaluate(node: Any, facts: Facts, rule: Rule, subject: str | None, unknown: 
         return outcomes.pop()
     shown = name.replace("subject", f"settings.{subject}", 1) if name.startswith("subject") else name
     unknown[shown] = value.reason
+    return None
+
+
+def _compare_facts(name: str, value: Any, other_name: str, other: Any, subject: str | None,
+                   unknown: dict[str, str]) -> bool | None:
+    """``name`` != ``other_name``: decided when every pair of candidate values agrees."""
+    def cands(v: Any) -> tuple[tuple[Any, ...], bool]:
+        return (v.candidates, v.open) if isinstance(v, Unknown) else ((v,), False)
+
+    (ca, open_a), (cb, open_b) = cands(value), cands(other)
+    outcomes = {a != b for a in ca for b in cb}
+    if not (open_a or open_b) and len(outcomes) == 1:
+        return outcomes.pop()
+    for n, v in ((name, value), (other_name, other)):
+        if isinstance(v, Unknown):
+            unknown[n.replace("subject", f"settings.{subject}", 1) if n.startswith("subject") else n] = v.reason
     return None
 
 
