@@ -294,3 +294,29 @@ def test_0520_transformers_post_init_head_dim_of_deepseek_v3(release):
     cfg = HFConfig({**data, "qk_rope_head_dim": 32}, "m")
     cfg.config_class = classes.lookup(_release_interp(package), data, False, None)
     assert class_default(cfg, "head_dim", False) == 32
+
+
+ROPE = '''
+class RopeConfig(PreTrainedConfig):
+    model_type = "rope"
+    rope_parameters: dict | None = None
+
+    def __post_init__(self, **kwargs):
+        if self.rope_parameters is None:
+            self.rope_parameters = {"rope_type": "yarn", "factor": 32.0}
+        super().__post_init__(**kwargs)
+'''
+
+
+def test_a_transformers_rope_default_with_rope_scaling_in_config_json_is_unknown():
+    from dataclasses import replace
+
+    found = _read(ROPE, "RopeConfig")
+    assert class_default(_cfg(found), "rope_parameters", False) == {"rope_type": "yarn", "factor": 32.0}
+    # read from transformers' wheel: its PreTrainedConfig turns config.json's rope_scaling into
+    # rope_parameters, which this evaluator does not run, so the class default would be a guess
+    tf = ConfigClass(found.where, found.defaults, found.attribute_map,
+                     {k: replace(c, transformers=True) for k, c in found.computed.items()})
+    got = class_default(_cfg(tf, rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope_parameters", False)
+    assert isinstance(got, Unknown) and "PreTrainedConfig" in got.reason and "rope_scaling" in got.reason
+    assert class_default(_cfg(tf), "rope_parameters", False) == {"rope_type": "yarn", "factor": 32.0}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,8 @@ class Computed:
     kwargs: str | None  # the ``**kwargs`` parameter's name
     # __post_init__ of a v5 dataclass: the fields' literal defaults as they are before it runs
     fields: Mapping[str, Any] = field(default_factory=dict)
+    # a transformers class read from the wheel (its PreTrainedConfig machinery is not evaluated)
+    transformers: bool = False
     # what the base classes set (their defaults, unknown where they compute): the value of
     # ``self.y`` after ``super().__init__(...)`` for a ``y`` the call does not pass
     inherited: Mapping[str, Any] = field(default_factory=dict)
@@ -220,7 +222,11 @@ class ConfigClasses:
             except Exception:  # noqa: BLE001
                 return None
 
-        return _static_class(node, f"{label} {name}", tree, base_source)
+        found = _static_class(node, f"{label} {name}", tree, base_source)
+        if isinstance(found, ConfigClass):
+            found = ConfigClass(found.where, found.defaults, found.attribute_map,
+                                {k: replace(c, transformers=True) for k, c in found.computed.items()})
+        return found
 
 
 def _declares(node: Any, model_type: str) -> bool:
@@ -437,6 +443,7 @@ _CMP_OPS: dict[str, Callable[[Any, Any], Any]] = {
 _SKIPPED_CALLS = ("logger.", "warnings.warn", "rope_config_validation", "self._rope_scaling_validation",
                   "super().__init__", "super().__post_init__")
 _PLAIN = (int, float, str, bool, type(None), list, tuple, dict)
+_ROPE_NAMES = ("rope_scaling", "rope_parameters")
 
 
 class _Stop(Exception):
@@ -454,6 +461,13 @@ def computed_value(found: ConfigClass, name: str, given: Mapping[str, Any], attr
     fallback = found.defaults.get(name)
     if recipe is None:
         return fallback
+    if recipe.transformers and name in _ROPE_NAMES and any(k in given for k in _ROPE_NAMES):
+        # transformers 5's PreTrainedConfig renames config.json's rope_scaling to
+        # rope_parameters itself (configuration_utils.py convert_rope_params_to_dict, the
+        # rope_scaling property): that base machinery is not evaluated here
+        return Unknown(f"{fallback.reason if isinstance(fallback, Unknown) else name}; config.json gives "
+                       f"{'/'.join(k for k in _ROPE_NAMES if k in given)}, which transformers' PreTrainedConfig "
+                       "converts (not evaluated)", fallback.key if isinstance(fallback, Unknown) else None)
     func = recipe.func
     selfname = func.params[0].name if func.params else "self"
     env: dict[str, Any] = {}
