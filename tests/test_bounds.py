@@ -276,3 +276,28 @@ def test_the_wall_clock_budget_ends_a_resolution_and_is_not_cached(pathological:
     results = ResultCache()
     results.put("ab" * 32, res)
     assert results.get("ab" * 32) is None
+
+
+@pytest.mark.real_release
+def test_a_config_json_with_300000_architectures_is_bounded(release, tmp_path: Path) -> None:
+    """Issue #23: a 13 MB config.json (under the 16 MB cap, so it is read) whose
+    `architectures` lists 300,000 names; 0.5.10's ModelConfig walks that list. The work is
+    charged by the list's length: unknown naming the line, exit 3, never a hang."""
+    tree = release("0.5.10")
+    model = tmp_path / "big"
+    shutil.copytree(ROOT / "fixtures" / "models" / "deepseek-r1-nvfp4", model)
+    data = json.loads((model / "config.json").read_text())
+    data["architectures"] += [f"Arch{i:06d}LongNameForCausalLanguageModel" for i in range(300_000)]
+    (model / "config.json").write_text(json.dumps(data))
+    assert (model / "config.json").stat().st_size > 11 * 1024 * 1024
+    proc = subprocess.run(
+        [sys.executable, "-m", "sglang_audit.cli.main", "resolve", "-s", str(tree.package_dir.parent), "-a", "sm120",
+         "-m", str(model), "--no-cache", "--format", "json"],
+        capture_output=True, text=True, timeout=4 * TIMEOUT, cwd=ROOT,
+        env={**os.environ, "SGLANG_AUDIT_FLASHINFER_SOURCE": "none"},
+    )
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    moe = json.loads(proc.stdout)["settings"]["moe_runner_backend"]
+    assert moe["status"] == "unknown"
+    assert "analysis bound reached" in json.dumps(moe) and "sglang/srt/configs/model_config.py" in json.dumps(moe)

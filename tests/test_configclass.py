@@ -105,9 +105,67 @@ def test_class_default_reads_and_aliases():
     assert class_default(cfg, "num_experts_per_tok", False) == 8
     assert class_default(cfg, "num_local_experts", False) == 64  # attribute_map alias of a key given
     assert class_default(cfg, "not_a_field", False) is NO_DEFAULT  # AttributeError, as on the class
-    # computed in __post_init__: not evaluated yet, so config.json alone decides (as before)
-    assert class_default(cfg, "sliding_window", False) is NO_DEFAULT
+    # computed in __post_init__ from an attribute nothing sets: unknown naming the line, never
+    # read as absent (getattr(cfg, "sliding_window", None) would be a confident None)
+    window = class_default(cfg, "sliding_window", False)
+    assert isinstance(window, Unknown) and "toy.py:14" in window.reason
+    assert "use_sliding_window is not set" in window.reason
     assert _model_has(cfg, ["num_experts_per_tok"]) is True
+
+
+# ---- computed attributes: the class's body evaluated on config.json's values ------------------
+
+
+def _cfg(found: ConfigClass, **data: object) -> HFConfig:
+    cfg = HFConfig({"model_type": "x", **data}, "m")
+    cfg.config_class = found
+    return cfg
+
+
+def test_a_computed_attribute_is_evaluated_from_config_json():
+    found = _read(V4, "OldConfig")
+    # head_dim = head_dim if head_dim is not None else hidden_size // num_attention_heads
+    assert class_default(_cfg(found, hidden_size=2048, num_attention_heads=16), "head_dim", False) == 128
+    assert class_default(_cfg(found), "head_dim", False) == 4096 // 32  # the parameters' defaults
+    # set under a condition: the branch config.json takes (vocab_size > 10), else not an attribute
+    assert class_default(_cfg(found, vocab_size=32), "big", False) is True
+    assert class_default(_cfg(found, vocab_size=5), "big", False) is NO_DEFAULT
+
+
+def test_a_v5_post_init_reads_fields_and_config_json():
+    found = _read(V5, "ToyConfig", {"..base.configuration_base": BASE})
+    # self.sliding_window = self.sliding_window if self.use_sliding_window else None
+    assert class_default(_cfg(found, use_sliding_window=True), "sliding_window", False) == 4096  # the field default
+    assert class_default(_cfg(found, use_sliding_window=False), "sliding_window", False) is None
+
+
+COMPUTED = '''
+class MlaConfig(PretrainedConfig):
+    model_type = "mla"
+    qk_rope_head_dim: int = 64
+    kv_lora_rank: int = 512
+
+    def __post_init__(self, **kwargs):
+        self.head_dim = self.qk_rope_head_dim
+        self.rope_scaling = kwargs.pop("rope_parameters", None) or {}
+        self.layer_types = [compute(i) for i in range(3)]
+        super().__post_init__(**kwargs)
+'''
+
+
+def test_a_computation_the_evaluator_cannot_follow_is_unknown_with_its_line():
+    found = _read(COMPUTED, "MlaConfig")
+    # the shape of transformers 5's DeepseekV3Config.head_dim: a copy of another field
+    assert class_default(_cfg(found), "head_dim", False) == 64
+    assert class_default(_cfg(found, qk_rope_head_dim=32), "head_dim", False) == 32
+    # a comprehension calling a function: unknown, naming where evaluation stopped
+    got = class_default(_cfg(found), "layer_types", False)
+    assert isinstance(got, Unknown) and "toy.py:10" in got.reason and "not evaluated past toy.py:10" in got.reason
+    # getattr(cfg, "layer_types", None) in the analysed code sees the unknown, not None
+    interp = Interpreter(ROOT, SourceCache(use_disk=False), NativeWorld(parse_device("sm100"), Environment(), []), {}, Bounds())
+    cfg = _cfg(found)
+    assert isinstance(interp.getattr(cfg, "layer_types"), Unknown)
+    assert interp.getattr(cfg, "head_dim") == 64
 
 
 def test_a_class_that_cannot_be_read_makes_omitted_keys_unknown():
@@ -191,3 +249,79 @@ def test_0523_sglang_own_config_class_is_evaluated(release):
     assert found.defaults["num_experts_per_tok"] == 2
     layer_types = found.defaults["layer_types"]  # computed under a branch: unknown, with its line
     assert isinstance(layer_types, Unknown) and "sglang/srt/configs/cohere2_moe.py:" in layer_types.reason
+
+
+def _release_interp(package: Path) -> Interpreter:
+    world = NativeWorld(parse_device("sm120"), Environment(), [])
+    world.source_root = package.parent
+    return Interpreter(package.parent, SourceCache(), world, {}, Bounds())
+
+
+@pytest.mark.real_release
+def test_0513_sglang_class_computes_rope_scaling_from_rope_parameters(release):
+    """Qwen3.5's text config omits rope_scaling; SGLang's Qwen3_5TextConfig.__init__ sets it from
+    rope_parameters (kwargs.pop, then super().__init__(**kwargs), then `if self.rope_scaling is
+    None`). Before, the attribute read as absent (getattr(..., None) gave None)."""
+    package = release("0.5.13").package_dir
+    interp = _release_interp(package)
+    text = json.loads((ROOT / "fixtures" / "models" / "qwen3.5-397b-a17b-nvfp4" / "config.json").read_text())["text_config"]
+    assert "rope_scaling" not in text
+    cfg = HFConfig(dict(text), "m")
+    cfg.config_class = ConfigClasses(package, lambda: None).lookup(interp, text, False, None)
+    assert isinstance(cfg.config_class, ConfigClass) and cfg.config_class.where.endswith("Qwen3_5MoeTextConfig")
+    assert class_default(cfg, "rope_scaling", False) == text["rope_parameters"]
+    bare = {k: v for k, v in text.items() if k != "rope_parameters"}
+    cfg = HFConfig(bare, "m")
+    cfg.config_class = ConfigClasses(package, lambda: None).lookup(interp, bare, False, None)
+    assert class_default(cfg, "rope_scaling", False) == {}  # `rope_parameters or {}`
+
+
+@pytest.mark.real_release
+def test_0520_transformers_post_init_head_dim_of_deepseek_v3(release):
+    """transformers 5's DeepseekV3Config sets head_dim = qk_rope_head_dim in __post_init__
+    (0.5.20 pins transformers 5.12.1): 64 for DeepSeek-R1, not the hidden_size //
+    num_attention_heads (56) a reader of config.json alone would fall back to."""
+    from sglang_audit.source.transformers import (
+        TransformersWheel,
+        transformers_pin,
+        transformers_wheel,
+    )
+
+    package = release("0.5.20").package_dir
+    pin = transformers_pin(package)
+    classes = ConfigClasses(package, lambda: TransformersWheel(transformers_wheel(pin), pin))
+    data = json.loads((ROOT / "fixtures" / "models" / "deepseek-r1-nvfp4" / "config.json").read_text())
+    assert "head_dim" not in data and data["qk_rope_head_dim"] == 64
+    cfg = HFConfig(dict(data), "m")
+    cfg.config_class = classes.lookup(_release_interp(package), data, False, None)
+    assert isinstance(cfg.config_class, ConfigClass) and "DeepseekV3Config" in cfg.config_class.where
+    assert class_default(cfg, "head_dim", False) == 64
+    cfg = HFConfig({**data, "qk_rope_head_dim": 32}, "m")
+    cfg.config_class = classes.lookup(_release_interp(package), data, False, None)
+    assert class_default(cfg, "head_dim", False) == 32
+
+
+ROPE = '''
+class RopeConfig(PreTrainedConfig):
+    model_type = "rope"
+    rope_parameters: dict | None = None
+
+    def __post_init__(self, **kwargs):
+        if self.rope_parameters is None:
+            self.rope_parameters = {"rope_type": "yarn", "factor": 32.0}
+        super().__post_init__(**kwargs)
+'''
+
+
+def test_a_transformers_rope_default_with_rope_scaling_in_config_json_is_unknown():
+    from dataclasses import replace
+
+    found = _read(ROPE, "RopeConfig")
+    assert class_default(_cfg(found), "rope_parameters", False) == {"rope_type": "yarn", "factor": 32.0}
+    # read from transformers' wheel: its PreTrainedConfig turns config.json's rope_scaling into
+    # rope_parameters, which this evaluator does not run, so the class default would be a guess
+    tf = ConfigClass(found.where, found.defaults, found.attribute_map,
+                     {k: replace(c, transformers=True) for k, c in found.computed.items()})
+    got = class_default(_cfg(tf, rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope_parameters", False)
+    assert isinstance(got, Unknown) and "PreTrainedConfig" in got.reason and "rope_scaling" in got.reason
+    assert class_default(_cfg(tf), "rope_parameters", False) == {"rope_type": "yarn", "factor": 32.0}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -465,3 +466,29 @@ def test_pinned_flashinfer_without_a_wheel_is_refused_not_built(isolated_cache, 
     with pytest.raises(SourceError, match=r"flashinfer-python==0\.1\.0: no wheel on the package index"):
         locate_flashinfer(None, "0.1.0")
     assert calls == [("flashinfer-python==0.1.0", True)]  # no sdist fallback: it would run its build
+
+
+# ---- a missing FlashInfer pin or package: unknown with the reason, never "supported" (issue #23)
+
+
+def test_attach_without_a_flashinfer_pin_is_unknown_with_the_reason(cache):
+    res = _resolution("sm100", 10, 0, "flashinfer_trtllm")
+    res = attach(replace(res, source={**res.source, "flashinfer": None}), SGLANG_SIDE, cache, None)
+    k = res.settings["fp4_gemm_runner_backend"].kernel
+    assert k.status == "unknown"
+    assert "the SGLang release pins no flashinfer-python version" in k.reason
+    assert kernel_findings(res) == []  # not read: no verdict, and no "supported" either
+
+
+def test_attach_flashinfer_without_the_entry_package_is_unknown(cache, tmp_path):
+    import shutil
+
+    fi = tmp_path / "fi" / "flashinfer"
+    shutil.copytree(FI, fi)
+    shutil.rmtree(fi / "gemm")  # the package holding mm_fp4
+    res = _attach(_resolution("sm100", 10, 0, "flashinfer_trtllm"), SourceCache(), str(fi.parent))
+    k = res.settings["fp4_gemm_runner_backend"].kernel
+    assert k.status == "unknown" and "flashinfer.mm_fp4 not found in FlashInfer" in k.reason
+    # the same deployment with the package there is supported (sm100)
+    assert _attach(_resolution("sm100", 10, 0, "flashinfer_trtllm"), cache).settings[
+        "fp4_gemm_runner_backend"].kernel.status == "supported"

@@ -228,6 +228,87 @@ def test_a_missing_initialiser_module_is_unknown(tmp_path, isolated_cache):
     assert "no module sglang.srt.layers.quantization.fp4_utils" in reason
 
 
+SCHEDULER_OVERLAY = MINI_E2.parent / "scheduler_overlay" / "python"
+
+
+def _serving_copy(tmp_path: Path) -> Path:
+    """mini_e2 with the scheduler that runs the runtime initialisers: a serving tree, which
+    must have them (mini_e2 alone is a partial tree without the MoE layer package)."""
+    root = _copy(tmp_path)
+    shutil.copytree(SCHEDULER_OVERLAY, root / "python", dirs_exist_ok=True)
+    return root
+
+
+def test_a_missing_whole_package_in_a_serving_tree_is_unknown(tmp_path, isolated_cache):
+    import json as _json
+
+    # the partial fixture (no scheduler, no layers/moe package): read as a release without
+    # the MoE runtime layer, as before
+    code, out, _ = cli("resolve", "-s", str(MINI_E2), *BASE, "--format", "json")
+    assert code == 0
+    assert _json.loads(out)["settings"]["moe_runner_backend"]["status"] == "resolved"
+    # the same tree with its scheduler: the MoE initialiser's whole package is missing
+    root = _serving_copy(tmp_path)
+    code, out, _ = cli("resolve", "-s", str(root), *BASE, "--format", "json")
+    assert code == 3
+    moe = _json.loads(out)["settings"]["moe_runner_backend"]
+    assert moe["status"] == "unknown"
+    reason = moe["runtime"]["unknown"]
+    assert "initialize_moe_config not found: no module sglang.srt.layers.moe.utils" in reason
+    assert "its whole package sglang/srt/layers/moe/ is missing" in reason
+    assert "sglang/srt/managers/scheduler.py" in reason
+    # its MoE layer too (DeepSeek-R1 is an MoE model): unknown, never skipped
+    assert "FusedMoE not found" in moe["layer"]["reason"]
+    # the fp4 initialiser is there: still resolved from it
+    assert _json.loads(out)["settings"]["fp4_gemm_runner_backend"]["runtime"] == "flashinfer_cudnn"
+    code, out, _ = cli("check", "-s", str(root), *BASE)
+    assert code == 3 and "SGA002" in out and "sglang/srt/layers/moe/ is missing" in out
+    assert "no findings." not in out
+
+
+def test_a_missing_quantization_package_in_a_serving_tree_is_unknown(tmp_path, isolated_cache):
+    import json as _json
+
+    root = _serving_copy(tmp_path)
+    shutil.rmtree(root.joinpath(*FP4_UTILS[:-2]))  # sglang/srt/layers/ (quantization/ in it)
+    code, out, _ = cli("resolve", "-s", str(root), *BASE, "--format", "json")
+    assert code == 3
+    fp4 = _json.loads(out)["settings"]["fp4_gemm_runner_backend"]
+    assert fp4["status"] == "unknown"
+    assert "no module sglang.srt.layers.quantization.fp4_utils" in fp4["runtime"]["unknown"]
+    assert "its whole package sglang/srt/layers/quantization/ is missing" in fp4["runtime"]["unknown"]
+
+
+def test_diff_to_a_tree_missing_a_package_says_unknown(tmp_path, isolated_cache):
+    root = _serving_copy(tmp_path)
+    code, out, _ = cli("diff", "--from", str(MINI_E2), "--to", str(root), *BASE)
+    assert code == 3, out
+    (line,) = [ln for ln in out.splitlines() if ln.strip().startswith("moe_runner_backend ")]
+    assert "UNKNOWN" in line, out
+    assert "sglang/srt/layers/moe/ is missing" in out
+
+
+@pytest.mark.real_release
+def test_real_release_without_its_moe_package_is_unknown(release, tmp_path, isolated_cache):
+    # a damaged 0.5.13 tree: the wheel's sources copied (Python files only) without
+    # sglang/srt/layers/moe/; before, its settings came back resolved with exit 0
+    src = release("0.5.13").package_dir
+    root = tmp_path / "damaged"
+    shutil.copytree(src, root / "sglang", ignore=lambda _d, names: [
+        n for n in names if not (n.endswith(".py") or "." not in n)])
+    shutil.rmtree(root / "sglang" / "srt" / "layers" / "moe")
+    args = ["-s", str(root), "-a", "sm100", "-m", "deepseek-r1-nvfp4", "--no-cache"]
+    code, out, _ = cli("check", *args)
+    assert code == 3, out
+    assert "SGA002" in out and "moe_runner_backend" in out
+    assert "initialize_moe_config not found" in out and "sglang/srt/layers/moe/ is missing" in out
+    code, out, _ = cli("resolve", *args, "--format", "json")
+    import json as _json
+    moe = _json.loads(out)["settings"]["moe_runner_backend"]
+    assert code == 3 and moe["status"] == "unknown"
+    assert moe["config"] == "flashinfer_trtllm"  # the config value is still known
+
+
 def test_every_setting_unknown_is_never_exit_0(tmp_path, isolated_cache):
     # the config stage stops on every path (an iteration over a value the tool cannot
     # know); resolve and check both say so, and the reason names the file:line

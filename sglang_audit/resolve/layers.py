@@ -46,6 +46,7 @@ from sglang_audit.evaluate.values import (
 )
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
+from sglang_audit.resolve.expected import missing_module
 from sglang_audit.result import (
     STATUS_RESOLVED,
     STATUS_UNKNOWN,
@@ -102,6 +103,13 @@ def evaluate_layers(interp: Interpreter, server_args: Any, model_config: Any, dr
         if not isinstance(role.model_config, Instance) or _moe_args(role.model_config, spec) is None:
             continue
         if interp.find_module_file(spec["moe"]["layer_module"]) is None:
+            # an MoE model in a tree that should have the layer module: unknown, never skipped
+            # (a skipped layer reads as a setting nothing contradicts); a partial tree without
+            # its package or a scheduler is a release without this layer
+            missing = missing_module(interp, spec["moe"]["layer_module"])
+            if missing is not None:
+                out[role.setting] = LayerValue(STATUS_UNKNOWN, None, reason=(
+                    f"the MoE layer class {spec['moe']['layer_class']} not found: {missing}"))
             continue
         arch = _architecture(role.model_config)
         if role.draft and not any(dm["architecture"] == arch for dm in spec.get("draft_model", [])):

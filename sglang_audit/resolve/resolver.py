@@ -40,6 +40,7 @@ from sglang_audit.evaluate.values import (
 )
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.attention import ATTENTION_CPU_SECONDS, evaluate_attention
+from sglang_audit.resolve.expected import missing_module
 from sglang_audit.resolve.layers import evaluate_layers
 from sglang_audit.resolve.provenance import (
     Declaration,
@@ -322,17 +323,19 @@ class Resolver:
             # a release whose config has one of these settings has the initialiser too (every
             # release since the settings exist); one the tool cannot find -- renamed, moved,
             # unreadable -- leaves the runtime value unknown, never the config value unchanged.
-            # A module missing with its whole package (the small fixture trees, which model
-            # only some layers) is taken as a release without that layer.
+            # A module missing with its whole package counts too when the tree has the
+            # scheduler that runs these initialisers (expected.py); only a partial tree with
+            # neither (the small fixture trees) is read as a release without that layer.
             expected = [s for s in step["getters"] if result.config.get(s, ABSENT) is not ABSENT]
             rel = step["module"].replace(".", "/") + ".py"
             if interp.find_module_file(step["module"]) is None:
-                if interp.find_module_file(step["module"].rsplit(".", 1)[0]) is None:
+                missing = missing_module(interp, step["module"])
+                if missing is None:
                     continue
                 for setting in expected:
                     result.runtime[setting] = Unknown(
-                        f"runtime initialiser {step['initializer']} not found: no module {step['module']} "
-                        f"({rel}) in this release, which has the setting {setting}")
+                        f"runtime initialiser {step['initializer']} not found: {missing}, "
+                        f"which has the setting {setting}")
                 continue
             mod = interp.load_module(step["module"])
             if isinstance(mod, ModuleObj) and mod.failed:

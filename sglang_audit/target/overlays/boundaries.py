@@ -37,11 +37,17 @@ def _none_marker(value: Any) -> Any:
 NO_DEFAULT = object()
 
 
-def class_default(cfg: HFConfig, name: str, generic: bool) -> Any:
+_COMPUTING: set[tuple[int, str]] = set()  # (config, attribute) being computed: no cycles
+
+
+def class_default(cfg: HFConfig, name: str, generic: bool, fallback: Callable[[str], Any] | None = None) -> Any:
     """What the config class sets for ``name`` when config.json omits it (issue #23):
-    its default (a copy), an attribute_map alias, an unknown naming where the class
-    computes it, or an unknown for any name when the class could not be read."""
-    from sglang_audit.target.configclass import ConfigClass, NoConfigClass
+    its default (a copy), an attribute_map alias, the value its __init__/__post_init__
+    computes from config.json's values (``configclass.computed_value``), an unknown naming
+    where the class computes it when that cannot be evaluated, or an unknown for any name
+    when the class could not be read. ``fallback``: an attribute the class does not set
+    (PretrainedConfig's own defaults), for the ``self.Y`` a computation reads."""
+    from sglang_audit.target.configclass import _NOT_SET, ConfigClass, NoConfigClass, computed_value
 
     found = cfg.config_class
     if isinstance(found, NoConfigClass) and not generic and not found.assumed:  # PretrainedConfig's own attributes stay known
@@ -54,11 +60,31 @@ def class_default(cfg: HFConfig, name: str, generic: bool) -> Any:
             if target == name and key in cfg.attrs:
                 return cfg.attrs[key]
         value = found.defaults.get(name, NO_DEFAULT)
-        # an attribute the class computes (not a plain default) is left as before, read
-        # from config.json only: evaluating those __init__ bodies is not done yet
         if value is not NO_DEFAULT and not isinstance(value, Unknown):
             return copy.deepcopy(value)
+        if isinstance(value, Unknown):
+            # computed by the class: evaluated on this config.json, else unknown naming the
+            # line (never read as absent: getattr(cfg, x, None) would be a confident None)
+            key = (id(cfg), name)
+            if key in _COMPUTING:
+                return value
+            _COMPUTING.add(key)
+            try:
+                got = computed_value(found, name, cfg.attrs, lambda other: _attr_of(cfg, other, fallback))
+            finally:
+                _COMPUTING.discard(key)
+            return NO_DEFAULT if got is _NOT_SET else got
     return NO_DEFAULT
+
+
+def _attr_of(cfg: HFConfig, name: str, fallback: Callable[[str], Any] | None) -> Any:
+    """``self.name`` as a computing class body reads it (config.json, else the class default)."""
+    if name in cfg.attrs:
+        return cfg.attrs[name]
+    value = class_default(cfg, name, False, fallback)
+    if value is NO_DEFAULT:
+        value = fallback(name) if fallback is not None else NO_DEFAULT
+    return Unknown(f"{name} is not set before it is read") if value is NO_DEFAULT else value
 
 
 def hf_to_dict(cfg: HFConfig) -> dict[str, Any]:
@@ -161,7 +187,8 @@ class Boundaries:
             return cfg.attrs
         if name == "__class__":
             return External("transformers.PretrainedConfig")
-        omitted = class_default(cfg, name, name in self.hf_defaults)
+        omitted = class_default(cfg, name, name in self.hf_defaults,
+                                lambda other: copy.deepcopy(self.hf_defaults[other]) if other in self.hf_defaults else NO_DEFAULT)
         if omitted is not NO_DEFAULT:
             return omitted
         if name in self.hf_defaults:
