@@ -325,3 +325,39 @@ def test_a_transformers_rope_default_with_rope_scaling_in_config_json_is_unknown
     got = class_default(_cfg(tf, rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope_parameters", False)
     assert isinstance(got, Unknown) and "PreTrainedConfig" in got.reason and "rope_scaling" in got.reason
     assert class_default(_cfg(tf), "rope_parameters", False) == {"rope_type": "yarn", "factor": 32.0}
+
+
+def _config_tree(tmp_path: Path) -> Path:
+    pkg = tmp_path / "sglang" / "srt" / "configs"
+    pkg.mkdir(parents=True)
+    for d in (tmp_path / "sglang", tmp_path / "sglang" / "srt", pkg):
+        (d / "__init__.py").write_text("")
+    (pkg / "toy_a.py").write_text('class ToyAConfig:\n    model_type = "toy_a"\n')
+    (pkg / "toy_b.py").write_text('class ToyBConfig:\n    model_type = "toy_b"\n\n\nclass Later:\n    model_type = "toy_a"\n')
+    return tmp_path
+
+
+def test_release_config_classes_follow_modules_loaded_later_rebound_names_and_a_new_interpreter(tmp_path):
+    # the lookup keeps the config modules seen per interpreter (issue 22): a module imported
+    # after a lookup, a name rebound in a module's globals, and another interpreter on the same
+    # world (another resolution path or target) must each be seen as they are now
+    root = _config_tree(tmp_path)
+    world = NativeWorld(parse_device("sm100"), Environment(installed=frozenset({"torch"})), [])
+    cache = SourceCache(use_disk=False)
+    first = Interpreter(root, cache, world, {}, Bounds())
+    a = first.load_module("sglang.srt.configs.toy_a")
+    assert [c.name for c in world.config_classes(first, "toy_a")] == ["ToyAConfig"]
+    assert world.config_classes(first, "toy_b") == []
+    b = first.load_module("sglang.srt.configs.toy_b")
+    assert [c.name for c in world.config_classes(first, "toy_b")] == ["ToyBConfig"]
+    # a class bound under another name of the module that defines it counts too
+    b.globals["AlsoA"] = b.globals.pop("Later")
+    b.globals["Later"] = b.globals["AlsoA"]
+    assert [c.name for c in world.config_classes(first, "toy_a")] == ["ToyAConfig", "Later", "Later"]
+    del b.globals["AlsoA"], b.globals["Later"]
+    assert [c.name for c in world.config_classes(first, "toy_a")] == ["ToyAConfig"]
+    second = Interpreter(root, cache, world, {}, Bounds())
+    assert world.config_classes(second, "toy_a") == []  # nothing of the first interpreter's modules
+    second.load_module("sglang.srt.configs.toy_a")
+    found = world.config_classes(second, "toy_a")
+    assert [c.name for c in found] == ["ToyAConfig"] and found[0] is not a.globals["ToyAConfig"]

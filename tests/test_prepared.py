@@ -117,3 +117,27 @@ def test_only_flags_that_come_back_exactly_are_kept(isolated_cache, tmp_path):
     assert results.get_flags(key) == {"x": [1, True], "y": None, "z": 1.5}
     assert _typed_repr(True) != _typed_repr(1)
     assert _typed_repr([1]) != _typed_repr((1,))
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.23"])
+def test_a_resolution_after_others_on_a_shared_cache_equals_a_fresh_one(release, version):
+    # what a shared SourceCache keeps between resolutions (the flag table per device, the
+    # IR indexes of resolve/layers.py and resolve/attention.py) must not leak from one target
+    # into the next: the last target, resolved after targets of other archs, models, flags and
+    # env (a ROCm arch, whose flag table differs on 0.5.10), equals the same target alone
+    src = str(release(version).package_dir)
+
+    def req(arch: str, model: str, sets: list[str], env: list[str] | None = None) -> Request:
+        return Request(source=src, arch=arch, model=model, sets=sets, env=env or [], use_cache=False,
+                       flashinfer_source="none")
+
+    last = req("sm100", "qwen3.5-397b-a17b-nvfp4", ["tp_size=4", "moe_runner_backend=flashinfer_cutlass"])
+    shared = SourceCache(use_disk=True)
+    for other in (req("gfx942", "qwen3-30b-a3b", []), req("sm120", "gpt-oss-120b", [], ["SGLANG_ENABLE_JIT_DEEPGEMM=0"]),
+                  req("sm90", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8", "speculative_algorithm=NEXTN"])):
+        pipeline.resolve(other, cache=shared)
+    after_others = pipeline.resolve(last, cache=shared).to_json()
+    alone = pipeline.resolve(last, cache=SourceCache(use_disk=True)).to_json()
+    assert after_others["settings"]["moe_runner_backend"]["layer"] is not None  # the layer stage ran
+    assert json.dumps(after_others, sort_keys=True, default=str) == json.dumps(alone, sort_keys=True, default=str)

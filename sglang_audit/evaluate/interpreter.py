@@ -967,7 +967,11 @@ class Interpreter:
             s: Scope | None = scope
             while s is not None:
                 if name in s.vars:
-                    self.note_read(s.events.get(name))
+                    reads = self.reads  # note_read, inlined: the most frequent read of all
+                    if reads is not None:
+                        ev = s.events.get(name)
+                        if ev is not None:
+                            reads.append(ev)
                     return s.vars[name]
                 if s is scope and name in s.local_names and frame.class_ns is None and name not in s.nonlocal_decl:
                     # bound somewhere in this function, not yet here: CPython's UnboundLocalError
@@ -1327,6 +1331,14 @@ class Interpreter:
         return False
 
     def contains(self, container: Any, item: Any) -> Any:
+        tc, ti = type(container), type(item)
+        if (tc is dict or tc is set or tc is frozenset) and (ti is str or ti is int):
+            # the common case at C speed: a hit, or a miss among keys none of which may equal
+            # a str/int without being one; anything else takes the general path below
+            if item in container:
+                return True
+            if _EXACT_KEYS.isdisjoint(map(type, container)):
+                return False
         if isinstance(container, Unknown):
             return container
         if isinstance(container, (dict, set, frozenset)) and is_plain(item):

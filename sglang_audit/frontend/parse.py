@@ -157,7 +157,9 @@ class SourceCache:
         self.parse_cpu = 0.0  # CPU time spent parsing: excluded from the resolver's budget
         self.files_read: list[Path] = []
         # state the pipeline derives from a release once and reuses for every target that
-        # gives the same inputs (the flag table: ``pipeline.flag_table``), keyed by its inputs
+        # gives the same inputs (the flag table: ``pipeline.flag_table``), keyed by its inputs;
+        # and indexes of loaded IR trees (resolve/layers.py, resolve/attention.py), each kept
+        # with the tree it indexes
         self.prepared: dict[Any, Any] = {}
 
     def load(self, path: Path) -> ir.Node:

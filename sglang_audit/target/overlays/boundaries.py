@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import fnmatch
 import json
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -104,6 +105,9 @@ class Boundaries:
         self.subconfig_keys: list[str] = hf["subconfig_keys"]
         self.text_config_keys: list[str] = hf["text_config_keys"]
         self.config_modules: list[str] = hf["release_config_modules"]
+        self._config_module_names: dict[str, bool] = {}
+        # (the interpreter, how many of its modules were looked at, the config modules among them)
+        self._config_scan: tuple[Any, list[int], list[ModuleObj]] | None = None
         self.hf_defaults: dict[str, Any] = {k: _none_marker(v) for k, v in hf["defaults"].items()}
         self.boundary_rules = load_toml("boundaries.toml")["boundary"]
 
@@ -205,12 +209,37 @@ class Boundaries:
         if not isinstance(model_type, str):
             return []
         out = []
-        for mod in list(interp.modules.values()):
-            if isinstance(mod, ModuleObj) and any(fnmatch.fnmatchcase(mod.name, pat) for pat in self.config_modules):
-                for v in mod.globals.values():
-                    if isinstance(v, Class) and v.ns.get("model_type") == model_type and v.module is mod:
-                        out.append(v)
+        for mod in self._config_modules_loaded(interp):
+            # every global is looked at each time (a module body may still be running, or a
+            # name rebound): only the list of modules is kept
+            for v in mod.globals.values():
+                if v.__class__ is Class and v.module is mod and v.ns.get("model_type") == model_type:
+                    out.append(v)
         return out
+
+    def _config_modules_loaded(self, interp: Interpreter) -> list[ModuleObj]:
+        """The config modules among ``interp.modules``, in its order. That dict only grows
+        (each name is bound once, on its first import), so the list is extended with the
+        entries added since the last call of the same interpreter. This lookup runs ~1,000
+        times per 0.5.23 resolution over ~500 modules; whether a name is a config module is
+        a pure function of the name, kept too."""
+        seen = self._config_scan
+        if seen is None or seen[0]() is not interp:
+            seen = self._config_scan = (weakref.ref(interp), [0], [])
+        count, mods = seen[1], seen[2]
+        modules = interp.modules
+        if len(modules) != count[0]:
+            matches = self._config_module_names
+            for mod in list(modules.values())[count[0]:]:
+                if not isinstance(mod, ModuleObj):
+                    continue
+                hit = matches.get(mod.name)
+                if hit is None:
+                    hit = matches[mod.name] = any(fnmatch.fnmatchcase(mod.name, pat) for pat in self.config_modules)
+                if hit:
+                    mods.append(mod)
+            count[0] = len(modules)
+        return mods
 
     def attach_config_class(self, interp: Interpreter, cfg: HFConfig, trust_remote_code: Any, model_dir: Path) -> None:
         """Find the config class SGLang would read this config.json through (and its nested
