@@ -90,7 +90,12 @@ class LayerValue:
             if not state.startswith("absent (a plain install"):
                 continue
             fork = next((f for f in self.forks if f.startswith(f"with {pkg} installed")), None)
-            if fork is None or not fork.endswith("(the same outcome)"):
+            if fork is not None:
+                if not fork.endswith("(the same outcome)"):
+                    out.append(pkg)
+            elif self.exception in ("ImportError", "ModuleNotFoundError") or pkg in (self.value or ""):
+                # the other state was not evaluated (explain, matrix): only a raise about a
+                # missing module, or one naming the package, is taken to rest on it
                 out.append(pkg)
         return tuple(out)
 

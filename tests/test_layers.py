@@ -276,8 +276,8 @@ def test_sga003_is_an_error_when_the_other_state_fails_the_same_way():
     from sglang_audit.result import Resolution, Setting
     from sglang_audit.rules.knownbad import layer_findings
 
-    def one(forks: tuple[str, ...]) -> Any:
-        lv = LayerValue("unsupported", "ValueError: no", site="a.py:3",
+    def one(forks: tuple[str, ...], value: str = "ValueError: no", exception: str = "ValueError") -> Any:
+        lv = LayerValue("unsupported", value, site="a.py:3", exception=exception,
                         assumptions=("kt_kernel: absent (a plain install of this release lacks it; --with kt_kernel evaluates it installed)",),
                         forks=forks)
         s = Setting("moe_runner_backend", "auto", "auto", "unsupported", layer=lv)
@@ -289,8 +289,10 @@ def test_sga003_is_an_error_when_the_other_state_fails_the_same_way():
     assert (same.severity, same.confidence) == ("error", "high") and "assuming" not in same.message
     differs = one(("with kt_kernel installed (--with kt_kernel): resolved: k at b.py:9",))
     assert differs.severity == "warning" and "with kt_kernel installed: resolved: k at b.py:9" in differs.message
-    unevaluated = one(())
-    assert unevaluated.severity == "warning" and "not evaluated (--with kt_kernel)" in unevaluated.message
+    # the other state not evaluated (explain): a raise that is not about a missing module stays an error
+    assert one(()).severity == "error"
+    missing = one((), "ModuleNotFoundError: No module named 'kt_kernel.x'", "ModuleNotFoundError")
+    assert missing.severity == "warning" and "not evaluated (--with kt_kernel)" in missing.message
 
 
 @pytest.mark.real_release

@@ -40,6 +40,7 @@ from sglang_audit.resolve.layers import (
     _guard_steps,
     _is_assert,
     _walk,
+    names_package,
     package_assumption,
 )
 from sglang_audit.result import (
@@ -177,7 +178,8 @@ def _explore(interp: Interpreter, spec: dict[str, Any], server_args: Instance, m
     logs = tuple(dict.fromkeys(ChainStep(r.file, r.line, "", r.message, "", STAGE, "log") for r in logged))
     value = replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent,
                     chain=value.chain + (logs if value.status != STATUS_UNKNOWN else ()))
-    assumptions = tuple(package_assumption(interp, top, st) for top, st in sorted(imported.items()))
+    assumptions = tuple(package_assumption(interp, top, st) for top, st in sorted(imported.items())
+                        if top in optional or names_package(value, top))
     return replace(value, assumptions=assumptions)
 
 

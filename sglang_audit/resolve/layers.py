@@ -204,8 +204,20 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
     value = _join(outcomes, complete)
     if pairwise:
         assumed.add(f"branches on tensor data ({len(tensor_keys)}) explored one at a time, not in every combination")
-    assumptions = tuple(package_assumption(interp, top, st) for top, st in sorted(imported.items()))
+    assumptions = tuple(package_assumption(interp, top, st) for top, st in sorted(imported.items())
+                        if top in optional or names_package(value, top))
     return replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent, assumptions=assumptions)
+
+
+def names_package(value: LayerValue, top: str) -> bool:
+    """Whether a raise is about ``top`` (its message names it: "No module named 'deep_ep...'",
+    "DeepEP is not installed"). An absent package outside the listed ones is an assumption
+    only then: most modules import some probe (kt_kernel, ...) that decides nothing here, and
+    each assumption costs a forked resolution."""
+    def norm(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch.isalnum())
+
+    return value.status == STATUS_UNSUPPORTED and norm(top) in norm(value.value or "")
 
 
 def package_assumption(interp: Interpreter, top: str, state: bool | None) -> str:
