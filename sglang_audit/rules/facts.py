@@ -135,17 +135,7 @@ EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
 def checkpoint_experts(model_dir: Path) -> Any:
     """The routed-expert count config.json declares (top level, else text_config): an int for
     a MoE model, None for a dense one, Unknown when config.json cannot be read."""
-    try:
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return Unknown(f"the model's config.json at {model_dir} could not be read")
-    for block in (config, config.get("text_config") if isinstance(config, dict) else None):
-        if isinstance(block, dict):
-            for key in EXPERT_KEYS:
-                n = block.get(key)
-                if isinstance(n, int) and not isinstance(n, bool) and n > 0:
-                    return n
-    return None
+    return _config_key(model_dir, EXPERT_KEYS, lambda n: isinstance(n, int) and not isinstance(n, bool) and n > 0)
 
 
 def checkpoint_dtype(model_dir: Path) -> Any:
@@ -153,14 +143,20 @@ def checkpoint_dtype(model_dir: Path) -> Any:
     level, else text_config) as a string, None when it declares none, Unknown when
     config.json cannot be read. SGLang's ``--dtype auto`` keeps a float16 checkpoint in
     float16 (the activation dtype the FP8 GEMM dispatch sees)."""
+    return _config_key(model_dir, ("torch_dtype", "dtype"), lambda v: isinstance(v, str))
+
+
+def _config_key(model_dir: Path, keys: tuple[str, ...], accept: Callable[[Any], bool]) -> Any:
+    """The first accepted value of ``keys`` in config.json (top level, else text_config), None
+    when there is none, Unknown when config.json cannot be read."""
     try:
         config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return Unknown(f"the model's config.json at {model_dir} could not be read")
     for block in (config, config.get("text_config") if isinstance(config, dict) else None):
         if isinstance(block, dict):
-            for key in ("torch_dtype", "dtype"):
-                if isinstance(block.get(key), str):
+            for key in keys:
+                if accept(block.get(key)):
                     return block[key]
     return None
 
