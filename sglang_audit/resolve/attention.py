@@ -40,9 +40,8 @@ from sglang_audit.resolve.layers import (
     _guard_steps,
     _is_assert,
     _walk,
-    names_package,
-    package_assumption,
 )
+from sglang_audit.resolve.stage_common import ImportWatch, raise_message
 from sglang_audit.result import (
     STATUS_RESOLVED,
     STATUS_UNKNOWN,
@@ -117,19 +116,7 @@ def _explore(interp: Interpreter, spec: dict[str, Any], server_args: Instance, m
     complete = True
     flipped = 0
     logged: list[Any] = []
-    imported: dict[str, bool | None] = {}
-    optional = set(spec["backend"]["optional_packages"])
-    real_load = interp.load_module
-
-    def load_module(name: str) -> Any:
-        top = name.split(".")[0]
-        if top not in imported:
-            state = interp.natives.package_state(top)
-            # as in layers.py: a package a plain install lacks is an assumption wherever imported
-            if top in optional or state is False:
-                imported[top] = state
-        return real_load(name)
-
+    watch = ImportWatch(interp, spec["backend"]["optional_packages"])
     assumed: set[str] = set()
     real_decide = interp.decide
 
@@ -141,7 +128,7 @@ def _explore(interp: Interpreter, spec: dict[str, Any], server_args: Instance, m
             return True
         return real_decide(value, file, line, text)
 
-    interp.load_module = load_module  # type: ignore[method-assign]
+    interp.load_module = watch.load_module  # type: ignore[method-assign]
     interp.decide = decide  # type: ignore[method-assign]
     try:
         while pending:
@@ -178,9 +165,7 @@ def _explore(interp: Interpreter, spec: dict[str, Any], server_args: Instance, m
     logs = tuple(dict.fromkeys(ChainStep(r.file, r.line, "", r.message, "", STAGE, "log") for r in logged))
     value = replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent,
                     chain=value.chain + (logs if value.status != STATUS_UNKNOWN else ()))
-    assumptions = tuple(package_assumption(interp, top, st) for top, st in sorted(imported.items())
-                        if top in optional or names_package(value, top))
-    return replace(value, assumptions=assumptions)
+    return replace(value, assumptions=watch.assumptions(value))
 
 
 def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> LayerValue:
@@ -265,24 +250,12 @@ def _run_once(interp: Interpreter, spec: dict[str, Any], server_args: Instance, 
         interp.call_hook = None
 
 
-def _message(interp: Interpreter, raised: PyRaise) -> tuple[str, str]:
-    exc = raised.exc
-    name = exc.cls.name if isinstance(exc, Instance) else "Exception"
-    args = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
-    interp._message_mode = True  # type: ignore[attr-defined]  # f-string parts as text
-    try:
-        message = interp.to_str(args[0]) if len(args) == 1 else ", ".join(interp.to_str(a) for a in args)
-    finally:
-        interp._message_mode = False  # type: ignore[attr-defined]
-    return name, message
-
-
 def _is_verdict(spec: dict[str, Any], raised: PyRaise) -> bool:
     return raised.explicit and any(raised.file.startswith(p) for p in spec["backend"]["verdict_files"])
 
 
 def _raise_outcome(interp: Interpreter, spec: dict[str, Any], raised: PyRaise, state: _State) -> _Outcome:
-    name, message = _message(interp, raised)
+    name, message = raise_message(interp, raised)
     site = f"{raised.file}:{raised.line}"
     if _at_module_level(interp, raised.file, raised.line):
         return _Outcome("infeasible", f"{name}: {message}", site, raised.text, name)
@@ -323,7 +296,7 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: _State) -> Any:
             except PyRaise as raised:
                 if _is_verdict(spec, raised) and not _at_module_level(interp, raised.file, raised.line):
                     raise
-                name, message = _message(interp, raised)
+                name, message = raise_message(interp, raised)
                 state.partial.append(f"{func.name}.__init__ not evaluated past {raised.file}:{raised.line} ({name}: {message})")
                 inst = Instance(func)
             except (Unmodelled, AnalysisBound) as exc:

@@ -48,6 +48,7 @@ from sglang_audit.evaluate.values import (
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.resolve.expected import missing_module
+from sglang_audit.resolve.stage_common import ImportWatch, raise_message
 from sglang_audit.result import (
     STATUS_RESOLVED,
     STATUS_UNKNOWN,
@@ -149,21 +150,8 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
             return True
         return real_decide(value, file, line, text)
 
-    imported: dict[str, bool | None] = {}
-    real_load = interp.load_module
-    optional = set(spec["moe"]["optional_packages"])
-
-    def load_module(name: str) -> Any:
-        top = name.split(".")[0]
-        if top not in imported:
-            state = interp.natives.package_state(top)
-            # the listed packages always; any other only when a plain install lacks it
-            # (deep_ep, mooncake, ...): its ImportError is an assumption, not a verdict
-            if top in optional or state is False:
-                imported[top] = state
-        return real_load(name)
-
-    interp.load_module = load_module  # type: ignore[method-assign]
+    watch = ImportWatch(interp, spec["moe"]["optional_packages"])
+    interp.load_module = watch.load_module  # type: ignore[method-assign]
     try:
         while pending:
             if len(outcomes) >= MAX_LAYER_PATHS:
@@ -204,35 +192,7 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
     value = _join(outcomes, complete)
     if pairwise:
         assumed.add(f"branches on tensor data ({len(tensor_keys)}) explored one at a time, not in every combination")
-    assumptions = tuple(package_assumption(interp, top, st) for top, st in sorted(imported.items())
-                        if top in optional or names_package(value, top))
-    return replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent, assumptions=assumptions)
-
-
-def names_package(value: LayerValue, top: str) -> bool:
-    """Whether a raise is about ``top`` (its message names it: "No module named 'deep_ep...'",
-    "DeepEP is not installed"). An absent package outside the listed ones is an assumption
-    only then: most modules import some probe (kt_kernel, ...) that decides nothing here, and
-    each assumption costs a forked resolution."""
-    def norm(text: str) -> str:
-        return "".join(ch for ch in text.lower() if ch.isalnum())
-
-    return value.status == STATUS_UNSUPPORTED and norm(top) in norm(value.value or "")
-
-
-def package_assumption(interp: Interpreter, top: str, state: bool | None) -> str:
-    """The state of an optional package the layer code imported, and why it is assumed:
-    "<package>: <state> (<why>)" (resolve/pipeline.py's package forks read the state)."""
-    env = interp.natives.environment
-    if state and top in env.extra:
-        return f"{top}: installed (--with {top})"
-    if state:
-        return f"{top}: installed (a plain install of this release has it; --without {top} evaluates its absence)"
-    if state is False and top in env.missing:
-        return f"{top}: absent (--without {top})"
-    if state is False:
-        return f"{top}: absent (a plain install of this release lacks it; --with {top} evaluates it installed)"
-    return f"{top}: not modelled (assumed importable; --without {top} evaluates its absence)"
+    return replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent, assumptions=watch.assumptions(value))
 
 
 def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> LayerValue:
@@ -320,14 +280,7 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
 
 
 def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], spec: dict[str, Any]) -> _Outcome:
-    exc = raised.exc
-    name = exc.cls.name if isinstance(exc, Instance) else "Exception"
-    args = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
-    interp._message_mode = True  # type: ignore[attr-defined]  # f-string parts as text
-    try:
-        message = interp.to_str(args[0]) if len(args) == 1 else ", ".join(interp.to_str(a) for a in args)
-    finally:
-        interp._message_mode = False  # type: ignore[attr-defined]
+    name, message = raise_message(interp, raised)
     site = f"{raised.file}:{raised.line}"
     if _at_module_level(interp, raised.file, raised.line):
         # an import that fails on this branch: the real import succeeded, so the branch is not taken

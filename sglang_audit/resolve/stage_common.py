@@ -1,0 +1,74 @@
+"""What the two build stages (the MoE layers, ``layers.py``; the attention backend,
+``attention.py``) share: which optional packages their code imported and what that assumes,
+and the message of the raise they stop at."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_audit.evaluate.interpreter import Interpreter, PyRaise
+from sglang_audit.evaluate.values import Instance
+from sglang_audit.result import STATUS_UNSUPPORTED, LayerValue
+
+
+class ImportWatch:
+    """The optional packages a stage's code imports, with the state assumed: the listed ones
+    always; any other only when a plain install lacks it (deep_ep, mooncake, ...), kept as an
+    assumption when the outcome's raise names it (``names_package``)."""
+
+    def __init__(self, interp: Interpreter, optional: list[str]) -> None:
+        self.interp = interp
+        self.optional = set(optional)
+        self.imported: dict[str, bool | None] = {}
+        self.real_load = interp.load_module
+
+    def load_module(self, name: str) -> Any:
+        top = name.split(".")[0]
+        if top not in self.imported:
+            state = self.interp.natives.package_state(top)
+            if top in self.optional or state is False:
+                self.imported[top] = state
+        return self.real_load(name)
+
+    def assumptions(self, value: LayerValue) -> tuple[str, ...]:
+        return tuple(package_assumption(self.interp, top, st) for top, st in sorted(self.imported.items())
+                     if top in self.optional or names_package(value, top))
+
+
+def names_package(value: LayerValue, top: str) -> bool:
+    """Whether a raise is about ``top`` (its message names it: "No module named 'deep_ep...'",
+    "DeepEP is not installed"). An absent package outside the listed ones is an assumption
+    only then: most modules import some probe (kt_kernel, ...) that decides nothing here, and
+    each assumption costs a forked resolution."""
+    def norm(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch.isalnum())
+
+    return value.status == STATUS_UNSUPPORTED and norm(top) in norm(value.value or "")
+
+
+def package_assumption(interp: Interpreter, top: str, state: bool | None) -> str:
+    """The state of an optional package the layer code imported, and why it is assumed:
+    "<package>: <state> (<why>)" (resolve/pipeline.py's package forks read the state)."""
+    env = interp.natives.environment
+    if state and top in env.extra:
+        return f"{top}: installed (--with {top})"
+    if state:
+        return f"{top}: installed (a plain install of this release has it; --without {top} evaluates its absence)"
+    if state is False and top in env.missing:
+        return f"{top}: absent (--without {top})"
+    if state is False:
+        return f"{top}: absent (a plain install of this release lacks it; --with {top} evaluates it installed)"
+    return f"{top}: not modelled (assumed importable; --without {top} evaluates its absence)"
+
+
+def raise_message(interp: Interpreter, raised: PyRaise) -> tuple[str, str]:
+    """The exception class name and SGLang's message of a raise, f-string parts as text."""
+    exc = raised.exc
+    name = exc.cls.name if isinstance(exc, Instance) else "Exception"
+    args = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
+    interp._message_mode = True  # type: ignore[attr-defined]  # f-string parts as text
+    try:
+        message = interp.to_str(args[0]) if len(args) == 1 else ", ".join(interp.to_str(a) for a in args)
+    finally:
+        interp._message_mode = False  # type: ignore[attr-defined]
+    return name, message
