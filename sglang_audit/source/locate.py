@@ -676,15 +676,24 @@ def _write_member(
 
 _HEADER_VERSION = re.compile(r"^Version:[ \t]*(\S+)", re.MULTILINE)
 _HEADER_NAME = re.compile(r"^Name:[ \t]*(\S+)", re.MULTILINE)
-_REQUIRES_FLASHINFER = re.compile(
-    r"^Requires-Dist:[ \t]*flashinfer[-_.]python[ \t]*(?:\[[^\]\n]*\])?[ \t]*\(?[ \t]*"
-    r"==[ \t]*([^\s;,)]+)[ \t]*\)?[ \t]*(?:;(.*))?$",
-    re.MULTILINE | re.IGNORECASE,
-)
-_PYPROJECT_FLASHINFER = re.compile(
-    r"""["']\s*flashinfer[-_.]python\s*(?:\[[^\]"']*\])?\s*==\s*([^\s;,"']+)\s*(?:;([^"']*))?["']""",
-    re.IGNORECASE,
-)
+
+
+def pin_patterns(dist: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The exact-pin patterns of distribution ``dist`` (a regex) in METADATA's Requires-Dist
+    and in a pyproject.toml dependency string; each match is (version, environment marker)."""
+    requires = re.compile(
+        rf"^Requires-Dist:[ \t]*{dist}[ \t]*(?:\[[^\]\n]*\])?[ \t]*\(?[ \t]*"
+        r"==[ \t]*([^\s;,)]+)[ \t]*\)?[ \t]*(?:;(.*))?$",
+        re.MULTILINE | re.IGNORECASE,
+    )
+    pyproject = re.compile(
+        rf"""["']\s*{dist}\s*(?:\[[^\]"']*\])?\s*==\s*([^\s;,"']+)\s*(?:;([^"']*))?["']""",
+        re.IGNORECASE,
+    )
+    return requires, pyproject
+
+
+_REQUIRES_FLASHINFER, _PYPROJECT_FLASHINFER = pin_patterns(r"flashinfer[-_.]python")
 _PYPROJECT_NAME = re.compile(r"""^name\s*=\s*["']([^"']+)["']""", re.MULTILINE)
 _PYPROJECT_VERSION = re.compile(r"""^version\s*=\s*["']([^"']+)["']""", re.MULTILINE)
 _VERSION_PY = re.compile(

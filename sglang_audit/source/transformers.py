@@ -22,17 +22,10 @@ from sglang_audit.source.locate import (
     _pip_failure,
     _read_text,
     download_to_cache,
+    pin_patterns,
 )
 
-_REQUIRES = re.compile(
-    r"^Requires-Dist:[ \t]*transformers[ \t]*(?:\[[^\]\n]*\])?[ \t]*\(?[ \t]*"
-    r"==[ \t]*([^\s;,)]+)[ \t]*\)?[ \t]*(?:;(.*))?$",
-    re.MULTILINE | re.IGNORECASE,
-)
-_PYPROJECT = re.compile(
-    r"""["']\s*transformers\s*(?:\[[^\]"']*\])?\s*==\s*([^\s;,"']+)\s*(?:;([^"']*))?["']""",
-    re.IGNORECASE,
-)
+_REQUIRES, _PYPROJECT = pin_patterns("transformers")
 MAX_MEMBER = 4 * 1024 * 1024  # a configuration_*.py is tens of KB; refuse anything odd
 
 
