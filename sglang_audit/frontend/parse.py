@@ -193,13 +193,18 @@ class SourceCache:
                 raise ParseFailure("binary file (NUL byte)")
             if self.on_parse is not None:
                 self.on_parse(path)
-            self.parse_count += 1
-            began, began_cpu = time.monotonic(), time.process_time()
-            tree = convert_source(text)
-            self.parse_seconds += time.monotonic() - began
-            self.parse_cpu += time.process_time() - began_cpu
-            self._write_disk(key, tree)
+            tree = self._convert(key, text)
         self._memory[key] = tree
+        return tree
+
+    def _convert(self, key: str, text: str) -> ir.Node:
+        """Parse and convert ``text``, counted and timed, and store it under ``key`` on disk."""
+        self.parse_count += 1
+        began, began_cpu = time.monotonic(), time.process_time()
+        tree = convert_source(text)
+        self.parse_seconds += time.monotonic() - began
+        self.parse_cpu += time.process_time() - began_cpu
+        self._write_disk(key, tree)
         return tree
 
     def snapshot(self, paths: list[Path]) -> tuple[tuple[Path, Any], ...]:
@@ -226,12 +231,7 @@ class SourceCache:
         key = f"{IR_FORMAT}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()}"
         tree = self._memory.get(key) or self._read_disk(key)
         if tree is None:
-            self.parse_count += 1
-            began, began_cpu = time.monotonic(), time.process_time()
-            tree = convert_source(text)
-            self.parse_seconds += time.monotonic() - began
-            self.parse_cpu += time.process_time() - began_cpu
-            self._write_disk(key, tree)
+            tree = self._convert(key, text)
         self._memory[key] = tree
         return tree
 
