@@ -400,21 +400,15 @@ def ratios(r: dict[str, Any]) -> dict[str, Any]:
     q["eval_vs_ast_cpu"] = rq["eval_cpu_min"] / parse["ast_parse"]["cpu"]
     if "oracle" in r:
         q["eval_vs_oracle_batch_case_cpu"] = rq["eval_cpu_min"] / r["oracle"]["batch_per_case"]["cpu"]
-    if "matrix_warm" not in r:
-        for clock in ("wall", "cpu"):
-            q[f"cold_vs_libcst_{clock}"] = cold["time"][clock] / parse["libcst_parse"][clock]
-            q[f"cold_vs_ast_{clock}"] = cold["time"][clock] / parse["ast_parse"][clock]
-            q[f"warm_fresh_vs_cold_{clock}"] = r["warm_fresh"]["time"][clock] / cold["time"][clock]
-            q[f"warm_disk_vs_cold_{clock}"] = cold["warm_disk_same_process"][clock] / cold["time"][clock]
-            q[f"warm_memory_vs_cold_{clock}"] = cold["warm_memory"][clock] / cold["time"][clock]
-        return q
-    mx = r["matrix_warm"]
     for clock in ("wall", "cpu"):
         q[f"cold_vs_libcst_{clock}"] = cold["time"][clock] / parse["libcst_parse"][clock]
         q[f"cold_vs_ast_{clock}"] = cold["time"][clock] / parse["ast_parse"][clock]
         q[f"warm_fresh_vs_cold_{clock}"] = r["warm_fresh"]["time"][clock] / cold["time"][clock]
         q[f"warm_disk_vs_cold_{clock}"] = cold["warm_disk_same_process"][clock] / cold["time"][clock]
         q[f"warm_memory_vs_cold_{clock}"] = cold["warm_memory"][clock] / cold["time"][clock]
+    if "matrix_warm" not in r:
+        return q
+    mx = r["matrix_warm"]
     n = mx["cases"]
     q["matrix_per_case_wall"] = mx["wall"] / n
     q["matrix_per_case_cpu"] = mx["cpu"] / n
