@@ -450,6 +450,22 @@ def _resolve_launch(release, version, arch, model, launch, env=(), with_packages
                            with_packages=list(with_packages)))
 
 
+def _check_at_edge(release, rule_id, version, arch, model, launch, fires, env=()):
+    """One rule at a release edge: SGLang accepts the flags (or, with fires == "rejected",
+    refuses them itself: SGA001), and the rule fires exactly when expected, decided, its
+    derived neighbours (SGA003, SGK1xx) aside. The check result, for further assertions."""
+    res = _resolve_launch(release, version, arch, model, launch, env)
+    if fires == "rejected":
+        assert res.rejected is not None
+        assert {f.rule_id for f in check_resolution(res, [_rule(rule_id)]).findings} == {"SGA001"}
+        return None
+    assert res.rejected is None, res.rejected
+    result = check_resolution(res, [_rule(rule_id)])
+    assert _rule_ids(result) == ({rule_id} if fires else set()), result.findings
+    assert [u for u in result.undecided if u.rule_id == rule_id] == []
+    return result
+
+
 @pytest.mark.real_release
 @pytest.mark.parametrize(
     "rule_id, version, arch, model, launch, fires",
@@ -642,15 +658,7 @@ _EAGLE = "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-
     ],
 )
 def test_rules3_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
-    res = _resolve_launch(release, version, arch, model, launch)
-    if fires == "rejected":  # SGLang refuses the flags itself: SGA001, not this rule
-        assert res.rejected is not None
-        assert {f.rule_id for f in check_resolution(res, [_rule(rule_id)]).findings} == {"SGA001"}
-        return
-    assert res.rejected is None, res.rejected
-    result = check_resolution(res, [_rule(rule_id)])
-    assert _rule_ids(result) == ({rule_id} if fires else set()), result.findings  # SGA003/SGK aside
-    assert [u for u in result.undecided if u.rule_id == rule_id] == []
+    _check_at_edge(release, rule_id, version, arch, model, launch, fires)
 
 
 # ---- rules4 (#18): MoE / all-to-all rules at their release edges -------------------------------
@@ -728,16 +736,7 @@ _FI_CUTLASS_DEEPEP = "--tp 8 --moe-runner-backend flashinfer_cutlass --moe-a2a-b
     ],
 )
 def test_rules4_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
-    res = _resolve_launch(release, version, arch, model, launch)
-    if fires == "rejected":  # SGLang refuses the flags itself: SGA001, not this rule
-        assert res.rejected is not None
-        assert {f.rule_id for f in check_resolution(res, [_rule(rule_id)]).findings} == {"SGA001"}
-        return
-    assert res.rejected is None, res.rejected
-    result = check_resolution(res, [_rule(rule_id)])
-    # derived findings (SGA003, SGK1xx) of the same deployment are not this rule's concern
-    assert _rule_ids(result) == ({rule_id} if fires else set()), result.findings
-    assert [u for u in result.undecided if u.rule_id == rule_id] == []
+    _check_at_edge(release, rule_id, version, arch, model, launch, fires)
 
 
 # ---- rules5 (#18): DSA/NSA sub-backends and explicit FP8 GEMM backends at their release edges ----
@@ -816,12 +815,8 @@ RULES5_SUBJECTS = {
     ],
 )
 def test_rules5_rules_at_their_edges(release, rule_id, version, arch, model, launch, fires):
-    res = _resolve_launch(release, version, arch, model, launch)
-    assert res.rejected is None, res.rejected
-    result = check_resolution(res, [_rule(rule_id)])
     # derived findings (SGA003: e.g. the cutedsl_mla/hpc_ops factories raising) are not this rule's concern
-    assert _rule_ids(result) == ({rule_id} if fires else set()), result.findings
-    assert [u for u in result.undecided if u.rule_id == rule_id] == []
+    result = _check_at_edge(release, rule_id, version, arch, model, launch, fires)
     if fires:  # the findings name sub-backend settings of this release's one naming (nsa_* or dsa_*)
         settings = {f.setting for f in result.findings if f.rule_id == rule_id}
         assert any(settings <= names for names in RULES5_SUBJECTS[rule_id]), settings
@@ -910,11 +905,7 @@ RULES6_SUBJECT = {"SGA113": "fp8_gemm_runner_backend", "SGA415": "decode_attenti
     ],
 )
 def test_rules6_rules_at_their_edges(release, rule_id, version, arch, model, launch, env, fires):
-    res = _resolve_launch(release, version, arch, model, launch, env)
-    assert res.rejected is None, res.rejected
-    result = check_resolution(res, [_rule(rule_id)])
-    assert _rule_ids(result) == ({rule_id} if fires else set()), result.findings
-    assert [u for u in result.undecided if u.rule_id == rule_id] == []
+    result = _check_at_edge(release, rule_id, version, arch, model, launch, fires, env)
     if fires:
         (f,) = [f for f in result.findings if f.rule_id == rule_id]
         assert f.setting == RULES6_SUBJECT[rule_id]
