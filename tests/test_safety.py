@@ -120,7 +120,7 @@ from sglang_audit.errors import SourceError  # noqa: E402
 from sglang_audit.source.locate import locate_source  # noqa: E402
 
 
-@pytest.mark.parametrize("attack", ["edit", "same_size_edit", "add", "remove", "symlink"])
+@pytest.mark.parametrize("attack", ["edit", "same_size_edit", "add", "remove", "symlink", "empty_dir"])
 def test_an_edited_extracted_tree_is_extracted_again(tmp_path, isolated_cache, attack):
     import os
 
@@ -138,6 +138,9 @@ def test_an_edited_extracted_tree_is_extracted_again(tmp_path, isolated_cache, a
         (tree.package_dir / "srt" / "injected.py").write_text("x = 1\n")
     elif attack == "remove":
         (tree.package_dir / "__init__.py").unlink()
+    elif attack == "empty_dir":
+        # a directory answers the evaluator's path probes: it is content too
+        (tree.package_dir / "srt" / "layers").mkdir()
     else:
         outside = tmp_path / "outside.py"
         outside.write_bytes(original)
@@ -152,6 +155,9 @@ def test_an_edited_extracted_tree_is_extracted_again(tmp_path, isolated_cache, a
     assert not (again.package_dir / "srt" / "server_args.py").is_symlink()
     assert not (again.package_dir / "srt" / "injected.py").exists()
     assert (again.package_dir / "__init__.py").is_file()
+    assert not (again.package_dir / "srt" / "layers").exists()
+    # the re-extracted copy is the archive's again: the same content digest
+    assert again.content_digest == tree.content_digest is not None
 
 
 def test_an_untouched_extracted_tree_is_reused(tmp_path, isolated_cache):
@@ -162,6 +168,11 @@ def test_an_untouched_extracted_tree_is_reused(tmp_path, isolated_cache):
     again = locate_source(str(whl), progress=messages.append)
     assert messages == []  # neither extracted nor re-extracted
     assert (again.package_dir / "srt" / "server_args.py").stat().st_ino == inode
+    # the verified manifest stands for the tree's content (the result cache keys on it)
+    assert again.content_digest == first.content_digest is not None
+    other = write_zip(tmp_path / "in2" / "sglang-0.5.10-py3-none-any.whl",
+                      {**wheel_members(), "sglang/srt/extra.py": b"y = 2\n"})
+    assert locate_source(str(other)).content_digest not in (None, first.content_digest)
 
 
 def test_a_tar_bomb_is_refused_by_its_ratio(tmp_path, isolated_cache):

@@ -51,6 +51,7 @@ from sglang_audit.cachedir import (
 )
 from sglang_audit.result import Resolution
 from sglang_audit.shipped import package_dir, rules_dir
+from sglang_audit.source.locate import SourceTree
 
 RESULT_FORMAT = "results2"  # bump when the pickled Resolution or the key changes shape
 _MAGIC = b"SGA-RESULT2 "
@@ -80,7 +81,13 @@ class ResultCache:
         self.hits = 0
         self.misses = 0
 
-    def tree_digest(self, package_dir: str) -> str:
+    def tree_digest(self, package_dir: str, source: SourceTree | None = None) -> str:
+        verified = source.content_digest if source is not None else None
+        if verified is not None:
+            # the tool's own extracted copy, checked file by file against its extraction
+            # manifest when it was located (``locate._verified``): a second walk would
+            # hash the same files again to the same answer
+            return f"manifest:{verified}"
         if not self.stable_tree:
             return _tree_digest(package_dir, self._hashes)
         if package_dir not in self._tree_digests:
@@ -96,7 +103,7 @@ class ResultCache:
             parts = {
                 "format": RESULT_FORMAT,
                 "tool": _tool_digest(),
-                "tree": self.tree_digest(package_dir),
+                "tree": self.tree_digest(package_dir, target.source),
                 "source": [package_dir, target.source.version, target.source.flashinfer, target.source.origin],
                 "model": [target.model.name, str(model_path), str(Path(model_path).resolve()),
                           _model_digest(str(model_path), self._hashes)],
@@ -135,7 +142,7 @@ class ResultCache:
             parts = {
                 "format": "flags1",
                 "tool": _tool_digest(),
-                "tree": self.tree_digest(package_dir),
+                "tree": self.tree_digest(package_dir, target.source),
                 "source": [package_dir, target.source.version, target.source.origin],
                 "model": [str(target.model.path), _model_digest(str(target.model.path), self._hashes)],
                 "device": target.device.to_json(),

@@ -32,10 +32,10 @@ from sglang_audit.source.locate import (
     _pip_download,
     _pip_failure,
     _read_text,
-    _sha256,
     _sweep_stale,
     _valid_version,
     _within,
+    archive_sha256,
     download_to_cache,
 )
 
@@ -162,7 +162,7 @@ def _locate_fi_archive(path: Path, origin: str, say: Callable[[str], None]) -> F
     sources = writable_subdir("sources")
     if sources is None:
         raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
-    root = sources / _sha256(path)[:16]
+    root = sources / archive_sha256(path)[:16]
     complete = (root / _MARKER).is_file()
     package = _find_fi_package(root, archive_layouts=True) if complete else None
     if package is None:

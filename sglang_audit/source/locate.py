@@ -23,7 +23,7 @@ import time
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -66,6 +66,10 @@ class SourceTree:
     version: str | None  # SGLang version
     flashinfer: str | None  # pinned flashinfer_python version, e.g. "0.6.7.post2", or None
     origin: str  # what the user passed, for display ("sglang==0.5.10", a path, "installed")
+    # sha256 of the extraction manifest when the tree is the tool's own extracted copy and was
+    # just verified file by file against it: the tree's content, so the result cache need
+    # not walk it a second time (``resultcache``). None: a checkout or an install.
+    content_digest: str | None = field(default=None, compare=False)
 
     def to_json(self) -> dict:
         return {
@@ -365,21 +369,24 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
     sources = writable_subdir("sources")
     if sources is None:
         raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
-    archive_sha = _sha256(path)
+    archive_sha = archive_sha256(path)
     # the last 16 hex digits: copies extracted with a manifest never share a directory with
     # the manifest-less ones of earlier versions, which may be in use from the same cache
     root = sources / archive_sha[-16:]
     complete = (root / _MARKER).is_file()
     package = _find_package(root, archive_layouts=True) if complete else None
-    if package is not None and not _verified(root, archive_sha):
+    digest = _verified(root, archive_sha) if package is not None else None
+    if package is not None and digest is None:
         say(f"the extracted copy of {path.name} in {root} differs from the archive; extracting again")
         package = None
     if package is None:
         if complete:  # a cached copy someone has damaged or edited: start over
             _retire(root, sources)
         say(f"extracting {path.name} into {root} ...")
+        # verified, not taken from our own manifest: a concurrent run may have won the rename
         _extract(path, kind, root, sources, archive_sha)
         package = _find_package(root, archive_layouts=True)
+        digest = _verified(root, archive_sha) if package is not None else None
     if package is None:  # _extract already checked this; only a concurrent deletion gets here
         raise SourceError(f"no SGLang package found in {path} (expected sglang/srt/server_args.py)")
     meta = [
@@ -388,7 +395,7 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
         root / "PKG-INFO",
     ]
     version, flashinfer = _read_metadata(package, meta)
-    return SourceTree(package, version, flashinfer, origin)
+    return SourceTree(package, version, flashinfer, origin, content_digest=digest)
 
 
 def _archive_kind(path: Path) -> str:
@@ -413,6 +420,20 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def archive_sha256(path: Path) -> str:
+    """sha256 of a downloaded archive, re-read only when its stamp changed
+    (``cachedir.StampIndex``): hashing a 0.5.23 wheel costs ~35 ms on every run."""
+    try:
+        st = os.stat(path)
+        index = stamp_index()
+        try:
+            return index.digest(str(path.resolve()), st, str(path.parent.resolve()))
+        finally:
+            index.save()
+    except (OSError, TooLarge):
+        return _sha256(path)  # raises the one-line SourceError when unreadable
+
+
 def _sweep_stale(parent: Path, prefix: str) -> None:
     """Remove temp dirs that runs killed outright (SIGKILL, power loss) left behind."""
     now = time.time()
@@ -435,39 +456,53 @@ def _retire(root: Path, sources: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _verified(root: Path, archive_sha: str) -> bool:
+def _verified(root: Path, archive_sha: str) -> str | None:
     """Whether ``root`` holds exactly what was extracted from the archive with this hash:
     the marker's manifest (path → sha256 of every file written) against the files there,
     hashed again only when their stamp changed (``cachedir.StampIndex``). A file added,
-    removed, edited, replaced by a link or anything else is a mismatch."""
+    removed, edited, replaced by a link or anything else, or a directory no written file
+    needs, is a mismatch (None); a match returns the manifest's digest, the tree's content."""
     try:
         marker = json.loads((root / _MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
-        return False
+        return None
     files = marker.get("files") if isinstance(marker, dict) else None
     if not isinstance(files, dict) or marker.get("archive_sha256") != archive_sha:
-        return False  # written by an older version (no manifest): extract again
+        return None  # written by an older version (no manifest): extract again
+    # extraction makes directories only as parents of the files it writes
+    dirs = {"."}
+    for rel in files:
+        while (rel := os.path.dirname(rel)) and rel not in dirs:
+            dirs.add(rel)
+    prefix = str(root).rstrip(os.sep) + os.sep
     index = stamp_index()
     seen = 0
     try:
-        for dirpath, _dirnames, names in os.walk(root):
+        for dirpath, dirnames, names in os.walk(root):
+            # os.walk joins onto root: the relative path is the tail (relpath costs ~40%)
+            if (dirpath[len(prefix):] if dirpath.startswith(prefix) else ".") not in dirs:
+                return None
             for name in names:
                 full = os.path.join(dirpath, name)
-                rel = os.path.relpath(full, root)
+                rel = full[len(prefix):]
                 if rel == _MARKER:
                     continue
                 st = os.lstat(full)
                 if not stat.S_ISREG(st.st_mode) or files.get(rel) != index.digest(full, st, str(root)):
-                    return False
+                    return None
                 seen += 1
-            for name in _dirnames:
+            for name in dirnames:
                 if os.path.islink(os.path.join(dirpath, name)):
-                    return False
+                    return None
     except (OSError, TooLarge):
-        return False
+        return None
     finally:
         index.save()
-    return seen == len(files)
+    return _manifest_digest(archive_sha, files) if seen == len(files) else None
+
+
+def _manifest_digest(archive_sha: str, files: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(["manifest1", archive_sha, sorted(files.items())]).encode()).hexdigest()
 
 
 def _extract(archive: Path, kind: str, root: Path, sources: Path, archive_sha: str) -> None:
