@@ -22,21 +22,23 @@ from packaging.version import InvalidVersion, Version
 from sglang_audit.cachedir import cache_root, writable_subdir
 from sglang_audit.errors import SourceError
 from sglang_audit.source.locate import (
-    _HEADER_NAME,
-    _HEADER_VERSION,
     _MARKER,
-    _VERSION_PY,
     _archive_kind,
     _extract_tar,
     _extract_zip,
     _pip_download,
     _pip_failure,
-    _read_text,
     _sweep_stale,
-    _valid_version,
     _within,
     archive_sha256,
     download_to_cache,
+)
+from sglang_audit.source.metadata import (
+    HEADER_NAME,
+    HEADER_VERSION,
+    VERSION_PY,
+    read_text,
+    valid_version,
 )
 
 # --------------------------------------------------------------------------- FlashInfer
@@ -202,18 +204,18 @@ def _locate_fi_archive(path: Path, origin: str, say: Callable[[str], None]) -> F
 
 def _fi_version(package: Path, metas: Iterable[Path]) -> str | None:
     for path in metas:
-        text = _read_text(path)
+        text = read_text(path)
         if text is None:
             continue
         headers = re.split(r"\r?\n\r?\n", text, maxsplit=1)[0]
-        name = _HEADER_NAME.search(headers)
+        name = HEADER_NAME.search(headers)
         if name and re.sub(r"[-_.]+", "-", name.group(1).lower()) == "flashinfer-python":
-            version = _HEADER_VERSION.search(headers)
-            if version and _valid_version(version.group(1)):
+            version = HEADER_VERSION.search(headers)
+            if version and valid_version(version.group(1)):
                 return version.group(1)
     for name in ("_build_meta.py", "version.py"):  # the generated file first
-        text = _read_text(package / name)
-        match = _VERSION_PY.search(text) if text else None
-        if match and _valid_version(match.group(1)):
+        text = read_text(package / name)
+        match = VERSION_PY.search(text) if text else None
+        if match and valid_version(match.group(1)):
             return match.group(1)
     return None

@@ -22,7 +22,7 @@ import tempfile
 import time
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -32,7 +32,7 @@ from packaging.version import InvalidVersion, Version
 from sglang_audit.cachedir import TooLarge, cache_root, stamp_index, writable_subdir
 from sglang_audit.errors import SourceError
 from sglang_audit.source.download_watch import PIP_TMP, DownloadWatch, format_bytes
-from sglang_audit.userfiles import UserFileError, read_user_file
+from sglang_audit.source.metadata import read_metadata
 
 # Extraction limits (module-level so tests can lower them). Real wheels are far below:
 # SGLang 0.5.23 holds ~120 MiB in total, its largest member is ~24 MiB, and no member
@@ -174,7 +174,7 @@ def _locate_checkout(path: Path, origin: str) -> SourceTree:
             "(expected python/sglang or sglang/srt/server_args.py)"
         )
     meta = sorted(package.parent.glob("sglang-*.dist-info/METADATA"))
-    version, flashinfer = _read_metadata(
+    version, flashinfer = read_metadata(
         package, meta, [package.parent / "sglang.egg-info" / "PKG-INFO"]
     )
     return SourceTree(package, version, flashinfer, origin)
@@ -194,7 +194,7 @@ def _locate_installed() -> SourceTree:
         package = _package_at(Path(location), os.path.realpath(location))
         if package is not None:
             meta = sorted(package.parent.glob("sglang-*.dist-info/METADATA"))
-            version, flashinfer = _read_metadata(package, meta)
+            version, flashinfer = read_metadata(package, meta)
             return SourceTree(package, version, flashinfer, "installed")
     raise SourceError(f"installed sglang at {locations[0]} has no srt/server_args.py; {_HINT}")
 
@@ -394,7 +394,7 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
         *sorted(root.glob("*/PKG-INFO")),
         root / "PKG-INFO",
     ]
-    version, flashinfer = _read_metadata(package, meta)
+    version, flashinfer = read_metadata(package, meta)
     return SourceTree(package, version, flashinfer, origin, content_digest=digest)
 
 
@@ -705,131 +705,3 @@ def _write_member(
             f"cannot extract {name!r} from {archive.name}: {exc.strerror or exc}"
         ) from None
     return digest.hexdigest()
-
-
-# --------------------------------------------------------------------------- metadata
-
-_HEADER_VERSION = re.compile(r"^Version:[ \t]*(\S+)", re.MULTILINE)
-_HEADER_NAME = re.compile(r"^Name:[ \t]*(\S+)", re.MULTILINE)
-
-
-def pin_patterns(dist: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """The exact-pin patterns of distribution ``dist`` (a regex) in METADATA's Requires-Dist
-    and in a pyproject.toml dependency string; each match is (version, environment marker)."""
-    requires = re.compile(
-        rf"^Requires-Dist:[ \t]*{dist}[ \t]*(?:\[[^\]\n]*\])?[ \t]*\(?[ \t]*"
-        r"==[ \t]*([^\s;,)]+)[ \t]*\)?[ \t]*(?:;(.*))?$",
-        re.MULTILINE | re.IGNORECASE,
-    )
-    pyproject = re.compile(
-        rf"""["']\s*{dist}\s*(?:\[[^\]"']*\])?\s*==\s*([^\s;,"']+)\s*(?:;([^"']*))?["']""",
-        re.IGNORECASE,
-    )
-    return requires, pyproject
-
-
-_REQUIRES_FLASHINFER, _PYPROJECT_FLASHINFER = pin_patterns(r"flashinfer[-_.]python")
-_PYPROJECT_NAME = re.compile(r"""^name\s*=\s*["']([^"']+)["']""", re.MULTILINE)
-_PYPROJECT_VERSION = re.compile(r"""^version\s*=\s*["']([^"']+)["']""", re.MULTILINE)
-_VERSION_PY = re.compile(
-    r"""^__version__\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?["']([^"']+)["']""", re.MULTILINE
-)
-
-
-def _read_text(path: Path) -> str | None:
-    """A metadata file's text; None when absent, not a regular file or over 16 MB (a FIFO
-    or a 3 GB pyproject.toml beside the package is not metadata and is never read whole)."""
-    try:
-        return read_user_file(path, "metadata file").decode("utf-8", errors="replace")
-    except UserFileError:
-        return None
-
-
-def _valid_version(text: str | None) -> str | None:
-    if not text:
-        return None
-    try:
-        Version(text)
-    except InvalidVersion:
-        return None
-    return text
-
-
-def _best_pin(matches: Iterable[tuple[str, str | None]]) -> str | None:
-    """The first pin without an environment marker, else the first extra-only one, else any."""
-    ranked: list[tuple[int, int, str]] = []
-    for index, (pin, marker) in enumerate(matches):
-        if _valid_version(pin) is None:  # e.g. `==0.6.*`
-            continue
-        marker = (marker or "").strip()
-        if not marker:
-            rank = 0
-        elif re.fullmatch(
-            r"""(?:\s*(?:and|or)?\s*\(?\s*extra\s*==\s*["'][^"']*["']\s*\)?)+""", marker
-        ):
-            rank = 1  # `; extra == "srt"`: how older releases pinned it
-        else:
-            rank = 2  # platform/python markers that may exclude the target
-        ranked.append((rank, index, pin))
-    return min(ranked)[2] if ranked else None
-
-
-def _core_metadata(path: Path) -> tuple[str | None, str | None] | None:
-    """(version, flashinfer pin) from a METADATA/PKG-INFO file, None if not sglang's."""
-    text = _read_text(path)
-    if text is None:
-        return None
-    headers = re.split(r"\r?\n\r?\n", text, maxsplit=1)[0]  # the body is the README
-    name = _HEADER_NAME.search(headers)
-    if name and re.sub(r"[-_.]+", "-", name.group(1).lower()) != "sglang":
-        return None
-    version = _HEADER_VERSION.search(headers)
-    pin = _best_pin((m.group(1), m.group(2)) for m in _REQUIRES_FLASHINFER.finditer(headers))
-    return (_valid_version(version.group(1)) if version else None), pin
-
-
-def _pyproject_metadata(path: Path) -> tuple[str | None, str | None] | None:
-    text = _read_text(path)
-    if text is None:
-        return None
-    # Drop comment lines so a commented-out old pin is not picked up.
-    text = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
-    project = re.search(r"^\[project\][ \t]*$(.*?)(?=^\[|\Z)", text, re.MULTILINE | re.DOTALL)
-    if project is None:
-        return None
-    name = _PYPROJECT_NAME.search(project.group(1))
-    if name is None or name.group(1).lower() != "sglang":  # someone else's pyproject.toml
-        return None
-    version = _PYPROJECT_VERSION.search(project.group(1))  # absent when `dynamic`
-    pin = _best_pin((m.group(1), m.group(2)) for m in _PYPROJECT_FLASHINFER.finditer(text))
-    return (_valid_version(version.group(1)) if version else None), pin
-
-
-def _read_metadata(
-    package: Path, meta_files: Iterable[Path], fallback_meta: Iterable[Path] = ()
-) -> tuple[str | None, str | None]:
-    """Version and FlashInfer pin, from the most authoritative file that has each.
-
-    Order: wheel/sdist core metadata, the sglang pyproject.toml beside the package,
-    `fallback_meta` (e.g. a possibly stale egg-info), then _version.py/version.py.
-    """
-    found: list[tuple[str | None, str | None]] = []
-    for path in meta_files:
-        result = _core_metadata(path)
-        if result is not None:
-            found.append(result)
-    pyproject = _pyproject_metadata(package.parent / "pyproject.toml")
-    if pyproject is not None:
-        found.append(pyproject)
-    for path in fallback_meta:
-        result = _core_metadata(path)
-        if result is not None:
-            found.append(result)
-    for name in ("_version.py", "version.py"):  # generated file first: version.py may be dynamic
-        text = _read_text(package / name)
-        match = _VERSION_PY.search(text) if text else None
-        if match:
-            found.append((_valid_version(match.group(1)), None))
-    version = next((v for v, _ in found if v), None)
-    flashinfer = next((p for _, p in found if p), None)
-    return version, flashinfer

@@ -17,12 +17,14 @@ from packaging.version import InvalidVersion, Version
 from sglang_audit.cachedir import cache_root
 from sglang_audit.errors import SourceError
 from sglang_audit.source.locate import (
-    _best_pin,
     _pip_download,
     _pip_failure,
-    _read_text,
     download_to_cache,
+)
+from sglang_audit.source.metadata import (
+    best_pin,
     pin_patterns,
+    read_text,
 )
 
 _REQUIRES, _PYPROJECT = pin_patterns("transformers")
@@ -34,16 +36,16 @@ def transformers_pin(package_dir: Path) -> str | None:
     parent = package_dir.parent
     metas = [*sorted(parent.glob("sglang-*.dist-info/METADATA")), parent / "PKG-INFO"]
     for path in metas:
-        text = _read_text(path)
+        text = read_text(path)
         if text:
             headers = re.split(r"\r?\n\r?\n", text, maxsplit=1)[0]
-            pin = _best_pin((m.group(1), m.group(2)) for m in _REQUIRES.finditer(headers))
+            pin = best_pin((m.group(1), m.group(2)) for m in _REQUIRES.finditer(headers))
             if pin:
                 return pin
-    text = _read_text(parent / "pyproject.toml")
+    text = read_text(parent / "pyproject.toml")
     if text:
         text = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
-        return _best_pin((m.group(1), m.group(2)) for m in _PYPROJECT.finditer(text))
+        return best_pin((m.group(1), m.group(2)) for m in _PYPROJECT.finditer(text))
     return None
 
 
