@@ -13,6 +13,7 @@ from sglang_audit.evaluate import interpreter
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter, World
 from sglang_audit.evaluate.overlays.builtins import make_exception_classes, make_object_class
 from sglang_audit.evaluate.values import NOT_HANDLED, Class, Instance, ModuleObj, Unknown
+from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.pipeline import Request, resolve
 from sglang_audit.target import world as world_mod
@@ -112,7 +113,7 @@ def _break_binop(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(self: Interpreter, node: Any, frame: Any) -> Any:
         raise TypeError("evaluator defect")
     monkeypatch.setattr(Interpreter, "e_Compare", broken)
-    monkeypatch.setitem(interpreter._EXPR, "Compare", broken)  # the dispatch table caches handlers
+    monkeypatch.setitem(interpreter._EXPR, ir.Compare, broken)  # the dispatch table holds the handlers
 
 
 def test_strict_mode_raises_an_internal_evaluator_error(monkeypatch: pytest.MonkeyPatch) -> None:
