@@ -90,6 +90,50 @@ class Scope:
         self.local_names = local_names
 
 
+class Namespace(dict):  # type: ignore[type-arg]
+    """A module's globals: a dict that counts its writes (``version``), so that a fact derived
+    from them (the config classes a module defines) is recomputed only after a change.
+    Reads stay C-level dict reads; every mutator is counted."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.version = 0
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.version += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self.version += 1
+        super().__delitem__(key)
+
+    def pop(self, *args: Any) -> Any:
+        self.version += 1
+        return super().pop(*args)
+
+    def popitem(self) -> Any:
+        self.version += 1
+        return super().popitem()
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        self.version += 1
+        return super().setdefault(key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.version += 1
+        super().update(*args, **kwargs)
+
+    def clear(self) -> None:
+        self.version += 1
+        super().clear()
+
+    def __ior__(self, other: Any) -> Namespace:
+        self.version += 1
+        return super().__ior__(other)  # type: ignore[no-any-return]
+
+
 class ModuleObj:
     """An analysed module: its globals, filled by executing its body on first use."""
 
@@ -97,7 +141,7 @@ class ModuleObj:
         self.name = name
         self.file = file  # path relative to the package root's parent, e.g. sglang/srt/x.py
         self.is_package = is_package
-        self.globals: dict[str, Any] = {"__name__": name}
+        self.globals: dict[str, Any] = Namespace(__name__=name)
         self.events: dict[str, Event] = {}
         self.loaded = False
         self.failed: str | None = None

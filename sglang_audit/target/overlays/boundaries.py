@@ -108,6 +108,8 @@ class Boundaries:
         self._config_module_names: dict[str, bool] = {}
         # (the interpreter, how many of its modules were looked at, the config modules among them)
         self._config_scan: tuple[Any, list[int], list[ModuleObj]] | None = None
+        # id(module) -> (the module, its globals' version, the classes it defines)
+        self._own_classes_memo: dict[int, tuple[ModuleObj, int | None, list[Class]]] = {}
         self.hf_defaults: dict[str, Any] = {k: _none_marker(v) for k, v in hf["defaults"].items()}
         self.boundary_rules = load_toml("boundaries.toml")["boundary"]
 
@@ -210,12 +212,23 @@ class Boundaries:
             return []
         out = []
         for mod in self._config_modules_loaded(interp):
-            # every global is looked at each time (a module body may still be running, or a
-            # name rebound): only the list of modules is kept
-            for v in mod.globals.values():
-                if v.__class__ is Class and v.module is mod and v.ns.get("model_type") == model_type:
+            for v in self._own_classes(mod):
+                if v.ns.get("model_type") == model_type:
                     out.append(v)
         return out
+
+    def _own_classes(self, mod: ModuleObj) -> list[Class]:
+        """The classes among a module's globals that the module defines, in globals order;
+        rescanned only when its globals were written since (a module body may still be
+        running, a name rebound: ``Namespace.version`` counts every write)."""
+        g = mod.globals
+        version = getattr(g, "version", None)
+        kept = self._own_classes_memo.get(id(mod))
+        if kept is not None and kept[0] is mod and version is not None and kept[1] == version:
+            return kept[2]
+        found = [v for v in g.values() if v.__class__ is Class and v.module is mod]
+        self._own_classes_memo[id(mod)] = (mod, version, found)
+        return found
 
     def _config_modules_loaded(self, interp: Interpreter) -> list[ModuleObj]:
         """The config modules among ``interp.modules``, in its order. That dict only grows
