@@ -207,6 +207,12 @@ class SourceCache:
         self._write_disk(key, tree)
         return tree
 
+    def content_sha256(self, path: Path) -> str | None:
+        """The sha256 of the content ``path`` was last loaded with (what was analysed, without
+        reading the file again); None if it was not loaded."""
+        known = self._keys.get(path)
+        return known[1].rpartition("-")[2] if known is not None else None
+
     def snapshot(self, paths: list[Path]) -> tuple[tuple[Path, Any], ...]:
         """The stamp and content key each of ``paths`` was last loaded with: state derived
         from those files (``prepared``) is reused only while ``current(snapshot)`` holds."""

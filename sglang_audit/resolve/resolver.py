@@ -485,16 +485,21 @@ class Resolver:
         """(path, sha256) of every source file this resolution read, so an answer can be
         reproduced and audited."""
         out: dict[str, str] = {}
-        for path in self.cache.files_read[self._files_start:]:
+        root = self.root.resolve()
+        # each load is listed (~600 per 0.5.23 resolution): every path once, hashed as loaded
+        for path in dict.fromkeys(self.cache.files_read[self._files_start:]):
             try:
-                rel = path.resolve().relative_to(self.root.resolve()).as_posix()
+                rel = path.resolve().relative_to(root).as_posix()
             except ValueError:
                 rel = path.as_posix()
             if rel not in out:
-                try:
-                    out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-                except OSError:
-                    out[rel] = ""
+                digest = self.cache.content_sha256(path)
+                if digest is None:
+                    try:
+                        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                    except OSError:
+                        digest = ""
+                out[rel] = digest
         return tuple(sorted(out.items()))
     def join_layers(self, complete: list[PathResult]) -> dict[str, LayerValue]:
         live = [p for p in complete if p.rejected is None]
