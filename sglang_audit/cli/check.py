@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from sglang_audit.cli.common import make_request, progress, run_or_exit, target_options
+from sglang_audit.cli.oneshot import collector_off
 from sglang_audit.errors import InputError
 from sglang_audit.resolve.pipeline import resolve
 from sglang_audit.rules.knownbad import check_resolution, load_rules
@@ -71,7 +72,8 @@ def check(rule_dirs: tuple[Path, ...], fail_on: str, fmt: str, location: Path | 
     # rule files and the anchor are checked before the (slower) resolution
     rules = run_or_exit(lambda: load_rules(rule_dirs))
     anchor = run_or_exit(lambda: _anchor(location))
-    res = run_or_exit(lambda: resolve(make_request(kw), progress=progress))
+    with collector_off():
+        res = run_or_exit(lambda: resolve(make_request(kw), progress=progress))
     result = check_resolution(res, rules)
     if fmt == "sarif":
         from sglang_audit.render.sarif import render_sarif

@@ -19,6 +19,7 @@ from sglang_audit.cli.common import (
     run_or_exit,
     target_options,
 )
+from sglang_audit.cli.oneshot import collector_off
 from sglang_audit.resolve.pipeline import resolve
 
 
@@ -69,7 +70,8 @@ def resolve_cmd(fmt: str, verbose: bool, **kw: Any) -> None:
           --tp 8 --speculative-algorithm NEXTN --disable-radix-cache"
     """
     try:
-        res = run_or_exit(lambda: resolve(make_request(kw), progress=progress))
+        with collector_off():
+            res = run_or_exit(lambda: resolve(make_request(kw), progress=progress))
     finally:
         STATUS.clear()
     if fmt == "json":
