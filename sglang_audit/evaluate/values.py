@@ -26,7 +26,10 @@ class Caller(Protocol):
 NOT_HANDLED = object()
 
 
-@dataclass(frozen=True)
+# Unknown and Guard are never changed after they are made, and hash like frozen dataclasses;
+# not declared frozen because a frozen dataclass pays an ``object.__setattr__`` per field
+# (~65,000 guards and ~20,000 unknowns are made per 0.5.23 resolution)
+@dataclass(unsafe_hash=True, slots=True)
 class Unknown:
     """A value the evaluator cannot know; ``key`` names the unknown input it comes from
     (two reads of the same input decide the same way on one path)."""
@@ -38,7 +41,7 @@ class Unknown:
         return f"<unknown: {self.reason}>"
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True, slots=True)
 class Guard:
     """An evaluated branch condition: where it is, the text as written, its truth."""
 
