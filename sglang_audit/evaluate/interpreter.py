@@ -110,7 +110,7 @@ def stop_reason(exc: BaseException) -> str:
     return reason
 
 
-@dataclass
+@dataclass(slots=True)
 class Frame:
     module: ModuleObj
     scope: Scope | None = None  # None at module level
@@ -308,7 +308,10 @@ class Interpreter:
         return truth
 
     def truth(self, value: Any, frame: Frame, line: int, text: str) -> bool:
-        if isinstance(value, Unknown):
+        kind = value.__class__
+        if kind is bool:
+            return value  # type: ignore[no-any-return]
+        if kind is Unknown:
             return self.decide(value, frame.module.file, line, text)
         t = self.truth_value(value)
         if isinstance(t, Unknown):
@@ -964,32 +967,40 @@ class Interpreter:
 
     def e_Name(self, node: ir.Node, frame: Frame) -> Any:
         name = node.id
-        if frame.class_ns is not None and name in frame.class_ns:
-            return frame.class_ns[name]
-        scope = frame.scope
-        if frame.class_ns is not None:
+        class_ns = frame.class_ns
+        if class_ns is not None:
+            if name in class_ns:
+                return class_ns[name]
             scope = frame.outer_scope
+        else:
+            scope = frame.scope
         if scope is not None and name not in scope.globals_decl:
             s: Scope | None = scope
             while s is not None:
-                if name in s.vars:
+                local = s.vars
+                if name in local:
                     reads = self.reads  # note_read, inlined: the most frequent read of all
                     if reads is not None:
                         ev = s.events.get(name)
                         if ev is not None:
                             reads.append(ev)
-                    return s.vars[name]
-                if s is scope and name in s.local_names and frame.class_ns is None and name not in s.nonlocal_decl:
+                    return local[name]
+                if s is scope and name in s.local_names and class_ns is None and name not in s.nonlocal_decl:
                     # bound somewhere in this function, not yet here: CPython's UnboundLocalError
                     raise self.make_raise("UnboundLocalError", f"cannot access local variable '{name}' where it is not associated with a value")
                 s = s.parent
-        g = frame.module.globals
+        module = frame.module
+        g = module.globals
         if name in g:
             value = g[name]
-            if isinstance(value, LazyImport):
+            if value.__class__ is LazyImport:
                 value = self.resolve_lazy(value)
                 g[name] = value
-            self.note_read(frame.module.events.get(name))
+            reads = self.reads
+            if reads is not None:
+                ev = module.events.get(name)
+                if ev is not None:
+                    reads.append(ev)
             return value
         if name in self.builtins:
             return self.builtins[name]
@@ -1532,13 +1543,14 @@ class Interpreter:
             hooked = self.call_hook(func, args, kwargs)
             if hooked is not NOT_HOOKED:
                 return hooked
-        if isinstance(func, Function):
+        kind = func.__class__  # the value classes have no subclasses: `is` is isinstance here
+        if kind is Function:
             return self.call_function(func, args, kwargs)
-        if isinstance(func, BoundMethod):
+        if kind is BoundMethod:
             return self.call(func.func, [func.obj, *args], kwargs)
-        if isinstance(func, Native):
+        if kind is Native:
             return func.fn(self, args, kwargs)
-        if isinstance(func, Class):
+        if kind is Class:
             if func is self.natives.object_class and not args:
                 return Instance(func)
             return self.instantiate(func, args, kwargs)
@@ -1771,13 +1783,14 @@ class Interpreter:
 
     # ---- attributes and items ---------------------------------------------------------
     def getattr(self, obj: Any, name: str) -> Any:
-        if isinstance(obj, Unknown):
-            return Unknown(obj.reason, f"{obj.key}.{name}" if obj.key else None)
-        if isinstance(obj, Instance):
+        kind = obj.__class__  # the value classes have no subclasses: `is` is isinstance here
+        if kind is Instance:
             return self.instance_attr(obj, name)
-        if isinstance(obj, ModuleObj):
+        if kind is Unknown:
+            return Unknown(obj.reason, f"{obj.key}.{name}" if obj.key else None)
+        if kind is ModuleObj:
             return self.module_attr(obj, name)
-        if isinstance(obj, Class):
+        if kind is Class:
             return self.class_attr(obj, name)
         if isinstance(obj, External):
             return self.natives.external_attr(self, obj, name)

@@ -232,13 +232,17 @@ class Class:
         return self.mro_cache
 
     def lookup(self, name: str) -> tuple[bool, Any]:
-        for cls in self.mro():
-            if name in cls.ns:
-                return True, cls.ns[name]
+        mro = self.mro_cache  # ~120,000 lookups per 0.5.23 resolution: the cache read inline
+        if mro is None:
+            mro = self.mro()
+        for cls in mro:
+            ns = cls.ns
+            if name in ns:
+                return True, ns[name]
         return False, None
 
     def is_subclass_of(self, other: Class) -> bool:
-        return other in self.mro()
+        return other in (self.mro_cache or self.mro())
 
     def __repr__(self) -> str:
         return f"<class {self.name}>"
