@@ -493,11 +493,12 @@ class Interpreter:
 
     # ---- statements -------------------------------------------------------------------
     def exec_block(self, stmts: list[ir.Node], frame: Frame) -> None:
+        max_steps = self.bounds.max_steps
         for stmt in stmts:
-            self.steps += 1
-            if self.steps > self.bounds.max_steps:
-                raise AnalysisBound(f"analysis bound reached: more than {self.bounds.max_steps} steps")
-            if not self.steps & 1023 and self.deadline is not None and self.deadline():
+            steps = self.steps = self.steps + 1
+            if steps > max_steps:
+                raise AnalysisBound(f"analysis bound reached: more than {max_steps} steps")
+            if not steps & 1023 and self.deadline is not None and self.deadline():
                 raise AnalysisBound(f"analysis bound reached: CPU-time budget of {self.bounds.cpu_seconds:.0f} s per resolution")
             try:
                 _STMT[stmt.__class__](self, stmt, frame)
@@ -762,7 +763,10 @@ class Interpreter:
 
     def unpack(self, value: Any, targets: list[ir.Node], frame: Frame, line: int) -> list[Any]:
         n = len(targets)
-        star = [i for i, t in enumerate(targets) if isinstance(t, ir.Starred)]
+        star = _STARRED.get(id(targets))
+        if star is None or star[0] is not targets:
+            star = _STARRED[id(targets)] = (targets, [i for i, t in enumerate(targets) if isinstance(t, ir.Starred)])
+        star = star[1]  # the positions of starred targets, once per target list (it is IR)
         if isinstance(value, Unknown):
             return [value] * n
         if isinstance(value, External) and self.call_hook is not None and not star:
@@ -2149,6 +2153,7 @@ def _memo_key(values: list[Any]) -> Any:
 
 
 _LOCALS: dict[int, tuple[list[ir.Node], frozenset[str]]] = {}
+_STARRED: dict[int, tuple[list[ir.Node], list[int]]] = {}  # id(targets) -> (targets, starred positions)
 
 
 def _function_locals(body: list[ir.Node]) -> frozenset[str]:
