@@ -1499,7 +1499,7 @@ class Interpreter:
     def e_Call(self, node: ir.Node, frame: Frame) -> Any:
         func_node = node.func
         # super() without arguments needs the enclosing class and instance
-        if isinstance(func_node, ir.Name) and func_node.id == "super" and not node.args:
+        if func_node.__class__ is ir.Name and func_node.id == "super" and not node.args:
             return self.zero_arg_super(frame)
         func = _EXPR[func_node.__class__](self, func_node, frame)
         args: list[Any] = []
@@ -1525,7 +1525,7 @@ class Interpreter:
                 kwargs[kind] = _EXPR[expr.__class__](self, expr, frame)
         self._call_site = (frame.module.file, node.line)
         result = self.call(func, args, kwargs)
-        if isinstance(result, Unknown) and not _SITE.search(result.reason):
+        if result.__class__ is Unknown and not _SITE.search(result.reason):
             # an unknown a call returns names the call site (issue #23)
             result = Unknown(f"{result.reason} at {frame.module.file}:{node.line}", result.key)
         return result
