@@ -20,13 +20,6 @@ class Node:
     def __init__(self, line: int) -> None:
         self.line = line
 
-    def __getstate__(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, s) for s in self._all_slots())
-
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        for slot, value in zip(self._all_slots(), state, strict=False):
-            setattr(self, slot, value)
-
     @classmethod
     def _all_slots(cls) -> tuple[str, ...]:
         slots: list[str] = []

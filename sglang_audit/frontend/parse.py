@@ -37,7 +37,7 @@ from sglang_audit.frontend import ir
 from sglang_audit.frontend.limits import MAX_TEXT, ParseFailure  # noqa: F401 - callers import them from here
 
 # Bumped whenever the IR or the converter changes, so a cache never serves stale trees.
-IR_FORMAT = f"{__version__}-ir11"  # ir11: checksummed entries; the IR module is sglang_audit.frontend.ir
+IR_FORMAT = f"{__version__}-ir12"  # ir12: nodes as __newobj__ + slot state; ir11: checksummed entries
 MAX_SOURCE_BYTES = 8 * 1024 * 1024  # a config module is never this large; bounds the work
 
 
@@ -60,30 +60,21 @@ def convert_source(source: str) -> ir.Node:
 
 
 # ---- the on-disk form ------------------------------------------------------------------
-# Nodes are pickled as ``_ir_node(kind, line, *fields)``: one C-level call per node on
-# load instead of ``Node.__setstate__`` (a Python loop over the MRO's slots per node).
+# Nodes are pickled as ``copyreg.__newobj__(cls)`` with their slots as the state: on load,
+# C code makes each node and sets its slots (no Python call per node; the node classes have
+# no ``__setstate__``). 0.67 s vs 1.14 s for ``_ir_node(kind, line, *fields)`` per node, the
+# form before (400 cached modules; entries 42% larger).
 _NODE_CLASSES: dict[str, type[ir.Node]] = {
     cls.kind: cls for cls in vars(ir).values()
     if isinstance(cls, type) and issubclass(cls, ir.Node) and cls is not ir.Node
 }
-_new = object.__new__
-
-
-def _ir_node(kind: str, line: int, *values: Any) -> ir.Node:
-    cls = _NODE_CLASSES[kind]
-    node = _new(cls)
-    node.line = line
-    for name, value in zip(cls.__slots__, values, strict=True):
-        setattr(node, name, value)
-    return node
 
 
 def _reducer(cls: type[ir.Node]) -> Callable[[ir.Node], tuple[Any, ...]]:
-    kind = cls.kind
-    fields = cls.__slots__
+    fields = ("line", *cls.__slots__)
 
     def reduce(node: ir.Node) -> tuple[Any, ...]:
-        return _ir_node, (kind, node.line, *[getattr(node, f) for f in fields])
+        return copyreg.__newobj__, (cls,), (None, {f: getattr(node, f) for f in fields})  # type: ignore[attr-defined]
 
     return reduce
 
@@ -100,10 +91,11 @@ def dump_tree(tree: ir.Node) -> bytes:
     return buf.getvalue()
 
 
-# an IR entry may name only the node constructor and the constant types a literal can be
+# an IR entry may name only the node classes, their constructor and the constant types a literal can be
 # (a shared or restored cache dir must not be able to call anything else)
 _IR_ALLOWED: dict[tuple[str, str], object] = {
-    ("sglang_audit.frontend.parse", "_ir_node"): _ir_node,
+    # a node is NEWOBJ of its class (pickle writes copyreg.__newobj__ as that opcode)
+    **{(ir.__name__, cls.__name__): cls for cls in _NODE_CLASSES.values()},
     ("builtins", "complex"): complex,
     ("builtins", "Ellipsis"): Ellipsis,
     ("builtins", "frozenset"): frozenset,
