@@ -11,7 +11,9 @@ the evaluator would give again; anything that changes misses:
   targets recorded; a file is re-hashed when its stamp -- size, mtime, ctime, inode,
   device -- differs from the one it was hashed at, and a stamp younger than two seconds is
   never trusted, since a same-size rewrite within the clock's tick keeps it), the names
-  beside the package and the content of the metadata there;
+  beside the package and the content of the metadata there; for the tool's own extracted
+  copy of a release, the digest of its extraction manifest once the copy is verified
+  against it (``source.extracted``: the same content, without a second walk);
 * the model directory, by content the same way: every name with its type, the content of
   every file the evaluator may read (all files up to its 16 MB read cap, every ``*.json``
   whatever its size) and the size of the rest (the evaluator only sees their size);
@@ -33,6 +35,7 @@ import json
 import os
 import pickle
 import stat
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,22 +80,32 @@ class ResultCache:
         self.dir = writable_subdir("results") if enabled else None
         self.stable_tree = stable_tree
         self._tree_digests: dict[str, str] = {}
+        self._created = time.monotonic()
         self._hashes = stamp_index() if self.dir is not None else StampIndex(None)
         self.hits = 0
         self.misses = 0
 
     def tree_digest(self, package_dir: str, source: SourceTree | None = None) -> str:
-        verified = source.content_digest if source is not None else None
-        if verified is not None:
-            # the tool's own extracted copy, checked file by file against its extraction
-            # manifest when it was located (``locate._verified``): a second walk would
-            # hash the same files again to the same answer
-            return f"manifest:{verified}"
-        if not self.stable_tree:
-            return _tree_digest(package_dir, self._hashes)
-        if package_dir not in self._tree_digests:
-            self._tree_digests[package_dir] = _tree_digest(package_dir, self._hashes)
-        return self._tree_digests[package_dir]
+        if self.stable_tree and package_dir in self._tree_digests:
+            return self._tree_digests[package_dir]
+        digest = self._extracted_digest(source) or _tree_digest(package_dir, self._hashes)
+        if self.stable_tree:
+            self._tree_digests[package_dir] = digest
+        return digest
+
+    def _extracted_digest(self, source: SourceTree | None) -> str | None:
+        """The manifest digest of the tool's own extracted copy while it still matches its
+        manifest (``source.extracted``): the tree's content without hashing it again."""
+        if source is None or source.extraction is None:
+            return None
+        if source.content_digest is not None and self.stable_tree and source.verified_at >= self._created:
+            # verified while this cache is in use, on whose length the tree is fixed
+            return f"manifest:{source.content_digest}"
+        # located earlier (a shared SourceCache keeps the tree): it may have been edited since
+        from sglang_audit.source.extracted import verified
+
+        digest = verified(*source.extraction)
+        return f"manifest:{digest}" if digest is not None else None
 
     def key(self, target: Any, max_paths: int, bounds: Any) -> str | None:
         if self.dir is None:

@@ -32,6 +32,8 @@ from packaging.version import InvalidVersion, Version
 from sglang_audit.cachedir import TooLarge, cache_root, stamp_index, writable_subdir
 from sglang_audit.errors import SourceError
 from sglang_audit.source.download_watch import PIP_TMP, DownloadWatch, format_bytes
+from sglang_audit.source.extracted import MARKER as _MARKER
+from sglang_audit.source.extracted import verified
 from sglang_audit.source.metadata import read_metadata
 
 # Extraction limits (module-level so tests can lower them). Real wheels are far below:
@@ -43,7 +45,6 @@ MAX_RATIO = 100
 RATIO_MIN_BYTES = 2**20  # tiny members may compress absurdly well without being bombs
 DOWNLOAD_TIMEOUT = 300
 
-_MARKER = ".sglang-audit-complete"
 _STALE_TEMP_SECONDS = 24 * 3600
 _CHUNK = 2**20
 _HINT = "pass --source DIR|WHEEL|sglang==X"
@@ -67,9 +68,14 @@ class SourceTree:
     flashinfer: str | None  # pinned flashinfer_python version, e.g. "0.6.7.post2", or None
     origin: str  # what the user passed, for display ("sglang==0.5.10", a path, "installed")
     # sha256 of the extraction manifest when the tree is the tool's own extracted copy and was
-    # just verified file by file against it: the tree's content, so the result cache need
-    # not walk it a second time (``resultcache``). None: a checkout or an install.
+    # verified against it (``extracted.verified``): the tree's content, so the result cache
+    # need not walk it a second time (``resultcache``). None: a checkout or an install.
     content_digest: str | None = field(default=None, compare=False)
+    # that copy's directory and archive sha256, to verify it again later (a shared
+    # SourceCache keeps the tree for many requests), and when it was verified
+    # (time.monotonic())
+    extraction: tuple[Path, str] | None = field(default=None, compare=False, repr=False)
+    verified_at: float = field(default=0.0, compare=False, repr=False)
 
     def to_json(self) -> dict:
         return {
@@ -375,7 +381,8 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
     root = sources / archive_sha[-16:]
     complete = (root / _MARKER).is_file()
     package = _find_package(root, archive_layouts=True) if complete else None
-    digest = _verified(root, archive_sha) if package is not None else None
+    checked_at = time.monotonic()
+    digest = verified(root, archive_sha) if package is not None else None
     if package is not None and digest is None:
         say(f"the extracted copy of {path.name} in {root} differs from the archive; extracting again")
         package = None
@@ -386,7 +393,8 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
         # verified, not taken from our own manifest: a concurrent run may have won the rename
         _extract(path, kind, root, sources, archive_sha)
         package = _find_package(root, archive_layouts=True)
-        digest = _verified(root, archive_sha) if package is not None else None
+        checked_at = time.monotonic()
+        digest = verified(root, archive_sha) if package is not None else None
     if package is None:  # _extract already checked this; only a concurrent deletion gets here
         raise SourceError(f"no SGLang package found in {path} (expected sglang/srt/server_args.py)")
     meta = [
@@ -395,7 +403,8 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
         root / "PKG-INFO",
     ]
     version, flashinfer = read_metadata(package, meta)
-    return SourceTree(package, version, flashinfer, origin, content_digest=digest)
+    return SourceTree(package, version, flashinfer, origin, content_digest=digest, extraction=(root, archive_sha),
+                      verified_at=checked_at)
 
 
 def _archive_kind(path: Path) -> str:
@@ -454,55 +463,6 @@ def _retire(root: Path, sources: Path) -> None:
     except OSError:
         aside = root
     shutil.rmtree(aside, ignore_errors=True)
-
-
-def _verified(root: Path, archive_sha: str) -> str | None:
-    """Whether ``root`` holds exactly what was extracted from the archive with this hash:
-    the marker's manifest (path → sha256 of every file written) against the files there,
-    hashed again only when their stamp changed (``cachedir.StampIndex``). A file added,
-    removed, edited, replaced by a link or anything else, or a directory no written file
-    needs, is a mismatch (None); a match returns the manifest's digest, the tree's content."""
-    try:
-        marker = json.loads((root / _MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    files = marker.get("files") if isinstance(marker, dict) else None
-    if not isinstance(files, dict) or marker.get("archive_sha256") != archive_sha:
-        return None  # written by an older version (no manifest): extract again
-    # extraction makes directories only as parents of the files it writes
-    dirs = {"."}
-    for rel in files:
-        while (rel := os.path.dirname(rel)) and rel not in dirs:
-            dirs.add(rel)
-    prefix = str(root).rstrip(os.sep) + os.sep
-    index = stamp_index()
-    seen = 0
-    try:
-        for dirpath, dirnames, names in os.walk(root):
-            # os.walk joins onto root: the relative path is the tail (relpath costs ~40%)
-            if (dirpath[len(prefix):] if dirpath.startswith(prefix) else ".") not in dirs:
-                return None
-            for name in names:
-                full = os.path.join(dirpath, name)
-                rel = full[len(prefix):]
-                if rel == _MARKER:
-                    continue
-                st = os.lstat(full)
-                if not stat.S_ISREG(st.st_mode) or files.get(rel) != index.digest(full, st, str(root)):
-                    return None
-                seen += 1
-            for name in dirnames:
-                if os.path.islink(os.path.join(dirpath, name)):
-                    return None
-    except (OSError, TooLarge):
-        return None
-    finally:
-        index.save()
-    return _manifest_digest(archive_sha, files) if seen == len(files) else None
-
-
-def _manifest_digest(archive_sha: str, files: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(["manifest1", archive_sha, sorted(files.items())]).encode()).hexdigest()
 
 
 def _extract(archive: Path, kind: str, root: Path, sources: Path, archive_sha: str) -> None:
