@@ -281,6 +281,70 @@ def test_unknown_after_reading_is_no_finding(cache):
     assert [(f.rule_id, f.setting) for f in kernel_findings(res)] == [("SGK101", "fp4_gemm_runner_backend")]
 
 
+# ---- remembered verdicts (kernelmemo): served only while every file read is the same ------
+
+
+@pytest.fixture
+def copied(tmp_path: Path, isolated_cache: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Any]:
+    """Copies of the fixture libraries, stamps counted as settled (so the stamp index keeps
+    them and a same-size edit must be seen by its ctime), and a memo in the cache."""
+    import shutil
+
+    import sglang_audit.cachedir as cachedir
+    from sglang_audit.resolve.kernelmemo import KernelMemo
+
+    monkeypatch.setattr(cachedir, "RACY_NS", -10**12)
+    root = Path(shutil.copytree(FIXTURES, tmp_path / "kernels"))
+    return root / "fi_mini" / "flashinfer", root / "sglang_side", KernelMemo(isolated_cache / "results")
+
+
+def _memo_attach(copied: tuple[Path, Path, Any], arch: str = "sm120") -> tuple[Resolution, SourceCache]:
+    fi, side, memo = copied
+    cache = SourceCache(use_disk=False)
+    major, minor = {"sm120": (12, 0), "sm100": (10, 0)}[arch]
+    return attach(_resolution(arch, major, minor, "flashinfer_trtllm"), side, cache, str(fi.parent), memo=memo), cache
+
+
+def _fp4(res: Resolution) -> Any:
+    return res.settings["fp4_gemm_runner_backend"].kernel
+
+
+def test_a_remembered_verdict_is_served_without_reading_flashinfer(copied):
+    first, _ = _memo_attach(copied)
+    again, cache = _memo_attach(copied)
+    assert again == first and _fp4(again).status == "unsupported"
+    assert copied[2].hits == 1
+    assert cache.files_read == []  # no IR loaded: neither FlashInfer's nor the call site's
+    other, _ = _memo_attach(copied, "sm100")  # another capability: its own reading
+    assert _fp4(other).status == "supported" and copied[2].hits == 1
+
+
+@pytest.mark.parametrize("change", ["same_size_edit", "call_site", "new_module"])
+def test_a_verdict_whose_reading_would_differ_is_read_again(copied, change):
+    import os
+
+    fi, side, memo = copied
+    first, _ = _memo_attach(copied)
+    if change == "same_size_edit":  # the requirement now lists SM120; mtime restored
+        path = fi / "gemm" / "gemm_base.py"
+        st = path.stat()
+        path.write_text(path.read_text().replace("@supported_compute_capability([100, 103])",
+                                                 "@supported_compute_capability([100, 120])", 1))
+        assert path.stat().st_size == st.st_size
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    elif change == "call_site":  # the release no longer imports the entry
+        (side / "sglang" / "srt" / "layers" / "quantization" / "modelopt_quant.py").write_text("x = 1\n")
+    else:  # a module where the reading looked and found nothing: `flashinfer.gemm` is now it
+        (fi / "gemm.py").write_text("x = 1\n")
+    again, _ = _memo_attach(copied)
+    assert memo.hits == 0
+    assert _fp4(first).status == "unsupported"
+    expected = {"same_size_edit": ("supported", "declared for SM120"),
+                "call_site": ("unknown", "no import of mm_fp4 from flashinfer found"),
+                "new_module": ("unknown", "flashinfer.mm_fp4 not found in FlashInfer 9.9.9")}[change]
+    assert (_fp4(again).status, expected[1] in _fp4(again).reason) == (expected[0], True)
+
+
 def test_shipped_mapping_is_well_formed():
     spec = kernel_spec()
     for r in spec["kernel"]:

@@ -31,6 +31,7 @@ from typing import Any
 from sglang_audit.errors import AuditError
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
+from sglang_audit.resolve.kernelmemo import KernelMemo, Reads
 from sglang_audit.result import KernelLayer, KernelVerdict, Resolution, Setting, UnknownValue
 from sglang_audit.shipped import load_toml
 
@@ -58,12 +59,14 @@ def attach(
     flashinfer_source: str | None = None,
     progress: Callable[[str], None] | None = None,
     locate: Callable[..., Any] | None = None,
+    memo: KernelMemo | None = None,
 ) -> Resolution:
     """``res`` with a ``kernel`` verdict on each setting that calls a kernel library.
 
     ``sglang_root``: the directory holding ``sglang/`` (for the SGLang call site).
     FlashInfer is located only when some setting needs it; failing to locate it makes
-    those verdicts unknown (with the reason), never an error of the command."""
+    those verdicts unknown (with the reason), never an error of the command. ``memo``:
+    where a verdict read before from the same files may be found (``kernelmemo``)."""
     if res.rejected is not None:
         return res
     spec = kernel_spec()
@@ -90,30 +93,43 @@ def attach(
         except AuditError as exc:
             error = str(exc)
             source_json = {"library": "flashinfer", "error": error}
-    reader = FlashInferReader(tree.package_dir, cache) if tree is not None else None
     cc = _capability(res.device)
     settings = dict(res.settings)
     for name, (kind, row, reason) in wanted.items():
         if kind == "flashinfer":
             assert row is not None
-            if reader is None:
+            if tree is None:
                 verdict = KernelVerdict(UNKNOWN, "flashinfer", None, row["entry"], row["backend"],
                                         f"FlashInfer source not read: {error}")
             elif cc is None:
-                verdict = KernelVerdict(UNKNOWN, "flashinfer", tree.version if tree else None, row["entry"],
+                verdict = KernelVerdict(UNKNOWN, "flashinfer", tree.version, row["entry"],
                                         row["backend"], f"no CUDA compute capability for {res.device.get('arch')}")
             else:
-                try:
-                    verdict = evaluate_row(reader, row, cc, tree.version if tree else None, sglang_root, cache)
-                except (RecursionError, ParseFailure) as exc:  # a pathological file: unknown, not a crash
-                    verdict = KernelVerdict(UNKNOWN, "flashinfer", tree.version if tree else None, row["entry"],
-                                            row["backend"], f"FlashInfer source not readable: {exc}")
+                verdict = _memoised_row(tree, row, cc, sglang_root, cache, memo)
         else:
             entry = row["entry"] if row else ""
             library = (row or {}).get("library", "flashinfer")
             verdict = KernelVerdict(UNKNOWN, library, None, entry, (row or {}).get("backend", ""), reason)
         settings[name] = replace(settings[name], kernel=verdict)
     return replace(res, settings=settings, kernel_source=source_json)
+
+
+def _memoised_row(tree: Any, row: dict[str, Any], cc: tuple[int, int], sglang_root: Path, cache: SourceCache,
+                  memo: KernelMemo | None) -> KernelVerdict:
+    key = memo.key(tree.package_dir, tree.version, row, cc, sglang_root) if memo is not None else None
+    known = memo.get(key) if memo is not None else None
+    if known is not None:
+        return known
+    reads = Reads()
+    try:
+        verdict = evaluate_row(FlashInferReader(tree.package_dir, cache, reads), row, cc, tree.version, sglang_root,
+                               cache, reads)
+    except (RecursionError, ParseFailure) as exc:  # a pathological file: unknown, not a crash
+        return KernelVerdict(UNKNOWN, "flashinfer", tree.version, row["entry"],
+                             row["backend"], f"FlashInfer source not readable: {exc}")
+    if memo is not None:
+        memo.put(key, reads, verdict)
+    return verdict
 
 
 def _value(setting: Setting) -> Any:
@@ -168,12 +184,14 @@ class Found:
 
 
 class FlashInferReader:
-    """Finds functions by dotted name in a FlashInfer tree, following ``from X import Y``."""
+    """Finds functions by dotted name in a FlashInfer tree, following ``from X import Y``;
+    ``reads`` notes every path it looks at (``kernelmemo``)."""
 
-    def __init__(self, package_dir: Path, cache: SourceCache) -> None:
+    def __init__(self, package_dir: Path, cache: SourceCache, reads: Reads | None = None) -> None:
         self.package_dir = package_dir
         self.base = package_dir.parent
         self.cache = cache
+        self.reads = reads
 
     def _path(self, module: str) -> Path | None:
         parts = module.split(".")
@@ -181,6 +199,8 @@ class FlashInferReader:
             return None
         sub = self.package_dir.joinpath(*parts[1:])
         for cand in (sub.with_suffix(".py") if len(parts) > 1 else None, sub / "__init__.py"):
+            if cand is not None and self.reads is not None:
+                self.reads.note(cand)
             if cand is not None and cand.is_file():
                 return cand
         return None
@@ -241,13 +261,13 @@ def _top_level(body: list[ir.Node]) -> Iterator[ir.Node]:
 
 
 def evaluate_row(reader: FlashInferReader, row: dict[str, Any], cc: tuple[int, int], version: str | None,
-                 sglang_root: Path, cache: SourceCache) -> KernelVerdict:
+                 sglang_root: Path, cache: SourceCache, reads: Reads | None = None) -> KernelVerdict:
     entry: str = row["entry"]
     backend: str = row["backend"]
     module, _, name = entry.rpartition(".")
     layers: list[KernelLayer] = []
     conditions: list[str] = []
-    call_site = _call_site(sglang_root, cache, row["callers"], module, name)
+    call_site = _call_site(sglang_root, cache, row["callers"], module, name, reads)
 
     def verdict(status: str, reason: str) -> KernelVerdict:
         return KernelVerdict(status, "flashinfer", version, entry, backend, reason, tuple(layers),
@@ -625,12 +645,15 @@ def _spec_name(gen: Found) -> str:
 # ---- the SGLang side: where the release imports the entry
 
 
-def _call_site(root: Path, cache: SourceCache, callers: list[str], module: str, name: str) -> str:
+def _call_site(root: Path, cache: SourceCache, callers: list[str], module: str, name: str,
+               reads: Reads | None = None) -> str:
     """``file:line`` of the first ``from <library>[.sub] import name`` in the listed modules."""
     package = module.split(".")[0]
     for caller in callers:
         rel = caller.replace(".", "/") + ".py"
         path = root / rel
+        if reads is not None:
+            reads.note(path)
         if not path.is_file():
             continue
         try:

@@ -430,20 +430,24 @@ def resolve(request: Request, progress: Callable[[str], None] | None = None,
     target = prepare(request, cache, progress, results=results).target
     try:
         res = resolve_target(target, cache, results)
-        return with_kernels(res, target, cache, request.flashinfer_source, progress)
+        return with_kernels(res, target, cache, request.flashinfer_source, progress, results=results)
     finally:
         progress_done(progress)
 
 
 def with_kernels(res: Resolution, target: Target, cache: SourceCache, flashinfer_source: str | None,
-                 progress: Callable[[str], None] | None = None) -> Resolution:
+                 progress: Callable[[str], None] | None = None, *, results: ResultCache | None = None) -> Resolution:
     """``res`` with each setting's kernel-library verdict (``kernels.py``), read after the
-    (cached) resolution so the FlashInfer source never enters the result-cache key."""
+    (cached) resolution so the FlashInfer source never enters the result-cache key;
+    ``results``: its directory also keeps the verdicts by what their reading read
+    (``kernelmemo``), so a cached resolution does not load FlashInfer's IR again."""
+    from sglang_audit.resolve.kernelmemo import KernelMemo
     from sglang_audit.resolve.kernels import FLASHINFER_SOURCE_ENV, attach
 
     if flashinfer_source is None:
         flashinfer_source = os.environ.get(FLASHINFER_SOURCE_ENV) or None
-    return attach(res, target.source.package_dir.parent, cache, flashinfer_source, progress)
+    memo = KernelMemo(results.dir) if results is not None and results.dir is not None else None
+    return attach(res, target.source.package_dir.parent, cache, flashinfer_source, progress, memo=memo)
 
 
 def watch_parsing(cache: SourceCache, progress: Callable[[str], None] | None) -> None:

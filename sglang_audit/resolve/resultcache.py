@@ -63,11 +63,11 @@ MODEL_READ_CAP = 16 * 1024 * 1024  # natives' open() refuses larger files: only 
 MAX_ENTRIES = 200_000  # a tree or model dir with more entries is not cached
 
 # the only constructors a result entry may name: the frozen dataclasses of result.py
-_ALLOWED: dict[tuple[str, str], object] = {
+ALLOWED: dict[tuple[str, str], object] = {
     ("sglang_audit.result", name): cls for name, cls in vars(_result).items()
     if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == "sglang_audit.result"
 }
-_ALLOWED.update({("builtins", "frozenset"): frozenset, ("builtins", "set"): set})
+ALLOWED.update({("builtins", "frozenset"): frozenset, ("builtins", "set"): set})
 
 
 _NotCacheable = TooLarge  # the inputs are too large or odd to key: the resolution runs uncached
@@ -115,7 +115,7 @@ class ResultCache:
             model_path = target.model.path
             parts = {
                 "format": RESULT_FORMAT,
-                "tool": _tool_digest(),
+                "tool": tool_digest(),
                 "tree": self.tree_digest(package_dir, target.source),
                 "source": [package_dir, target.source.version, target.source.flashinfer, target.source.origin],
                 "model": [target.model.name, str(model_path), str(Path(model_path).resolve()),
@@ -154,7 +154,7 @@ class ResultCache:
             package_dir = str(target.source.package_dir.resolve())
             parts = {
                 "format": "flags1",
-                "tool": _tool_digest(),
+                "tool": tool_digest(),
                 "tree": self.tree_digest(package_dir, target.source),
                 "source": [package_dir, target.source.version, target.source.origin],
                 "model": [str(target.model.path), _model_digest(str(target.model.path), self._hashes)],
@@ -209,7 +209,7 @@ class ResultCache:
         if path is None:
             return None
         try:
-            value = safe_unpickle(read_entry(path, _MAGIC), _ALLOWED)
+            value = safe_unpickle(read_entry(path, _MAGIC), ALLOWED)
         except EntryRejected:
             self.misses += 1
             return None
@@ -250,7 +250,9 @@ def _transformers_wheel_name(package_dir: Path) -> str | None:
     return wheel.name if wheel is not None else None
 
 
-def _tool_digest() -> str:
+@functools.cache
+def tool_digest() -> str:
+    """Once per process: the code that runs is the code imported at its start."""
     h = hashlib.sha256(__version__.encode())
     files = sorted(p for p in package_dir().rglob("*") if p.is_file() and p.suffix in (".py", ".html", ".css", ".toml"))
     files += sorted(rules_dir().glob("*.toml"))
