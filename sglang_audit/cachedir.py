@@ -6,7 +6,6 @@ import functools
 import hashlib
 import json
 import os
-import secrets
 import stat
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ def writable_subdir(name: str) -> Path | None:
     path = cache_root() / name
     # one probe name per process and call: with a shared name, two processes (matrix
     # workers, parallel CI jobs) could delete each other's probe and see "not writable"
-    probe = path / f".write-probe-{os.getpid()}-{secrets.token_hex(4)}"
+    probe = path / f".write-probe-{os.getpid()}-{os.urandom(4).hex()}"
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe.write_text("")
@@ -104,7 +103,7 @@ class EntryRejected(Exception):
 
 def write_entry(path: Path, magic: bytes, payload: bytes) -> bool:
     """Atomically write ``path``; False when the cache could not take it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tmp.open("xb") as fh:

@@ -153,3 +153,32 @@ def test_one_request_checks_the_copy_once(tmp_path, isolated_cache, settled, mod
     again = pipeline.resolve(request)
     assert len(calls) == 1
     assert json.dumps(again.to_json(), sort_keys=True) == json.dumps(first.to_json(), sort_keys=True)
+
+
+# ---- what a hit costs: the modules it imports -------------------------------------------
+
+# a resolve answered from the result cache needs neither the parser, the evaluator, the
+# report's libraries nor what only a download or an extraction uses
+_NOT_ON_A_HIT = ("libcst", "networkx", "jinja2", "yaml", "sglang_audit.evaluate.interpreter",
+                 "sglang_audit.frontend.convert", "subprocess", "tarfile", "zipfile", "difflib", "shlex", "logging")
+
+
+@pytest.mark.parametrize("sets", [("--set", "tp_size=4")])
+def test_a_cached_resolve_imports_only_what_it_needs(tmp_path, isolated_cache, model, sets):
+    import subprocess
+    import sys
+
+    whl = _mini_wheel(tmp_path)
+    env = {**os.environ, "SGLANG_AUDIT_CACHE_DIR": str(isolated_cache), "SGLANG_AUDIT_FLASHINFER_SOURCE": "none"}
+    code = ("import sys; sys.argv[0] = 'sglang-audit'; from sglang_audit.cli.main import main\n"
+            "try:\n    main(standalone_mode=False)\nfinally:\n"
+            f"    print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted({n.split('.')[0] for n in _NOT_ON_A_HIT})!r}"
+            f" and any(m == n or m.startswith(n + '.') for n in {_NOT_ON_A_HIT!r})), file=sys.stderr)\n")
+    args = ["resolve", "--source", str(whl), "--arch", "sm100", "--model", str(model), "--format", "json", *sets]
+    runs = [subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, cwd=tmp_path)
+            for _ in range(2)]
+    first, hit = runs
+    assert first.returncode == hit.returncode == 0, first.stderr[-500:] + hit.stderr[-500:]
+    assert hit.stdout == first.stdout and json.loads(hit.stdout)["settings"]["moe_runner_backend"]["config"] == "flashinfer_trtllm"
+    assert "libcst" in first.stderr.splitlines()[-1]  # the miss parsed: the check sees imports
+    assert hit.stderr.splitlines()[-1] == "[]"

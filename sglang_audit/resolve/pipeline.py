@@ -4,7 +4,6 @@ resolve → (rules, render elsewhere).  Knows nothing of output formats."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import os
 import re
@@ -32,6 +31,7 @@ from sglang_audit.userfiles import UserFileError, read_user_file
 if TYPE_CHECKING:
     from sglang_audit.resolve.resolver import Resolver
     from sglang_audit.target.flags import FlagTable
+    from sglang_audit.target.launch import LaunchCommand
 
 
 @dataclass
@@ -127,6 +127,8 @@ def _locate_model(spec: str, progress: Callable[[str], None] | None = None, role
                                  "is set; unset it to download config.json (no weights), or pass the model directory")
             path, label = located, spec
     if not path.exists():
+        import difflib  # for the message only
+
         close = difflib.get_close_matches(spec, [*bundled_profiles(), *profile_ids()], n=2)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         if "$" in spec:
@@ -320,13 +322,15 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
     """``results``: where the typed ``--set`` flags of a plain request (no launch command,
     no config file, no --field) may be found from an earlier run on the same inputs, so
     that a result-cache hit does not evaluate the release's flag parser."""
-    from sglang_audit.target.launch import split_launch
-
     watch_parsing(cache, progress)
     tree = located(request.source, cache, progress)
     release = release_name(tree)
     device = parse_device(request.arch, request.cuda, cudnn=request.cudnn)
-    launch = split_launch(request.launch) if request.launch else None
+    launch: LaunchCommand | None = None
+    if request.launch:  # shlex and the launch grammar: only for a pasted command
+        from sglang_audit.target.launch import split_launch
+
+        launch = split_launch(request.launch)
     # the command's own environment (NAME=VALUE, env, export, docker -e), then --env over it
     env = {**_redacted(dict(launch.env if launch else ())), **parse_env(request.env)}
     model_spec = request.model
@@ -375,6 +379,8 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
                 raise InputError(f"{release}: {exc}") from None
         for name in request.fields:
             if name not in table.fields:
+                import difflib  # for the message only
+
                 close = difflib.get_close_matches(name, list(table.fields), n=3)
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 raise InputError(f"{release}: no ServerArgs field {name!r}{hint}")

@@ -3,6 +3,10 @@
 SGLang is never imported or executed here: archives are read with zipfile/tarfile and
 written out member by member after safety checks, and versions and the FlashInfer pin
 are scanned from metadata files as text.
+
+The modules only a download or an extraction needs (subprocess, tempfile, shutil, zipfile,
+tarfile, the download watch) are imported there: a run that finds its release extracted
+and verified (every result-cache hit) does not pay for them.
 """
 
 from __future__ import annotations
@@ -13,28 +17,26 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import stat
-import subprocess
 import sys
-import tarfile
-import tempfile
 import time
-import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from sglang_audit.cachedir import TooLarge, cache_root, stamp_index, writable_subdir
 from sglang_audit.errors import SourceError
-from sglang_audit.source.download_watch import PIP_TMP, DownloadWatch, format_bytes
 from sglang_audit.source.extracted import MARKER as _MARKER
 from sglang_audit.source.extracted import verified
 from sglang_audit.source.metadata import read_metadata
+
+if TYPE_CHECKING:
+    import subprocess
+    import zipfile
 
 # Extraction limits (module-level so tests can lower them). Real wheels are far below:
 # SGLang 0.5.23 holds ~120 MiB in total, its largest member is ~24 MiB, and no member
@@ -267,6 +269,11 @@ def download_to_cache(label: str, say: Callable[[str], None],
                       fetch: Callable[[Path], subprocess.CompletedProcess[str]]) -> Path:
     """Run ``fetch`` (a ``pip download`` into the staging dir it is given) and move the one
     archive it leaves into ``<cache>/wheels``."""
+    import shutil
+    import tempfile
+
+    from sglang_audit.source.download_watch import DownloadWatch, format_bytes
+
     wheels = writable_subdir("wheels")
     if wheels is None:
         raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
@@ -305,6 +312,10 @@ def download_to_cache(label: str, say: Callable[[str], None],
 def _pip_download(
     version: str, label: str, dest: Path, *, binary_only: bool, dist: str = "sglang"
 ) -> subprocess.CompletedProcess[str]:
+    import subprocess
+
+    from sglang_audit.source.download_watch import PIP_TMP
+
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps"]
     if binary_only:
         cmd.append("--only-binary=:all:")
@@ -371,7 +382,6 @@ def _download_error(label: str, result: subprocess.CompletedProcess[str]) -> Sou
 
 
 def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> SourceTree:
-    kind = _archive_kind(path)
     sources = writable_subdir("sources")
     if sources is None:
         raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
@@ -389,6 +399,9 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
     if package is None:
         if complete:  # a cached copy someone has damaged or edited: start over
             _retire(root, sources)
+        # what kind of archive matters (and is checked) only here: a copy verified against
+        # the manifest of this sha256 was extracted from this very archive
+        kind = _archive_kind(path)
         say(f"extracting {path.name} into {root} ...")
         # verified, not taken from our own manifest: a concurrent run may have won the rename
         _extract(path, kind, root, sources, archive_sha)
@@ -408,6 +421,9 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
 
 
 def _archive_kind(path: Path) -> str:
+    import tarfile
+    import zipfile
+
     try:
         if zipfile.is_zipfile(path):
             return "zip"
@@ -445,6 +461,8 @@ def archive_sha256(path: Path) -> str:
 
 def _sweep_stale(parent: Path, prefix: str) -> None:
     """Remove temp dirs that runs killed outright (SIGKILL, power loss) left behind."""
+    import shutil
+
     now = time.time()
     for path in parent.glob(f"{prefix}*"):
         try:
@@ -457,6 +475,8 @@ def _sweep_stale(parent: Path, prefix: str) -> None:
 def _retire(root: Path, sources: Path) -> None:
     """Move ``root`` aside (one rename, so a process reading it keeps its open files and a
     new extraction can take the name) and delete it."""
+    import shutil
+
     aside = sources / f".extract-retired-{root.name}-{os.getpid()}-{time.time_ns()}"
     try:
         os.rename(root, aside)
@@ -467,6 +487,9 @@ def _retire(root: Path, sources: Path) -> None:
 
 def _extract(archive: Path, kind: str, root: Path, sources: Path, archive_sha: str) -> None:
     """Extract the useful members into `root`, atomically: temp dir, marker last, rename."""
+    import shutil
+    import tempfile
+
     _sweep_stale(sources, ".extract-")
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".extract-{root.name}-", dir=sources))
@@ -547,6 +570,8 @@ class _Budget:
 
 
 def _extract_zip(archive: Path, dest: Path, manifest: dict[str, str], keep: re.Pattern[str] = _KEEP) -> None:
+    import zipfile
+
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -592,6 +617,8 @@ def _extract_zip(archive: Path, dest: Path, manifest: dict[str, str], keep: re.P
 
 
 def _extract_tar(archive: Path, dest: Path, manifest: dict[str, str], keep: re.Pattern[str] = _KEEP) -> None:
+    import tarfile
+
     try:
         tf = tarfile.open(archive, "r:*")
     except (tarfile.TarError, OSError) as exc:
