@@ -163,7 +163,7 @@ _NOT_ON_A_HIT = ("libcst", "networkx", "jinja2", "yaml", "sglang_audit.evaluate.
                  "sglang_audit.frontend.convert", "subprocess", "tarfile", "zipfile", "difflib", "shlex", "logging")
 
 
-@pytest.mark.parametrize("sets", [("--set", "tp_size=4")])
+@pytest.mark.parametrize("sets", [("--set", "tp_size=4"), ()])
 def test_a_cached_resolve_imports_only_what_it_needs(tmp_path, isolated_cache, model, sets):
     import subprocess
     import sys

@@ -321,7 +321,8 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
             want_table: bool = False, results: ResultCache | None = None) -> Prepared:
     """``results``: where the typed ``--set`` flags of a plain request (no launch command,
     no config file, no --field) may be found from an earlier run on the same inputs, so
-    that a result-cache hit does not evaluate the release's flag parser."""
+    that a result-cache hit does not evaluate the release's flag parser (nor, with no
+    flags to type, build an evaluator for the entry check)."""
     watch_parsing(cache, progress)
     tree = located(request.source, cache, progress)
     release = release_name(tree)
@@ -340,8 +341,7 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
                     frozenset(request.with_packages), frozenset(request.without_packages))
     flags: dict[str, Any] = dict(request.flags)
     table: FlagTable | None = None
-    plain = (placeholder is not None and (request.sets or request.flags) and not (launch or want_table or request.config
-             or request.fields or request.all_fields))
+    plain = placeholder is not None and not (launch or want_table or request.config or request.fields or request.all_fields)
     flags_key = results.flags_key(target, request.sets, request.flags) if plain and results is not None else None
     typed = results.get_flags(flags_key) if results is not None and flags_key is not None else None
     if typed is not None:
@@ -386,6 +386,8 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
                 raise InputError(f"{release}: no ServerArgs field {name!r}{hint}")
         if results is not None and flags_key is not None:
             results.put_flags(flags_key, flags)
+    elif typed is None and results is not None and flags_key is not None:
+        results.put_flags(flags_key, flags)  # nothing to type: the entry check passed
     if model_spec is None:
         raise InputError("no model: pass --model DIR|PROFILE|ORG/NAME (or --model-path inside --launch or --config)")
     model = placeholder if placeholder is not None and model_spec == request.model else locate_model(model_spec, progress=progress)
