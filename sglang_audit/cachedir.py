@@ -257,8 +257,14 @@ def _shared_index(directory: Path | None) -> StampIndex:
     return StampIndex(directory)
 
 
+@functools.cache
+def _index_of(root: Path) -> StampIndex:
+    # the writability probe once per cache dir and process (six lookups per cached resolve)
+    results = writable_subdir("results")
+    return _shared_index(results / "stamps" if results is not None else None)
+
+
 def stamp_index() -> StampIndex:
     """The process's index in ``<cache>/results/stamps`` (one instance, so that two users
     in a process do not overwrite each other's saves); in memory only when not writable."""
-    results = writable_subdir("results")
-    return _shared_index(results / "stamps" if results is not None else None)
+    return _index_of(cache_root())

@@ -254,11 +254,17 @@ def _transformers_wheel_name(package_dir: Path) -> str | None:
 def tool_digest() -> str:
     """Once per process: the code that runs is the code imported at its start."""
     h = hashlib.sha256(__version__.encode())
-    files = sorted(p for p in package_dir().rglob("*") if p.is_file() and p.suffix in (".py", ".html", ".css", ".toml"))
-    files += sorted(rules_dir().glob("*.toml"))
-    for p in files:
-        h.update(p.name.encode())
-        h.update(hashlib.sha256(p.read_bytes()).digest())
+    # os.walk, not Path.rglob: the same files at a third of the cost (~3 ms of every run)
+    files: list[str] = []
+    for dirpath, _dirs, names in os.walk(package_dir()):
+        files += [full for name in names if name.endswith((".py", ".html", ".css", ".toml"))
+                  and os.path.isfile(full := os.path.join(dirpath, name))]
+    files.sort()
+    files += sorted(str(p) for p in rules_dir().glob("*.toml"))
+    for path in files:
+        h.update(os.fsencode(os.path.basename(path)))
+        with open(path, "rb") as fh:
+            h.update(hashlib.sha256(fh.read()).digest())
     return h.hexdigest()
 
 
