@@ -160,7 +160,8 @@ def test_one_request_checks_the_copy_once(tmp_path, isolated_cache, settled, mod
 # a resolve answered from the result cache needs neither the parser, the evaluator, the
 # report's libraries nor what only a download or an extraction uses
 _NOT_ON_A_HIT = ("libcst", "networkx", "jinja2", "yaml", "sglang_audit.evaluate.interpreter",
-                 "sglang_audit.frontend.convert", "subprocess", "tarfile", "zipfile", "difflib", "shlex", "logging")
+                 "sglang_audit.frontend.convert", "sglang_audit.resolve.kernelread",
+                 "subprocess", "tarfile", "zipfile", "difflib", "shlex", "logging")
 
 
 @pytest.mark.parametrize("sets", [("--set", "tp_size=4"), ()])
@@ -169,7 +170,9 @@ def test_a_cached_resolve_imports_only_what_it_needs(tmp_path, isolated_cache, m
     import sys
 
     whl = _mini_wheel(tmp_path)
-    env = {**os.environ, "SGLANG_AUDIT_CACHE_DIR": str(isolated_cache), "SGLANG_AUDIT_FLASHINFER_SOURCE": "none"}
+    # the fixture FlashInfer: the miss reads it for the FP4 GEMM's verdict, the hit remembers it
+    env = {**os.environ, "SGLANG_AUDIT_CACHE_DIR": str(isolated_cache),
+           "SGLANG_AUDIT_FLASHINFER_SOURCE": str(ROOT / "fixtures" / "kernels" / "fi_mini")}
     code = ("import sys; sys.argv[0] = 'sglang-audit'; from sglang_audit.cli.main import main\n"
             "try:\n    main(standalone_mode=False)\nfinally:\n"
             f"    print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted({n.split('.')[0] for n in _NOT_ON_A_HIT})!r}"
@@ -180,5 +183,6 @@ def test_a_cached_resolve_imports_only_what_it_needs(tmp_path, isolated_cache, m
     first, hit = runs
     assert first.returncode == hit.returncode == 0, first.stderr[-500:] + hit.stderr[-500:]
     assert hit.stdout == first.stdout and json.loads(hit.stdout)["settings"]["moe_runner_backend"]["config"] == "flashinfer_trtllm"
-    assert "libcst" in first.stderr.splitlines()[-1]  # the miss parsed: the check sees imports
+    # the miss parsed and read FlashInfer: the check sees those imports
+    assert "'libcst'" in first.stderr.splitlines()[-1] and "kernelread" in first.stderr.splitlines()[-1]
     assert hit.stderr.splitlines()[-1] == "[]"

@@ -16,7 +16,8 @@ import pytest
 from sglang_audit.errors import SourceError
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.render.text import render_resolution
-from sglang_audit.resolve.kernels import FlashInferReader, attach, evaluate_row, kernel_spec
+from sglang_audit.resolve.kernelread import FlashInferReader, evaluate_row
+from sglang_audit.resolve.kernels import attach, kernel_spec
 from sglang_audit.result import ModelSummary, Resolution, Setting, UnknownValue
 from sglang_audit.rules.knownbad import check_resolution, kernel_findings
 from sglang_audit.source.flashinfer import locate_flashinfer

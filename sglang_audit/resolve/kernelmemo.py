@@ -1,6 +1,6 @@
 """Kernel verdicts remembered by the content of every file their reading looked at.
 
-Reading one FlashInfer entry (``kernels.evaluate_row``) loads the IR of several large
+Reading one FlashInfer entry (``kernelread.evaluate_row``) loads the IR of several large
 FlashInfer modules (~0.09 s of a 0.5.23 ``resolve`` otherwise answered from the result
 cache). The verdict is a pure function of the row of ``rules/kernels.toml``, the device's
 capability, the FlashInfer package read and what its reading found on disk: every path it
@@ -41,7 +41,7 @@ _NOT_A_FILE = "-"
 
 
 class Reads:
-    """The paths one reading probed or loaded, in order (``kernels.FlashInferReader``)."""
+    """The paths one reading probed or loaded, in order (``kernelread.FlashInferReader``)."""
 
     def __init__(self) -> None:
         self.paths: list[str] = []
