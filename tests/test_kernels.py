@@ -346,6 +346,27 @@ def test_a_verdict_whose_reading_would_differ_is_read_again(copied, change):
     assert (_fp4(again).status, expected[1] in _fp4(again).reason) == (expected[0], True)
 
 
+def test_a_file_edited_after_it_was_read_is_remembered_as_read(copied, monkeypatch):
+    # the memo keeps the content the reading parsed, not the file as it is when stored
+    import sglang_audit.resolve.kernelread as kernelread
+
+    fi, _side, memo = copied
+    real = kernelread.evaluate_row
+
+    def edited_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        verdict = real(*args, **kwargs)
+        path = fi / "gemm" / "gemm_base.py"
+        path.write_text(path.read_text().replace("@supported_compute_capability([100, 103])",
+                                                 "@supported_compute_capability([100, 120])", 1))
+        return verdict
+
+    monkeypatch.setattr(kernelread, "evaluate_row", edited_meanwhile)
+    assert _fp4(_memo_attach(copied)[0]).status == "unsupported"
+    monkeypatch.setattr(kernelread, "evaluate_row", real)
+    again, _ = _memo_attach(copied)
+    assert memo.hits == 0 and _fp4(again).status == "supported"
+
+
 def test_shipped_mapping_is_well_formed():
     spec = kernel_spec()
     for r in spec["kernel"]:

@@ -207,6 +207,11 @@ class SourceCache:
         self._write_disk(key, tree)
         return tree
 
+    def content_sha(self, path: Path) -> str | None:
+        """sha256 of the bytes ``path`` was last loaded from (None: never loaded)."""
+        known = self._keys.get(path)
+        return known[1].rpartition("-")[2] if known is not None else None
+
     def snapshot(self, paths: list[Path]) -> tuple[tuple[Path, Any], ...]:
         """The stamp and content key each of ``paths`` was last loaded with: state derived
         from those files (``prepared``) is reused only while ``current(snapshot)`` holds."""

@@ -41,13 +41,33 @@ _NOT_A_FILE = "-"
 
 
 class Reads:
-    """The paths one reading probed or loaded, in order (``kernelread.FlashInferReader``)."""
+    """What one reading saw (``kernelread``): each path it probed, with what ``is_file``
+    said then, and the sha256 of the bytes of each file it parsed."""
 
     def __init__(self) -> None:
-        self.paths: list[str] = []
+        self.probed: dict[Path, bool] = {}
+        self.parsed_sha: dict[Path, str] = {}
+        # not to be remembered: a path that answered both ways (the files changed while
+        # read), or a file that did not parse
+        self.unsteady = False
 
-    def note(self, path: Path) -> None:
-        self.paths.append(str(path))
+    def note(self, path: Path, is_file: bool) -> None:
+        if self.probed.setdefault(path, is_file) != is_file:
+            self.unsteady = True
+
+    def parsed(self, path: Path, sha: str | None) -> None:
+        if sha is None or self.parsed_sha.setdefault(path, sha) != sha:
+            self.unsteady = True
+
+    def states(self) -> list[tuple[str, str]] | None:
+        """(path, state) as the reading saw them; None when they cannot be told."""
+        out: list[tuple[str, str]] = []
+        for path, is_file in self.probed.items():
+            state = self.parsed_sha.get(path) if is_file else _NOT_A_FILE
+            if state is None:
+                return None  # a file found but not parsed: not a reading we can replay
+            out.append((str(path), state))
+        return None if self.unsteady else out
 
 
 class KernelMemo:
@@ -94,16 +114,12 @@ class KernelMemo:
         return verdict
 
     def put(self, key: str | None, reads: Reads, verdict: KernelVerdict) -> None:
+        """Remember ``verdict`` with each path's state as the reading saw it (not as the
+        file is now: it may have changed since it was read)."""
         path = self._path(key) if key is not None else None
-        if path is None:
+        states = reads.states() if path is not None else None
+        if path is None or states is None:
             return
-        index = stamp_index()
-        try:
-            states = [(p, _state(p, index)) for p in dict.fromkeys(reads.paths)]
-        except (OSError, TooLarge):
-            return  # a file that cannot be hashed: not remembered
-        finally:
-            index.save()
         try:
             payload = pickle.dumps((states, verdict), protocol=pickle.HIGHEST_PROTOCOL)
         except (pickle.PicklingError, TypeError, AttributeError, RecursionError):

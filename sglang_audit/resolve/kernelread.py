@@ -49,9 +49,12 @@ class FlashInferReader:
             return None
         sub = self.package_dir.joinpath(*parts[1:])
         for cand in (sub.with_suffix(".py") if len(parts) > 1 else None, sub / "__init__.py"):
-            if cand is not None and self.reads is not None:
-                self.reads.note(cand)
-            if cand is not None and cand.is_file():
+            if cand is None:
+                continue
+            found = cand.is_file()
+            if self.reads is not None:
+                self.reads.note(cand, found)
+            if found:
                 return cand
         return None
 
@@ -60,7 +63,7 @@ class FlashInferReader:
         if path is None:
             return None
         try:
-            return path.relative_to(self.base).as_posix(), self.cache.load(path)
+            return path.relative_to(self.base).as_posix(), _load(self.cache, path, self.reads)
         except ParseFailure:
             return None
 
@@ -495,6 +498,19 @@ def _spec_name(gen: Found) -> str:
 # ---- the SGLang side: where the release imports the entry
 
 
+def _load(cache: SourceCache, path: Path, reads: Reads | None) -> ir.Node:
+    """``cache.load``, noting the content parsed (the sha256 of the very bytes read)."""
+    try:
+        tree = cache.load(path)
+    except ParseFailure:
+        if reads is not None:
+            reads.unsteady = True  # a file that does not parse: read again rather than remembered
+        raise
+    if reads is not None:
+        reads.parsed(path, cache.content_sha(path))
+    return tree
+
+
 def _call_site(root: Path, cache: SourceCache, callers: list[str], module: str, name: str,
                reads: Reads | None = None) -> str:
     """``file:line`` of the first ``from <library>[.sub] import name`` in the listed modules."""
@@ -502,12 +518,13 @@ def _call_site(root: Path, cache: SourceCache, callers: list[str], module: str, 
     for caller in callers:
         rel = caller.replace(".", "/") + ".py"
         path = root / rel
+        found = path.is_file()
         if reads is not None:
-            reads.note(path)
-        if not path.is_file():
+            reads.note(path, found)
+        if not found:
             continue
         try:
-            tree = cache.load(path)
+            tree = _load(cache, path, reads)
         except ParseFailure:
             continue
         for node in _walk_statements(tree.body):
