@@ -98,7 +98,7 @@ class ResultCache:
         manifest (``source.extracted``): the tree's content without hashing it again."""
         if source is None or source.extraction is None:
             return None
-        if source.content_digest is not None and self.stable_tree and source.verified_at >= self._created:
+        if source.content_digest is not None and self.stable_tree and source.verified_at > self._created:
             # verified while this cache is in use, on whose length the tree is fixed
             return f"manifest:{source.content_digest}"
         # located earlier (a shared SourceCache keeps the tree): it may have been edited since
