@@ -38,6 +38,7 @@ from sglang_audit.shipped import load_toml
 
 if TYPE_CHECKING:
     from sglang_audit.frontend.parse import SourceCache
+    from sglang_audit.source.flashinfer import FlashInferTree
 
 # the default of --flashinfer-source (e.g. `none` in the unit tests, which must not download)
 FLASHINFER_SOURCE_ENV = "SGLANG_AUDIT_FLASHINFER_SOURCE"
@@ -112,7 +113,7 @@ def attach(
     return replace(res, settings=settings, kernel_source=source_json)
 
 
-def _memoised_row(tree: Any, row: dict[str, Any], cc: tuple[int, int], sglang_root: Path, cache: SourceCache,
+def _memoised_row(tree: FlashInferTree, row: dict[str, Any], cc: tuple[int, int], sglang_root: Path, cache: SourceCache,
                   memo: KernelMemo | None) -> KernelVerdict:
     key = memo.key(tree.package_dir, tree.version, row, cc, sglang_root) if memo is not None else None
     known = memo.get(key) if memo is not None else None
