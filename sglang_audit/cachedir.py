@@ -6,7 +6,6 @@ import functools
 import hashlib
 import json
 import os
-import secrets
 import stat
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ def writable_subdir(name: str) -> Path | None:
     path = cache_root() / name
     # one probe name per process and call: with a shared name, two processes (matrix
     # workers, parallel CI jobs) could delete each other's probe and see "not writable"
-    probe = path / f".write-probe-{os.getpid()}-{secrets.token_hex(4)}"
+    probe = path / f".write-probe-{os.getpid()}-{os.urandom(4).hex()}"
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe.write_text("")
@@ -104,7 +103,7 @@ class EntryRejected(Exception):
 
 def write_entry(path: Path, magic: bytes, payload: bytes) -> bool:
     """Atomically write ``path``; False when the cache could not take it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tmp.open("xb") as fh:
@@ -258,8 +257,14 @@ def _shared_index(directory: Path | None) -> StampIndex:
     return StampIndex(directory)
 
 
+@functools.cache
+def _index_of(root: Path) -> StampIndex:
+    # the writability probe once per cache dir and process (six lookups per cached resolve)
+    results = writable_subdir("results")
+    return _shared_index(results / "stamps" if results is not None else None)
+
+
 def stamp_index() -> StampIndex:
     """The process's index in ``<cache>/results/stamps`` (one instance, so that two users
     in a process do not overwrite each other's saves); in memory only when not writable."""
-    results = writable_subdir("results")
-    return _shared_index(results / "stamps" if results is not None else None)
+    return _index_of(cache_root())

@@ -135,6 +135,12 @@ class ChainStep:
         }
 
 
+# what KernelLayer.says and KernelVerdict.status hold (resolve/kernels.py, kernelread.py)
+KERNEL_SUPPORTED = "supported"
+KERNEL_UNSUPPORTED = "unsupported"
+KERNEL_UNKNOWN = "unknown"
+
+
 @dataclass(frozen=True)
 class KernelLayer:
     """What one layer of the kernel library's code says about the device (kernels.py)."""

@@ -107,10 +107,12 @@ def test_info_then_clear_keeps_wheels_unless_all(isolated_cache):
     data = json.loads(cli("cache", "info", "--format", "json")[1])
     assert data["parts"]["ir"]["files"] >= 1 and data["ir_entries_current"] == data["parts"]["ir"]["files"]
     assert data["parts"]["sources"]["files"] == 1
-    # the resolution of _fill's resolve, and the content-hash index of its files
+    # the resolution of _fill's resolve, its typed flags (none to type: the entry check
+    # passed) and the content-hash index of its files
     assert len(list((isolated_cache / "results").glob("*/*.entry"))) == 1
+    assert len(list((isolated_cache / "results").glob("*/*.flags"))) == 1
     stamps = len(list((isolated_cache / "results" / "stamps").glob("*.json")))
-    assert data["parts"]["results"]["files"] == 1 + stamps
+    assert data["parts"]["results"]["files"] == 2 + stamps
     assert data["parts"]["wheels"] == {"bytes": 1000, "files": 1}
     code, out, _ = cli("cache", "info")
     assert code == 0 and "ir/" in out and "sources/" in out and "wheels/" in out

@@ -16,7 +16,8 @@ import pytest
 from sglang_audit.errors import SourceError
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.render.text import render_resolution
-from sglang_audit.resolve.kernels import FlashInferReader, attach, evaluate_row, kernel_spec
+from sglang_audit.resolve.kernelread import FlashInferReader, evaluate_row
+from sglang_audit.resolve.kernels import attach, kernel_spec
 from sglang_audit.result import ModelSummary, Resolution, Setting, UnknownValue
 from sglang_audit.rules.knownbad import check_resolution, kernel_findings
 from sglang_audit.source.flashinfer import locate_flashinfer
@@ -279,6 +280,91 @@ def test_unknown_after_reading_is_no_finding(cache):
     assert res.settings["moe_runner_backend"].kernel.status == "unknown"
     # only the FP4 GEMM's unsupported kernel is a finding; the unknown MoE kernel is shown by resolve
     assert [(f.rule_id, f.setting) for f in kernel_findings(res)] == [("SGK101", "fp4_gemm_runner_backend")]
+
+
+# ---- remembered verdicts (kernelmemo): served only while every file read is the same ------
+
+
+@pytest.fixture
+def copied(tmp_path: Path, isolated_cache: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Any]:
+    """Copies of the fixture libraries, stamps counted as settled (so the stamp index keeps
+    them and a same-size edit must be seen by its ctime), and a memo in the cache."""
+    import shutil
+
+    import sglang_audit.cachedir as cachedir
+    from sglang_audit.resolve.kernelmemo import KernelMemo
+
+    monkeypatch.setattr(cachedir, "RACY_NS", -10**12)
+    root = Path(shutil.copytree(FIXTURES, tmp_path / "kernels"))
+    return root / "fi_mini" / "flashinfer", root / "sglang_side", KernelMemo(isolated_cache / "results")
+
+
+def _memo_attach(copied: tuple[Path, Path, Any], arch: str = "sm120") -> tuple[Resolution, SourceCache]:
+    fi, side, memo = copied
+    cache = SourceCache(use_disk=False)
+    major, minor = {"sm120": (12, 0), "sm100": (10, 0)}[arch]
+    return attach(_resolution(arch, major, minor, "flashinfer_trtllm"), side, cache, str(fi.parent), memo=memo), cache
+
+
+def _fp4(res: Resolution) -> Any:
+    return res.settings["fp4_gemm_runner_backend"].kernel
+
+
+def test_a_remembered_verdict_is_served_without_reading_flashinfer(copied):
+    first, _ = _memo_attach(copied)
+    again, cache = _memo_attach(copied)
+    assert again == first and _fp4(again).status == "unsupported"
+    assert copied[2].hits == 1
+    assert cache.files_read == []  # no IR loaded: neither FlashInfer's nor the call site's
+    other, _ = _memo_attach(copied, "sm100")  # another capability: its own reading
+    assert _fp4(other).status == "supported" and copied[2].hits == 1
+
+
+@pytest.mark.parametrize("change", ["same_size_edit", "call_site", "new_module"])
+def test_a_verdict_whose_reading_would_differ_is_read_again(copied, change):
+    import os
+
+    fi, side, memo = copied
+    first, _ = _memo_attach(copied)
+    if change == "same_size_edit":  # the requirement now lists SM120; mtime restored
+        path = fi / "gemm" / "gemm_base.py"
+        st = path.stat()
+        path.write_text(path.read_text().replace("@supported_compute_capability([100, 103])",
+                                                 "@supported_compute_capability([100, 120])", 1))
+        assert path.stat().st_size == st.st_size
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    elif change == "call_site":  # the release no longer imports the entry
+        (side / "sglang" / "srt" / "layers" / "quantization" / "modelopt_quant.py").write_text("x = 1\n")
+    else:  # a module where the reading looked and found nothing: `flashinfer.gemm` is now it
+        (fi / "gemm.py").write_text("x = 1\n")
+    again, _ = _memo_attach(copied)
+    assert memo.hits == 0
+    assert _fp4(first).status == "unsupported"
+    expected = {"same_size_edit": ("supported", "declared for SM120"),
+                "call_site": ("unknown", "no import of mm_fp4 from flashinfer found"),
+                "new_module": ("unknown", "flashinfer.mm_fp4 not found in FlashInfer 9.9.9")}[change]
+    assert (_fp4(again).status, expected[1] in _fp4(again).reason) == (expected[0], True)
+
+
+def test_a_file_edited_after_it_was_read_is_remembered_as_read(copied, monkeypatch):
+    # the memo keeps the content the reading parsed, not the file as it is when stored
+    import sglang_audit.resolve.kernelread as kernelread
+
+    fi, _side, memo = copied
+    real = kernelread.evaluate_row
+
+    def edited_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        verdict = real(*args, **kwargs)
+        path = fi / "gemm" / "gemm_base.py"
+        path.write_text(path.read_text().replace("@supported_compute_capability([100, 103])",
+                                                 "@supported_compute_capability([100, 120])", 1))
+        return verdict
+
+    monkeypatch.setattr(kernelread, "evaluate_row", edited_meanwhile)
+    assert _fp4(_memo_attach(copied)[0]).status == "unsupported"
+    monkeypatch.setattr(kernelread, "evaluate_row", real)
+    again, _ = _memo_attach(copied)
+    assert memo.hits == 0 and _fp4(again).status == "supported"
 
 
 def test_shipped_mapping_is_well_formed():

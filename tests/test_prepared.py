@@ -108,6 +108,30 @@ def test_a_bad_set_is_refused_again_not_cached(checkout, table_runs):
     assert len(table_runs) == 2
 
 
+def test_a_request_without_flags_builds_no_evaluator_on_a_hit(checkout, monkeypatch):
+    # nothing to type, but the entry check ran and passed: the key holds all it depends on
+    import sglang_audit.resolve.resolver as resolver_module
+    from sglang_audit.errors import SourceError
+
+    first = pipeline.resolve(_request(checkout, sets=[]))
+    built: list[object] = []
+    real = resolver_module.Resolver
+
+    def counted(*args: object, **kwargs: object) -> object:
+        built.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(resolver_module, "Resolver", counted)
+    again = pipeline.resolve(_request(checkout, sets=[]))
+    assert built == []
+    assert json.dumps(again.to_json(), sort_keys=True) == json.dumps(first.to_json(), sort_keys=True)
+    # the entry module no longer defines the class: refused again, not served
+    server_args = checkout / "python" / "sglang" / "srt" / "server_args.py"
+    server_args.write_text(server_args.read_text().replace("class ServerArgs:", "class ServerArgz:", 1))
+    with pytest.raises(SourceError, match="no ServerArgs class in sglang/srt/server_args.py"):
+        pipeline.resolve(_request(checkout, sets=[]))
+
+
 def test_only_flags_that_come_back_exactly_are_kept(isolated_cache, tmp_path):
     results = ResultCache()
     key = "ab" + "0" * 62

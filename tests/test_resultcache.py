@@ -434,3 +434,27 @@ def test_no_edit_is_answered_from_the_cache(seed, tmp_path_factory, monkeypatch)
             assert results.hits == 0
 
     run()
+
+
+def test_the_tool_digest_follows_the_tool_s_code_and_rules(tmp_path, monkeypatch):
+    # every .py/.html/.css/.toml of the package, at any depth, and the rules' TOML files
+    import sglang_audit.resolve.resultcache as rc
+
+    package, rules = tmp_path / "pkg", tmp_path / "rules"
+    (package / "sub" / "__pycache__").mkdir(parents=True)
+    rules.mkdir()
+    (package / "a.py").write_text("x = 1\n")
+    (package / "sub" / "b.py").write_text("y = 2\n")
+    (package / "sub" / "__pycache__" / "b.cpython-311.pyc").write_bytes(b"\0")
+    (rules / "r.toml").write_text("k = 1\n")
+    monkeypatch.setattr(rc, "package_dir", lambda: package)
+    monkeypatch.setattr(rc, "rules_dir", lambda: rules)
+    digest = rc.tool_digest.__wrapped__
+    first = digest()
+    (package / "sub" / "__pycache__" / "b.cpython-311.pyc").write_bytes(b"\1")
+    (package / "notes.txt").write_text("not code\n")
+    assert digest() == first
+    for path, text in ((package / "sub" / "b.py", "y = 3\n"), (rules / "r.toml", "k = 2\n"), (package / "c.css", "")):
+        path.write_text(text)
+        assert digest() != first
+        first = digest()

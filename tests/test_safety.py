@@ -120,10 +120,15 @@ from sglang_audit.errors import SourceError  # noqa: E402
 from sglang_audit.source.locate import locate_source  # noqa: E402
 
 
+@pytest.mark.parametrize("settled", [False, True])
 @pytest.mark.parametrize("attack", ["edit", "same_size_edit", "add", "remove", "symlink", "empty_dir"])
-def test_an_edited_extracted_tree_is_extracted_again(tmp_path, isolated_cache, attack):
+def test_an_edited_extracted_tree_is_extracted_again(tmp_path, isolated_cache, monkeypatch, attack, settled):
     import os
 
+    import sglang_audit.cachedir as cachedir
+
+    if settled:  # stamps older than the clock's tick: the copy's fingerprint is kept and tried first
+        monkeypatch.setattr(cachedir, "RACY_NS", -10**12)
     whl = write_zip(tmp_path / "in" / "sglang-0.5.10-py3-none-any.whl", wheel_members())
     tree = locate_source(str(whl))
     server_args = tree.package_dir / "srt" / "server_args.py"

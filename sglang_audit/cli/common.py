@@ -7,7 +7,6 @@ import io
 import os
 import re
 import sys
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -222,6 +221,8 @@ def fail(message: str, exit_code: int = 2) -> NoReturn:
 def internal_error(exc: BaseException) -> NoReturn:
     """An unexpected exception inside the tool: one line (the traceback only on request)."""
     if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        import traceback
+
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     detail = one_line(str(exc))
     click.echo(f"sglang-audit: internal error: {type(exc).__name__}: {detail} (please report)", err=True)

@@ -18,30 +18,30 @@ enforces on the call (the backend table, the decorator, the JIT arch list) sayin
 "unsupported" makes the verdict unsupported; conditions on the call's arguments (dtypes,
 shapes) are listed, not evaluated; where only a runtime artifact decides, the verdict is
 unknown and says so. A helper (`is_*_supported`) is a declaration, not a check the entry runs: it only informs.
+
+This module decides which settings ask and attaches the verdicts; reading FlashInfer is
+``kernelread`` (imported when a verdict is not remembered, ``kernelmemo``).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang_audit.errors import AuditError
-from sglang_audit.frontend import ir
-from sglang_audit.frontend.parse import ParseFailure, SourceCache
-from sglang_audit.result import KernelLayer, KernelVerdict, Resolution, Setting, UnknownValue
+from sglang_audit.resolve.kernelmemo import KernelMemo, Reads
+from sglang_audit.result import KERNEL_UNKNOWN as UNKNOWN
+from sglang_audit.result import KernelVerdict, Resolution, Setting, UnknownValue
 from sglang_audit.shipped import load_toml
 
-SUPPORTED = "supported"
-UNSUPPORTED = "unsupported"
-UNKNOWN = "unknown"
+if TYPE_CHECKING:
+    from sglang_audit.frontend.parse import SourceCache
+    from sglang_audit.source.flashinfer import FlashInferTree
 
 # the default of --flashinfer-source (e.g. `none` in the unit tests, which must not download)
 FLASHINFER_SOURCE_ENV = "SGLANG_AUDIT_FLASHINFER_SOURCE"
-_MAX_IMPORT_HOPS = 8
-_MAX_CALL_DEPTH = 3
 
 
 def kernel_spec() -> dict[str, Any]:
@@ -58,12 +58,14 @@ def attach(
     flashinfer_source: str | None = None,
     progress: Callable[[str], None] | None = None,
     locate: Callable[..., Any] | None = None,
+    memo: KernelMemo | None = None,
 ) -> Resolution:
     """``res`` with a ``kernel`` verdict on each setting that calls a kernel library.
 
     ``sglang_root``: the directory holding ``sglang/`` (for the SGLang call site).
     FlashInfer is located only when some setting needs it; failing to locate it makes
-    those verdicts unknown (with the reason), never an error of the command."""
+    those verdicts unknown (with the reason), never an error of the command. ``memo``:
+    where a verdict read before from the same files may be found (``kernelmemo``)."""
     if res.rejected is not None:
         return res
     spec = kernel_spec()
@@ -90,30 +92,47 @@ def attach(
         except AuditError as exc:
             error = str(exc)
             source_json = {"library": "flashinfer", "error": error}
-    reader = FlashInferReader(tree.package_dir, cache) if tree is not None else None
     cc = _capability(res.device)
     settings = dict(res.settings)
     for name, (kind, row, reason) in wanted.items():
         if kind == "flashinfer":
             assert row is not None
-            if reader is None:
+            if tree is None:
                 verdict = KernelVerdict(UNKNOWN, "flashinfer", None, row["entry"], row["backend"],
                                         f"FlashInfer source not read: {error}")
             elif cc is None:
-                verdict = KernelVerdict(UNKNOWN, "flashinfer", tree.version if tree else None, row["entry"],
+                verdict = KernelVerdict(UNKNOWN, "flashinfer", tree.version, row["entry"],
                                         row["backend"], f"no CUDA compute capability for {res.device.get('arch')}")
             else:
-                try:
-                    verdict = evaluate_row(reader, row, cc, tree.version if tree else None, sglang_root, cache)
-                except (RecursionError, ParseFailure) as exc:  # a pathological file: unknown, not a crash
-                    verdict = KernelVerdict(UNKNOWN, "flashinfer", tree.version if tree else None, row["entry"],
-                                            row["backend"], f"FlashInfer source not readable: {exc}")
+                verdict = _memoised_row(tree, row, cc, sglang_root, cache, memo)
         else:
             entry = row["entry"] if row else ""
             library = (row or {}).get("library", "flashinfer")
             verdict = KernelVerdict(UNKNOWN, library, None, entry, (row or {}).get("backend", ""), reason)
         settings[name] = replace(settings[name], kernel=verdict)
     return replace(res, settings=settings, kernel_source=source_json)
+
+
+def _memoised_row(tree: FlashInferTree, row: dict[str, Any], cc: tuple[int, int], sglang_root: Path, cache: SourceCache,
+                  memo: KernelMemo | None) -> KernelVerdict:
+    key = memo.key(tree.package_dir, tree.version, row, cc, sglang_root) if memo is not None else None
+    known = memo.get(key) if memo is not None else None
+    if known is not None:
+        return known
+    # the reading itself (kernelread) only now: a remembered verdict needs none of it
+    from sglang_audit.frontend.parse import ParseFailure
+    from sglang_audit.resolve.kernelread import FlashInferReader, evaluate_row
+
+    reads = Reads()
+    try:
+        verdict = evaluate_row(FlashInferReader(tree.package_dir, cache, reads), row, cc, tree.version, sglang_root,
+                               cache, reads)
+    except (RecursionError, ParseFailure) as exc:  # a pathological file: unknown, not a crash
+        return KernelVerdict(UNKNOWN, "flashinfer", tree.version, row["entry"],
+                             row["backend"], f"FlashInfer source not readable: {exc}")
+    if memo is not None:
+        memo.put(key, reads, verdict)
+    return verdict
 
 
 def _value(setting: Setting) -> Any:
@@ -155,503 +174,3 @@ def _capability(device: dict[str, Any]) -> tuple[int, int] | None:
     if device.get("platform") != "cuda" or device.get("major") is None or device.get("minor") is None:
         return None
     return (int(device["major"]), int(device["minor"]))
-
-
-# --------------------------------------------------------------------------- reading FlashInfer
-
-
-@dataclass(frozen=True)
-class Found:
-    rel: str  # file relative to the dir holding the package
-    module: str  # dotted module name
-    func: ir.Node  # FunctionDef
-
-
-class FlashInferReader:
-    """Finds functions by dotted name in a FlashInfer tree, following ``from X import Y``."""
-
-    def __init__(self, package_dir: Path, cache: SourceCache) -> None:
-        self.package_dir = package_dir
-        self.base = package_dir.parent
-        self.cache = cache
-
-    def _path(self, module: str) -> Path | None:
-        parts = module.split(".")
-        if parts[0] != self.package_dir.name:
-            return None
-        sub = self.package_dir.joinpath(*parts[1:])
-        for cand in (sub.with_suffix(".py") if len(parts) > 1 else None, sub / "__init__.py"):
-            if cand is not None and cand.is_file():
-                return cand
-        return None
-
-    def module(self, module: str) -> tuple[str, ir.Node] | None:
-        path = self._path(module)
-        if path is None:
-            return None
-        try:
-            return path.relative_to(self.base).as_posix(), self.cache.load(path)
-        except ParseFailure:
-            return None
-
-    def find(self, module: str, name: str, hops: int = 0) -> Found | None:
-        loaded = self.module(module)
-        if loaded is None or hops > _MAX_IMPORT_HOPS:
-            return None
-        rel, tree = loaded
-        for node in _top_level(tree.body):
-            if isinstance(node, ir.FunctionDef) and node.name == name:
-                return Found(rel, module, node)
-        is_package = rel.endswith("__init__.py")
-        for node in _top_level(tree.body):
-            if isinstance(node, ir.ImportFrom) and node.names != "*":
-                for imported, asname in node.names:
-                    if (asname or imported) == name:
-                        target = _absolute(module, is_package, node.module or "", node.level or 0)
-                        found = self.find(target, imported, hops + 1)
-                        if found is not None:
-                            return found
-        return None
-
-
-def _absolute(module: str, is_package: bool, target: str, level: int) -> str:
-    if level == 0:
-        return target
-    parts = module.split(".")
-    base = parts if is_package else parts[:-1]
-    base = base[: len(base) - (level - 1)] if level > 1 else base
-    return ".".join([*base, target] if target else base)
-
-
-def _top_level(body: list[ir.Node]) -> Iterator[ir.Node]:
-    """Module-level statements, including those inside if/try blocks."""
-    for node in body:
-        yield node
-        if isinstance(node, ir.If):
-            yield from _top_level(node.body)
-            yield from _top_level(node.orelse)
-        elif isinstance(node, ir.Try):
-            yield from _top_level(node.body)
-            for h in node.handlers:
-                yield from _top_level(h.body)
-            yield from _top_level(node.orelse)
-
-
-# --------------------------------------------------------------------------- evaluation
-
-
-def evaluate_row(reader: FlashInferReader, row: dict[str, Any], cc: tuple[int, int], version: str | None,
-                 sglang_root: Path, cache: SourceCache) -> KernelVerdict:
-    entry: str = row["entry"]
-    backend: str = row["backend"]
-    module, _, name = entry.rpartition(".")
-    layers: list[KernelLayer] = []
-    conditions: list[str] = []
-    call_site = _call_site(sglang_root, cache, row["callers"], module, name)
-
-    def verdict(status: str, reason: str) -> KernelVerdict:
-        return KernelVerdict(status, "flashinfer", version, entry, backend, reason, tuple(layers),
-                             tuple(conditions), call_site)
-
-    if not call_site:
-        return verdict(UNKNOWN, f"no import of {name} from {module} found in {', '.join(row['callers'])}: "
-                                "the release's call site differs from rules/kernels.toml")
-    found = reader.find(module, name)
-    if found is None:
-        return verdict(UNKNOWN, f"{entry} not found in FlashInfer {version}")
-    ccn = cc[0] * 10 + cc[1]
-    decorators = {_call_name(d): d for d in found.func.decorators if isinstance(d, ir.Call)}
-    req = decorators.get("backend_requirement")
-    if req is not None:
-        layers.extend(_backend_requirement(reader, found, req, backend, ccn, conditions))
-    elif backend:
-        layers.append(KernelLayer("backend_requirement", name, found.rel, found.func.line, UNKNOWN,
-                                  f"{name} has no @backend_requirement table; backend={backend!r} is checked inside"))
-    sc = decorators.get("supported_compute_capability")
-    if sc is not None:
-        layers.append(_capability_layer(found, sc, ccn, name))
-    if row.get("helper"):
-        layers.append(_helper(reader, found.module, row["helper"], cc, conditions))
-    if row.get("jit"):
-        layers.extend(_jit(reader, found, row["jit"], row.get("jit_arch_param", ""), cc))
-    return _decide(layers, verdict, name, backend, cc)
-
-
-def _decide(layers: list[KernelLayer], verdict: Callable[[str, str], KernelVerdict], name: str, backend: str,
-            cc: tuple[int, int]) -> KernelVerdict:
-    sm = f"SM{cc[0]}{cc[1]}"
-    refusing = [x for x in layers if x.says == UNSUPPORTED and x.enforced]
-    if refusing:
-        x = refusing[0]
-        return verdict(UNSUPPORTED, f"{sm} not in {x.function} {x.detail} at {x.file}:{x.line}")
-    if not layers:
-        return verdict(UNKNOWN, f"{name} declares no architecture requirement that sglang-audit reads")
-    helper_no = [x for x in layers if x.says == UNSUPPORTED]
-    if helper_no:
-        x = helper_no[0]
-        return verdict(UNKNOWN, f"the enforced checks accept {sm} but {x.function} says no ({x.file}:{x.line})")
-    # an enforced layer that cannot be read outranks a helper that cannot be evaluated
-    unsure = sorted((x for x in layers if x.says == UNKNOWN), key=lambda x: not x.enforced)
-    if unsure:
-        x = unsure[0]
-        accepted = [y for y in layers if y.says == SUPPORTED]
-        pre = f"declared for {sm} by {', '.join(sorted({y.function for y in accepted}))}; " if accepted else ""
-        return verdict(UNKNOWN, f"{pre}{x.detail} ({x.file}:{x.line})")
-    x = layers[0]
-    key = f" backend {backend!r}" if backend else ""
-    return verdict(SUPPORTED, f"{name}{key} declared for {sm}: {x.function} {x.detail} at {x.file}:{x.line}")
-
-
-def _call_name(node: ir.Node) -> str:
-    func = node.func
-    if isinstance(func, ir.Name):
-        return str(func.id)
-    if isinstance(func, ir.Attribute):
-        return str(func.attr)
-    return ""
-
-
-def _int_list(node: ir.Node | None) -> list[int] | None:
-    if isinstance(node, (ir.ListExpr, ir.TupleExpr, ir.SetExpr)):
-        out = [e.value for e in node.elts if isinstance(e, ir.Const)]
-        if len(out) == len(node.elts) and all(isinstance(v, int) and not isinstance(v, bool) for v in out):
-            return out
-    return None
-
-
-def _arg(call: ir.Node, index: int, keyword: str) -> ir.Node | None:
-    positional = [v for k, v in call.args if k == ""]
-    for k, v in call.args:
-        if k == keyword:
-            return v
-    return positional[index] if index < len(positional) else None
-
-
-def _capability_layer(found: Found, deco: ir.Node, ccn: int, label: str, enforced: bool = True) -> KernelLayer:
-    ccs = _int_list(_arg(deco, 0, "supported_ccs"))
-    line = deco.line
-    if ccs is None:
-        return KernelLayer("supported_compute_capability", label, found.rel, line, UNKNOWN,
-                           "@supported_compute_capability(...) with a list that is not literal", enforced)
-    says = SUPPORTED if ccn in ccs else UNSUPPORTED
-    return KernelLayer("supported_compute_capability", label, found.rel, line, says,
-                       f"@supported_compute_capability({sorted(ccs)})", enforced)
-
-
-def _backend_requirement(reader: FlashInferReader, entry: Found, deco: ir.Node, backend: str, ccn: int,
-                         conditions: list[str]) -> list[KernelLayer]:
-    name = entry.func.name
-    table = _arg(deco, 0, "backend_checks")
-    if not isinstance(table, ir.DictExpr):
-        return [KernelLayer("backend_requirement", name, entry.rel, deco.line, UNKNOWN,
-                            "@backend_requirement table is not a literal dict")]
-    keys = {k.value: v for k, v in table.items if isinstance(k, ir.Const) and isinstance(k.value, str)}
-    layers: list[KernelLayer] = []
-    if backend not in keys:
-        declared = ", ".join(repr(k) for k in keys)
-        return [KernelLayer("backend_requirement", name, entry.rel, deco.line, UNSUPPORTED,
-                            f"@backend_requirement has no backend {backend!r} (declares {declared})")]
-    fn = keys[backend]
-    fn_name = fn.id if isinstance(fn, ir.Name) else ""
-    req = reader.find(entry.module, fn_name) if fn_name else None
-    if req is None:
-        return [KernelLayer("backend_requirement", name, entry.rel, deco.line, UNKNOWN,
-                            f"requirement for {backend!r} ({fn_name or 'not a name'}) not found")]
-    cap = next((d for d in req.func.decorators
-                if isinstance(d, ir.Call) and _call_name(d) == "supported_compute_capability"), None)
-    if cap is None:
-        # backend_requirement's is_backend_supported(backend, cc) answers False for a
-        # requirement without the decorator; say so rather than guess which way it goes
-        layers.append(KernelLayer("backend_requirement", fn_name, req.rel, req.func.line, UNKNOWN,
-                                  f"{fn_name} (backend {backend!r} of {name}) declares no @supported_compute_capability"))
-    else:
-        layer = _capability_layer(req, cap, ccn, fn_name)
-        layers.append(replace(layer, mechanism="backend_requirement",
-                              detail=f"{layer.detail}, the requirement of backend {backend!r} in {name}'s "
-                                     f"@backend_requirement ({entry.rel}:{deco.line})"))
-    conditions.extend(_conditions(req))
-    common = _arg(deco, 1, "common_check")
-    if isinstance(common, ir.Name):
-        found = reader.find(entry.module, common.id)
-        if found is not None:
-            conditions.extend(_conditions(found))
-    return layers
-
-
-def _conditions(found: Found) -> list[str]:
-    """The checks a requirement function makes on the call's arguments, as written."""
-    out: list[str] = []
-    for stmt in found.func.body:
-        if isinstance(stmt, ir.If) and any(isinstance(s, ir.Raise) or _returns_false(s) for s in stmt.body):
-            what = "raises" if any(isinstance(s, ir.Raise) for s in stmt.body) else "returns False"
-            out.append(f"{found.func.name} {what} if {_flat(stmt.text)} "
-                       f"({found.rel}:{stmt.line})")
-        elif isinstance(stmt, ir.ExprStmt) and isinstance(stmt.value, ir.Call):
-            out.append(f"{found.func.name} calls {_call_name(stmt.value) or 'a function'}(...) ({found.rel}:{stmt.line})")
-    return out
-
-
-def _returns_false(stmt: ir.Node) -> bool:
-    return isinstance(stmt, ir.Return) and isinstance(stmt.value, ir.Const) and stmt.value.value is False
-
-
-def _flat(text: str) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= 160 else flat[:157] + "..."
-
-
-# ---- a small evaluator for capability guards (names bound to the device's capability)
-
-
-class _Opaque(Exception):
-    """The expression depends on something other than the device's capability."""
-
-
-def _eval(node: ir.Node, env: dict[str, Any]) -> Any:
-    if isinstance(node, ir.Const):
-        return node.value
-    if isinstance(node, ir.Name):
-        if node.id in env:
-            return env[node.id]
-        raise _Opaque(node.id)
-    if isinstance(node, (ir.TupleExpr, ir.ListExpr)):
-        return tuple(_eval(e, env) for e in node.elts)
-    if isinstance(node, ir.Subscript):
-        base = _eval(node.value, env)
-        index = _eval(node.index, env)
-        if isinstance(base, tuple) and isinstance(index, int):
-            return base[index]
-        raise _Opaque("subscript")
-    if isinstance(node, ir.BinOp):
-        left, right = _eval(node.left, env), _eval(node.right, env)
-        if isinstance(left, int) and isinstance(right, int) and node.op in ("+", "*", "-"):
-            return {"+": left + right, "*": left * right, "-": left - right}[node.op]
-        raise _Opaque("binop")
-    if isinstance(node, ir.UnaryOp) and node.op == "not":
-        return not _eval(node.operand, env)
-    if isinstance(node, ir.BoolOp):
-        values = [_eval(v, env) for v in node.values]
-        return all(values) if node.op == "and" else any(values)
-    if isinstance(node, ir.Compare):
-        left = _eval(node.left, env)
-        for op, comp in zip(node.ops, node.comparators, strict=False):
-            right = _eval(comp, env)
-            ops: dict[str, Callable[[Any, Any], bool]] = {
-                "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-                ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
-                "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
-            }
-            if op not in ops:
-                raise _Opaque(op)
-            try:
-                if not ops[op](left, right):
-                    return False
-            except TypeError:
-                raise _Opaque("types") from None
-            left = right
-        return True
-    raise _Opaque(node.kind)
-
-
-def _bind_capability(stmt: ir.Node, env: dict[str, Any], cc: tuple[int, int]) -> None:
-    """``x = ...capability(...)`` binds x to (major, minor); ``major, minor = ...`` both."""
-    if not isinstance(stmt, ir.Assign) or not isinstance(stmt.value, ir.Call):
-        return
-    if "capability" not in _call_name(stmt.value):
-        return
-    for target in stmt.targets:
-        if isinstance(target, ir.Name):
-            env[target.id] = cc
-        elif isinstance(target, ir.TupleExpr) and len(target.elts) == 2 and all(isinstance(e, ir.Name) for e in target.elts):
-            env[target.elts[0].id], env[target.elts[1].id] = cc
-
-
-def _helper(reader: FlashInferReader, module: str, name: str, cc: tuple[int, int], conditions: list[str]) -> KernelLayer:
-    found = reader.find(module, name)
-    if found is None:
-        return KernelLayer("helper", name, "", 0, UNKNOWN, f"{name} not found next to the entry", enforced=False)
-    env: dict[str, Any] = {}
-    passed: list[str] = []
-    rest: list[str] = []
-    for stmt in found.func.body:
-        _bind_capability(stmt, env, cc)
-        if not isinstance(stmt, ir.If) or not any(_returns_false(s) for s in stmt.body):
-            continue
-        try:
-            fires = bool(_eval(stmt.test, env))
-        except _Opaque:
-            rest.append(f"{name} returns False if {_flat(stmt.text)} ({found.rel}:{stmt.line})")
-            continue
-        if fires:
-            return KernelLayer("helper", name, found.rel, stmt.line, UNSUPPORTED,
-                               f"returns False: `{_flat(stmt.text)}` holds on SM{cc[0]}{cc[1]}", enforced=False)
-        passed.append(f"`{_flat(stmt.text)}` is false ({found.rel}:{stmt.line})")
-    conditions.extend(rest)
-    if not passed:
-        return KernelLayer("helper", name, found.rel, found.func.line, UNKNOWN,
-                           "no capability guard sglang-audit can evaluate", enforced=False)
-    return KernelLayer("helper", name, found.rel, found.func.line, SUPPORTED,
-                       f"capability check passes: {'; '.join(passed)}", enforced=False)
-
-
-# ---- the JIT module the entry builds
-
-
-def _calls(node: Any) -> Iterator[ir.Node]:
-    """Every Call inside a statement/expression (nested function bodies excluded)."""
-    if isinstance(node, list):
-        for item in node:
-            yield from _calls(item)
-        return
-    if isinstance(node, tuple):
-        for item in node:
-            yield from _calls(item)
-        return
-    if not isinstance(node, ir.Node) or isinstance(node, (ir.FunctionDef, ir.ClassDef, ir.Lambda)):
-        return
-    if isinstance(node, ir.Call):
-        yield node
-    for slot in node._all_slots():
-        if slot == "line":
-            continue
-        yield from _calls(getattr(node, slot, None))
-
-
-def _chosen_body(body: list[ir.Node], env: dict[str, Any]) -> tuple[list[ir.Node], str]:
-    """The statements run, taking if/elif branches the capability decides; a branch that
-    cannot be decided stops the walk (reason returned)."""
-    out: list[ir.Node] = []
-    for stmt in body:
-        if isinstance(stmt, ir.If):
-            try:
-                taken = bool(_eval(stmt.test, env))
-            except _Opaque:
-                return out, f"`{_flat(stmt.text)}` (line {stmt.line}) depends on more than the device"
-            inner, why = _chosen_body(stmt.body if taken else stmt.orelse, env)
-            out.extend(inner)
-            if why:
-                return out, why
-            continue
-        out.append(stmt)
-    return out, ""
-
-
-def _jit(reader: FlashInferReader, entry: Found, getter: str, arch_param: str, cc: tuple[int, int]) -> list[KernelLayer]:
-    sm = f"SM{cc[0]}{cc[1]}"
-    calls = [c for c in _calls(entry.func.body) if _call_name(c) == getter]
-    if not calls:
-        return [KernelLayer("jit", entry.func.name, entry.rel, entry.func.line, UNKNOWN,
-                            f"{entry.func.name} does not call {getter} in this version")]
-    found = reader.find(entry.module, getter)
-    if found is None:
-        return [KernelLayer("jit", getter, entry.rel, calls[0].line, UNKNOWN, f"{getter} not found")]
-    gens = _gen_calls(reader, found, arch_param, cc, 0)
-    if isinstance(gens, str):
-        return [KernelLayer("jit", getter, found.rel, found.func.line, UNKNOWN, gens)]
-    if not gens:
-        return [KernelLayer("jit", getter, found.rel, found.func.line, UNSUPPORTED,
-                            f"builds no JIT module on {sm} (no gen_*_module call on its path)")]
-    layers: list[KernelLayer] = []
-    for gen, via in gens:
-        majors, line = _major_versions(gen)
-        spec_name = _spec_name(gen)
-        named = f" (module {spec_name!r})" if spec_name else ""
-        if majors is None:
-            layers.append(KernelLayer("jit", gen.func.name, gen.rel, gen.func.line, UNKNOWN,
-                                      f"JIT spec{named} built via {via}: no literal supported_major_versions"))
-        else:
-            says = SUPPORTED if cc[0] in majors else UNSUPPORTED
-            # the spec's own name may say less than its arch list (…_sm100_module compiling
-            # for majors [10, 12]): report both, the arch list decides what is compiled
-            tag = re.search(r"_sm(\d{2,3})(?:_|$)", gen.func.name)
-            named_for = (f"; named for SM{tag.group(1)}" if tag and tag.group(1) != f"{cc[0]}{cc[1]}" else "")
-            layers.append(KernelLayer("jit", gen.func.name, gen.rel, line, says,
-                                      f"nvcc archs for majors {majors}{named}, built via {via}{named_for}"))
-        artifacts = [c for c in _calls(gen.func.body) if _call_name(c) == "get_artifact"]
-        if artifacts:
-            layers.append(KernelLayer(
-                "artifact", gen.func.name, gen.rel, artifacts[0].line, UNKNOWN,
-                f"the kernels{named} are prebuilt binaries fetched at run time (get_artifact); "
-                "which architectures they exist for is not in the source"))
-    return layers
-
-
-def _gen_calls(reader: FlashInferReader, found: Found, arch_param: str, cc: tuple[int, int],
-               depth: int) -> list[tuple[Found, str]] | str:
-    env: dict[str, Any] = {}
-    if arch_param:
-        env[arch_param] = f"{cc[0] * 10 + cc[1]}"
-    body, why = _chosen_body(found.func.body, env)
-    if why:
-        return f"{found.func.name}: {why}"
-    out: list[tuple[Found, str]] = []
-    for call in _calls(body):
-        callee = _call_name(call)
-        if not isinstance(call.func, ir.Name):
-            continue
-        if callee.startswith("gen_") and callee.endswith("_module"):
-            gen = reader.find(found.module, callee)
-            if gen is not None:
-                out.append((gen, f"{found.func.name} ({found.rel}:{call.line})"))
-        elif depth < _MAX_CALL_DEPTH and "module" in callee:
-            # a module getter it delegates to (0.7.2: _get_trtllm_moe_sm100_module_impl);
-            # other calls (cubin loaders, ...) are not followed
-            inner = reader.find(found.module, callee)
-            if inner is not None:
-                more = _gen_calls(reader, inner, "", cc, depth + 1)
-                if isinstance(more, str):
-                    return more
-                out.extend(more)
-    return out
-
-
-def _major_versions(gen: Found) -> tuple[list[int] | None, int]:
-    for call in _calls(gen.func.body):
-        for key, value in call.args:
-            if key == "supported_major_versions":  # cite the list's own line
-                return _int_list(value), value.line
-    return None, gen.func.line
-
-
-def _spec_name(gen: Found) -> str:
-    for call in _calls(gen.func.body):
-        if _call_name(call) == "gen_jit_spec":
-            first = _arg(call, 0, "name")
-            if isinstance(first, ir.Const) and isinstance(first.value, str):
-                return first.value
-    return ""
-
-
-# ---- the SGLang side: where the release imports the entry
-
-
-def _call_site(root: Path, cache: SourceCache, callers: list[str], module: str, name: str) -> str:
-    """``file:line`` of the first ``from <library>[.sub] import name`` in the listed modules."""
-    package = module.split(".")[0]
-    for caller in callers:
-        rel = caller.replace(".", "/") + ".py"
-        path = root / rel
-        if not path.is_file():
-            continue
-        try:
-            tree = cache.load(path)
-        except ParseFailure:
-            continue
-        for node in _walk_statements(tree.body):
-            if not isinstance(node, ir.ImportFrom) or node.names == "*" or (node.level or 0) != 0:
-                continue
-            source = node.module or ""
-            if (source == package or source.startswith(package + ".")) and any(n == name for n, _ in node.names):
-                return f"{rel}:{node.line}"
-    return ""
-
-
-def _walk_statements(body: list[ir.Node]) -> Iterator[ir.Node]:
-    for node in body:
-        yield node
-        for slot in ("body", "orelse", "finalbody"):
-            inner = getattr(node, slot, None)
-            if isinstance(inner, list):
-                yield from _walk_statements(inner)
-        for h in getattr(node, "handlers", None) or []:
-            yield from _walk_statements(h.body)

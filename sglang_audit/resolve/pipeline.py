@@ -4,7 +4,6 @@ resolve → (rules, render elsewhere).  Knows nothing of output formats."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import os
 import re
@@ -32,6 +31,7 @@ from sglang_audit.userfiles import UserFileError, read_user_file
 if TYPE_CHECKING:
     from sglang_audit.resolve.resolver import Resolver
     from sglang_audit.target.flags import FlagTable
+    from sglang_audit.target.launch import LaunchCommand
 
 
 @dataclass
@@ -127,6 +127,8 @@ def _locate_model(spec: str, progress: Callable[[str], None] | None = None, role
                                  "is set; unset it to download config.json (no weights), or pass the model directory")
             path, label = located, spec
     if not path.exists():
+        import difflib  # for the message only
+
         close = difflib.get_close_matches(spec, [*bundled_profiles(), *profile_ids()], n=2)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         if "$" in spec:
@@ -319,14 +321,17 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
             want_table: bool = False, results: ResultCache | None = None) -> Prepared:
     """``results``: where the typed ``--set`` flags of a plain request (no launch command,
     no config file, no --field) may be found from an earlier run on the same inputs, so
-    that a result-cache hit does not evaluate the release's flag parser."""
-    from sglang_audit.target.launch import split_launch
-
+    that a result-cache hit does not evaluate the release's flag parser (nor, with no
+    flags to type, build an evaluator for the entry check)."""
     watch_parsing(cache, progress)
     tree = located(request.source, cache, progress)
     release = release_name(tree)
     device = parse_device(request.arch, request.cuda, cudnn=request.cudnn)
-    launch = split_launch(request.launch) if request.launch else None
+    launch: LaunchCommand | None = None
+    if request.launch:  # shlex and the launch grammar: only for a pasted command
+        from sglang_audit.target.launch import split_launch
+
+        launch = split_launch(request.launch)
     # the command's own environment (NAME=VALUE, env, export, docker -e), then --env over it
     env = {**_redacted(dict(launch.env if launch else ())), **parse_env(request.env)}
     model_spec = request.model
@@ -336,8 +341,7 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
                     frozenset(request.with_packages), frozenset(request.without_packages))
     flags: dict[str, Any] = dict(request.flags)
     table: FlagTable | None = None
-    plain = (placeholder is not None and (request.sets or request.flags) and not (launch or want_table or request.config
-             or request.fields or request.all_fields))
+    plain = placeholder is not None and not (launch or want_table or request.config or request.fields or request.all_fields)
     flags_key = results.flags_key(target, request.sets, request.flags) if plain and results is not None else None
     typed = results.get_flags(flags_key) if results is not None and flags_key is not None else None
     if typed is not None:
@@ -375,11 +379,15 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
                 raise InputError(f"{release}: {exc}") from None
         for name in request.fields:
             if name not in table.fields:
+                import difflib  # for the message only
+
                 close = difflib.get_close_matches(name, list(table.fields), n=3)
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 raise InputError(f"{release}: no ServerArgs field {name!r}{hint}")
         if results is not None and flags_key is not None:
             results.put_flags(flags_key, flags)
+    elif typed is None and results is not None and flags_key is not None:
+        results.put_flags(flags_key, flags)  # nothing to type: the entry check passed
     if model_spec is None:
         raise InputError("no model: pass --model DIR|PROFILE|ORG/NAME (or --model-path inside --launch or --config)")
     model = placeholder if placeholder is not None and model_spec == request.model else locate_model(model_spec, progress=progress)
@@ -392,8 +400,9 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
 
 def located(source: str | None, cache: SourceCache, progress: Callable[[str], None] | None = None) -> SourceTree:
     """``locate_source`` once per source spec for a shared ``SourceCache``: verifying an
-    extracted release walks its ~6,000 files (0.11 s CPU on 0.5.23), the same answer for
-    every target of the release resolved through that cache."""
+    extracted release walks its ~6,000 files (~0.04 s CPU on 0.5.23), the same answer for
+    every target of the release resolved through that cache. The result cache checks the
+    copy again before keying a later request by it (``ResultCache.tree_digest``)."""
     key = ("source", source)
     tree = cache.prepared.get(key)
     if tree is None:
@@ -430,20 +439,24 @@ def resolve(request: Request, progress: Callable[[str], None] | None = None,
     target = prepare(request, cache, progress, results=results).target
     try:
         res = resolve_target(target, cache, results)
-        return with_kernels(res, target, cache, request.flashinfer_source, progress)
+        return with_kernels(res, target, cache, request.flashinfer_source, progress, results=results)
     finally:
         progress_done(progress)
 
 
 def with_kernels(res: Resolution, target: Target, cache: SourceCache, flashinfer_source: str | None,
-                 progress: Callable[[str], None] | None = None) -> Resolution:
+                 progress: Callable[[str], None] | None = None, *, results: ResultCache | None = None) -> Resolution:
     """``res`` with each setting's kernel-library verdict (``kernels.py``), read after the
-    (cached) resolution so the FlashInfer source never enters the result-cache key."""
+    (cached) resolution so the FlashInfer source never enters the result-cache key;
+    ``results``: its directory also keeps the verdicts by what their reading read
+    (``kernelmemo``), so a cached resolution does not load FlashInfer's IR again."""
+    from sglang_audit.resolve.kernelmemo import KernelMemo
     from sglang_audit.resolve.kernels import FLASHINFER_SOURCE_ENV, attach
 
     if flashinfer_source is None:
         flashinfer_source = os.environ.get(FLASHINFER_SOURCE_ENV) or None
-    return attach(res, target.source.package_dir.parent, cache, flashinfer_source, progress)
+    memo = KernelMemo(results.dir) if results is not None and results.dir is not None else None
+    return attach(res, target.source.package_dir.parent, cache, flashinfer_source, progress, memo=memo)
 
 
 def watch_parsing(cache: SourceCache, progress: Callable[[str], None] | None) -> None:

@@ -9,13 +9,11 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import stat
-import subprocess
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
@@ -40,6 +38,9 @@ from sglang_audit.source.metadata import (
     read_text,
     valid_version,
 )
+
+if TYPE_CHECKING:
+    import subprocess
 
 # --------------------------------------------------------------------------- FlashInfer
 # The kernel library SGLang calls, read (never imported) for what it declares per GPU
@@ -160,7 +161,6 @@ def _download_flashinfer(version: str, label: str, say: Callable[[str], None]) -
 
 
 def _locate_fi_archive(path: Path, origin: str, say: Callable[[str], None]) -> FlashInferTree:
-    kind = _archive_kind(path)
     sources = writable_subdir("sources")
     if sources is None:
         raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
@@ -168,6 +168,11 @@ def _locate_fi_archive(path: Path, origin: str, say: Callable[[str], None]) -> F
     complete = (root / _MARKER).is_file()
     package = _find_fi_package(root, archive_layouts=True) if complete else None
     if package is None:
+        # only an extraction needs these (a copy already there came from this very archive)
+        import shutil
+        import tempfile
+
+        kind = _archive_kind(path)
         if complete:
             shutil.rmtree(root, ignore_errors=True)
         say(f"extracting {path.name} into {root} ...")

@@ -3,6 +3,10 @@
 SGLang is never imported or executed here: archives are read with zipfile/tarfile and
 written out member by member after safety checks, and versions and the FlashInfer pin
 are scanned from metadata files as text.
+
+The modules only a download or an extraction needs (subprocess, tempfile, shutil, zipfile,
+tarfile, the download watch) are imported there: a run that finds its release extracted
+and verified (every result-cache hit) does not pay for them.
 """
 
 from __future__ import annotations
@@ -13,26 +17,26 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import stat
-import subprocess
 import sys
-import tarfile
-import tempfile
 import time
-import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from sglang_audit.cachedir import TooLarge, cache_root, stamp_index, writable_subdir
 from sglang_audit.errors import SourceError
-from sglang_audit.source.download_watch import PIP_TMP, DownloadWatch, format_bytes
+from sglang_audit.source.extracted import MARKER as _MARKER
+from sglang_audit.source.extracted import verified
 from sglang_audit.source.metadata import read_metadata
+
+if TYPE_CHECKING:
+    import subprocess
+    import zipfile
 
 # Extraction limits (module-level so tests can lower them). Real wheels are far below:
 # SGLang 0.5.23 holds ~120 MiB in total, its largest member is ~24 MiB, and no member
@@ -43,7 +47,6 @@ MAX_RATIO = 100
 RATIO_MIN_BYTES = 2**20  # tiny members may compress absurdly well without being bombs
 DOWNLOAD_TIMEOUT = 300
 
-_MARKER = ".sglang-audit-complete"
 _STALE_TEMP_SECONDS = 24 * 3600
 _CHUNK = 2**20
 _HINT = "pass --source DIR|WHEEL|sglang==X"
@@ -67,9 +70,14 @@ class SourceTree:
     flashinfer: str | None  # pinned flashinfer_python version, e.g. "0.6.7.post2", or None
     origin: str  # what the user passed, for display ("sglang==0.5.10", a path, "installed")
     # sha256 of the extraction manifest when the tree is the tool's own extracted copy and was
-    # just verified file by file against it: the tree's content, so the result cache need
-    # not walk it a second time (``resultcache``). None: a checkout or an install.
+    # verified against it (``extracted.verified``): the tree's content, so the result cache
+    # need not walk it a second time (``resultcache``). None: a checkout or an install.
     content_digest: str | None = field(default=None, compare=False)
+    # that copy's directory and archive sha256, to verify it again later (a shared
+    # SourceCache keeps the tree for many requests), and when it was verified
+    # (time.monotonic())
+    extraction: tuple[Path, str] | None = field(default=None, compare=False, repr=False)
+    verified_at: float = field(default=0.0, compare=False, repr=False)
 
     def to_json(self) -> dict:
         return {
@@ -261,6 +269,11 @@ def download_to_cache(label: str, say: Callable[[str], None],
                       fetch: Callable[[Path], subprocess.CompletedProcess[str]]) -> Path:
     """Run ``fetch`` (a ``pip download`` into the staging dir it is given) and move the one
     archive it leaves into ``<cache>/wheels``."""
+    import shutil
+    import tempfile
+
+    from sglang_audit.source.download_watch import DownloadWatch, format_bytes
+
     wheels = writable_subdir("wheels")
     if wheels is None:
         raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
@@ -299,6 +312,10 @@ def download_to_cache(label: str, say: Callable[[str], None],
 def _pip_download(
     version: str, label: str, dest: Path, *, binary_only: bool, dist: str = "sglang"
 ) -> subprocess.CompletedProcess[str]:
+    import subprocess
+
+    from sglang_audit.source.download_watch import PIP_TMP
+
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps"]
     if binary_only:
         cmd.append("--only-binary=:all:")
@@ -365,7 +382,6 @@ def _download_error(label: str, result: subprocess.CompletedProcess[str]) -> Sou
 
 
 def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> SourceTree:
-    kind = _archive_kind(path)
     sources = writable_subdir("sources")
     if sources is None:
         raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
@@ -375,18 +391,23 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
     root = sources / archive_sha[-16:]
     complete = (root / _MARKER).is_file()
     package = _find_package(root, archive_layouts=True) if complete else None
-    digest = _verified(root, archive_sha) if package is not None else None
+    checked_at = time.monotonic()
+    digest = verified(root, archive_sha) if package is not None else None
     if package is not None and digest is None:
         say(f"the extracted copy of {path.name} in {root} differs from the archive; extracting again")
         package = None
     if package is None:
         if complete:  # a cached copy someone has damaged or edited: start over
             _retire(root, sources)
+        # what kind of archive matters (and is checked) only here: a copy verified against
+        # the manifest of this sha256 was extracted from this very archive
+        kind = _archive_kind(path)
         say(f"extracting {path.name} into {root} ...")
         # verified, not taken from our own manifest: a concurrent run may have won the rename
         _extract(path, kind, root, sources, archive_sha)
         package = _find_package(root, archive_layouts=True)
-        digest = _verified(root, archive_sha) if package is not None else None
+        checked_at = time.monotonic()
+        digest = verified(root, archive_sha) if package is not None else None
     if package is None:  # _extract already checked this; only a concurrent deletion gets here
         raise SourceError(f"no SGLang package found in {path} (expected sglang/srt/server_args.py)")
     meta = [
@@ -395,10 +416,14 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
         root / "PKG-INFO",
     ]
     version, flashinfer = read_metadata(package, meta)
-    return SourceTree(package, version, flashinfer, origin, content_digest=digest)
+    return SourceTree(package, version, flashinfer, origin, content_digest=digest, extraction=(root, archive_sha),
+                      verified_at=checked_at)
 
 
 def _archive_kind(path: Path) -> str:
+    import tarfile
+    import zipfile
+
     try:
         if zipfile.is_zipfile(path):
             return "zip"
@@ -436,6 +461,8 @@ def archive_sha256(path: Path) -> str:
 
 def _sweep_stale(parent: Path, prefix: str) -> None:
     """Remove temp dirs that runs killed outright (SIGKILL, power loss) left behind."""
+    import shutil
+
     now = time.time()
     for path in parent.glob(f"{prefix}*"):
         try:
@@ -448,6 +475,8 @@ def _sweep_stale(parent: Path, prefix: str) -> None:
 def _retire(root: Path, sources: Path) -> None:
     """Move ``root`` aside (one rename, so a process reading it keeps its open files and a
     new extraction can take the name) and delete it."""
+    import shutil
+
     aside = sources / f".extract-retired-{root.name}-{os.getpid()}-{time.time_ns()}"
     try:
         os.rename(root, aside)
@@ -456,57 +485,11 @@ def _retire(root: Path, sources: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _verified(root: Path, archive_sha: str) -> str | None:
-    """Whether ``root`` holds exactly what was extracted from the archive with this hash:
-    the marker's manifest (path → sha256 of every file written) against the files there,
-    hashed again only when their stamp changed (``cachedir.StampIndex``). A file added,
-    removed, edited, replaced by a link or anything else, or a directory no written file
-    needs, is a mismatch (None); a match returns the manifest's digest, the tree's content."""
-    try:
-        marker = json.loads((root / _MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    files = marker.get("files") if isinstance(marker, dict) else None
-    if not isinstance(files, dict) or marker.get("archive_sha256") != archive_sha:
-        return None  # written by an older version (no manifest): extract again
-    # extraction makes directories only as parents of the files it writes
-    dirs = {"."}
-    for rel in files:
-        while (rel := os.path.dirname(rel)) and rel not in dirs:
-            dirs.add(rel)
-    prefix = str(root).rstrip(os.sep) + os.sep
-    index = stamp_index()
-    seen = 0
-    try:
-        for dirpath, dirnames, names in os.walk(root):
-            # os.walk joins onto root: the relative path is the tail (relpath costs ~40%)
-            if (dirpath[len(prefix):] if dirpath.startswith(prefix) else ".") not in dirs:
-                return None
-            for name in names:
-                full = os.path.join(dirpath, name)
-                rel = full[len(prefix):]
-                if rel == _MARKER:
-                    continue
-                st = os.lstat(full)
-                if not stat.S_ISREG(st.st_mode) or files.get(rel) != index.digest(full, st, str(root)):
-                    return None
-                seen += 1
-            for name in dirnames:
-                if os.path.islink(os.path.join(dirpath, name)):
-                    return None
-    except (OSError, TooLarge):
-        return None
-    finally:
-        index.save()
-    return _manifest_digest(archive_sha, files) if seen == len(files) else None
-
-
-def _manifest_digest(archive_sha: str, files: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(["manifest1", archive_sha, sorted(files.items())]).encode()).hexdigest()
-
-
 def _extract(archive: Path, kind: str, root: Path, sources: Path, archive_sha: str) -> None:
     """Extract the useful members into `root`, atomically: temp dir, marker last, rename."""
+    import shutil
+    import tempfile
+
     _sweep_stale(sources, ".extract-")
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".extract-{root.name}-", dir=sources))
@@ -587,6 +570,8 @@ class _Budget:
 
 
 def _extract_zip(archive: Path, dest: Path, manifest: dict[str, str], keep: re.Pattern[str] = _KEEP) -> None:
+    import zipfile
+
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -632,6 +617,8 @@ def _extract_zip(archive: Path, dest: Path, manifest: dict[str, str], keep: re.P
 
 
 def _extract_tar(archive: Path, dest: Path, manifest: dict[str, str], keep: re.Pattern[str] = _KEEP) -> None:
+    import tarfile
+
     try:
         tf = tarfile.open(archive, "r:*")
     except (tarfile.TarError, OSError) as exc:

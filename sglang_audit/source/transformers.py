@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import glob
 import re
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -80,6 +79,8 @@ class TransformersWheel:
     """Read access to the ``configuration_*.py`` members of one transformers wheel."""
 
     def __init__(self, wheel: Path, version: str) -> None:
+        import zipfile  # only an evaluation reads the wheel; a cached answer needs its name only
+
         self.wheel = wheel
         self.version = version
         self._zip = zipfile.ZipFile(wheel)
@@ -89,6 +90,8 @@ class TransformersWheel:
         )
 
     def read(self, name: str) -> str | None:
+        import zipfile
+
         try:
             info = self._zip.getinfo(name)
         except KeyError:

@@ -7,7 +7,6 @@ These are the inputs the analysed code would probe at run time (``torch.cuda``,
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import asdict, dataclass, field, replace
 
@@ -90,6 +89,8 @@ def _parse_arch(arch: str, cuda: str, gpus: int) -> Device:
         return Device("hip", key, major, minor, None, "6.4.43482", name, mem, gpus)
     if key in OTHER_PLATFORMS:
         return Device(key, key, None, None, None, None, key, 65536, gpus)
+    import difflib  # for the message only
+
     close = difflib.get_close_matches(key, list(ARCH_CHOICES), n=2, cutoff=0.6)
     hint = f" (did you mean {' or '.join(sorted(close))}?)" if close else ""
     raise InputError(

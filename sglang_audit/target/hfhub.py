@@ -9,7 +9,6 @@ Environment, read at each call (as huggingface_hub documents them): ``HF_HUB_OFF
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -102,6 +101,8 @@ def download_configs(repo_id: str, progress: Callable[[str], None] | None = None
 def _quiet_hub() -> Iterator[None]:
     """huggingface_hub logs retries and connection errors on stderr; the tool's own
     message is the one line the user gets."""
+    import logging  # with a download only: a local model never needs it
+
     log = logging.getLogger("huggingface_hub")
     old = log.level
     log.setLevel(logging.CRITICAL)
