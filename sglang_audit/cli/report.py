@@ -180,7 +180,7 @@ def _check(res: Resolution, rule_dirs: tuple[Path, ...], shipped: tuple[Any, ...
     return check_resolution(res, rules), ""
 
 
-def _release_diff(from_source: str, request: Request, say: Callable[[str], None] | None) -> Any:
+def _release_diff(from_source: str, request: Request, say: Callable[[str], None] | None, jobs: int = 1) -> Any:
     """``diff``'s comparison of the two releases for this deployment, or None when the
     module is absent (the report then compares the two resolutions itself)."""
     try:
@@ -192,7 +192,7 @@ def _release_diff(from_source: str, request: Request, say: Callable[[str], None]
     dep = Deployment("", request.arch, request.model, request.cuda, tuple(request.sets), launch_with_config(request),
                      tuple(request.env), tuple(request.with_packages), tuple(request.without_packages),
                      tuple(request.flags.items()))
-    return diff_releases(from_source, request.source, [dep], use_cache=request.use_cache, progress=say)
+    return diff_releases(from_source, request.source, [dep], use_cache=request.use_cache, progress=say, jobs=jobs)
 
 
 def build_report(request: Request, from_source: str | None = None, rule_dirs: tuple[Path, ...] = (),
@@ -229,7 +229,7 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
     check, check_note = _check(res, rule_dirs, shipped)
     base = diff = None
     if from_source is not None:
-        diff = _release_diff(from_source, request, say)
+        diff = _release_diff(from_source, request, say, jobs)
         if diff is not None:
             side = diff.deployments[0].old
             base = side.resolution
@@ -249,7 +249,8 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
         if say:
             say("recommending a configuration")
         limit = DEFAULT_MAX_RESOLUTIONS if max_resolutions is None else max_resolutions
-        rec = run_recommend(request, bench=bench, max_resolutions=limit, progress=say, explore=explore)
+        rec = run_recommend(request, bench=bench, max_resolutions=limit, progress=say, explore=explore, jobs=jobs,
+                            cache=cache)
     snippets = read_snippets(prep.tree.package_dir.parent, _evidence(res, explanations, check))
     return ReportData(res, explanations, check, check_note, base, diff, snippets, tuple(notes), timestamp,
                       recommendation=rec)

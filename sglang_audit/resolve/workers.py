@@ -56,6 +56,10 @@ class WorkerDied(AuditError):
 
     exit_code = 3
 
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"a worker process died ({detail}); rerun with --jobs 1 to see the failing input")
+        self.detail = detail
+
 
 class _RemoteTraceback(Exception):
     """The worker's traceback, chained to the re-raised error (shown with SGLANG_AUDIT_DEBUG)."""
@@ -150,6 +154,7 @@ class Batch(Generic[T, R]):
         self.pool: ProcessPoolExecutor | None = None
         self.futures: list[Future[tuple[str, Any]]] = []
         self.froze = False
+        self.owns_tasks = False  # this batch set _TASKS (a serial one leaves it alone)
         if self.jobs > 1 and can_fork() and not _IN_WORKER and _TASKS is None:
             self._start()
 
@@ -160,6 +165,7 @@ class Batch(Generic[T, R]):
     def _start(self) -> None:
         global _TASKS
         _TASKS = (self.fn, self.items, self.keep)
+        self.owns_tasks = True
         # what the parent holds now is shared with the workers: out of the collector's
         # generations, so a worker's collections do not touch (and copy) those pages
         if gc.get_freeze_count() == 0:
@@ -203,7 +209,7 @@ class Batch(Generic[T, R]):
                 try:
                     status, value = fut.result()
                 except BrokenProcessPool as exc:
-                    raise WorkerDied(f"a worker process died ({exc}); rerun with --jobs 1 to see the failing input") from None
+                    raise WorkerDied(str(exc)) from None
                 if status != _FAILED:
                     done[i] = value.revive() if status == _KEPT else value
                     if on_done is not None and not failed:
@@ -228,7 +234,9 @@ class Batch(Generic[T, R]):
             # on an error or ^C, do not wait for the queued tasks
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
-        _TASKS = None
+        if self.owns_tasks:
+            _TASKS = None
+            self.owns_tasks = False
         if self.froze:
             gc.unfreeze()  # this process goes on: give its objects back to the collector
             self.froze = False
