@@ -448,8 +448,7 @@ def _explain_fields(request: Request, fields: list[str], cache: SourceCache, pro
         plans.append(_Field(field, target, base, table.fields.get(field), choices, "release", [], {}))
     # the choices the release declares are resolved in workers while this process reads
     # the decision graph, the device's predicates and the rules
-    wanted = force_choices and any(p.base.settings[p.name].present for p in plans)
-    tasks = _choice_tasks(plans, force_choices, progress) if wanted else []
+    tasks = _choice_tasks(plans, force_choices, progress)
     with Batch(_resolve_forced(request, cache), tasks, jobs, keep_errors=(AuditError,)) as batch:
         dg = build_graph(prep.tree.package_dir, cache)
         predicates = _predicate_values(list_guards(Resolver(prep.target, cache)))
