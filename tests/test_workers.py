@@ -223,3 +223,26 @@ def test_diff_is_the_same_with_one_or_several_workers(isolated_cache, tmp_path):
     two = cli(*args, "--jobs", "2")
     assert one[0] == two[0], (one[2], two[2])
     assert one[1] == two[1] and one[1]
+
+
+def test_report_resolves_its_own_target_once(isolated_cache, monkeypatch):
+    """The report's resolution is every explanation's base: the request as given is
+    evaluated once, whatever the number of explained settings."""
+    from sglang_audit.cli.report import build_report
+    from sglang_audit.resolve.pipeline import Request
+    from sglang_audit.resolve.resolver import Resolver
+
+    flags_seen: list[dict[str, object]] = []
+    real = Resolver.resolve
+
+    def counting(self):
+        flags_seen.append(dict(self.target.flags))
+        return real(self)
+
+    monkeypatch.setattr(Resolver, "resolve", counting)
+    request = Request(source=str(MINI_E2), arch="sm120", model="deepseek-r1-nvfp4", sets=["tp_size=8"])
+    data = build_report(request, jobs=1)
+    assert len(data.explanations) >= 2
+    assert flags_seen.count({"tp_size": 8}) == 1
+    forced = sum(len(e.choices) for e in data.explanations.values())
+    assert len(flags_seen) <= 1 + forced

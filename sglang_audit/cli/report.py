@@ -217,9 +217,9 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
     if say and names:
         say(f"explaining {', '.join(names)}")
     # what `explain` resolves first for this target (no package forks) is already resolved
-    base = with_kernels(plain, prep.target, cache, request.flashinfer_source)
+    first = with_kernels(plain, prep.target, cache, request.flashinfer_source)
     shipped = _shipped_rules()
-    explained = explain_many(request, names, say, force_choices, jobs, cache, bases=[(prep.target, base)], rules=shipped)
+    explained = explain_many(request, names, say, force_choices, jobs, cache, bases=[(prep.target, first)], rules=shipped)
     explanations: dict[str, Any] = {}
     for name, exp in explained.items():
         if isinstance(exp, AuditError):
