@@ -309,6 +309,11 @@ def bench_version(version: str, args: argparse.Namespace, env: dict[str, str]) -
     r: dict[str, Any] = {"version": version}
     say("extract")
     r["extract"] = run_phase("extract", version, env)
+    results_dir = Path(args.cache_dir) / "results"
+    if args.commands_only:
+        _cli_start(version, r, env, results_dir)
+        _commands(version, args, env, r, results_dir, say)
+        return r
     say("cold resolve")
     # an empty ir/ for each release: files identical across releases must not be hits
     shutil.rmtree(Path(args.cache_dir) / "ir", ignore_errors=True)
@@ -321,27 +326,10 @@ def bench_version(version: str, args: argparse.Namespace, env: dict[str, str]) -
     r["parse"] = run_phase("parse", str(files_json), env)
     say("warm resolve, fresh process")
     r["warm_fresh"] = run_phase("warm", version, env)
-    rc = ["resolve", "-s", f"sglang=={version}", "-a", RESOLVE_CASE["arch"], "-m", RESOLVE_CASE["model"],
-          *[x for s in RESOLVE_CASE["sets"] for x in ("--set", s)], "--format", "json"]
-    results_dir = Path(args.cache_dir) / "results"
-    shutil.rmtree(results_dir, ignore_errors=True)
-    r["warm_cli"] = {k: v for k, v in run_cli(rc, env).items() if k != "stdout"}  # evaluates
-    r["cached_cli"] = {k: v for k, v in run_cli(rc, env).items() if k != "stdout"}  # result cache hit
+    _cli_start(version, r, env, results_dir)
     say("requests through the pipeline API")
     r["requests"] = run_phase("requests", version, env)
-    # explain and report as a new user runs them: IR cold (ir/ emptied), then cached;
-    # results/ emptied before each, so every resolution is evaluated
-    case = ["-s", f"sglang=={version}", "-a", RESOLVE_CASE["arch"], "-m", RESOLVE_CASE["model"],
-            *[x for s in RESOLVE_CASE["sets"] for x in ("--set", s)]]
-    commands = {"explain": ["explain", args.explain_field, *case, "--format", "json"],
-                "report": ["report", *case, "-o", str(Path(args.cache_dir) / f"report-{version}.html")]}
-    for name in args.commands:
-        for state in ("cold", "cached"):
-            say(f"{name}, IR {state}")
-            if state == "cold":
-                shutil.rmtree(Path(args.cache_dir) / "ir", ignore_errors=True)
-            shutil.rmtree(results_dir, ignore_errors=True)
-            r[f"{name}_{state}"] = {k: v for k, v in run_cli(commands[name], env).items() if k != "stdout"}
+    _commands(version, args, env, r, results_dir, say)
     if args.oracle_venvs and (Path(args.oracle_venvs) / f"venv-{version}" / "bin" / "python").exists():
         say("oracle baseline")
         r["oracle"] = oracle_baseline(version, Path(args.oracle_venvs), args.oracle_cases)
@@ -365,6 +353,41 @@ def bench_version(version: str, args: argparse.Namespace, env: dict[str, str]) -
         r[label] = out
     r["matrix_cached_identical"] = outputs["matrix_cached"] == outputs["matrix_warm"]
     return r
+
+
+def _cli_start(version: str, r: dict[str, Any], env: dict[str, str], results_dir: Path) -> None:
+    """`resolve` evaluated, then answered from the result cache (the CLI's start-up cost)."""
+    rc = ["resolve", "-s", f"sglang=={version}", "-a", RESOLVE_CASE["arch"], "-m", RESOLVE_CASE["model"],
+          *[x for s in RESOLVE_CASE["sets"] for x in ("--set", s)], "--format", "json"]
+    shutil.rmtree(results_dir, ignore_errors=True)
+    r["warm_cli"] = {k: v for k, v in run_cli(rc, env).items() if k != "stdout"}  # evaluates
+    r["cached_cli"] = {k: v for k, v in run_cli(rc, env).items() if k != "stdout"}  # result cache hit
+
+
+def _commands(version: str, args: argparse.Namespace, env: dict[str, str], r: dict[str, Any], results_dir: Path,
+              say: Any) -> None:
+    """explain and report as a new user runs them: IR cold (ir/ emptied), then cached;
+    results/ emptied before each, so every resolution is evaluated.  With --command-jobs,
+    once per --jobs value (keys ``explain_cached_j2``...), their outputs compared."""
+    case = ["-s", f"sglang=={version}", "-a", RESOLVE_CASE["arch"], "-m", RESOLVE_CASE["model"],
+            *[x for s in RESOLVE_CASE["sets"] for x in ("--set", s)]]
+    html = Path(args.cache_dir) / f"report-{version}.html"
+    commands = {"explain": ["explain", args.explain_field, *case, "--format", "json"],
+                "report": ["report", *case, "-o", str(html)]}
+    for name in args.commands:
+        outputs: dict[str, str] = {}
+        for jobs in args.command_jobs or [None]:
+            suffix = "" if jobs is None else f"_j{jobs}"
+            extra = [] if jobs is None else ["--jobs", str(jobs)]
+            for state in ("cold", "cached"):
+                say(f"{name}, IR {state}" + (f", --jobs {jobs}" if jobs else ""))
+                if state == "cold":
+                    shutil.rmtree(Path(args.cache_dir) / "ir", ignore_errors=True)
+                shutil.rmtree(results_dir, ignore_errors=True)
+                out = run_cli([*commands[name], *extra], env)
+                outputs[f"{state}{suffix}"] = out.pop("stdout") if name == "explain" else html.read_text(encoding="utf-8")
+                r[f"{name}_{state}{suffix}"] = out
+        r[f"{name}_outputs_identical"] = len(set(outputs.values())) == 1
 
 
 def oracle_baseline(version: str, venvs: Path, n_cases: int) -> dict[str, Any]:
@@ -393,8 +416,10 @@ def oracle_baseline(version: str, venvs: Path, n_cases: int) -> dict[str, Any]:
 
 
 def ratios(r: dict[str, Any]) -> dict[str, Any]:
-    cold, parse = r["cold"], r["parse"]
     q: dict[str, Any] = {}
+    if "cold" not in r:  # --commands-only
+        return q
+    cold, parse = r["cold"], r["parse"]
     rq = r["requests"]
     q["request_vs_ast_cpu"] = rq["request_cpu_median"] / parse["ast_parse"]["cpu"]
     q["eval_vs_ast_cpu"] = rq["eval_cpu_min"] / parse["ast_parse"]["cpu"]
@@ -427,7 +452,9 @@ def ratios(r: dict[str, Any]) -> dict[str, Any]:
     return q
 
 
-def markdown(results: list[dict[str, Any]], jobs: int, load: tuple[float, float, float]) -> str:
+def markdown(results: list[dict[str, Any]], jobs: int, load: tuple[float, float, float],
+             command_jobs: list[int] | None = None) -> str:
+    command_jobs = command_jobs or []
     def s(x: float) -> str:
         return f"{x:.2f}"
 
@@ -469,10 +496,18 @@ def markdown(results: list[dict[str, Any]], jobs: int, load: tuple[float, float,
     if any("oracle" in r for r in results):
         row("per-case evaluation ÷ oracle batch case, cpu (target ≤ 0.05)", lambda r: f"{r['ratios']['eval_vs_oracle_batch_case_cpu']:.3f}")
     for name in ("explain", "report"):
-        if any(f"{name}_cold" in r for r in results):
-            row(f"`{name}` wall / cpu s, IR cold", lambda r, n=name: f"{s(r[n + '_cold']['wall'])} / {s(r[n + '_cold']['cpu'])}")
-            row(f"`{name}` wall / cpu s, IR cached", lambda r, n=name: f"{s(r[n + '_cached']['wall'])} / {s(r[n + '_cached']['cpu'])}")
-            row(f"`{name}` peak memory of the process tree MB", lambda r, n=name: f"{max(r[n + '_cold']['peak_tree_mb'], r[n + '_cached']['peak_tree_mb']):.0f}")
+        for jobs in command_jobs or [None]:
+            k = name if jobs is None else f"{name}_%s_j{jobs}"
+            cold, cached = (f"{name}_cold", f"{name}_cached") if jobs is None else (k % "cold", k % "cached")
+            if not any(cold in r for r in results):
+                continue
+            how = "" if jobs is None else f", --jobs {jobs}"
+            row(f"`{name}` wall / cpu s, IR cold{how}", lambda r, c=cold: f"{s(r[c]['wall'])} / {s(r[c]['cpu'])}")
+            row(f"`{name}` wall / cpu s, IR cached{how}", lambda r, c=cached: f"{s(r[c]['wall'])} / {s(r[c]['cpu'])}")
+            row(f"`{name}` peak memory of the process tree MB{how}", lambda r, a=cold, b=cached: f"{max(r[a]['peak_tree_mb'], r[b]['peak_tree_mb']):.0f}")
+        if len(command_jobs) > 1 and any(f"{name}_outputs_identical" in r for r in results):
+            row(f"`{name}` output identical across --jobs {' / '.join(map(str, command_jobs))}",
+                lambda r, n=name: "yes" if r[f"{n}_outputs_identical"] else "NO")
     row("cold-resolve process ru_maxrss MB", lambda r: f"{r['cold']['maxrss_mb']:.0f}")
     if not all("matrix_warm" in r for r in results):
         return "\n".join(lines) + "\n"
@@ -509,6 +544,10 @@ def main() -> None:
     ap.add_argument("--skip-matrix", action="store_true", help="leave out the three matrix runs (slow on 0.5.23)")
     ap.add_argument("--commands", nargs="*", default=["explain", "report"],
                     help="CLI commands timed with the IR cold and cached (explain, report)")
+    ap.add_argument("--command-jobs", type=int, nargs="*", default=[],
+                    help="time explain/report once per --jobs value given (e.g. 1 2); default: their own default")
+    ap.add_argument("--commands-only", action="store_true",
+                    help="only the CLI start (resolve, then a result-cache hit) and the --commands phases")
     ap.add_argument("--explain-field", default="moe_runner_backend")
     ap.add_argument("--json-out", type=Path)
     ap.add_argument("--oracle-venvs", default=None,
@@ -532,10 +571,10 @@ def main() -> None:
     report = {"load_average": load, "cpus": os.cpu_count(), "jobs": args.jobs, "targets": TARGETS,
               "oracle_seconds_per_case": ORACLE_SECONDS, "results": results}
     for r in results:
-        r["cold"].pop("files_read", None)
+        r.get("cold", {}).pop("files_read", None)
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=1))
-    print(markdown(results, args.jobs, load))
+    print(markdown(results, args.jobs, load, args.command_jobs))
 
 
 if __name__ == "__main__":

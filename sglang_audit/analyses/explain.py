@@ -12,7 +12,7 @@ false here.  Returns plain dataclasses; rendering is in ``render_explain``.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,10 +24,12 @@ from sglang_audit.analyses.graph import (
     formula_predicates,
 )
 from sglang_audit.analyses.guards import list_guards
-from sglang_audit.errors import InputError
+from sglang_audit.errors import AuditError, InputError
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.pipeline import Request, prepare, progress_done, with_kernels
 from sglang_audit.resolve.resolver import Resolver
+from sglang_audit.resolve.targets import Target
+from sglang_audit.resolve.workers import Batch, run_all
 from sglang_audit.result import (
     STATUS_RESOLVED,
     STATUS_UNSUPPORTED,
@@ -368,83 +370,185 @@ def _classify(choice: str, default: Any, res: Resolution, field: str, ctx: _Cont
 
 
 def explain(request: Request, field: str, progress: Callable[[str], None] | None = None,
-            force_choices: bool = True) -> Explanation:
+            force_choices: bool = True, jobs: int = 1) -> Explanation:
     """``force_choices=False`` skips resolving once per choice (the slow part on large
-    releases): ``choices`` is then empty and a note says so."""
-    cache = SourceCache(use_disk=request.use_cache)
+    releases): ``choices`` is then empty and a note says so.  ``jobs`` > 1: the forced
+    choices are resolved in that many worker processes (the same result)."""
+    out = explain_fields(request, [field], progress, force_choices, jobs)[field]
+    if isinstance(out, AuditError):
+        raise out
+    return out
+
+
+def explain_fields(request: Request, fields: Sequence[str], progress: Callable[[str], None] | None = None,
+                   force_choices: bool = True, jobs: int = 1, cache: SourceCache | None = None,
+                   bases: Sequence[tuple[Target, Resolution]] = (),
+                   rules: tuple[Any, ...] | None = None) -> dict[str, Explanation | AuditError]:
+    """Several fields of one request explained on one prepared release: the flag table,
+    the IR, the decision graph, the device's predicates and the rules are read once, and
+    every field's forced choices are resolved in one batch (``workers``).  A field that
+    cannot be explained maps to its error.  ``bases``: resolutions already made for a
+    target (the report's own, without package forks), not made again; ``rules``: the
+    shipped known-bad rules, when the caller has read them."""
+    cache = cache or SourceCache(use_disk=request.use_cache)
     try:
-        return _explain(request, field, cache, progress, force_choices)
+        return _explain_fields(request, list(dict.fromkeys(fields)), cache, progress, force_choices, jobs, bases, rules)
+    except AuditError as exc:  # the release or the request itself: every field fails alike
+        return {f: exc for f in fields}
     finally:
         progress_done(progress)
 
 
-def _explain(request: Request, field: str, cache: SourceCache, progress: Callable[[str], None] | None,
-             force_choices: bool) -> Explanation:
+@dataclass
+class _Field:
+    """One field's part of the work: its target, resolution and choices to force."""
+
+    name: str
+    target: Target
+    base: Resolution
+    default: Any
+    choices: list[str]
+    choices_source: str
+    notes: list[str]
+    forced: dict[str, int]  # choice -> index of its resolution in the batch
+
+
+def _explain_fields(request: Request, fields: list[str], cache: SourceCache, progress: Callable[[str], None] | None,
+                    force_choices: bool, jobs: int, bases: Sequence[tuple[Target, Resolution]],
+                    shipped_rules: tuple[Any, ...] | None) -> dict[str, Explanation | AuditError]:
     prep = prepare(request, cache, progress, want_table=True)
     table = prep.table
     assert table is not None  # prepare(want_table=True) always builds it
     settings: list[str] = load_toml("settings.toml")["settings"]
-    if field not in settings and field in table.fields:
-        # any ServerArgs field: resolved like `resolve --field`
-        prep = replace(prep, target=replace(prep.target, extra_fields=(*prep.target.extra_fields, field)))
-    elif field not in settings:
-        close = difflib.get_close_matches(field, [*settings, *table.fields], n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise InputError(f"cannot explain {field!r}{hint}: not a setting or ServerArgs field of this release")
-    base = with_kernels(Resolver(prep.target, cache).resolve(), prep.target, cache, request.flashinfer_source, progress)
-    setting = base.settings[field]
-    dg = build_graph(prep.tree.package_dir, cache)
-    predicates = _predicate_values(list_guards(Resolver(prep.target, cache)))
-    ctx = _Context(dg, predicates, base.model.architecture)
-    notes: list[str] = list(dg.notes)
-    default = table.fields.get(field)
-
-    spec = table.by_dest.get(field)
-    choices_source = "release"
-    choices: list[str] = list(spec.choices) if spec is not None and spec.choices else []
-    if not choices and setting.present:
+    out: dict[str, Explanation | AuditError] = {}
+    resolved: list[tuple[Target, Resolution | AuditError]] = list(bases)  # Target is not hashable
+    plans: list[_Field] = []
+    for field in fields:
+        target = prep.target
+        if field not in settings and field in table.fields:
+            # any ServerArgs field: resolved like `resolve --field`
+            target = replace(target, extra_fields=(*target.extra_fields, field))
+        elif field not in settings:
+            close = difflib.get_close_matches(field, [*settings, *table.fields], n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            out[field] = InputError(f"cannot explain {field!r}{hint}: not a setting or ServerArgs field of this release")
+            continue
+        base = next((r for t, r in resolved if t == target), None)
+        if base is None:
+            try:
+                base = with_kernels(Resolver(target, cache).resolve(), target, cache, request.flashinfer_source, progress)
+            except AuditError as exc:
+                base = exc
+            resolved.append((target, base))
+        if isinstance(base, AuditError):
+            out[field] = base
+            continue
+        spec = table.by_dest.get(field)
+        choices = list(spec.choices) if spec is not None and spec.choices else []
+        plans.append(_Field(field, target, base, table.fields.get(field), choices, "release", [], {}))
+    # the choices the release declares are resolved in workers while this process reads
+    # the decision graph, the device's predicates and the rules
+    tasks = _choice_tasks(plans, force_choices, progress)
+    with Batch(_resolve_forced(request, cache), tasks, jobs, keep_errors=(AuditError,)) as batch:
+        dg = build_graph(prep.tree.package_dir, cache)
+        predicates = _predicate_values(list_guards(Resolver(prep.target, cache)))
+        rules, rules_note = _load_rules() if shipped_rules is None else (shipped_rules, "")
+        results = batch.results(_progress_each(tasks, progress))
+    late = [p for p in plans if not p.choices and p.base.settings[p.name].present]
+    for p in late:
         # no argparse choices: the constants the code itself writes are the candidates
-        choices_source = "graph"
-        consts = {e["value"] for _u, _v, e in dg.graph.in_edges(f"field:{field}", data=True)
+        p.choices_source = "graph"
+        consts = {e["value"] for _u, _v, e in dg.graph.in_edges(f"field:{p.name}", data=True)
                   if e["kind"] == "writes" and e["constant"] and isinstance(e["value"], str)}
-        if isinstance(default, str):
-            consts.add(default)
-        choices = sorted(consts)
-        if choices:
-            notes.append(f"the release declares no choices for {field}; the values its code writes are tried instead")
+        if isinstance(p.default, str):
+            consts.add(p.default)
+        p.choices = sorted(consts)
+        if p.choices:
+            p.notes.append(f"the release declares no choices for {p.name}; the values its code writes are tried instead")
         else:
-            notes.append(f"the release declares no choices for {field} and its code writes no string constants to it; no value was forced")
-    outcomes: list[ChoiceOutcome] = []
-    rules: tuple[Any, ...] = ()
+            p.notes.append(f"the release declares no choices for {p.name} and its code writes no string constants to it; no value was forced")
+    if force_choices and any(p.choices for p in late):
+        more = _choice_tasks(late, force_choices, progress, first=len(tasks))
+        results += run_all(_resolve_forced(request, cache), more, jobs, _progress_each(more, progress),
+                           keep_errors=(AuditError,))
+    for p in plans:
+        # a choice whose resolution failed fails its field, as the first failing choice did
+        # when each was resolved in turn
+        failed = next((results[i] for c, i in p.forced.items() if isinstance(results[i], AuditError)), None)
+        out[p.name] = failed if failed is not None else _explanation(p, dg, predicates, rules, rules_note, results, force_choices)
+    return {f: out[f] for f in fields}
+
+
+def _choice_tasks(plans: list[_Field], force_choices: bool, progress: Callable[[str], None] | None,
+                  first: int = 0) -> list[tuple[Target, str, str]]:
+    """(target, field, choice) for each choice to resolve; the request's own value (set,
+    or the default) is its base resolution, not resolved again."""
+    tasks: list[tuple[Target, str, str]] = []
+    for p in plans:
+        if not (force_choices and p.choices and p.base.settings[p.name].present):
+            continue
+        if progress:
+            progress(f"resolving with each of the {len(p.choices)} choices of {p.name} forced")
+        current = p.target.flags.get(p.name, p.default)
+        for choice in p.choices:
+            if choice != current and choice not in p.forced:
+                p.forced[choice] = first + len(tasks)
+                tasks.append((replace(p.target, flags={**p.target.flags, p.name: choice}), p.name, choice))
+    return tasks
+
+
+def _resolve_forced(request: Request, cache: SourceCache) -> Callable[[tuple[Target, str, str]], Resolution]:
+    def run(task: tuple[Target, str, str]) -> Resolution:
+        target = task[0]
+        return with_kernels(Resolver(target, cache).resolve(), target, cache, request.flashinfer_source)
+
+    return run
+
+
+def _progress_each(tasks: list[tuple[Target, str, str]],
+                   progress: Callable[[str], None] | None) -> Callable[[int, Any], None] | None:
+    if progress is None:
+        return None
+    count = [0]
+
+    def note(i: int, _res: Any) -> None:
+        count[0] += 1
+        _target, field, choice = tasks[i]
+        progress(f"  resolved {field}={choice} ({count[0]}/{len(tasks)})")
+
+    return note
+
+
+def _load_rules() -> tuple[tuple[Any, ...], str]:
     try:
         from sglang_audit.rules.knownbad import load_rules
 
-        rules = load_rules()
+        return tuple(load_rules()), ""
     except Exception as exc:  # noqa: BLE001 - explain still answers without the rules
-        notes.append(f"known-bad rules not applied: {exc}")
+        return (), f"known-bad rules not applied: {exc}"
+
+
+def _explanation(p: _Field, dg: DecisionGraph, predicates: dict[str, Any], rules: tuple[Any, ...], rules_note: str,
+                 results: list[Any], force_choices: bool) -> Explanation:
+    field, base, default = p.name, p.base, p.default
+    setting = base.settings[field]
+    ctx = _Context(dg, predicates, base.model.architecture)
+    notes: list[str] = [*dg.notes, *p.notes]
+    if rules_note:
+        notes.append(rules_note)
+    outcomes: list[ChoiceOutcome] = []
     if setting.present and not force_choices:
         notes.append(f"the choices of {field} were not forced one by one (asked not to)")
     elif setting.present:
-        if progress and choices:
-            progress(f"resolving with each of the {len(choices)} choices of {field} forced")
-        current = prep.target.flags.get(field, default)
-        for i, choice in enumerate(choices, 1):
-            if progress:
-                progress(f"  forcing {field}={choice} ({i}/{len(choices)})")
-            # the request already resolved this choice (set, or the default): no second run
-            if choice == current:
-                res = base
-            else:
-                res = Resolver(replace(prep.target, flags={**prep.target.flags, field: choice}), cache).resolve()
-                res = with_kernels(res, prep.target, cache, request.flashinfer_source)
+        for choice in p.choices:
+            res = results[p.forced[choice]] if choice in p.forced else base
             outcome = _with_rules(_classify(choice, default, res, field, ctx), res, field, rules)
             kernel = res.settings[field].kernel if field in res.settings else None
             outcomes.append(replace(outcome, kernel=kernel) if kernel is not None else outcome)
     else:
         notes.append(f"this release has no {field} setting")
-
-    user_set = field in prep.target.flags
-    user_value = prep.target.flags.get(field)
+    user_set = field in p.target.flags
+    user_value = p.target.flags.get(field)
     deciding = deciding_step(setting, final_value(setting))
     overridden = (user_set and _is_explicit(user_value, default) and base.rejected is None
                   and not isinstance(setting.config, UnknownValue)
@@ -452,6 +556,6 @@ def _explain(request: Request, field: str, cache: SourceCache, progress: Callabl
     return Explanation(
         field=field, resolution=base, setting=setting, default=default, user_value=user_value,
         user_set=user_set, overridden=overridden, deciding=deciding, reason=ctx.reason_for(deciding),
-        choices_source=choices_source, choices=tuple(outcomes),
+        choices_source=p.choices_source, choices=tuple(outcomes),
         branches=_branches(ctx, field, setting.chain), predicates=predicates, notes=tuple(notes),
     )

@@ -2,8 +2,8 @@
 against the known-bad rules when ``rules`` is usable), in parallel processes.
 
 The parent locates the source once, reads the release's flag table once (so every flag
-set is typed and checked before any work starts), and hands out cases; each worker
-keeps one ``SourceCache`` for all its cases, so a file is loaded (from the disk cache or
+set is typed and checked before any work starts), and hands out cases to worker
+processes (``resolve/workers.py``); each worker keeps one ``SourceCache`` for all its cases, so a file is loaded (from the disk cache or
 parsed) once per worker.  Results are plain picklable dataclasses placed by case index,
 so the output does not depend on ``jobs`` or on completion order.  Rendering is in
 ``render_matrix``.
@@ -12,10 +12,7 @@ so the output does not depend on ``jobs`` or on completion order.  Rendering is 
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +28,7 @@ from sglang_audit.resolve.pipeline import (
 )
 from sglang_audit.resolve.resolver import ModelInput, Resolver, Target
 from sglang_audit.resolve.resultcache import ResultCache
+from sglang_audit.resolve.workers import WorkerDied, run_all
 from sglang_audit.result import (
     STATUS_REJECTED,
     STATUS_UNKNOWN,
@@ -259,7 +257,8 @@ def summarise(case: Case, res: Resolution, rules: tuple[Any, ...] | None) -> Cas
 
 
 class Worker:
-    """Per-process state: the located tree and one SourceCache for every case it runs."""
+    """Per-process state: the located tree and one SourceCache for every case it runs
+    (made in the parent; each worker process runs on its own copy)."""
 
     def __init__(self, tree: SourceTree, cuda: str, cudnn: str | None, env: dict[str, str],
                  use_cache: bool, rules: tuple[Any, ...] | None) -> None:
@@ -291,20 +290,6 @@ class Worker:
             gc.freeze()
             self.frozen = True
         return result
-
-
-_WORKER: Worker | None = None  # the pool worker's state (one per process)
-
-
-def _init_worker(tree: SourceTree, cuda: str, cudnn: str | None, env: dict[str, str],
-                 use_cache: bool, rules: tuple[Any, ...] | None) -> None:
-    global _WORKER
-    _WORKER = Worker(tree, cuda, cudnn, env, use_cache, rules)
-
-
-def _run_in_worker(case: Case, flags: dict[str, Any]) -> CaseResult:
-    assert _WORKER is not None, "worker not initialised"
-    return _WORKER.run(case, flags)
 
 
 # ---- the sweep -------------------------------------------------------------------------------
@@ -392,34 +377,23 @@ def run(p: Plan, jobs: int = 1, use_cache: bool = True, rule_dirs: Sequence[Path
         results[case.index] = r = CaseResult(case, {}, STATUS_SKIPPED, error=why)
         if on_result is not None:
             on_result(r)
-    jobs = max(1, min(jobs, len(todo) or 1))
-    if jobs == 1:
-        worker = Worker(p.tree, p.cuda, p.cudnn, p.env, use_cache, rules)
-        try:
-            for case in todo:
-                results[case.index] = r = worker.run(case, p.flags[(case.model, case.flag_set)])
-                if on_result is not None:
-                    on_result(r)
-        finally:
-            if worker.frozen:
-                gc.unfreeze()  # in-process: give the objects back to the collector
-    else:
-        pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
-                                   initargs=(p.tree, p.cuda, p.cudnn, p.env, use_cache, rules))
-        try:
-            futures: list[Future[CaseResult]] = [
-                pool.submit(_run_in_worker, case, p.flags[(case.model, case.flag_set)]) for case in todo
-            ]
-            for fut in as_completed(futures):
-                r = fut.result()
-                results[r.case.index] = r
-                if on_result is not None:
-                    on_result(r)
-        except BrokenProcessPool as exc:
-            raise MatrixError(f"a matrix worker process died ({exc}); rerun with --jobs 1 to see the failing case") from None
-        finally:
-            # on an error or ^C, do not wait for the queued cases
-            pool.shutdown(wait=True, cancel_futures=True)
+    worker = Worker(p.tree, p.cuda, p.cudnn, p.env, use_cache, rules)
+
+    def one(case: Case) -> CaseResult:
+        return worker.run(case, p.flags[(case.model, case.flag_set)])
+
+    def done(_i: int, r: CaseResult) -> None:
+        results[r.case.index] = r
+        if on_result is not None:
+            on_result(r)
+
+    try:
+        run_all(one, todo, jobs, done)  # worker processes when jobs > 1 (resolve/workers.py)
+    except WorkerDied as exc:
+        raise MatrixError(f"a matrix worker process died ({exc.detail}); rerun with --jobs 1 to see the failing case") from None
+    finally:
+        if worker.frozen:
+            gc.unfreeze()  # it ran in this process: give the objects back to the collector
     done = tuple(r for r in results if r is not None)
     return Matrix(
         source=p.tree.to_json() | {"package_dir": None},
@@ -464,10 +438,6 @@ def hint_uses(m: Matrix, hints: Sequence[RejectionHint] = REJECTION_HINTS) -> tu
         if h is not None:
             found.setdefault(h.id, []).append(r)
     return tuple(HintUse(by_id[k], tuple(v)) for k, v in found.items())
-
-
-def default_jobs() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
 
 
 # ---- helpers the renderers share (data only) ---------------------------------------------------

@@ -47,6 +47,7 @@ from sglang_audit.resolve.pipeline import (
 )
 from sglang_audit.resolve.resolver import Target
 from sglang_audit.resolve.resultcache import ResultCache
+from sglang_audit.resolve.workers import run_all
 from sglang_audit.result import ChainStep, Resolution, Setting, UnknownValue
 from sglang_audit.shipped import rules_dir
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
@@ -301,8 +302,8 @@ def _bench_for(c: Candidate, lines: tuple[BenchLine, ...], fields: tuple[str, ..
 class _Run:
     """Resolutions through one SourceCache and result cache, counted."""
 
-    def __init__(self, request: Request, prep: Prepared, cache: SourceCache, limit: int) -> None:
-        self.request, self.prep, self.cache, self.limit = request, prep, cache, limit
+    def __init__(self, request: Request, prep: Prepared, cache: SourceCache, limit: int, jobs: int = 1) -> None:
+        self.request, self.prep, self.cache, self.limit, self.jobs = request, prep, cache, limit, jobs
         self.results = ResultCache(enabled=request.use_cache)
         self.count = 0
         self.memo: dict[tuple[tuple[str, Any], ...], Resolution] = {}
@@ -318,11 +319,32 @@ class _Run:
     def resolve(self, flags: dict[str, Any]) -> Resolution:
         key = self._key(flags)
         if key not in self.memo:
-            target: Target = replace(self.prep.target, flags=flags)
-            res = resolve_target(target, self.cache, self.results)
-            self.memo[key] = with_kernels(res, target, self.cache, self.request.flashinfer_source)
+            self.memo[key] = self._resolve(flags)
             self.count += 1
         return self.memo[key]
+
+    def _resolve(self, flags: dict[str, Any]) -> Resolution:
+        target: Target = replace(self.prep.target, flags=flags)
+        res = resolve_target(target, self.cache, self.results)
+        return with_kernels(res, target, self.cache, self.request.flashinfer_source)
+
+    def prefetch(self, many: Iterable[dict[str, Any]]) -> None:
+        """Resolve now, in worker processes, what a loop of ``can_resolve``/``resolve``
+        over ``many`` would resolve: in order, the flags not resolved yet, until the bound.
+        The loop then finds each in ``memo``, and counts and stops as it would have."""
+        todo: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+        for flags in many:
+            key = self._key(flags)
+            if key in self.memo or key in todo:
+                continue
+            if self.count + len(todo) >= self.limit:
+                break  # the loop resolves nothing new past the bound
+            todo[key] = flags
+        if self.jobs < 2 or len(todo) < 2:
+            return  # the loop resolves them in this process
+        for key, res in zip(todo, run_all(self._resolve, list(todo.values()), self.jobs), strict=True):
+            self.memo[key] = res
+            self.count += 1
 
 
 def _where(step: ChainStep | None) -> str:
@@ -424,30 +446,32 @@ def _has_experts(model_dir: Path) -> bool:
 
 def recommend(request: Request, bench: str | None = None, max_resolutions: int = DEFAULT_MAX_RESOLUTIONS,
               progress: Callable[[str], None] | None = None, perf: tuple[Measurement, ...] | None = None,
-              explore: tuple[str, ...] = ()) -> Recommendation:
+              explore: tuple[str, ...] = (), jobs: int = 1, cache: SourceCache | None = None) -> Recommendation:
+    """``jobs`` > 1: the resolutions of each stage run in that many worker processes (the
+    same recommendation); ``cache``: a SourceCache the caller already loaded the release in."""
     if max_resolutions < 1:
         raise InputError("--max-resolutions must be at least 1")
     bad = [e for e in explore if e not in EXPLORE_OPTIONS]
     if bad:
         raise InputError(f"--explore {bad[0]}: expected one of {', '.join(EXPLORE_OPTIONS)}")
     lines = read_bench(bench) if bench else ()
-    cache = SourceCache(use_disk=request.use_cache)
+    cache = cache or SourceCache(use_disk=request.use_cache)
     try:
         return _recommend(request, cache, lines, max_resolutions, progress,
-                          load_measurements() if perf is None else perf, explore)
+                          load_measurements() if perf is None else perf, explore, jobs)
     finally:
         progress_done(progress)
 
 
 def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...], limit: int,
                progress: Callable[[str], None] | None, perf: tuple[Measurement, ...],
-               explore: tuple[str, ...] = ()) -> Recommendation:
+               explore: tuple[str, ...] = (), jobs: int = 1) -> Recommendation:
     from sglang_audit.rules.knownbad import arch_family, load_rules
 
     prep = prepare(request, cache, progress, want_table=True)
     table = prep.table
     assert table is not None  # want_table=True
-    run = _Run(request, prep, cache, limit)
+    run = _Run(request, prep, cache, limit, jobs)
     user = dict(prep.target.flags)
     base = run.resolve(user)
     notes: list[str] = []
@@ -483,6 +507,7 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
                 auto.append((name, s0.effective, _where(s0.deciding)))
         if progress:
             progress(f"forcing each of the {len(choices)} choices of {name}")
+        run.prefetch({**user, name: choice} for choice in choices)
         survivors[name] = []
         seen: dict[Any, str] = {}
         for choice in choices:
@@ -528,6 +553,7 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
     seen_values: dict[tuple[tuple[str, Any], ...], str] = {}
     if progress and combos:
         progress(f"resolving {len(combos)} combinations (at most {limit} resolutions in all)")
+    run.prefetch({**user, **combo} for combo in combos)
     for combo in combos:
         flags = tuple(combo.items())
         if not run.can_resolve({**user, **combo}):

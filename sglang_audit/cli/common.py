@@ -195,6 +195,22 @@ class TargetOptions:
         )
 
 
+def jobs_option(fn: Any) -> Any:
+    """``--jobs N``: the worker processes a command resolves its independent resolutions in
+    (``resolve/workers.py``); the output is the same whatever N is."""
+    from sglang_audit.resolve.workers import default_jobs
+
+    return click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+                        help=f"Worker processes for the independent resolutions (default: {default_jobs()}, the "
+                             "usable CPUs up to 4). 1 runs them in this process. The output is the same.")(fn)
+
+
+def jobs_of(jobs: int | None) -> int:
+    from sglang_audit.resolve.workers import default_jobs
+
+    return jobs or default_jobs()
+
+
 def make_request(kw: dict[str, Any]) -> Request:
     """The request of a command declared with ``@target_options`` (plus resolve's --field/--all-fields)."""
     return TargetOptions.of(kw).request(fields=tuple(kw.get("fields") or ()), all_fields=bool(kw.get("all_fields")))

@@ -8,7 +8,14 @@ from typing import Any
 
 import click
 
-from sglang_audit.cli.common import TargetOptions, progress, run_or_exit, target_options
+from sglang_audit.cli.common import (
+    TargetOptions,
+    jobs_of,
+    jobs_option,
+    progress,
+    run_or_exit,
+    target_options,
+)
 
 DIFF_EPILOG = """\b
 Exit codes:
@@ -55,8 +62,9 @@ Example:
               help="What makes the exit code 1: any change, only a deployment becoming rejected, or nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--verbose", "-v", is_flag=True, help="Show both decision chains of every setting, not only of the changed ones.")
+@jobs_option
 def diff(from_source: str, to_source: str, deployment_file: Path | None, fail_on: str, fmt: str,
-         verbose: bool, **kw: Any) -> None:
+         verbose: bool, jobs: int | None, **kw: Any) -> None:
     """Compare two SGLang releases for a deployment: every resolved setting old → new with
     both decision chains, configurations that become (or stop being) rejected, and what
     changed underneath (hardware predicate definitions, guards on the deciding code,
@@ -91,7 +99,7 @@ def diff(from_source: str, to_source: str, deployment_file: Path | None, fail_on
             target.env, target.with_packages, target.without_packages)]
     result = run_or_exit(lambda: diff_releases(
         source(from_source), source(to_source), deployments, use_cache=not target.no_cache,
-        progress=progress, from_file=deployment_file is not None))
+        progress=progress, from_file=deployment_file is not None, jobs=jobs_of(jobs)))
     if fmt == "json":
         click.echo(render_json(result, fail_on))
     else:

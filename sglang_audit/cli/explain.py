@@ -7,14 +7,23 @@ from typing import Any
 
 import click
 
-from sglang_audit.cli.common import EXIT_CODES, make_request, progress, run_or_exit, target_options
+from sglang_audit.cli.common import (
+    EXIT_CODES,
+    jobs_of,
+    jobs_option,
+    make_request,
+    progress,
+    run_or_exit,
+    target_options,
+)
 
 
 @click.command(epilog=EXIT_CODES)
 @click.argument("field")
 @target_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def explain(field: str, fmt: str, **kw: Any) -> None:
+@jobs_option
+def explain(field: str, fmt: str, jobs: int | None, **kw: Any) -> None:
     """Explain one setting: its resolved value and chain, the outcome of forcing each of
     its choices (accepted, rewritten by SGLang, rejected), and the auto-selection branches
     in the code with the guard that keeps each from firing on this device.
@@ -27,7 +36,7 @@ def explain(field: str, fmt: str, **kw: Any) -> None:
     from sglang_audit.analyses.explain import explain as run_explain
     from sglang_audit.render.explain import render_json, render_text
 
-    exp = run_or_exit(lambda: run_explain(make_request(kw), field, progress=progress))
+    exp = run_or_exit(lambda: run_explain(make_request(kw), field, progress=progress, jobs=jobs_of(jobs)))
     click.echo(render_json(exp) if fmt == "json" else render_text(exp), nl=fmt == "json")
     if exp.resolution.rejected is not None:
         sys.exit(1)

@@ -15,13 +15,19 @@ from sglang_audit.analyses.matrix import (
     DEFAULT_MODELS,
     MODEL_DEFAULT_SETS,
     CaseResult,
-    default_jobs,
     parse_flag_set,
     plan,
     run,
     split_list,
 )
-from sglang_audit.cli.common import TargetOptions, progress, run_or_exit, target_options
+from sglang_audit.cli.common import (
+    TargetOptions,
+    jobs_of,
+    jobs_option,
+    progress,
+    run_or_exit,
+    target_options,
+)
 from sglang_audit.target.device import ARCH_CHOICES
 
 _SETS = "\n               ".join(f"{fs.name}={','.join(fs.items)}" for fs in DEFAULT_FLAG_SETS)
@@ -59,8 +65,7 @@ Exit codes:
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Extra rule files (*.yaml) added to the shipped known-bad rules. Repeatable.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help=f"Worker processes (default: {default_jobs()}, the CPU count up to 4). 1 runs in this process.")
+@jobs_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "html"]), default="text", show_default=True)
 @target_options(only=("no_cache",))
 def matrix(archs: tuple[str, ...], models: tuple[str, ...], flag_sets: tuple[str, ...], rule_dirs: tuple[Path, ...],
@@ -86,7 +91,7 @@ def matrix(archs: tuple[str, ...], models: tuple[str, ...], flag_sets: tuple[str
                     list(target.env), use_cache=not no_cache, cudnn=target.cudnn, progress=progress)
 
     p = run_or_exit(build)
-    n_jobs = jobs or default_jobs()
+    n_jobs = jobs_of(jobs)
     # progress only for a person watching: never on a pipe, a file or in CI logs
     if sys.stderr.isatty() and p.cases:
         with click.progressbar(length=len(p.cases), label=f"resolving {len(p.cases)} cases", file=sys.stderr) as bar:

@@ -7,7 +7,14 @@ from typing import Any
 
 import click
 
-from sglang_audit.cli.common import make_request, progress, run_or_exit, target_options
+from sglang_audit.cli.common import (
+    jobs_of,
+    jobs_option,
+    make_request,
+    progress,
+    run_or_exit,
+    target_options,
+)
 
 RECOMMEND_EXIT = """\b
 Exit codes:
@@ -29,7 +36,9 @@ Exit codes:
                    "choice SGLang's support matrix lists for this kind of model (MHA/MLA) and platform is a full "
                    "resolution, within --max-resolutions.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def recommend(bench: str | None, max_resolutions: int | None, explore: tuple[str, ...], fmt: str, **kw: Any) -> None:
+@jobs_option
+def recommend(bench: str | None, max_resolutions: int | None, explore: tuple[str, ...], fmt: str, jobs: int | None,
+              **kw: Any) -> None:
     """Recommend the fastest configuration that works on this GPU.
 
     Forces every choice the release declares for the MoE runner, the FP4 GEMM and the FP8
@@ -54,7 +63,7 @@ def recommend(bench: str | None, max_resolutions: int | None, explore: tuple[str
 
     limit = DEFAULT_MAX_RESOLUTIONS if max_resolutions is None else max_resolutions
     rec = run_or_exit(lambda: run_recommend(make_request(kw), bench=bench, max_resolutions=limit, progress=progress,
-                                            explore=tuple(explore)))
+                                            explore=tuple(explore), jobs=jobs_of(jobs)))
     click.echo(render_json(rec) if fmt == "json" else render_text(rec), nl=fmt == "json")
     if rec.recommended is None:
         sys.exit(1)

@@ -19,11 +19,24 @@ from typing import Any
 
 import click
 
-from sglang_audit.cli.common import TargetOptions, progress, run_or_exit, target_options
+from sglang_audit.cli.common import (
+    TargetOptions,
+    jobs_of,
+    jobs_option,
+    progress,
+    run_or_exit,
+    target_options,
+)
 from sglang_audit.errors import AuditError, InputError
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.render.html import PRIMARY, ReportData, Snippet, key_steps
-from sglang_audit.resolve.pipeline import Request, prepare, resolve_target, with_kernels
+from sglang_audit.resolve.pipeline import (
+    Request,
+    prepare,
+    resolve_target,
+    with_kernels,
+    with_package_forks,
+)
 from sglang_audit.resolve.pipeline import resolve as run_resolve
 from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.result import ChainStep, Resolution
@@ -146,16 +159,28 @@ def _read_lines(root: Path, file: str) -> list[str] | None:
     return [line.rstrip("\r").expandtabs(4) for line in text.split("\n")]
 
 
-def _check(res: Resolution, rule_dirs: tuple[Path, ...]) -> tuple[Any, str]:
+def _shipped_rules() -> tuple[Any, ...] | None:
+    """The shipped rules, read once for the explanations and the findings; None when they
+    cannot be read (each user then says why, as on its own)."""
+    try:
+        from sglang_audit.rules.knownbad import load_rules
+
+        return tuple(load_rules())
+    except Exception:  # noqa: BLE001 - reported by explain and _check themselves
+        return None
+
+
+def _check(res: Resolution, rule_dirs: tuple[Path, ...], shipped: tuple[Any, ...] | None = None) -> tuple[Any, str]:
     try:
         from sglang_audit.rules.knownbad import check_resolution, load_rules
     except ImportError:
         return None, "the rules module is not available in this installation"
     # a bad rule file is a usage error (exit 2), as in `check`
-    return check_resolution(res, load_rules(rule_dirs)), ""
+    rules = shipped if shipped is not None and not rule_dirs else load_rules(rule_dirs)
+    return check_resolution(res, rules), ""
 
 
-def _release_diff(from_source: str, request: Request, say: Callable[[str], None] | None) -> Any:
+def _release_diff(from_source: str, request: Request, say: Callable[[str], None] | None, jobs: int = 1) -> Any:
     """``diff``'s comparison of the two releases for this deployment, or None when the
     module is absent (the report then compares the two resolutions itself)."""
     try:
@@ -167,36 +192,44 @@ def _release_diff(from_source: str, request: Request, say: Callable[[str], None]
     dep = Deployment("", request.arch, request.model, request.cuda, tuple(request.sets), launch_with_config(request),
                      tuple(request.env), tuple(request.with_packages), tuple(request.without_packages),
                      tuple(request.flags.items()))
-    return diff_releases(from_source, request.source, [dep], use_cache=request.use_cache, progress=say)
+    return diff_releases(from_source, request.source, [dep], use_cache=request.use_cache, progress=say, jobs=jobs)
 
 
 def build_report(request: Request, from_source: str | None = None, rule_dirs: tuple[Path, ...] = (),
                  timestamp: str | None = None, say: Callable[[str], None] | None = None,
                  explain_fields: Iterable[str] = PRIMARY, force_choices: bool = True,
                  recommend: bool = False, bench: str | None = None, max_resolutions: int | None = None,
-                 explore: tuple[str, ...] = ()) -> ReportData:
-    from sglang_audit.analyses.explain import explain
+                 explore: tuple[str, ...] = (), jobs: int = 1) -> ReportData:
+    """``jobs`` > 1: the explanations' forced choices (most of the report's resolutions)
+    are resolved in that many worker processes; the report is the same."""
+    from sglang_audit.analyses.explain import explain_fields as explain_many
 
+    # one SourceCache and one prepared release for the resolution and every explanation
     cache = SourceCache(use_disk=request.use_cache)
-    prep = prepare(request, cache, say)
-    res = resolve_target(prep.target, cache, ResultCache(enabled=request.use_cache))
+    fields = tuple(explain_fields)
+    prep = prepare(request, cache, say, want_table=bool(fields))
+    results = ResultCache(enabled=request.use_cache)
+    plain = resolve_target(prep.target, cache, results, forks=False)
+    res = with_package_forks(plain, prep.target, cache, results)
     res = with_kernels(res, prep.target, cache, request.flashinfer_source, say)  # kernel verdicts (kernels.py)
     notes: list[str] = []
+    names = [n for n in fields if (s := res.settings.get(n)) is not None and s.present]
+    if say and names:
+        say(f"explaining {', '.join(names)}")
+    # what `explain` resolves first for this target (no package forks) is already resolved
+    first = with_kernels(plain, prep.target, cache, request.flashinfer_source)
+    shipped = _shipped_rules()
+    explained = explain_many(request, names, say, force_choices, jobs, cache, bases=[(prep.target, first)], rules=shipped)
     explanations: dict[str, Any] = {}
-    for name in explain_fields:
-        setting = res.settings.get(name)
-        if setting is None or not setting.present:
-            continue
-        if say:
-            say(f"explaining {name}")
-        try:
-            explanations[name] = explain(request, name, progress=say, force_choices=force_choices)
-        except AuditError as exc:
-            notes.append(f"explain {name} failed: {exc}")
-    check, check_note = _check(res, rule_dirs)
+    for name, exp in explained.items():
+        if isinstance(exp, AuditError):
+            notes.append(f"explain {name} failed: {exp}")
+        else:
+            explanations[name] = exp
+    check, check_note = _check(res, rule_dirs, shipped)
     base = diff = None
     if from_source is not None:
-        diff = _release_diff(from_source, request, say)
+        diff = _release_diff(from_source, request, say, jobs)
         if diff is not None:
             side = diff.deployments[0].old
             base = side.resolution
@@ -216,7 +249,8 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
         if say:
             say("recommending a configuration")
         limit = DEFAULT_MAX_RESOLUTIONS if max_resolutions is None else max_resolutions
-        rec = run_recommend(request, bench=bench, max_resolutions=limit, progress=say, explore=explore)
+        rec = run_recommend(request, bench=bench, max_resolutions=limit, progress=say, explore=explore, jobs=jobs,
+                            cache=cache)
     snippets = read_snippets(prep.tree.package_dir.parent, _evidence(res, explanations, check))
     return ReportData(res, explanations, check, check_note, base, diff, snippets, tuple(notes), timestamp,
                       recommendation=rec)
@@ -245,9 +279,10 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
 @click.option("--explore", multiple=True, type=click.Choice(["attention"]),
               help="Also explore the attention backend in the Recommendation section (as `recommend --explore`); implies --recommend.")
 @click.option("--timestamp", is_flag=True, help="Add the generation time (UTC) to the footer; without it the output is deterministic.")
+@jobs_option
 def report(from_source: str | None, deployment: Path | None, deployment_name: str | None,
            rule_dirs: tuple[Path, ...], output: str, no_choices: bool, with_recommend: bool, bench: str | None,
-           max_resolutions: int | None, explore: tuple[str, ...], timestamp: bool, **kw: Any) -> None:
+           max_resolutions: int | None, explore: tuple[str, ...], timestamp: bool, jobs: int | None, **kw: Any) -> None:
     """Write a self-contained HTML report of one deployment for reviewers: the resolved
     backends with their decision chains and source lines, every candidate and why it is
     (not) chosen, known-bad findings, changes since --from, and the decision graph."""
@@ -268,7 +303,7 @@ def report(from_source: str | None, deployment: Path | None, deployment_name: st
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if timestamp else None
         data = build_report(request, from_source, rule_dirs, stamp, progress, force_choices=not no_choices,
                             recommend=with_recommend or bench is not None or bool(explore), bench=bench,
-                            max_resolutions=max_resolutions, explore=tuple(explore))
+                            max_resolutions=max_resolutions, explore=tuple(explore), jobs=jobs_of(jobs))
         return render_html(data)
 
     html = run_or_exit(run)

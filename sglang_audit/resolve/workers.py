@@ -1,0 +1,256 @@
+"""Independent resolutions of one command run in worker processes: the one mechanism
+``explain``, ``report``, ``diff``, ``recommend`` and ``matrix`` use.
+
+The workers are forked (the fork start method) when a batch starts, so each begins as a
+copy of the parent at that moment: the release located and prepared, its flag table and
+its IR already loaded (``SourceCache``), the rules read.  Nothing is pickled on the way in
+but a task's index (the function and its items are inherited, closures included); each
+result is pickled on the way back.  Results are placed by index, so the output is the
+serial run's whatever the number of workers or the order tasks finish in; a task that
+raises makes the batch raise the error the serial run would (the first in input order).
+``jobs == 1``, a platform without fork, or a batch started inside a worker runs in this
+process, in order.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import pickle
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from sglang_audit.errors import AuditError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+MAX_DEFAULT_JOBS = 4  # past this, each worker's copy of the release costs more than it gains
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity mask, which containers and
+    ``taskset`` narrow), else the machine's count."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def default_jobs() -> int:
+    """Worker processes when the command is not told: the usable CPUs, up to 4."""
+    return max(1, min(MAX_DEFAULT_JOBS, cpu_count()))
+
+
+def can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+class WorkerDied(AuditError):
+    """A worker process ended without answering (killed, out of memory, a crash)."""
+
+    exit_code = 3
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"a worker process died ({detail}); rerun with --jobs 1 to see the failing input")
+        self.detail = detail
+
+
+class _RemoteTraceback(Exception):
+    """The worker's traceback, chained to the re-raised error (shown with SGLANG_AUDIT_DEBUG)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """A task's exception as it crosses back to the parent.  ``error`` is the exception
+    itself when it survives pickling unchanged; otherwise its class name, message and exit
+    code rebuild one that the CLI prints identically."""
+
+    error: BaseException | None
+    name: str
+    message: str
+    audit: bool
+    exit_code: int
+    trace: str
+
+    @classmethod
+    def of(cls, exc: BaseException) -> _Failure:
+        trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        audit = isinstance(exc, AuditError)
+        code = int(getattr(exc, "exit_code", 2)) if audit else 2
+        kept: BaseException | None = exc
+        try:
+            back = pickle.loads(pickle.dumps(exc))
+            if type(back) is not type(exc) or str(back) != str(exc):
+                kept = None
+        except Exception:  # noqa: BLE001 - any failure to cross: rebuild from the text
+            kept = None
+        return cls(kept, type(exc).__name__, str(exc), audit, code, trace)
+
+    def revive(self) -> BaseException:
+        if self.error is not None:
+            exc = self.error
+        elif self.audit:
+            # the same class name and exit code: the CLI's one line reads the same
+            exc = type(self.name, (AuditError,), {"exit_code": self.exit_code})(self.message)
+        else:
+            exc = type(self.name, (Exception,), {})(self.message)
+        exc.__cause__ = _RemoteTraceback(self.trace)
+        return exc
+
+
+# The running batch's function and items, set before the workers are forked (so they
+# inherit them) and cleared when the batch ends; one batch at a time per process.
+_TASKS: tuple[Callable[[Any], Any], Sequence[Any], tuple[type[BaseException], ...]] | None = None
+_IN_WORKER = False
+
+
+def _mark_worker() -> None:
+    global _IN_WORKER
+    _IN_WORKER = True  # a batch started by a task runs in that worker, not in a new pool
+
+
+_OK, _KEPT, _FAILED = "ok", "kept", "failed"
+
+
+def _run_task(index: int) -> tuple[str, Any]:
+    assert _TASKS is not None, "worker forked without a batch"
+    fn, items, keep = _TASKS
+    try:
+        return _OK, fn(items[index])
+    except keep as exc:
+        return _KEPT, _Failure.of(exc)
+    except Exception as exc:  # noqa: BLE001 - carried back, re-raised by the parent
+        return _FAILED, _Failure.of(exc)
+
+
+class Batch(Generic[T, R]):
+    """``fn(item)`` for every item: started at once in worker processes (``jobs`` > 1), so
+    the caller may do other work meanwhile, and collected in item order by ``results``.
+    In this process (``jobs`` == 1) nothing runs before ``results`` is called.
+
+    ``keep_errors``: exceptions of these types raised by ``fn`` become that item's result
+    instead of the batch's error.  Use as a context manager: leaving it early (an error,
+    ^C) cancels what has not started."""
+
+    def __init__(self, fn: Callable[[T], R], items: Sequence[T], jobs: int,
+                 keep_errors: tuple[type[BaseException], ...] = ()) -> None:
+        self.fn = fn
+        self.items = list(items)
+        self.keep = keep_errors
+        self.jobs = max(1, min(jobs, len(self.items)))
+        self.pool: ProcessPoolExecutor | None = None
+        self.futures: list[Future[tuple[str, Any]]] = []
+        self.froze = False
+        self.owns_tasks = False  # this batch set _TASKS (a serial one leaves it alone)
+        if self.jobs > 1 and can_fork() and not _IN_WORKER and _TASKS is None:
+            self._start()
+
+    @property
+    def parallel(self) -> bool:
+        return self.pool is not None
+
+    def _start(self) -> None:
+        global _TASKS
+        _TASKS = (self.fn, self.items, self.keep)
+        self.owns_tasks = True
+        # what the parent holds now is shared with the workers: out of the collector's
+        # generations, so a worker's collections do not touch (and copy) those pages
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            self.froze = True
+        try:
+            self.pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("fork"),
+                                            initializer=_mark_worker)
+            self.futures = [self.pool.submit(_run_task, i) for i in range(len(self.items))]
+        except BaseException:
+            self.close()
+            raise
+
+    def results(self, on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
+        """Every result (or kept error), in item order; ``on_done(index, result)`` as each
+        finishes (in this process: in order, each right after it is computed)."""
+        if self.pool is None:
+            out: list[Any] = []
+            for i, item in enumerate(self.items):
+                try:
+                    out.append(self.fn(item))
+                except self.keep as exc:
+                    out.append(exc)
+                if on_done is not None:
+                    on_done(i, out[-1])
+            return out
+        try:
+            return self._collect(on_done)
+        finally:
+            self.close()
+
+    def _collect(self, on_done: Callable[[int, Any], None] | None) -> list[Any]:
+        index = {id(f): i for i, f in enumerate(self.futures)}
+        done: dict[int, Any] = {}
+        failed: dict[int, _Failure] = {}
+        pending = set(self.futures)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in sorted(finished, key=lambda f: index[id(f)]):
+                i = index[id(fut)]
+                try:
+                    status, value = fut.result()
+                except BrokenProcessPool as exc:
+                    raise WorkerDied(str(exc)) from None
+                if status != _FAILED:
+                    done[i] = value.revive() if status == _KEPT else value
+                    if on_done is not None and not failed:
+                        on_done(i, value)
+                else:
+                    failed[i] = value
+            if failed:
+                # the serial run raises the first failing item's error: the items before it
+                # must still finish (one of them may fail first), the later ones are not needed
+                first = min(failed)
+                for fut in list(pending):
+                    if index[id(fut)] > first:
+                        fut.cancel()
+                pending = {f for f in pending if index[id(f)] < first}
+        if failed:
+            raise failed[min(failed)].revive()
+        return [done[i] for i in range(len(self.items))]
+
+    def close(self) -> None:
+        global _TASKS
+        if self.pool is not None:
+            # on an error or ^C, do not wait for the queued tasks
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+        if self.owns_tasks:
+            _TASKS = None
+            self.owns_tasks = False
+        if self.froze:
+            gc.unfreeze()  # this process goes on: give its objects back to the collector
+            self.froze = False
+
+    def __enter__(self) -> Batch[T, R]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_all(fn: Callable[[T], R], items: Sequence[T], jobs: int,
+            on_done: Callable[[int, Any], None] | None = None,
+            keep_errors: tuple[type[BaseException], ...] = ()) -> list[Any]:
+    """``[fn(item) for item in items]``, in ``jobs`` worker processes when ``jobs`` > 1."""
+    with Batch(fn, items, jobs, keep_errors) as batch:
+        return batch.results(on_done)
