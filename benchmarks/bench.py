@@ -202,8 +202,74 @@ def phase_requests(version: str) -> dict[str, Any]:
             "eval_wall_min": min(x["wall"] for x in evals), "maxrss_mb": _maxrss_mb()}
 
 
+def phase_instr_child(arg: str) -> dict[str, Any]:
+    """Run under callgrind with instrumentation off (``instructions()``): warm up, say READY,
+    wait for the flag file (the parent has switched instrumentation on), evaluate once, say
+    DONE, wait for the flag to go (switched off). The CPU budgets are lifted: under valgrind a
+    resolution takes ~50x its CPU time, and a budget hit would measure less work."""
+    import gc
+    import hashlib
+
+    from sglang_audit.evaluate.bounds import Bounds
+    from sglang_audit.frontend.parse import SourceCache
+    from sglang_audit.resolve import attention, pipeline
+    from sglang_audit.resolve.resolver import Resolver
+
+    version, flag = arg.split(":", 1)
+    cache = SourceCache(use_disk=True)
+    request = pipeline.Request(source=f"sglang=={version}", arch=RESOLVE_CASE["arch"], model=RESOLVE_CASE["model"],
+                               sets=list(RESOLVE_CASE["sets"]), use_cache=False, flashinfer_source="none")
+    target = pipeline.prepare(request, cache).target
+    Resolver(target, cache).resolve()
+    attention.ATTENTION_CPU_SECONDS = 1e9
+    gc.collect()
+    gc.freeze()
+    print("READY", file=sys.stderr, flush=True)
+    while not os.path.exists(flag):
+        time.sleep(0.05)
+    res = Resolver(target, cache, bounds=Bounds(cpu_seconds=1e9)).resolve()
+    print("DONE", file=sys.stderr, flush=True)
+    while os.path.exists(flag):
+        time.sleep(0.05)
+    digest = hashlib.sha256(json.dumps(res.to_json(), sort_keys=True, default=str).encode()).hexdigest()
+    return {"result_sha256": digest}
+
+
+def instructions(version: str, env: dict[str, str]) -> dict[str, Any]:
+    """Instructions executed by one warm evaluation of the README's job (prepared target, IR in
+    memory, the kernel step off), counted by valgrind's callgrind: the same count run after
+    run whatever else the machine does (this machine's perf counters are not supported)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        flag = os.path.join(tmp, "on")
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={tmp}/cg.out",
+               sys.executable, str(Path(__file__).resolve()), "_phase", "instr_child", f"{version}:{flag}"]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        log: list[str] = []
+        for wanted in ("READY", "DONE"):
+            for line in proc.stderr:
+                log.append(line)
+                if line.strip() == wanted:
+                    break
+            else:
+                raise SystemExit(f"instructions {version}: the child ended early:\n{''.join(log)[-3000:]}")
+            switch = "on" if wanted == "READY" else "off"
+            subprocess.run(["callgrind_control", "-i", switch, str(proc.pid)], capture_output=True, check=True)
+            if wanted == "READY":
+                Path(flag).touch()
+        os.unlink(flag)
+        out, err = proc.communicate()
+        collected = [ln for ln in (*log, *err.splitlines()) if "Collected :" in ln]
+        if proc.returncode != 0 or not collected:
+            raise SystemExit(f"instructions {version} failed:\n{err[-3000:]}")
+        return {"instructions": int(collected[-1].split(":")[-1].strip().replace(",", "")),
+                **json.loads(out.strip().splitlines()[-1])}
+
+
 PHASES = {"extract": phase_extract, "cold": phase_cold, "warm": phase_warm, "parse": phase_parse,
-          "requests": phase_requests}
+          "requests": phase_requests, "instr_child": phase_instr_child}
 
 
 # ---- the driver ------------------------------------------------------------------------------
@@ -292,8 +358,8 @@ def run_cli(args: list[str], env: dict[str, str]) -> dict[str, Any]:
             "stdout": stdout, "returncode": proc.returncode}
 
 
-def prepare_cache(cache_dir: Path, wheels_from: Path | None, versions: list[str]) -> None:
-    for part in ("ir", "results", "sources"):
+def prepare_cache(cache_dir: Path, wheels_from: Path | None, versions: list[str], empty: bool = True) -> None:
+    for part in ("ir", "results", "sources") if empty else ():
         shutil.rmtree(cache_dir / part, ignore_errors=True)
     wheels = cache_dir / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
@@ -550,6 +616,9 @@ def main() -> None:
                     help="only the CLI start (resolve, then a result-cache hit) and the --commands phases")
     ap.add_argument("--explain-field", default="moe_runner_backend")
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--instructions", action="store_true",
+                    help="only count the instructions of one warm evaluation per release (valgrind callgrind; "
+                         "deterministic, ~2 min on 0.5.23), against the IR in --cache-dir (filled on first use)")
     ap.add_argument("--oracle-venvs", default=None,
                     help="dir of oracle venvs (venv-<version>): measure an oracle case here")
     ap.add_argument("--oracle-cases", type=int, default=10, help="cases in the oracle batch")
@@ -557,11 +626,17 @@ def main() -> None:
     cache_dir = Path(args.cache_dir)
     if cache_dir.resolve() == Path(os.environ.get("SGLANG_AUDIT_CACHE_DIR", "/nonexistent")).resolve():
         raise SystemExit("--cache-dir must be a private dir, not SGLANG_AUDIT_CACHE_DIR")
-    prepare_cache(cache_dir, args.wheels_from, args.versions)
+    prepare_cache(cache_dir, args.wheels_from, args.versions, empty=not args.instructions)
     # the kernel step reads FlashInfer (downloaded unless cached): left out here, measured
     # in docs/performance.md's kernel section
     env = dict(os.environ, SGLANG_AUDIT_CACHE_DIR=str(cache_dir), PYTHONHASHSEED="0",
                SGLANG_AUDIT_FLASHINFER_SOURCE="none")
+    if args.instructions:
+        counts = {v: instructions(v, env) for v in args.versions}
+        print(json.dumps(counts, indent=1))
+        if args.json_out:
+            args.json_out.write_text(json.dumps(counts, indent=1))
+        return
     load = os.getloadavg()
     results = []
     for version in args.versions:
