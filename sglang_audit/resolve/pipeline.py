@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sglang_audit.errors import InputError, SourceError
 from sglang_audit.evaluate.bounds import Bounds
+from sglang_audit.evaluate.stack import deep_call
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import bound_names
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
@@ -214,14 +215,14 @@ def _flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, EVAL_RECURSION_LIMIT))
     try:
-        mod = interp.load_module(entry["module"])
+        mod = deep_call(interp.load_module, entry["module"])  # evaluate/stack.py
         if not isinstance(mod, ModuleObj) or mod.failed:
             where = interp.parse_failures.get(rel) or getattr(mod, "failed", "missing")
             raise SourceError(f"cannot read {rel} in {tree.package_dir}: {where}")
         cls = mod.globals.get(entry["class"])
         if not isinstance(cls, Class):
             raise SourceError(f"no {entry['class']} class in {tree.package_dir.parent / rel}: unsupported layout")
-        return extract_flags(interp, cls)
+        return deep_call(extract_flags, interp, cls)
     except (PyRaise, Unmodelled, AnalysisBound) as exc:
         # the module body itself stops (a raise at import, a bound): its flags are unknowable
         raise InputError(f"{release_name(tree)}: cannot read the flags of {rel}: {_stop_reason(exc)}") from None

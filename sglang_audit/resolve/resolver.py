@@ -29,6 +29,7 @@ from typing import Any
 from sglang_audit.errors import InputError, strict_mode
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled, stop_reason
 from sglang_audit.evaluate.overlays.classes import dataclass_fields
+from sglang_audit.evaluate.stack import deep_call
 from sglang_audit.evaluate.values import (
     AnalysisBound,
     Decision,
@@ -118,7 +119,7 @@ class Resolver:
     # ---- exploring paths --------------------------------------------------------------
     def resolve(self) -> Resolution:
         with _fewer_collections():
-            return self._resolve()
+            return deep_call(self._resolve)  # evaluate/stack.py: no frame-chunk churn
 
     def _resolve(self) -> Resolution:
         # one CPU-time budget for the whole resolution, parsing excluded (a cold cache must not
