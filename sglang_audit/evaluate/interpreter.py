@@ -763,10 +763,7 @@ class Interpreter:
 
     def unpack(self, value: Any, targets: list[ir.Node], frame: Frame, line: int) -> list[Any]:
         n = len(targets)
-        star = _STARRED.get(id(targets))
-        if star is None or star[0] is not targets:
-            star = _STARRED[id(targets)] = (targets, [i for i, t in enumerate(targets) if isinstance(t, ir.Starred)])
-        star = star[1]  # the positions of starred targets, once per target list (it is IR)
+        star = [i for i, t in enumerate(targets) if isinstance(t, ir.Starred)]
         if isinstance(value, Unknown):
             return [value] * n
         if isinstance(value, External) and self.call_hook is not None and not star:
@@ -2153,7 +2150,6 @@ def _memo_key(values: list[Any]) -> Any:
 
 
 _LOCALS: dict[int, tuple[list[ir.Node], frozenset[str]]] = {}
-_STARRED: dict[int, tuple[list[ir.Node], list[int]]] = {}  # id(targets) -> (targets, starred positions)
 
 
 def _function_locals(body: list[ir.Node]) -> frozenset[str]:
