@@ -164,6 +164,26 @@ def safe_unpickle(payload: bytes, allowed: dict[tuple[str, str], object]) -> obj
         raise EntryRejected(f"cannot unpickle ({type(exc).__name__})") from None
 
 
+def load_pickled(path: Path, magic: bytes, allowed: dict[tuple[str, str], object]) -> object | None:
+    """A checksummed pickled entry, None for anything absent, damaged or not allowed."""
+    try:
+        return safe_unpickle(read_entry(path, magic), allowed)
+    except EntryRejected:
+        return None
+
+
+def store_pickled(path: Path, magic: bytes, value: object) -> bool:
+    """Write ``value`` as a checksummed pickled entry; False when it does not pickle or the
+    cache could not take it (a value not cached is a later miss, never an error)."""
+    import pickle
+
+    try:
+        payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
+        return False
+    return write_entry(path, magic, payload)
+
+
 # ---- content hashes, re-computed only for files whose stamp changed ---------------------
 
 MAX_HASHED_FILE = 512 * 1024 * 1024  # a file to hash beyond this: the caller does not cache

@@ -185,3 +185,23 @@ def test_0510_mxfp8_overrides_the_users_moe_runner(release):
     assert forced["cutlass"].outcome == OUTCOME_ACCEPTED and forced["flashinfer_trtllm"].outcome == OUTCOME_ACCEPTED
     assert forced["auto"].outcome == OUTCOME_REWRITTEN and not forced["auto"].overridden
     assert "OVERRIDDEN: you set 'triton'" in render_text(exp)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_a_second_explain_is_answered_from_the_result_cache(isolated_cache, monkeypatch, use_cache):
+    from sglang_audit.resolve.resolver import Resolver
+
+    req = Request(source=str(MINI_E2), arch="sm120", model="deepseek-r1-nvfp4", use_cache=use_cache)
+    first = explain(req, "fp4_gemm_runner_backend")
+    calls: list[int] = []
+    real = Resolver.resolve
+
+    def counted(self):
+        calls.append(1)
+        return real(self)
+
+    monkeypatch.setattr(Resolver, "resolve", counted)
+    again = explain(req, "fp4_gemm_runner_backend")
+    # the base resolution and one per forced choice (four choices, the default among them)
+    assert len(calls) == (0 if use_cache else 4)
+    assert json.dumps(again.to_json(), sort_keys=True) == json.dumps(first.to_json(), sort_keys=True)

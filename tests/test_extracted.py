@@ -135,6 +135,31 @@ def test_an_edit_after_the_copy_was_located_misses(tmp_path, isolated_cache, set
     assert located(str(whl), cache) is tree  # the same located tree: the result cache checked it
 
 
+def test_an_edit_of_the_copy_while_evaluated_is_not_stored(tmp_path, isolated_cache, settled, model):
+    # keyed by the copy's manifest: an answer read from an edited file is not stored under it
+    from sglang_audit.evaluate.bounds import Bounds
+    from sglang_audit.resolve.resolver import Resolver
+    from sglang_audit.resolve.targets import DEFAULT_MAX_PATHS
+
+    whl = _mini_wheel(tmp_path)
+    cache = SourceCache()
+    target = prepare(Request(source=str(whl), arch="sm100", model=str(model)), cache).target
+    results = ResultCache(stable_tree=True)
+    key = results.key(target, DEFAULT_MAX_PATHS, Bounds())
+    server_args = target.source.package_dir / "srt" / "server_args.py"
+    _same_size_edit(server_args, "flashinfer_cutlas")
+    res = Resolver(target, cache).resolve()
+    assert res.settings["moe_runner_backend"].config == "flashinfer_cutlas"
+    assert results.put(key, res) is False and results.get(key) is None
+    # unedited, the same evaluation is stored
+    server_args.write_text(server_args.read_text().replace('"flashinfer_cutlas"', '"flashinfer_trtllm"', 1))
+    fresh = ResultCache(stable_tree=True)
+    cache = SourceCache()
+    target = prepare(Request(source=str(whl), arch="sm100", model=str(model)), cache).target
+    key = fresh.key(target, DEFAULT_MAX_PATHS, Bounds())
+    assert fresh.put(key, Resolver(target, cache).resolve()) is True
+
+
 def test_one_request_checks_the_copy_once(tmp_path, isolated_cache, settled, model, monkeypatch):
     # the request's own locate verified it: the result key takes that digest, no second walk
     monkeypatch.setenv("SGLANG_AUDIT_FLASHINFER_SOURCE", "none")

@@ -458,3 +458,36 @@ def test_the_tool_digest_follows_the_tool_s_code_and_rules(tmp_path, monkeypatch
         path.write_text(text)
         assert digest() != first
         first = digest()
+
+
+@pytest.mark.parametrize("edit", [None, "source", "model"])
+def test_a_tree_edited_while_evaluated_is_not_stored_under_its_earlier_key(setup, edit):
+    # the key hashes the tree and model before the evaluation reads them: an edit in
+    # between must not leave the new answer under the key of the old content
+    from sglang_audit.evaluate.bounds import Bounds
+    from sglang_audit.resolve.resolver import Resolver
+    from sglang_audit.resolve.targets import DEFAULT_MAX_PATHS
+
+    checkout, model = setup
+    cache = SourceCache()
+    target = prepare(Request(source=str(checkout), arch="sm100", model=str(model)), cache).target
+    results = ResultCache()
+    key = results.key(target, DEFAULT_MAX_PATHS, Bounds())
+    if edit == "source":
+        server_args = checkout / "python" / "sglang" / "srt" / "server_args.py"
+        server_args.write_text(server_args.read_text().replace(
+            'self.moe_runner_backend = "flashinfer_trtllm"', 'self.moe_runner_backend = "triton"', 1))
+    elif edit == "model":
+        config = model / "config.json"
+        data = json.loads(config.read_text())
+        data["num_hidden_layers"] = data.get("num_hidden_layers", 1) + 1
+        config.write_text(json.dumps(data))
+    res = Resolver(target, cache).resolve()
+    assert _moe(res) == ("triton" if edit == "source" else "flashinfer_trtllm")
+    assert results.put(key, res) is (edit is None)
+    assert (results.get(key) is not None) is (edit is None)
+    if edit == "source":
+        # the tree as it is now has its own key, and its answer is kept under it
+        fresh = ResultCache()
+        assert _moe(_resolve(checkout, model, fresh)) == "triton"
+        assert _moe(_resolve(checkout, model, fresh)) == "triton" and fresh.hits == 1

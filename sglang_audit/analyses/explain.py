@@ -26,8 +26,15 @@ from sglang_audit.analyses.graph import (
 from sglang_audit.analyses.guards import list_guards
 from sglang_audit.errors import AuditError, InputError
 from sglang_audit.frontend.parse import SourceCache
-from sglang_audit.resolve.pipeline import Request, prepare, progress_done, with_kernels
+from sglang_audit.resolve.pipeline import (
+    Request,
+    prepare,
+    progress_done,
+    resolve_target,
+    with_kernels,
+)
 from sglang_audit.resolve.resolver import Resolver
+from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.resolve.targets import Target
 from sglang_audit.resolve.workers import Batch, run_all
 from sglang_audit.result import (
@@ -383,16 +390,22 @@ def explain(request: Request, field: str, progress: Callable[[str], None] | None
 def explain_fields(request: Request, fields: Sequence[str], progress: Callable[[str], None] | None = None,
                    force_choices: bool = True, jobs: int = 1, cache: SourceCache | None = None,
                    bases: Sequence[tuple[Target, Resolution]] = (),
-                   rules: tuple[Any, ...] | None = None) -> dict[str, Explanation | AuditError]:
+                   rules: tuple[Any, ...] | None = None,
+                   results: ResultCache | None = None) -> dict[str, Explanation | AuditError]:
     """Several fields of one request explained on one prepared release: the flag table,
     the IR, the decision graph, the device's predicates and the rules are read once, and
     every field's forced choices are resolved in one batch (``workers``).  A field that
     cannot be explained maps to its error.  ``bases``: resolutions already made for a
     target (the report's own, without package forks), not made again; ``rules``: the
-    shipped known-bad rules, when the caller has read them."""
+    shipped known-bad rules, when the caller has read them; ``results``: the result cache
+    every resolution goes through (by default the user's, unless ``use_cache`` is off)."""
     cache = cache or SourceCache(use_disk=request.use_cache)
+    # the tree is listed once for every key: a result is stored only if its evaluation
+    # read the content keyed (ResultCache.put), so an edit during the run is never kept
+    results = results or ResultCache(enabled=request.use_cache, stable_tree=True)
     try:
-        return _explain_fields(request, list(dict.fromkeys(fields)), cache, progress, force_choices, jobs, bases, rules)
+        return _explain_fields(request, list(dict.fromkeys(fields)), cache, progress, force_choices, jobs, bases, rules,
+                               results)
     except AuditError as exc:  # the release or the request itself: every field fails alike
         return {f: exc for f in fields}
     finally:
@@ -415,7 +428,7 @@ class _Field:
 
 def _explain_fields(request: Request, fields: list[str], cache: SourceCache, progress: Callable[[str], None] | None,
                     force_choices: bool, jobs: int, bases: Sequence[tuple[Target, Resolution]],
-                    shipped_rules: tuple[Any, ...] | None) -> dict[str, Explanation | AuditError]:
+                    shipped_rules: tuple[Any, ...] | None, results: ResultCache) -> dict[str, Explanation | AuditError]:
     prep = prepare(request, cache, progress, want_table=True)
     table = prep.table
     assert table is not None  # prepare(want_table=True) always builds it
@@ -436,7 +449,8 @@ def _explain_fields(request: Request, fields: list[str], cache: SourceCache, pro
         base = next((r for t, r in resolved if t == target), None)
         if base is None:
             try:
-                base = with_kernels(Resolver(target, cache).resolve(), target, cache, request.flashinfer_source, progress)
+                base = with_kernels(resolve_target(target, cache, results, forks=False), target, cache,
+                                    request.flashinfer_source, progress, results=results)
             except AuditError as exc:
                 base = exc
             resolved.append((target, base))
@@ -449,11 +463,11 @@ def _explain_fields(request: Request, fields: list[str], cache: SourceCache, pro
     # the choices the release declares are resolved in workers while this process reads
     # the decision graph, the device's predicates and the rules
     tasks = _choice_tasks(plans, force_choices, progress)
-    with Batch(_resolve_forced(request, cache), tasks, jobs, keep_errors=(AuditError,)) as batch:
+    with Batch(_resolve_forced(request, cache, results), tasks, jobs, keep_errors=(AuditError,)) as batch:
         dg = build_graph(prep.tree.package_dir, cache)
         predicates = _predicate_values(list_guards(Resolver(prep.target, cache)))
         rules, rules_note = _load_rules() if shipped_rules is None else (shipped_rules, "")
-        results = batch.results(_progress_each(tasks, progress))
+        forced = batch.results(_progress_each(tasks, progress))
     late = [p for p in plans if not p.choices and p.base.settings[p.name].present]
     for p in late:
         # no argparse choices: the constants the code itself writes are the candidates
@@ -469,13 +483,13 @@ def _explain_fields(request: Request, fields: list[str], cache: SourceCache, pro
             p.notes.append(f"the release declares no choices for {p.name} and its code writes no string constants to it; no value was forced")
     if force_choices and any(p.choices for p in late):
         more = _choice_tasks(late, force_choices, progress, first=len(tasks))
-        results += run_all(_resolve_forced(request, cache), more, jobs, _progress_each(more, progress),
-                           keep_errors=(AuditError,))
+        forced += run_all(_resolve_forced(request, cache, results), more, jobs, _progress_each(more, progress),
+                          keep_errors=(AuditError,))
     for p in plans:
         # a choice whose resolution failed fails its field, as the first failing choice did
         # when each was resolved in turn
-        failed = next((results[i] for c, i in p.forced.items() if isinstance(results[i], AuditError)), None)
-        out[p.name] = failed if failed is not None else _explanation(p, dg, predicates, rules, rules_note, results, force_choices)
+        failed = next((forced[i] for c, i in p.forced.items() if isinstance(forced[i], AuditError)), None)
+        out[p.name] = failed if failed is not None else _explanation(p, dg, predicates, rules, rules_note, forced, force_choices)
     return {f: out[f] for f in fields}
 
 
@@ -497,10 +511,13 @@ def _choice_tasks(plans: list[_Field], force_choices: bool, progress: Callable[[
     return tasks
 
 
-def _resolve_forced(request: Request, cache: SourceCache) -> Callable[[tuple[Target, str, str]], Resolution]:
+def _resolve_forced(request: Request, cache: SourceCache,
+                    results: ResultCache) -> Callable[[tuple[Target, str, str]], Resolution]:
     def run(task: tuple[Target, str, str]) -> Resolution:
         target = task[0]
-        return with_kernels(Resolver(target, cache).resolve(), target, cache, request.flashinfer_source)
+        # no package forks, as the base resolution (the explanation compares the two)
+        return with_kernels(resolve_target(target, cache, results, forks=False), target, cache,
+                            request.flashinfer_source, results=results)
 
     return run
 

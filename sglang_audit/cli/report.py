@@ -208,18 +208,20 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
     cache = SourceCache(use_disk=request.use_cache)
     fields = tuple(explain_fields)
     prep = prepare(request, cache, say, want_table=bool(fields))
-    results = ResultCache(enabled=request.use_cache)
+    # listed once for every key; a result is stored only if it read the content keyed
+    results = ResultCache(enabled=request.use_cache, stable_tree=True)
     plain = resolve_target(prep.target, cache, results, forks=False)
     res = with_package_forks(plain, prep.target, cache, results)
-    res = with_kernels(res, prep.target, cache, request.flashinfer_source, say)  # kernel verdicts (kernels.py)
+    res = with_kernels(res, prep.target, cache, request.flashinfer_source, say, results=results)  # kernels.py
     notes: list[str] = []
     names = [n for n in fields if (s := res.settings.get(n)) is not None and s.present]
     if say and names:
         say(f"explaining {', '.join(names)}")
     # what `explain` resolves first for this target (no package forks) is already resolved
-    first = with_kernels(plain, prep.target, cache, request.flashinfer_source)
+    first = with_kernels(plain, prep.target, cache, request.flashinfer_source, results=results)
     shipped = _shipped_rules()
-    explained = explain_many(request, names, say, force_choices, jobs, cache, bases=[(prep.target, first)], rules=shipped)
+    explained = explain_many(request, names, say, force_choices, jobs, cache, bases=[(prep.target, first)], rules=shipped,
+                             results=results)
     explanations: dict[str, Any] = {}
     for name, exp in explained.items():
         if isinstance(exp, AuditError):

@@ -20,19 +20,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import stat
 from pathlib import Path
 from typing import Any
 
-from sglang_audit.cachedir import (
-    EntryRejected,
-    TooLarge,
-    read_entry,
-    safe_unpickle,
-    stamp_index,
-    write_entry,
-)
+from sglang_audit.cachedir import TooLarge, load_pickled, stamp_index, store_pickled
 from sglang_audit.result import KernelVerdict
 
 _MAGIC = b"SGA-KERNEL1 "
@@ -94,10 +86,7 @@ class KernelMemo:
             return None
         from sglang_audit.resolve.resultcache import ALLOWED
 
-        try:
-            value = safe_unpickle(read_entry(path, _MAGIC), ALLOWED)
-        except EntryRejected:
-            return None
+        value = load_pickled(path, _MAGIC, ALLOWED)
         if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], KernelVerdict)
                 and isinstance(value[0], list) and all(isinstance(x, tuple) and len(x) == 2 for x in value[0])):
             return None
@@ -120,11 +109,7 @@ class KernelMemo:
         states = reads.states() if path is not None else None
         if path is None or states is None:
             return
-        try:
-            payload = pickle.dumps((states, verdict), protocol=pickle.HIGHEST_PROTOCOL)
-        except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
-            return
-        write_entry(path, _MAGIC, payload)
+        store_pickled(path, _MAGIC, (states, verdict))
 
 
 def _state(path: str, index: Any) -> str:

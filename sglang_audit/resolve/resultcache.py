@@ -22,7 +22,7 @@ the evaluator would give again; anything that changes misses:
 * the target (device, flags by type and value, env, packages) and the analysis bounds.
 
 Entries live in ``<user cache>/results``, checksummed and unpickled with an allowlist of
-this package's result classes (``cachedir.read_entry``/``safe_unpickle``); anything
+this package's result classes (``cachedir.load_pickled``); anything
 unreadable is a miss. `--no-cache` bypasses them; `sglang-audit cache clear` removes them.
 """
 
@@ -33,7 +33,6 @@ import functools
 import hashlib
 import json
 import os
-import pickle
 import stat
 import time
 from collections.abc import Callable
@@ -46,9 +45,10 @@ from sglang_audit.cachedir import (
     EntryRejected,
     StampIndex,
     TooLarge,
+    load_pickled,
     read_entry,
-    safe_unpickle,
     stamp_index,
+    store_pickled,
     writable_subdir,
     write_entry,
 )
@@ -73,25 +73,73 @@ ALLOWED.update({("builtins", "frozenset"): frozenset, ("builtins", "set"): set})
 _NotCacheable = TooLarge  # the inputs are too large or odd to key: the resolution runs uncached
 
 
+class _Contents:
+    """A source tree's content as a key saw it: absolute path -> sha256, made on first use
+    (for the tool's extracted copy it is the manifest, read only when a result is stored)."""
+
+    def __init__(self, make: Callable[[], dict[str, str] | None]) -> None:
+        self._make: Callable[[], dict[str, str] | None] | None = make
+        self._value: dict[str, str] | None = None
+
+    def get(self) -> dict[str, str] | None:
+        if self._make is not None:
+            self._value, self._make = self._make(), None
+        return self._value
+
+
+@dataclasses.dataclass(frozen=True)
+class _Keyed:
+    package_dir: str
+    contents: _Contents
+    model_path: str
+    model: str
+    draft_path: Any
+    draft: str | None
+
+
+def _manifest_contents(root: Path, archive_sha: str) -> dict[str, str] | None:
+    from sglang_audit.source.extracted import manifest_files
+
+    files = manifest_files(root, archive_sha)
+    if files is None:
+        return None
+    base = str(Path(root).resolve())
+    return {os.path.join(base, rel): sha for rel, sha in files.items()}
+
+
 class ResultCache:
     def __init__(self, enabled: bool = True, stable_tree: bool = False) -> None:
         """``stable_tree``: the caller treats the source tree as fixed while it runs (a
         matrix worker, which already keeps the tree's IR in memory): list it once."""
         self.dir = writable_subdir("results") if enabled else None
         self.stable_tree = stable_tree
-        self._tree_digests: dict[str, str] = {}
+        self._tree_digests: dict[str, tuple[str, _Contents]] = {}
+        # key -> what it was computed from: a result is stored under it only if the
+        # evaluation read that very content (``put``)
+        self._keyed: dict[str, _Keyed] = {}
         self._created = time.monotonic()
         self._hashes = stamp_index() if self.dir is not None else StampIndex(None)
         self.hits = 0
         self.misses = 0
 
     def tree_digest(self, package_dir: str, source: SourceTree | None = None) -> str:
+        return self._tree(package_dir, source)[0]
+
+    def _tree(self, package_dir: str, source: SourceTree | None) -> tuple[str, _Contents]:
+        """The tree's digest and, for ``put``'s check, the content it stands for."""
         if self.stable_tree and package_dir in self._tree_digests:
             return self._tree_digests[package_dir]
-        digest = self._extracted_digest(source) or _tree_digest(package_dir, self._hashes)
+        digest = self._extracted_digest(source)
+        if digest is not None and source is not None and source.extraction is not None:
+            root, archive_sha = source.extraction
+            contents = _Contents(lambda: _manifest_contents(root, archive_sha))
+        else:
+            seen: dict[str, str] = {}
+            digest = _tree_digest(package_dir, self._hashes, seen)
+            contents = _Contents(lambda: seen)
         if self.stable_tree:
-            self._tree_digests[package_dir] = digest
-        return digest
+            self._tree_digests[package_dir] = (digest, contents)
+        return digest, contents
 
     def _extracted_digest(self, source: SourceTree | None) -> str | None:
         """The manifest digest of the tool's own extracted copy while it still matches its
@@ -113,13 +161,15 @@ class ResultCache:
         try:
             package_dir = str(target.source.package_dir.resolve())
             model_path = target.model.path
+            tree, contents = self._tree(package_dir, target.source)
+            model = _model_digest(str(model_path), self._hashes)
+            draft = self._draft_digest(target.flags.get("speculative_draft_model_path"))
             parts = {
                 "format": RESULT_FORMAT,
                 "tool": tool_digest(),
-                "tree": self.tree_digest(package_dir, target.source),
+                "tree": tree,
                 "source": [package_dir, target.source.version, target.source.flashinfer, target.source.origin],
-                "model": [target.model.name, str(model_path), str(Path(model_path).resolve()),
-                          _model_digest(str(model_path), self._hashes)],
+                "model": [target.model.name, str(model_path), str(Path(model_path).resolve()), model],
                 "device": target.device.to_json(),
                 "flags": sorted((k, type(v).__name__, repr(v)) for k, v in target.flags.items()),
                 "env": sorted(target.env.items()),
@@ -128,7 +178,7 @@ class ResultCache:
                 "bounds": [max_paths, repr(bounds)],
                 "fields": list(getattr(target, "extra_fields", ())),
                 # the draft model's directory content: its config.json decides the draft's settings
-                "draft": self._draft_digest(target.flags.get("speculative_draft_model_path")),
+                "draft": draft,
                 # the transformers wheel whose config classes fill keys config.json omits:
                 # an answer made without it (offline) is not served once it is there
                 "transformers": _transformers_wheel_name(target.source.package_dir),
@@ -137,7 +187,10 @@ class ResultCache:
             return None
         finally:
             self._hashes.save()
-        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+        self._keyed[key] = _Keyed(package_dir, contents, str(model_path), model,
+                                  target.flags.get("speculative_draft_model_path"), draft)
+        return key
 
     # ---- typed flags: `--set`/`flags` as the release's flag table types them ------------
     # A result-cache hit must not evaluate the release's `add_cli_args` (0.5-0.6 s on
@@ -208,28 +261,47 @@ class ResultCache:
         path = self._path(key) if key is not None else None
         if path is None:
             return None
-        try:
-            value = safe_unpickle(read_entry(path, _MAGIC), ALLOWED)
-        except EntryRejected:
-            self.misses += 1
-            return None
+        value = load_pickled(path, _MAGIC, ALLOWED)
         if not isinstance(value, Resolution):
             self.misses += 1
             return None
         self.hits += 1
+        self._keyed.pop(key, None)  # nothing to store under it
         return value
 
-    def put(self, key: str | None, res: Resolution) -> None:
+    def put(self, key: str | None, res: Resolution) -> bool:
+        """Store ``res`` under ``key`` (from this cache's ``key``) if the evaluation saw what
+        the key describes: every file it read under the package had, when read, the content
+        the key hashed, and the model directories still hash as they did. A tree or model
+        edited while it was evaluated is not stored under the key of its earlier content."""
         path = self._path(key) if key is not None else None
-        if path is None:
-            return
+        keyed = self._keyed.pop(key, None) if key is not None else None
+        if path is None or keyed is None:
+            return False
         if "CPU-time budget" in json.dumps(res.to_json(), default=str):
-            return  # depends on the machine's speed, not on the inputs: never cached
+            return False  # depends on the machine's speed, not on the inputs: never cached
         try:
-            payload = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
-        except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
-            return  # a value that does not pickle is simply not cached
-        write_entry(path, _MAGIC, payload)
+            if not self._read_as_keyed(keyed, res):
+                return False
+        finally:
+            self._hashes.save()
+        return store_pickled(path, _MAGIC, res)
+
+    def _read_as_keyed(self, keyed: _Keyed, res: Resolution) -> bool:
+        contents = keyed.contents.get()
+        if contents is None:
+            return False
+        root = os.path.dirname(keyed.package_dir)
+        inside = keyed.package_dir + os.sep
+        for rel, sha in res.files_read:
+            full = os.path.join(root, rel)  # an absolute rel (outside the root) stays itself
+            if full.startswith(inside) and contents.get(full) != sha:
+                return False
+        try:
+            return (_model_digest(keyed.model_path, self._hashes) == keyed.model
+                    and self._draft_digest(keyed.draft_path) == keyed.draft)
+        except (OSError, RuntimeError, ValueError, _NotCacheable):
+            return False
 
 
 def _typed_repr(value: Any) -> str:
@@ -271,10 +343,12 @@ def tool_digest() -> str:
 # ---- content hashes, re-computed only for files whose stamp changed ---------------------
 
 
-def _walk(root: str, hashes: StampIndex, h: Any, should_hash: Callable[[str, int], bool], scope: str | None = None) -> None:
+def _walk(root: str, hashes: StampIndex, h: Any, should_hash: Callable[[str, int], bool], scope: str | None = None,
+          seen_files: dict[str, str] | None = None) -> None:
     """Feed ``h`` every entry under ``root``: its relative path, type, link target and
     content hash (``should_hash(name, size)``) or size. Directory links are followed
-    (each real directory once, so a link cycle ends)."""
+    (each real directory once, so a link cycle ends). ``seen_files``: filled with each
+    hashed file's path and sha256."""
     seen_dirs: set[tuple[int, int]] = set()
     count = 0
 
@@ -320,12 +394,15 @@ def _walk(root: str, hashes: StampIndex, h: Any, should_hash: Callable[[str, int
                 continue
             real = os.path.realpath(full) if link else full
             if should_hash(name, st.st_size):
-                emit("f", rel, link, real if link else "", st.st_size, hashes.digest(real, st, scope or root))
+                sha = hashes.digest(real, st, scope or root)
+                if seen_files is not None:
+                    seen_files[full] = sha
+                emit("f", rel, link, real if link else "", st.st_size, sha)
             else:
                 emit("big", rel, link, real if link else "", st.st_size)
 
 
-def _tree_digest(package_dir: str, hashes: StampIndex) -> str:
+def _tree_digest(package_dir: str, hashes: StampIndex, seen_files: dict[str, str] | None = None) -> str:
     """The package's files by content and, beside it, what the resolver reads: the
     names there (the evaluator answers path probes inside the source root) and the
     metadata (``pyproject.toml``, ``PKG-INFO``, ``*.dist-info``/``*.egg-info``)."""
@@ -339,7 +416,7 @@ def _tree_digest(package_dir: str, hashes: StampIndex) -> str:
                 _walk(full, hashes, h, lambda _n, _s: True, package_dir)
             elif os.path.isfile(full):
                 h.update(hashes.digest(os.path.realpath(full), os.stat(full), package_dir).encode())
-    _walk(package_dir, hashes, h, lambda _n, _s: True)
+    _walk(package_dir, hashes, h, lambda _n, _s: True, seen_files=seen_files)
     return h.hexdigest()
 
 

@@ -58,6 +58,19 @@ def verified(root: Path, archive_sha: str) -> str | None:
     return digest
 
 
+def manifest_files(root: Path, archive_sha: str) -> dict[str, str] | None:
+    """The manifest of the copy at ``root`` (relative path -> sha256 as extracted), or None
+    when its marker is missing, damaged or of another archive."""
+    try:
+        marker = json.loads((root / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    files = marker.get("files") if isinstance(marker, dict) else None
+    if not isinstance(files, dict) or marker.get("archive_sha256") != archive_sha:
+        return None
+    return {str(k): str(v) for k, v in files.items()}
+
+
 def manifest_digest(archive_sha: str, files: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(["manifest1", archive_sha, sorted(files.items())]).encode()).hexdigest()
 
@@ -110,12 +123,8 @@ def _fingerprint_file(root: str) -> Path | None:
 def _checked(root: Path, archive_sha: str, rels: list[str], stats: list[os.stat_result]) -> str | None:
     """The full check: every listed entry against the marker's manifest, file contents
     through the stamp index (hashed again only when a stamp changed)."""
-    try:
-        marker = json.loads((root / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    files = marker.get("files") if isinstance(marker, dict) else None
-    if not isinstance(files, dict) or marker.get("archive_sha256") != archive_sha:
+    files = manifest_files(root, archive_sha)
+    if files is None:
         return None  # written by an older version (no manifest): extract again
     # extraction makes directories only as parents of the files it writes
     dirs = set()
