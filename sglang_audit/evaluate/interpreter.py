@@ -731,7 +731,7 @@ class Interpreter:
         value, reads = self.collect(compute)
         self.assign(node.target, value, frame, node.line, node.text, reads, "expr")
 
-    def assign(self, target: ir.Node, value: Any, frame: Frame, line: int, text: str, reads: list[Event],
+    def assign(self, target: ir.Node, value: Any, frame: Frame, line: int, text: str, reads: Iterable[Event],
                form: str = "copy") -> None:
         kind = target.kind
         if kind == "Name":
@@ -851,10 +851,17 @@ class Interpreter:
             raise Unmodelled(f"loop over an unknown value at {frame.module.file}:{node.line} ({iterable.reason})")
         else:
             items = self.iterate(iterable, frame, node.line)
+        max_loop = self.bounds.max_loop
+        target = node.target
+        name = target.id if target.__class__ is ir.Name else None
+        sources = tuple(reads)  # each binding's event shares it (tuple() of a tuple is itself)
         for count, item in enumerate(items):
-            if count > self.bounds.max_loop:
+            if count > max_loop:
                 raise AnalysisBound(f"analysis bound reached: loop at {frame.module.file}:{node.line}")
-            self.assign(node.target, item, frame, node.line, "for", reads)
+            if name is not None:
+                self.bind_name(frame, name, item, node.line, "for", sources)
+            else:
+                self.assign(target, item, frame, node.line, "for", sources)
             try:
                 self.exec_block(node.body, frame)
             except _Break:
