@@ -246,3 +246,37 @@ def test_report_resolves_its_own_target_once(isolated_cache, monkeypatch):
     assert flags_seen.count({"tp_size": 8}) == 1
     forced = sum(len(e.choices) for e in data.explanations.values())
     assert len(flags_seen) <= 1 + forced
+
+
+class _Cyclic:
+    """An object in a reference cycle: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+_LAST: list[object] = []  # a weak reference to the previous task's cycle, per process
+
+
+def _previous_cycle_collected(_x: int) -> bool:
+    import weakref
+
+    gc.set_threshold(10**9)  # no collection on the collector's own schedule: only the batch's
+    prev = _LAST[-1]() if _LAST else None
+    obj = _Cyclic()
+    _LAST[:] = [weakref.ref(obj)]
+    del obj
+    return prev is None
+
+
+@pytest.mark.parametrize("jobs", [1, pytest.param(2, marks=needs_fork)])
+def test_each_task_s_garbage_is_collected_before_the_next(jobs):
+    # a resolution leaves tens of thousands of objects in cycles: left for the collector's
+    # schedule they pile up across a batch's tasks and a worker's heap grows with every case
+    saved = gc.get_threshold()
+    try:
+        assert all(run_all(_previous_cycle_collected, list(range(6)), jobs))
+    finally:
+        gc.set_threshold(*saved)
+        _LAST.clear()
+        gc.collect()

@@ -134,6 +134,17 @@ def _run_task(index: int) -> tuple[str, Any]:
         return _KEPT, _Failure.of(exc)
     except Exception as exc:  # noqa: BLE001 - carried back, re-raised by the parent
         return _FAILED, _Failure.of(exc)
+    finally:
+        _collect_task_garbage()
+
+
+def _collect_task_garbage() -> None:
+    """A resolution leaves its interpreter's objects in reference cycles (~50,000-65,000 per
+    0.5.23 case). Left to the collector's own schedule they pile up across tasks, and the
+    heap they fragment is not given back: a matrix worker grew from 198 to 250 MB over 14
+    cases, one collecting after each case stayed at 198 MB. What the batch started with is
+    frozen out of the generations (``Batch``), so this walks only the task's own objects."""
+    gc.collect()
 
 
 class Batch(Generic[T, R]):
@@ -184,13 +195,23 @@ class Batch(Generic[T, R]):
         finishes (in this process: in order, each right after it is computed)."""
         if self.pool is None:
             out: list[Any] = []
-            for i, item in enumerate(self.items):
-                try:
-                    out.append(self.fn(item))
-                except self.keep as exc:
-                    out.append(exc)
-                if on_done is not None:
-                    on_done(i, out[-1])
+            froze = len(self.items) > 1 and gc.get_freeze_count() == 0
+            if froze:
+                gc.freeze()  # as for workers: each item's collection walks only its own objects
+            try:
+                for i, item in enumerate(self.items):
+                    try:
+                        out.append(self.fn(item))
+                    except self.keep as exc:
+                        out.append(exc)
+                    finally:
+                        if len(self.items) > 1:
+                            _collect_task_garbage()
+                    if on_done is not None:
+                        on_done(i, out[-1])
+            finally:
+                if froze:
+                    gc.unfreeze()
             return out
         try:
             return self._collect(on_done)
