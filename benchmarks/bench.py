@@ -276,12 +276,15 @@ PHASES = {"extract": phase_extract, "cold": phase_cold, "warm": phase_warm, "par
 
 
 class TreeMemory:
-    """Samples the summed RSS of a process and its descendants (Linux /proc)."""
+    """Samples the summed RSS of a process and its descendants (Linux /proc), and their
+    summed PSS: forked workers share the pages they inherited, which each one's RSS counts
+    again and PSS divides among the sharers (the memory the tree really occupies)."""
 
     def __init__(self, pid: int, interval: float = 0.05) -> None:
         self.pid = pid
         self.interval = interval
         self.peak_kb = 0  # max over samples of the summed VmRSS
+        self.peak_pss_kb = 0  # max over samples of the summed Pss (smaps_rollup)
         self.hwm_kb: dict[int, int] = {}  # last VmHWM seen per process (upper bound when summed)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -320,15 +323,28 @@ class TreeMemory:
             pass
         return rss
 
+    @staticmethod
+    def _pss_kb(pid: int) -> int:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as fh:
+                for line in fh:
+                    if line.startswith("Pss:"):
+                        return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
+
     def _run(self) -> None:
         while not self._stop.is_set():
             kids = self._children()
-            todo, total = [self.pid], 0
+            todo, total, pss = [self.pid], 0, 0
             while todo:
                 p = todo.pop()
                 total += self._rss_kb(p)
+                pss += self._pss_kb(p)
                 todo.extend(kids.get(p, []))
             self.peak_kb = max(self.peak_kb, total)
+            self.peak_pss_kb = max(self.peak_pss_kb, pss)
             self._stop.wait(self.interval)
 
 
@@ -353,7 +369,7 @@ def run_cli(args: list[str], env: dict[str, str]) -> dict[str, Any]:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode not in (0, 1, 3):
         raise SystemExit(f"sglang-audit {' '.join(args)} failed ({proc.returncode}):\n{stderr[-3000:]}")
-    return {"wall": wall, "cpu": cpu, "peak_tree_mb": mem.peak_kb / 1024,
+    return {"wall": wall, "cpu": cpu, "peak_tree_mb": mem.peak_kb / 1024, "peak_tree_pss_mb": mem.peak_pss_kb / 1024,
             "sum_hwm_mb": sum(mem.hwm_kb.values()) / 1024, "processes": len(mem.hwm_kb),
             "stdout": stdout, "returncode": proc.returncode}
 
@@ -570,7 +586,9 @@ def markdown(results: list[dict[str, Any]], jobs: int, load: tuple[float, float,
             how = "" if jobs is None else f", --jobs {jobs}"
             row(f"`{name}` wall / cpu s, IR cold{how}", lambda r, c=cold: f"{s(r[c]['wall'])} / {s(r[c]['cpu'])}")
             row(f"`{name}` wall / cpu s, IR cached{how}", lambda r, c=cached: f"{s(r[c]['wall'])} / {s(r[c]['cpu'])}")
-            row(f"`{name}` peak memory of the process tree MB{how}", lambda r, a=cold, b=cached: f"{max(r[a]['peak_tree_mb'], r[b]['peak_tree_mb']):.0f}")
+            row(f"`{name}` peak memory of the process tree, RSS / PSS MB{how}",
+                lambda r, a=cold, b=cached: f"{max(r[a]['peak_tree_mb'], r[b]['peak_tree_mb']):.0f} / "
+                                            f"{max(r[a]['peak_tree_pss_mb'], r[b]['peak_tree_pss_mb']):.0f}")
         if len(command_jobs) > 1 and any(f"{name}_outputs_identical" in r for r in results):
             row(f"`{name}` output identical across --jobs {' / '.join(map(str, command_jobs))}",
                 lambda r, n=name: "yes" if r[f"{n}_outputs_identical"] else "NO")
@@ -590,6 +608,7 @@ def markdown(results: list[dict[str, Any]], jobs: int, load: tuple[float, float,
         row("matrix evaluation per case ÷ oracle case, cpu: batch / fresh process (target ≤ 0.01)", lambda r: f"{r['ratios']['eval_vs_oracle_batch_cpu']:.3f} / {r['ratios']['eval_vs_oracle_single_cpu']:.3f}")
         row("result-cache hit per case ÷ oracle case, cpu: batch / fresh process", lambda r: f"{r['ratios']['cached_vs_oracle_batch_cpu']:.4f} / {r['ratios']['cached_vs_oracle_single_cpu']:.4f}")
     row("**peak memory** matrix process tree (sampled) MB (target < 500)", lambda r: f"{r['matrix_warm']['peak_tree_mb']:.0f}")
+    row("the same as PSS (pages shared by forked workers counted once) MB", lambda r: f"{r['matrix_warm']['peak_tree_pss_mb']:.0f}")
     row("sum of per-process peaks (VmHWM, upper bound) MB", lambda r: f"{r['matrix_warm']['sum_hwm_mb']:.0f} ({r['matrix_warm']['processes']} processes)")
     return "\n".join(lines) + "\n"
 
