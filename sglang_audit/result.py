@@ -210,6 +210,14 @@ class Setting:
             return None
         return next((s for s in self.chain if s.role == ROLE_DECISION), None)
 
+    def produced(self, layer: str) -> ChainStep | None:
+        """The step that produced this layer's value ("config", "runtime"): the layer's
+        decision, else where its value entered (the user's flag, the declared default);
+        never a step that only copied it (``applied``)."""
+        steps = [s for s in self.chain if s.layer == layer]
+        return (next((s for s in steps if s.role == ROLE_DECISION), None)
+                or next((s for s in steps if s.role == ROLE_ORIGIN), None))
+
     @property
     def applied(self) -> tuple[ChainStep, ...]:
         """Steps that only copied or applied the decided value."""

@@ -291,6 +291,9 @@ def test_0523_issue_case_resolve_explain_and_check_cite_the_sm120_branch(release
     assert q["guard"] == "set by you: --quantization modelopt_fp4" and q["file"] == "sglang/srt/arg_groups/fields/model.py"
     code, out, _err = cli("resolve", *args)
     assert "decided: sglang/srt/arg_groups/overrides.py:1518 if ( moe_runner_backend" in out
+    # the headline too, not the override applier that copied the value last
+    head = next(line for line in out.splitlines() if line.startswith("moe_runner_backend "))
+    assert "decided at sglang/srt/arg_groups/overrides.py:1518" in head and "overrides.py:187" not in head
     assert ":0 " not in out
     # check cites the same line for the same setting (forced trtllm makes check speak)
     code, out, _err = cli("check", *args, "--set", "moe_runner_backend=flashinfer_trtllm", "--format", "json")
@@ -391,3 +394,26 @@ def test_setting_deciding_and_effective_are_one_definition():
     assert s.to_json()["deciding"]["line"] == 9
     unknown = Setting("x", "auto", UnknownValue("differs"), "unknown", chain)
     assert unknown.deciding is None
+
+
+def test_the_text_headline_cites_the_producing_step_not_the_last_copy():
+    # 0.5.20+ ends every value's chain in resolution_result's return: the headline named that
+    # copy ("decided at overrides.py:190") where the chain's decision is the field's default
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from sglang_audit.render.text import _origin
+
+    default = ChainStep("fields.py", 884, "default", "auto", "x: str = 'auto'", "config", "default", "origin")
+    copy = ChainStep("overrides.py", 190, "raw is not None", "auto", "return ...", "config", "return", ROLE_APPLIED)
+    s = Setting("x", "auto", None, "resolved", (default, copy))
+    assert s.produced("config") is default and s.produced("runtime") is None
+    assert _origin("x", s, SimpleNamespace(flags={})) == "default"
+    flag = ChainStep("spec.py", 31, "set by you: --x NEXTN", "NEXTN", "", "config", "flag", "origin")
+    hook = ChainStep("hook.py", 116, 'x == "NEXTN"', "EAGLE", "return 'EAGLE'", "config", "return", ROLE_DECISION)
+    s = Setting("x", "EAGLE", None, "resolved", (flag, hook, replace(copy, value="EAGLE", line=187)))
+    assert _origin("x", s, SimpleNamespace(flags={"x": "NEXTN"})) == "rewritten from NEXTN at hook.py:116"
+    run = ChainStep("fp4.py", 160, 'backend == "auto"', "cutlass", "", "runtime", "write", ROLE_DECISION)
+    run_copy = ChainStep("fp4.py", 162, "", "cutlass", "", "runtime", "write", ROLE_APPLIED)
+    s = Setting("x", "auto", "cutlass", "resolved", (default, copy, run, run_copy))
+    assert _origin("x", s, SimpleNamespace(flags={})) == "default; runtime decided at fp4.py:160"

@@ -43,22 +43,23 @@ def _origin(name: str, s: Setting, res: Resolution) -> str:
     """Where the value came from, in one phrase."""
     if isinstance(s.config, UnknownValue) or s.status == "rejected":
         return ""
-    config_steps = [st for st in s.chain if st.layer == "config"]
-    last = config_steps[-1] if config_steps else None
+    # the step that produced each value, never the last step that copied it (on 0.5.20+
+    # every value ends in resolution_result's return)
+    made = s.produced("config")
     if name in res.flags:
         given = res.flags[name]
         if given == s.config:
             phrase = "set by you"
         else:
-            where = f" at {last.file}:{last.line}" if last is not None else ""
+            where = f" at {made.file}:{made.line}" if made is not None and made.kind != "flag" else ""
             phrase = f"rewritten from {given}{where}"
-    elif last is None or last.kind == "default":
+    elif made is None or made.kind == "default":
         phrase = "default"
     else:
-        phrase = f"decided at {last.file}:{last.line}"
-    runtime = [st for st in s.chain if st.layer == "runtime" and st.guard]
-    if s.runtime is not None and not isinstance(s.runtime, UnknownValue) and s.runtime != s.config and runtime:
-        phrase += f"; runtime decided at {runtime[-1].file}:{runtime[-1].line}"
+        phrase = f"decided at {made.file}:{made.line}"
+    runtime = s.produced("runtime")
+    if s.runtime is not None and not isinstance(s.runtime, UnknownValue) and s.runtime != s.config and runtime is not None:
+        phrase += f"; runtime decided at {runtime.file}:{runtime.line}"
     return phrase
 
 
