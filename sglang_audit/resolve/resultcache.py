@@ -109,8 +109,9 @@ def _manifest_contents(root: Path, archive_sha: str) -> dict[str, str] | None:
 
 class ResultCache:
     def __init__(self, enabled: bool = True, stable_tree: bool = False) -> None:
-        """``stable_tree``: the caller treats the source tree as fixed while it runs (a
-        matrix worker, which already keeps the tree's IR in memory): list it once."""
+        """``stable_tree``: list the source tree once for every key (a matrix worker, explain,
+        report). Safe against edits during the run because ``put`` stores only results that
+        read the content keyed."""
         self.dir = writable_subdir("results") if enabled else None
         self.stable_tree = stable_tree
         self._tree_digests: dict[str, tuple[str, _Contents]] = {}

@@ -195,7 +195,8 @@ class Batch(Generic[T, R]):
         finishes (in this process: in order, each right after it is computed)."""
         if self.pool is None:
             out: list[Any] = []
-            froze = len(self.items) > 1 and gc.get_freeze_count() == 0
+            many = len(self.items) > 1
+            froze = many and gc.get_freeze_count() == 0
             if froze:
                 gc.freeze()  # as for workers: each item's collection walks only its own objects
             try:
@@ -205,7 +206,7 @@ class Batch(Generic[T, R]):
                     except self.keep as exc:
                         out.append(exc)
                     finally:
-                        if len(self.items) > 1:
+                        if many:
                             _collect_task_garbage()
                     if on_done is not None:
                         on_done(i, out[-1])

@@ -68,7 +68,7 @@ def manifest_files(root: Path, archive_sha: str) -> dict[str, str] | None:
     files = marker.get("files") if isinstance(marker, dict) else None
     if not isinstance(files, dict) or marker.get("archive_sha256") != archive_sha:
         return None
-    return {str(k): str(v) for k, v in files.items()}
+    return files
 
 
 def manifest_digest(archive_sha: str, files: dict[str, str]) -> str:
