@@ -62,7 +62,8 @@ class TinyWorld:
         return False
 
     def __getattr__(self, name: str) -> Any:  # the remaining hooks: not handled
-        return lambda *a, **k: NOT_HANDLED if name not in ("class_created", "make_enum") else None
+        # iterate_native's protocol answer for "not mine" is None
+        return lambda *a, **k: NOT_HANDLED if name not in ("class_created", "make_enum", "iterate_native") else None
 
 
 def _interp(tmp_path: Path, source: str) -> tuple[Interpreter, ModuleObj]:
@@ -148,3 +149,19 @@ def test_stop_reason_names_where_evaluation_stopped():
     exc.where = "sglang/srt/model_loader/weight_utils.py:120"  # type: ignore[attr-defined]
     assert stop_reason(exc).endswith("(evaluation stopped at sglang/srt/model_loader/weight_utils.py:120)")
     assert stop_reason(Unmodelled("loop at a.py:3")) == "loop at a.py:3"
+
+
+def test_iteration_over_a_value_no_overlay_iterates_has_no_line_zero(tmp_path):
+    """A native caller (zip, map, dict(...)) iterates with no line: the reason said `at line 0`
+    (0.5.15 gpt-oss on sm100); the stop reason names where evaluation stopped instead."""
+    from sglang_audit.evaluate.interpreter import Unmodelled
+
+    interp, mod = _interp(tmp_path, "import ext\n\nshape = ext.weight.shape\n")
+    shape = mod.globals["shape"]
+    with pytest.raises(Unmodelled) as native:
+        interp.iterate(shape, None, 0)
+    assert str(native.value).startswith("iteration over ")
+    assert "line 0" not in str(native.value)
+    with pytest.raises(Unmodelled) as stmt:
+        interp.iterate(shape, None, 3)
+    assert str(stmt.value).endswith(") at line 3")

@@ -2031,7 +2031,8 @@ class Interpreter:
             return native
         if isinstance(value, _SCALARS):
             self.data_op(lambda: iter(value))  # TypeError: 'int' object is not iterable
-        raise Unmodelled(f"iteration over {type(value).__name__} ({value!r}) at line {line}")
+        # a native caller has no line (0): the stop reason names where evaluation stopped
+        raise Unmodelled(f"iteration over {type(value).__name__} ({value!r})" + (f" at line {line}" if line else ""))
 
     def mapping_items(self, value: Any) -> dict[str, Any]:
         if isinstance(value, dict):
