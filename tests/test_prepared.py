@@ -4,6 +4,7 @@ when nothing they depend on changed, and giving exactly what evaluating them giv
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -132,12 +133,14 @@ def test_a_request_without_flags_builds_no_evaluator_on_a_hit(checkout, monkeypa
         pipeline.resolve(_request(checkout, sets=[]))
 
 
-def test_only_flags_that_come_back_exactly_are_kept(isolated_cache, tmp_path):
+def test_only_flags_that_come_back_exactly_are_kept(checkout):
+    target = dataclasses.replace(prepare(_request(checkout, sets=[]), SourceCache()).target, flags={})
     results = ResultCache()
-    key = "ab" + "0" * 62
-    results.put_flags(key, {"x": (1, 2)})  # a tuple would come back a list
+    key = results.flags_key(target, [], {})
+    results.put_flags(key, {"x": (1, 2)}, ())  # a tuple would come back a list
     assert results.get_flags(key) is None
-    results.put_flags(key, {"x": [1, True], "y": None, "z": 1.5})
+    key = results.flags_key(target, [], {})
+    results.put_flags(key, {"x": [1, True], "y": None, "z": 1.5}, ())
     assert results.get_flags(key) == {"x": [1, True], "y": None, "z": 1.5}
     assert _typed_repr(True) != _typed_repr(1)
     assert _typed_repr([1]) != _typed_repr((1,))
@@ -165,3 +168,25 @@ def test_a_resolution_after_others_on_a_shared_cache_equals_a_fresh_one(release,
     alone = pipeline.resolve(last, cache=SourceCache(use_disk=True)).to_json()
     assert after_others["settings"]["moe_runner_backend"]["layer"] is not None  # the layer stage ran
     assert json.dumps(after_others, sort_keys=True, default=str) == json.dumps(alone, sort_keys=True, default=str)
+
+
+def test_flags_typed_from_a_file_edited_after_the_key_are_not_kept(checkout, table_runs, monkeypatch):
+    # the key hashes the tree before the flag parser reads it: flags typed from an edit made
+    # in between must not be served for the content the key describes
+    server_args = checkout / "python" / "sglang" / "srt" / "server_args.py"
+    original = server_args.read_text()
+    real = pipeline.check_entry
+
+    def edited_first(tree, resolver):
+        server_args.write_text(original.replace('    tp_size: int = 1', '    tp_size: str = "1"', 1).replace(
+            'parser.add_argument("--tp-size", "--tp", type=int,', 'parser.add_argument("--tp-size", "--tp", type=str,', 1))
+        return real(tree, resolver)
+
+    monkeypatch.setattr(pipeline, "check_entry", edited_first)
+    raced = pipeline.resolve(_request(checkout))
+    assert raced.flags["tp_size"] == "4"  # typed by the edited parser
+    monkeypatch.setattr(pipeline, "check_entry", real)
+    server_args.write_text(original)  # the content the first key hashed
+    again = pipeline.resolve(_request(checkout))
+    assert len(table_runs) == 2  # typed again, not served from the first run
+    assert again.flags["tp_size"] == 4

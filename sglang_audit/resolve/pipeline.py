@@ -345,12 +345,13 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
     plain = placeholder is not None and not (launch or want_table or request.config or request.fields or request.all_fields)
     flags_key = results.flags_key(target, request.sets, request.flags) if plain and results is not None else None
     typed = results.get_flags(flags_key) if results is not None and flags_key is not None else None
+    reads_from = len(cache.files_read)  # what typing the flags reads: checked before it is kept
     if typed is not None:
         # the same tool, tree and inputs typed these flags before: the entry check and the
         # flag table were passed then (both are functions of what the key holds)
         flags = typed
     else:
-        from sglang_audit.resolve.resolver import Resolver
+        from sglang_audit.resolve.resolver import Resolver, files_read_since
 
         resolver = Resolver(target, cache)
         check_entry(tree, resolver)
@@ -386,9 +387,10 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 raise InputError(f"{release}: no ServerArgs field {name!r}{hint}")
         if results is not None and flags_key is not None:
-            results.put_flags(flags_key, flags)
+            results.put_flags(flags_key, flags, files_read_since(cache, reads_from, tree.package_dir.parent))
     elif typed is None and results is not None and flags_key is not None:
-        results.put_flags(flags_key, flags)  # nothing to type: the entry check passed
+        # nothing to type: the entry check passed
+        results.put_flags(flags_key, flags, files_read_since(cache, reads_from, tree.package_dir.parent))
     if model_spec is None:
         raise InputError("no model: pass --model DIR|PROFILE|ORG/NAME (or --model-path inside --launch or --config)")
     model = placeholder if placeholder is not None and model_spec == request.model else locate_model(model_spec, progress=progress)

@@ -485,23 +485,7 @@ class Resolver:
     def files_read(self) -> tuple[tuple[str, str], ...]:
         """(path, sha256) of every source file this resolution read, so an answer can be
         reproduced and audited."""
-        out: dict[str, str] = {}
-        root = self.root.resolve()
-        # each load is listed (~600 per 0.5.23 resolution): every path once, hashed as loaded
-        for path in dict.fromkeys(self.cache.files_read[self._files_start:]):
-            try:
-                rel = path.resolve().relative_to(root).as_posix()
-            except ValueError:
-                rel = path.as_posix()
-            if rel not in out:
-                digest = self.cache.content_sha256(path)
-                if digest is None:
-                    try:
-                        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-                    except OSError:
-                        digest = ""
-                out[rel] = digest
-        return tuple(sorted(out.items()))
+        return files_read_since(self.cache, self._files_start, self.root)
     def join_layers(self, complete: list[PathResult]) -> dict[str, LayerValue]:
         live = [p for p in complete if p.rejected is None]
         out: dict[str, LayerValue] = {}
@@ -617,6 +601,28 @@ class Resolver:
             others=frozenset(self.settings_spec["settings"]),
         )
         return list(build_chain(inputs))
+
+
+def files_read_since(cache: SourceCache, start: int, root: Path) -> tuple[tuple[str, str], ...]:
+    """(path relative to ``root``, sha256 as loaded) of every file ``cache`` loaded since its
+    ``start``-th load, sorted."""
+    out: dict[str, str] = {}
+    base = root.resolve()
+    # each load is listed (~600 per 0.5.23 resolution): every path once, hashed as loaded
+    for path in dict.fromkeys(cache.files_read[start:]):
+        try:
+            rel = path.resolve().relative_to(base).as_posix()
+        except ValueError:
+            rel = path.as_posix()
+        if rel not in out:
+            digest = cache.content_sha256(path)
+            if digest is None:
+                try:
+                    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                except OSError:
+                    digest = ""
+            out[rel] = digest
+    return tuple(sorted(out.items()))
 
 
 class _AbortedValue:

@@ -35,7 +35,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -206,12 +206,14 @@ class ResultCache:
             return None
         try:
             package_dir = str(target.source.package_dir.resolve())
+            tree, contents = self._tree(package_dir, target.source)
+            model = _model_digest(str(target.model.path), self._hashes)
             parts = {
                 "format": "flags1",
                 "tool": tool_digest(),
-                "tree": self.tree_digest(package_dir, target.source),
+                "tree": tree,
                 "source": [package_dir, target.source.version, target.source.origin],
-                "model": [str(target.model.path), _model_digest(str(target.model.path), self._hashes)],
+                "model": [str(target.model.path), model],
                 "device": target.device.to_json(),
                 "env": sorted(target.env.items()),
                 "with": sorted(target.with_packages),
@@ -223,7 +225,10 @@ class ResultCache:
             return None
         finally:
             self._hashes.save()
-        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+        # as for a resolution: stored only if the flag parser read what the key hashed
+        self._keyed[key] = _Keyed(package_dir, contents, str(target.model.path), model, None, None)
+        return key
 
     def get_flags(self, key: str | None) -> dict[str, Any] | None:
         path = self._path(key) if key is not None else None
@@ -235,10 +240,19 @@ class ResultCache:
             return None
         return value if isinstance(value, dict) else None
 
-    def put_flags(self, key: str | None, flags: dict[str, Any]) -> None:
+    def put_flags(self, key: str | None, flags: dict[str, Any], files_read: Iterable[tuple[str, str]]) -> None:
+        """Store the typed ``flags`` under ``key`` (from ``flags_key``) if the evaluation that
+        typed them read, in ``files_read`` ((path, sha256) under the tree's root), the content
+        the key hashed (``put``'s check)."""
         path = self._path(key) if key is not None else None
-        if path is None:
+        keyed = self._keyed.pop(key, None) if key is not None else None
+        if path is None or keyed is None:
             return
+        try:
+            if not self._read_as_keyed(keyed, files_read):
+                return
+        finally:
+            self._hashes.save()
         try:
             text = json.dumps(flags, allow_nan=False)
         except (TypeError, ValueError):
@@ -282,19 +296,19 @@ class ResultCache:
         if "CPU-time budget" in json.dumps(res.to_json(), default=str):
             return False  # depends on the machine's speed, not on the inputs: never cached
         try:
-            if not self._read_as_keyed(keyed, res):
+            if not self._read_as_keyed(keyed, res.files_read):
                 return False
         finally:
             self._hashes.save()
         return store_pickled(path, _MAGIC, res)
 
-    def _read_as_keyed(self, keyed: _Keyed, res: Resolution) -> bool:
+    def _read_as_keyed(self, keyed: _Keyed, files_read: Iterable[tuple[str, str]]) -> bool:
         contents = keyed.contents.get()
         if contents is None:
             return False
         root = os.path.dirname(keyed.package_dir)
         inside = keyed.package_dir + os.sep
-        for rel, sha in res.files_read:
+        for rel, sha in files_read:
             full = os.path.join(root, rel)  # an absolute rel (outside the root) stays itself
             if full.startswith(inside) and contents.get(full) != sha:
                 return False
