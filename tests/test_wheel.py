@@ -63,6 +63,17 @@ def test_version_names_the_rules_origin() -> None:
     assert out.startswith("sglang-audit ") and f"rules from {REPO / 'rules'} (checkout)" in out
 
 
+def test_python_dash_m_runs_the_same_command_line(tmp_path: Path) -> None:
+    # `python -m sglang_audit` is how a user without the script on PATH runs the tool
+    proc = subprocess.run([sys.executable, "-m", "sglang_audit", "--version"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("sglang-audit ") and "rules from" in proc.stdout
+    usage = subprocess.run([sys.executable, "-m", "sglang_audit", "resolve", "--help"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+    assert usage.stdout.startswith("Usage: sglang-audit resolve ")
+
+
 def test_installed_layout_is_preferred(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An installed package (data mapped inside it) never reads a checkout beside it."""
     pkg = tmp_path / "site" / "sglang_audit"

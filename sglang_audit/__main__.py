@@ -1,0 +1,5 @@
+"""`python -m sglang_audit`: the same command line as `sglang-audit`."""
+
+from sglang_audit.cli.main import main
+
+main(prog_name="sglang-audit")
