@@ -394,3 +394,22 @@ def test_browser_real_release_report(tmp_path, open_page):
     shutil.copy(report, ARTIFACTS / report.name)
     assert page.console_errors() == []
     assert page.requests() == []
+
+
+def test_from_reuses_the_reports_release_for_the_diff(checkout, tmp_path, monkeypatch):
+    # the diff's side of this release is the report's own: its flag table is evaluated once
+    # and its files loaded from the report's SourceCache, not a second one
+    from sglang_audit.resolve import pipeline
+
+    old = tmp_path / "old"
+    shutil.copytree(checkout, old)
+    tables: list[str] = []
+    real = pipeline._flag_table
+
+    def counted(tree, resolver):
+        tables.append(str(tree.package_dir))
+        return real(tree, resolver)
+
+    monkeypatch.setattr(pipeline, "_flag_table", counted)
+    render(checkout, from_source=str(old))
+    assert sorted(tables) == sorted([str(checkout / "python" / "sglang"), str(old / "python" / "sglang")])

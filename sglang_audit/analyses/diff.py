@@ -512,12 +512,13 @@ class _Release:
     """One release: located once, one SourceCache for every deployment, its flag table,
     and its predicates per device."""
 
-    def __init__(self, source: str | None, use_cache: bool, progress: Callable[[str], None] | None) -> None:
+    def __init__(self, source: str | None, use_cache: bool, progress: Callable[[str], None] | None,
+                 cache: SourceCache | None = None) -> None:
         self.source = source
         self.use_cache = use_cache
         self.progress = progress
         self.tree: SourceTree = locate_source(source, progress=progress)
-        self.cache = SourceCache(use_disk=use_cache)
+        self.cache = cache if cache is not None else SourceCache(use_disk=use_cache)
         self.results = ResultCache(enabled=use_cache)
         self.table: FlagTable | None = None
         self.flashinfer: str | None = self.tree.flashinfer
@@ -578,15 +579,17 @@ class _Release:
 
 def diff_releases(old_source: str | None, new_source: str | None, deployments: list[Deployment],
                   use_cache: bool = True, progress: Callable[[str], None] | None = None,
-                  from_file: bool = False, jobs: int = 1) -> ReleaseDiff:
+                  from_file: bool = False, jobs: int = 1, new_cache: SourceCache | None = None) -> ReleaseDiff:
     """``jobs`` > 1: the resolutions (each deployment on each release) run in that many
-    worker processes, after every target was prepared here; the same diff."""
+    worker processes, after every target was prepared here; the same diff. ``new_cache``:
+    a SourceCache already holding the new release (``report --from``: its IR and flag
+    table are not loaded and evaluated a second time)."""
     if not deployments:
         raise InputError("nothing to compare: no deployment")
     # both releases are located first: a missing release is a usage error, not a change
     old = _Release(old_source, use_cache, progress)
     # a release against itself: one analysis serves both sides
-    new = old if new_source == old_source else _Release(new_source, use_cache, progress)
+    new = old if new_source == old_source else _Release(new_source, use_cache, progress, new_cache)
     spec = load_toml("settings.toml")
     settings: list[str] = spec["settings"]
     renamed: dict[str, str] = spec.get("renamed", {})

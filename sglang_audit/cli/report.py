@@ -180,7 +180,8 @@ def _check(res: Resolution, rule_dirs: tuple[Path, ...], shipped: tuple[Any, ...
     return check_resolution(res, rules), ""
 
 
-def _release_diff(from_source: str, request: Request, say: Callable[[str], None] | None, jobs: int = 1) -> Any:
+def _release_diff(from_source: str, request: Request, say: Callable[[str], None] | None, jobs: int = 1,
+                  cache: SourceCache | None = None) -> Any:
     """``diff``'s comparison of the two releases for this deployment, or None when the
     module is absent (the report then compares the two resolutions itself)."""
     try:
@@ -192,7 +193,8 @@ def _release_diff(from_source: str, request: Request, say: Callable[[str], None]
     dep = Deployment("", request.arch, request.model, request.cuda, tuple(request.sets), launch_with_config(request),
                      tuple(request.env), tuple(request.with_packages), tuple(request.without_packages),
                      tuple(request.flags.items()))
-    return diff_releases(from_source, request.source, [dep], use_cache=request.use_cache, progress=say, jobs=jobs)
+    return diff_releases(from_source, request.source, [dep], use_cache=request.use_cache, progress=say, jobs=jobs,
+                         new_cache=cache)
 
 
 def build_report(request: Request, from_source: str | None = None, rule_dirs: tuple[Path, ...] = (),
@@ -231,7 +233,7 @@ def build_report(request: Request, from_source: str | None = None, rule_dirs: tu
     check, check_note = _check(res, rule_dirs, shipped)
     base = diff = None
     if from_source is not None:
-        diff = _release_diff(from_source, request, say, jobs)
+        diff = _release_diff(from_source, request, say, jobs, cache)
         if diff is not None:
             side = diff.deployments[0].old
             base = side.resolution
