@@ -110,6 +110,7 @@ class Boundaries:
         self._config_scan: tuple[Any, list[int], list[ModuleObj]] | None = None
         # id(module) -> (the module, its globals' version, the classes it defines)
         self._own_classes_memo: dict[int, tuple[ModuleObj, int | None, list[Class]]] = {}
+        self._config_classes_memo: tuple[list[ModuleObj], tuple[int, int] | None, list[Class]] | None = None
         self.hf_defaults: dict[str, Any] = {k: _none_marker(v) for k, v in hf["defaults"].items()}
         self.boundary_rules = load_toml("boundaries.toml")["boundary"]
 
@@ -210,12 +211,16 @@ class Boundaries:
         """The release's config classes (in the modules evaluated so far) declaring this model_type."""
         if not isinstance(model_type, str):
             return []
-        out = []
-        for mod in self._config_modules_loaded(interp):
-            for v in self._own_classes(mod):
-                if v.ns.get("model_type") == model_type:
-                    out.append(v)
-        return out
+        mods = self._config_modules_loaded(interp)
+        # ~800 lookups per 0.5.23 resolution: the classes of all config modules are listed
+        # again only when a module was added or its globals written (versions only grow, so
+        # their sum changes with any write); model_type is read from each class every time
+        versions = [getattr(m.globals, "version", None) for m in mods]
+        state = (len(mods), sum(versions)) if None not in versions else None
+        kept = self._config_classes_memo
+        if state is None or kept is None or kept[0] is not mods or kept[1] != state:
+            kept = self._config_classes_memo = (mods, state, [v for mod in mods for v in self._own_classes(mod)])
+        return [v for v in kept[2] if v.ns.get("model_type") == model_type]
 
     def _own_classes(self, mod: ModuleObj) -> list[Class]:
         """The classes among a module's globals that the module defines, in globals order;
