@@ -361,3 +361,7 @@ def test_release_config_classes_follow_modules_loaded_later_rebound_names_and_a_
     second.load_module("sglang.srt.configs.toy_a")
     found = world.config_classes(second, "toy_a")
     assert [c.name for c in found] == ["ToyAConfig"] and found[0] is not a.globals["ToyAConfig"]
+    # a class attribute written after a lookup (no globals write): read again at each lookup
+    found[0].ns["model_type"] = "toy_c"
+    assert world.config_classes(second, "toy_a") == []
+    assert [c.name for c in world.config_classes(second, "toy_c")] == ["ToyAConfig"]
