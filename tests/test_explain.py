@@ -4,6 +4,7 @@ code with the guard that keeps each from firing; on the fixture checkout and on 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,69 @@ def test_a_second_explain_is_answered_from_the_result_cache(isolated_cache, monk
     # the base resolution and one per forced choice (four choices, the default among them)
     assert len(calls) == (0 if use_cache else 4)
     assert json.dumps(again.to_json(), sort_keys=True) == json.dumps(first.to_json(), sort_keys=True)
+
+
+# ---- which layers a forced choice builds (issue 22) ---------------------------------------
+def _stages_resolved(monkeypatch) -> list[object]:
+    from sglang_audit.resolve.resolver import Resolver
+
+    seen: list[object] = []
+    real = Resolver.resolve
+
+    def spied(self):
+        seen.append(self.target.layer_stages)
+        return real(self)
+
+    monkeypatch.setattr(Resolver, "resolve", spied)
+    return seen
+
+
+@pytest.mark.parametrize(("field", "stages"), [("fp4_gemm_runner_backend", ()), ("moe_runner_backend", ("moe",))])
+def test_forced_choices_build_only_the_layers_their_outcome_reads(fixture_req, monkeypatch, field, stages):
+    seen = _stages_resolved(monkeypatch)
+    exp = explain(replace(fixture_req("sm120", "deepseek-r1-nvfp4"), use_cache=False), field)
+    assert seen[0] is None  # the base resolution: every layer, as `resolve` shows it
+    assert len(seen) == 1 + sum(1 for c in exp.choices if c.choice != exp.setting.config) and set(seen[1:]) == {stages}
+
+
+def test_a_rule_reading_another_settings_layer_keeps_that_stage(tmp_path, monkeypatch):
+    from sglang_audit.analyses import explain as ex
+
+    assert ex.layer_stages_read("moe_runner_backend", frozenset({"attention_backend"})) == ("moe", "attention")
+    assert ex.layer_stages_read("fp4_gemm_runner_backend", frozenset({"moe_runner_backend"})) == ("moe",)
+    # the shipped rule files: only their `when` counts (examples name layer facts as inputs)
+    rules = tmp_path / "known-bad"
+    rules.mkdir()
+    (rules / "SGA999-x.yaml").write_text(
+        "id: SGA999\nsubject: moe_runner_backend\nwhen:\n  all:\n    - fact: settings.attention_backend.layer\n"
+        "      eq: TritonAttnBackend\nexamples:\n  pass:\n    - {settings.speculative_moe_runner_backend.layer: x}\n")
+    monkeypatch.setattr(ex, "known_bad_dir", lambda: rules)
+    assert ex._layers_rules_name(None) == frozenset({"attention_backend"})
+
+    class Rule:
+        when = ("all", (("leaf", "settings.moe_runner_backend.layer", "eq", "x"),))
+
+    assert ex._layers_rules_name((Rule(),)) == frozenset({"moe_runner_backend"})
+
+
+@pytest.mark.real_release
+def test_0510_forced_choices_without_the_attention_stage_explain_the_same(release, monkeypatch):
+    from sglang_audit.analyses import explain as ex
+    from sglang_audit.resolve import resolver as resolver_module
+
+    req = replace(real_req(release, "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"]), use_cache=False,
+                  flashinfer_source="none")
+    built: list[int] = []
+    real = resolver_module.evaluate_attention
+
+    def counted(*args, **kwargs):
+        built.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(resolver_module, "evaluate_attention", counted)
+    fewer = explain(req, "moe_runner_backend")
+    assert len(built) == 1  # the base resolution's only
+    monkeypatch.setattr(ex, "layer_stages_read", lambda field, named: None)
+    every = explain(req, "moe_runner_backend")
+    assert len(built) == 1 + 1 + len([c for c in every.choices if c.choice != every.setting.config])
+    assert json.dumps(fewer.to_json(), sort_keys=True) == json.dumps(every.to_json(), sort_keys=True)

@@ -491,3 +491,22 @@ def test_a_tree_edited_while_evaluated_is_not_stored_under_its_earlier_key(setup
         fresh = ResultCache()
         assert _moe(_resolve(checkout, model, fresh)) == "triton"
         assert _moe(_resolve(checkout, model, fresh)) == "triton" and fresh.hits == 1
+
+
+def test_a_resolution_without_some_layer_stages_says_so_and_is_never_served_for_all(setup):
+    # explain's forced choices leave out layers they do not read (Target.layer_stages): such a
+    # resolution names what it did not build, and a request for every layer misses it
+    checkout, model = setup
+    results = ResultCache()
+    cache = SourceCache()
+    target = prepare(Request(source=str(checkout), arch="sm100", model=str(model)), cache).target
+    partial = resolve_target(dataclasses.replace(target, layer_stages=("moe",)), cache, results, forks=False)
+    attention = partial.settings["attention_backend"].layer
+    assert attention.status == "unknown" and attention.stage == "attention"
+    assert attention.reason == "the attention layers were not built in this resolution (asked for the moe stage only)"
+    full = resolve_target(target, cache, results, forks=False)
+    assert results.hits == 0
+    layer = full.settings["attention_backend"].layer
+    assert layer is None or "not built" not in str(layer.reason)
+    assert resolve_target(dataclasses.replace(target, layer_stages=("moe",)), cache, results, forks=False) == partial
+    assert results.hits == 1

@@ -12,6 +12,7 @@ false here.  Returns plain dataclasses; rendering is in ``render_explain``.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -35,7 +36,7 @@ from sglang_audit.resolve.pipeline import (
 )
 from sglang_audit.resolve.resolver import Resolver
 from sglang_audit.resolve.resultcache import ResultCache
-from sglang_audit.resolve.targets import Target
+from sglang_audit.resolve.targets import LAYER_STAGES, Target
 from sglang_audit.resolve.workers import Batch, run_all
 from sglang_audit.result import (
     STATUS_RESOLVED,
@@ -48,7 +49,7 @@ from sglang_audit.result import (
     Setting,
     UnknownValue,
 )
-from sglang_audit.shipped import load_toml
+from sglang_audit.shipped import known_bad_dir, load_toml
 
 OUTCOME_ACCEPTED = "accepted"
 OUTCOME_REWRITTEN = "rewritten"
@@ -462,7 +463,8 @@ def _explain_fields(request: Request, fields: list[str], cache: SourceCache, pro
         plans.append(_Field(field, target, base, table.fields.get(field), choices, "release", [], {}))
     # the choices the release declares are resolved in workers while this process reads
     # the decision graph, the device's predicates and the rules
-    tasks = _choice_tasks(plans, force_choices, progress)
+    named = _layers_rules_name(shipped_rules)
+    tasks = _choice_tasks(plans, force_choices, progress, named=named)
     with Batch(_resolve_forced(request, cache, results), tasks, jobs, keep_errors=(AuditError,)) as batch:
         dg = build_graph(prep.tree.package_dir, cache)
         predicates = _predicate_values(list_guards(Resolver(prep.target, cache)))
@@ -482,7 +484,7 @@ def _explain_fields(request: Request, fields: list[str], cache: SourceCache, pro
         else:
             p.notes.append(f"the release declares no choices for {p.name} and its code writes no string constants to it; no value was forced")
     if force_choices and any(p.choices for p in late):
-        more = _choice_tasks(late, force_choices, progress, first=len(tasks))
+        more = _choice_tasks(late, force_choices, progress, first=len(tasks), named=named)
         forced += run_all(_resolve_forced(request, cache, results), more, jobs, _progress_each(more, progress),
                           keep_errors=(AuditError,))
     for p in plans:
@@ -494,7 +496,7 @@ def _explain_fields(request: Request, fields: list[str], cache: SourceCache, pro
 
 
 def _choice_tasks(plans: list[_Field], force_choices: bool, progress: Callable[[str], None] | None,
-                  first: int = 0) -> list[tuple[Target, str, str]]:
+                  first: int = 0, named: frozenset[str] = frozenset()) -> list[tuple[Target, str, str]]:
     """(target, field, choice) for each choice to resolve; the request's own value (set,
     or the default) is its base resolution, not resolved again."""
     tasks: list[tuple[Target, str, str]] = []
@@ -504,11 +506,39 @@ def _choice_tasks(plans: list[_Field], force_choices: bool, progress: Callable[[
         if progress:
             progress(f"resolving with each of the {len(p.choices)} choices of {p.name} forced")
         current = p.target.flags.get(p.name, p.default)
+        stages = layer_stages_read(p.name, named)
         for choice in p.choices:
             if choice != current and choice not in p.forced:
                 p.forced[choice] = first + len(tasks)
-                tasks.append((replace(p.target, flags={**p.target.flags, p.name: choice}), p.name, choice))
+                tasks.append((replace(p.target, flags={**p.target.flags, p.name: choice}, layer_stages=stages), p.name, choice))
     return tasks
+
+
+def layer_stages_read(field: str, named: frozenset[str]) -> tuple[str, ...]:
+    """The layer stages whose values a forced choice of ``field`` is read for: the one that
+    builds the field's own layers, and those that build the layers of a setting a known-bad
+    rule names as ``settings.X.layer`` (``named``). A choice's outcome reads only the field's
+    setting, the rejections and the rules' findings on the field (``_classify``); building
+    the other layers (the attention backend is ~1/6 of a 0.5.23 resolution) changes none."""
+    return tuple(stage for stage, names in LAYER_STAGES.items() if field in names or named.intersection(names))
+
+
+_LAYER_FACT = re.compile(r"settings\.(\w+)\.layer\b")
+# a rule file's top-level `when:` block (its examples name layer facts too, as test inputs)
+_WHEN_BLOCK = re.compile(r"^when:(.*?)(?=^\S|\Z)", re.M | re.S)
+
+
+def _layers_rules_name(rules: tuple[Any, ...] | None) -> frozenset[str]:
+    """The settings whose layer value a known-bad rule reads other than as its own subject:
+    from the rules given, else from the text of the shipped rule files (loading them is
+    ~1.5 s, overlapped with the forced resolutions)."""
+    if rules is not None:
+        return frozenset(m for r in rules for m in _LAYER_FACT.findall(repr(getattr(r, "when", ""))))
+    try:
+        texts = [p.read_text(encoding="utf-8") for p in sorted(known_bad_dir().glob("*.y*ml"))]
+    except OSError:
+        return frozenset(n for names in LAYER_STAGES.values() for n in names)  # unreadable: build them all
+    return frozenset(m for t in texts for block in _WHEN_BLOCK.findall(t) for m in _LAYER_FACT.findall(block))
 
 
 def _resolve_forced(request: Request, cache: SourceCache,

@@ -50,7 +50,12 @@ from sglang_audit.resolve.provenance import (
     field_declarations,
     reachable_field_event,
 )
-from sglang_audit.resolve.targets import DEFAULT_MAX_PATHS, ModelInput, Target  # noqa: F401 - callers import them from here
+from sglang_audit.resolve.targets import (  # noqa: F401 - callers import them from here
+    DEFAULT_MAX_PATHS,
+    LAYER_STAGES,
+    ModelInput,
+    Target,
+)
 from sglang_audit.result import (
     STATUS_REJECTED,
     STATUS_RESOLVED,
@@ -385,15 +390,33 @@ class Resolver:
 
     def run_layers(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
         """The MoE layers built with the published settings (layers.py); its own branches
-        never become resolver paths, and a failure there costs only the layer value."""
+        never become resolver paths, and a failure there costs only the layer value. A stage
+        the target leaves out (``Target.layer_stages``) gives its settings an unknown layer
+        value that says so, never one that reads as "no layer re-decides it"."""
+        stages = self.target.layer_stages
+        if stages is not None:
+            for stage, names in LAYER_STAGES.items():
+                if stage not in stages:
+                    for name in names:
+                        result.layers[name] = LayerValue(STATUS_UNKNOWN, None, stage=stage, reason=(
+                            f"the {stage} layers were not built in this resolution (asked for the {', '.join(stages) or 'no'} stage only)"))
+        if stages is None or "moe" in stages:
+            self._run_moe(interp, server_args, result)
+        if stages is None or "attention" in stages:
+            self._run_attention(interp, server_args, result)
+
+    def _run_moe(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
         try:
-            result.layers = evaluate_layers(interp, server_args, result.model.get("model_config"), result.model.get("draft_model_config"))
+            result.layers.update(evaluate_layers(interp, server_args, result.model.get("model_config"),
+                                                 result.model.get("draft_model_config")))
         except (PyRaise, Unmodelled, AnalysisBound, RecursionError, ArithmeticError, ValueError, TypeError, KeyError,
                 IndexError, AttributeError) as exc:
             if strict_mode() and not isinstance(exc, (PyRaise, Unmodelled, AnalysisBound, RecursionError)):
                 raise  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
             reason = f"layer evaluation failed ({type(exc).__name__}: {exc}); treated as unknown"
-            result.layers = {"moe_runner_backend": LayerValue(STATUS_UNKNOWN, None, reason=reason)}
+            result.layers["moe_runner_backend"] = LayerValue(STATUS_UNKNOWN, None, reason=reason)
+
+    def _run_attention(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
         # the attention backend's construction: its own CPU-time budget, outside the
         # resolution's (so it never turns the settings or the MoE layers unknown)
         t0, parsed0, saved = time.process_time(), self.cache.parse_cpu, interp.deadline

@@ -178,6 +178,7 @@ class ResultCache:
                 "without": sorted(target.without_packages),
                 "bounds": [max_paths, repr(bounds)],
                 "fields": list(getattr(target, "extra_fields", ())),
+                "layer_stages": getattr(target, "layer_stages", None),
                 # the draft model's directory content: its config.json decides the draft's settings
                 "draft": draft,
                 # the transformers wheel whose config classes fill keys config.json omits:

@@ -15,6 +15,13 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_PATHS = 24  # decision paths explored per resolution (part of the result-cache key)
 
+# the layer stages that build SGLang's layers with the resolved settings, and the settings
+# whose layer value each produces (resolver.run_layers)
+LAYER_STAGES: dict[str, tuple[str, ...]] = {
+    "moe": ("moe_runner_backend", "speculative_moe_runner_backend"),
+    "attention": ("attention_backend",),
+}
+
 
 @dataclass
 class ModelInput:
@@ -32,3 +39,7 @@ class Target:
     with_packages: frozenset[str] = frozenset()
     without_packages: frozenset[str] = frozenset()
     extra_fields: tuple[str, ...] = ()  # ServerArgs fields asked for besides settings.toml's (--field)
+    # the LAYER_STAGES evaluated; None: all. A caller that reads only some settings' layer
+    # values (explain's forced choices) leaves the others out; their settings then carry an
+    # unknown layer value saying so, and the result-cache key holds the choice
+    layer_stages: tuple[str, ...] | None = None
