@@ -236,6 +236,9 @@ def test_a_rule_reading_another_settings_layer_keeps_that_stage(tmp_path, monkey
 
     assert ex.layer_stages_read("moe_runner_backend", frozenset({"attention_backend"})) == ("moe", "attention")
     assert ex.layer_stages_read("fp4_gemm_runner_backend", frozenset({"moe_runner_backend"})) == ("moe",)
+    # a later stage runs on what the earlier ones left: it is never built without them
+    assert ex.layer_stages_read("attention_backend", frozenset()) == ("moe", "attention")
+    assert ex.layer_stages_read("fp4_gemm_runner_backend", frozenset({"attention_backend"})) == ("moe", "attention")
     # the shipped rule files: only their `when` counts (examples name layer facts as inputs)
     rules = tmp_path / "known-bad"
     rules.mkdir()

@@ -517,10 +517,14 @@ def _choice_tasks(plans: list[_Field], force_choices: bool, progress: Callable[[
 def layer_stages_read(field: str, named: frozenset[str]) -> tuple[str, ...]:
     """The layer stages whose values a forced choice of ``field`` is read for: the one that
     builds the field's own layers, and those that build the layers of a setting a known-bad
-    rule names as ``settings.X.layer`` (``named``). A choice's outcome reads only the field's
-    setting, the rejections and the rules' findings on the field (``_classify``); building
-    the other layers (the attention backend is ~1/6 of a 0.5.23 resolution) changes none."""
-    return tuple(stage for stage, names in LAYER_STAGES.items() if field in names or named.intersection(names))
+    rule names as ``settings.X.layer`` (``named``), and every stage before the last of those:
+    a stage runs on the interpreter the stages before it left (their imports, the globals
+    they published), so only the stages after it are left out. A choice's outcome reads only
+    the field's setting, the rejections and the rules' findings on the field (``_classify``);
+    building later layers (the attention backend is ~1/6 of a 0.5.23 resolution) changes none."""
+    order = list(LAYER_STAGES)
+    read = [i for i, names in enumerate(LAYER_STAGES.values()) if field in names or named.intersection(names)]
+    return tuple(order[: read[-1] + 1]) if read else ()
 
 
 _LAYER_FACT = re.compile(r"settings\.(\w+)\.layer\b")

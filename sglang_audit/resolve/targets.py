@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_PATHS = 24  # decision paths explored per resolution (part of the result-cache key)
 
-# the layer stages that build SGLang's layers with the resolved settings, and the settings
-# whose layer value each produces (resolver.run_layers)
+# the layer stages that build SGLang's layers with the resolved settings, in the order they
+# run on one interpreter, and the settings whose layer value each produces (resolver.run_layers)
 LAYER_STAGES: dict[str, tuple[str, ...]] = {
     "moe": ("moe_runner_backend", "speculative_moe_runner_backend"),
     "attention": ("attention_backend",),
