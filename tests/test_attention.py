@@ -71,6 +71,14 @@ def test_a_constructor_assert_on_the_page_size():
     assert bad.site == f"{path}:{_line(path, 'model_runner.page_size <= 64')}"
 
 
+def test_the_backend_reads_the_server_args_the_scheduler_published():
+    # 0.5.10's backends read get_global_server_args(), which the scheduler sets before it
+    # builds the model runner; only the MoE stage published them, so a dense model's backend
+    # was unknown ("Global server args is not set yet!", 0.5.10 llama-3.1-8b on sm120)
+    v = _attention("sm90", attention_backend="triton", tp_size=2)["attention_backend"]
+    assert (v.status, v.value) == ("resolved", "TritonAttnBackend")
+
+
 def test_an_assert_on_runtime_state_is_assumed_and_listed_never_a_verdict():
     v = _attention("sm90", attention_backend="triton")["attention_backend"]
     assert v.status == "resolved"
@@ -186,3 +194,15 @@ def test_a_config_json_is_an_instance_of_a_union_member_through_a_subclass_model
     assert v.value.startswith("HybridLinearAttnBackend(")
     v = _attention("sm100", model_type="llama", attention_backend="triton")["attention_backend"]
     assert (v.status, v.value) == ("resolved", "TritonAttnBackend")
+
+
+@pytest.mark.real_release
+def test_real_0_5_10_a_dense_model_builds_its_backend_with_the_published_server_args(release):
+    # read first: 0.5.10 flashinfer_backend.py reads get_global_server_args() (server_args.py
+    # raises "Global server args is not set yet!" before the scheduler sets them); a dense
+    # model has no MoE stage, which alone published them
+    tree = release("0.5.10")
+    res = resolve(Request(source=str(tree.package_dir), arch="sm120", model="llama-3.1-8b-nvfp4"))
+    v = res.settings["attention_backend"].layer
+    assert (v.status, v.value) == ("resolved", "FlashInferAttnBackend")
+    assert v.site == "sglang/srt/layers/attention/attention_registry.py:37"

@@ -39,6 +39,7 @@ from sglang_audit.resolve.layers import (
     _at_module_level,
     _guard_steps,
     _is_assert,
+    _publish_server_args,
     _walk,
 )
 from sglang_audit.resolve.stage_common import ImportWatch, raise_message
@@ -83,6 +84,10 @@ def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any,
     spec = load_toml("attention.toml")
     if not isinstance(server_args, Instance) or not _has_method(interp, spec["runner"]):
         return {}
+    # the scheduler publishes the server args before the model runner builds the backend
+    # (rules/layers.toml global_server_args): the MoE stage did so only for an MoE model
+    interp.layer_server_args = server_args  # type: ignore[attr-defined]
+    _publish_server_args(interp, load_toml("layers.toml"))
     out: dict[str, LayerValue] = {}
     roles = [("attention_backend", model_config, False)]
     if isinstance(draft_config, Instance):
