@@ -416,7 +416,8 @@ def bench_version(version: str, args: argparse.Namespace, env: dict[str, str]) -
     _commands(version, args, env, r, results_dir, say)
     if args.oracle_venvs and (Path(args.oracle_venvs) / f"venv-{version}" / "bin" / "python").exists():
         say("oracle baseline")
-        r["oracle"] = oracle_baseline(version, Path(args.oracle_venvs), args.oracle_cases)
+        r["oracle"] = oracle_baseline(version, Path(args.oracle_venvs), args.oracle_cases,
+                                      Path(args.oracle_dir) if args.oracle_dir else None)
     if args.skip_matrix:
         return r
     mx = ["matrix", "-s", f"sglang=={version}", "--jobs", str(args.jobs), "--format", "json"]
@@ -492,11 +493,14 @@ def _commands(version: str, args: argparse.Namespace, env: dict[str, str], r: di
         r[f"{name}_outputs_identical"] = len(set(outputs.values())) == 1
 
 
-def oracle_baseline(version: str, venvs: Path, n_cases: int) -> dict[str, Any]:
+def oracle_baseline(version: str, venvs: Path, n_cases: int, oracle_dir: Path | None = None) -> dict[str, Any]:
     """The denominator of the per-case target, measured here: SGLang's own ServerArgs run
-    by ../shared/oracle, one fresh-process case and a batch of n_cases (imports amortised)."""
+    by ../shared/oracle, one fresh-process case and a batch of n_cases (imports amortised).
+    A run that fails or answers nothing stops the bench: its time would be a wrong ratio."""
     python = venvs / f"venv-{version}" / "bin" / "python"
-    script = ROOT.parent / "shared" / "oracle" / "resolve.py"
+    script = (oracle_dir or ROOT.parent / "shared" / "oracle") / "resolve.py"
+    if not script.is_file():
+        raise SystemExit(f"oracle: {script} not found (--oracle-dir)")
     model = str(ROOT / "fixtures" / "models" / RESOLVE_CASE["model"])
     flags = {"tp_size": 8, "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
              "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4, "disable_radix_cache": True}
@@ -504,8 +508,10 @@ def oracle_baseline(version: str, venvs: Path, n_cases: int) -> dict[str, Any]:
     def timed(cmd: list[str]) -> dict[str, float]:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        subprocess.run(cmd, capture_output=True, text=True, check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode != 0 or not proc.stdout.strip():
+            raise SystemExit(f"oracle {version} failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
         return {"wall": time.perf_counter() - t,
                 "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)}
 
@@ -664,6 +670,8 @@ def main() -> None:
     ap.add_argument("--oracle-venvs", default=None,
                     help="dir of oracle venvs (venv-<version>): measure an oracle case here")
     ap.add_argument("--oracle-cases", type=int, default=10, help="cases in the oracle batch")
+    ap.add_argument("--oracle-dir", default=None,
+                    help="the shared oracle's folder (default: ../shared/oracle beside the checkout)")
     args = ap.parse_args()
     cache_dir = Path(args.cache_dir)
     if cache_dir.resolve() == Path(os.environ.get("SGLANG_AUDIT_CACHE_DIR", "/nonexistent")).resolve():
