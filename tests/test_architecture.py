@@ -48,7 +48,12 @@ def _imports(path: Path) -> set[str]:
     return {m for m in out if m.split(".")[0] == "sglang_audit" and m != mod}
 
 
+ENTRY = "sglang_audit.__main__"  # `python -m sglang_audit`: the command line's own entry, the cli stage
+
+
 def _stage(mod: str) -> int | None:
+    if mod == ENTRY:
+        return STAGES.index("cli")
     parts = mod.split(".")
     if mod in BASE or len(parts) < 2 or parts[1] not in STAGES:
         return None
