@@ -386,10 +386,8 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
                 close = difflib.get_close_matches(name, list(table.fields), n=3)
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 raise InputError(f"{release}: no ServerArgs field {name!r}{hint}")
-        if results is not None and flags_key is not None:
-            results.put_flags(flags_key, flags, files_read_since(cache, reads_from, tree.package_dir.parent))
-    elif typed is None and results is not None and flags_key is not None:
-        # nothing to type: the entry check passed
+    if typed is None and results is not None and flags_key is not None:
+        # typed (or nothing to type) and the entry check passed: kept if what was read is keyed
         results.put_flags(flags_key, flags, files_read_since(cache, reads_from, tree.package_dir.parent))
     if model_spec is None:
         raise InputError("no model: pass --model DIR|PROFILE|ORG/NAME (or --model-path inside --launch or --config)")
