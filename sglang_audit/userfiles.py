@@ -53,6 +53,15 @@ def safe_yaml_load(text: str) -> object:
     document expands to gigabytes in whatever walks it afterwards."""
     import yaml
 
+    if "&" not in text and getattr(yaml, "__with_libyaml__", False):
+        # no anchor, so no alias can expand: libyaml's parser (10x faster: the 62 shipped rules
+        # load in 0.03 s instead of 0.26 s, which every check/explain/report paid). A document
+        # it refuses is read again below, so the error a user sees is the same either way.
+        try:
+            return yaml.load(text, Loader=yaml.CSafeLoader)  # noqa: S506 - the safe constructor
+        except yaml.YAMLError:
+            pass
+
     class _Loader(yaml.SafeLoader):
         aliases = 0
 

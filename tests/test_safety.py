@@ -422,6 +422,34 @@ def test_a_yaml_alias_bomb_deployment_is_refused(tmp_path):
         load_deployments(path)
 
 
+def test_yaml_without_anchors_reads_as_the_bounded_loader_reads_it():
+    # safe_yaml_load takes libyaml's parser when no anchor can make an alias expand: the
+    # shipped rules (the documents every check/explain/report loads) read the same, and a
+    # document it refuses fails with the pure-Python loader's message, as before
+    import yaml
+
+    from sglang_audit.shipped import known_bad_dir
+    from sglang_audit.userfiles import MAX_YAML_ALIASES, safe_yaml_load
+
+    class Bounded(yaml.SafeLoader):
+        pass
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted(known_bad_dir().glob("*.yaml"))]
+    assert len(texts) > 50 and not any("&" in t for t in texts)
+    for text in texts:
+        assert safe_yaml_load(text) == yaml.load(text, Loader=Bounded)  # noqa: S506
+    broken = "id: SGA900\ntitle: [unclosed\nseverity: error\n"
+    with pytest.raises(yaml.YAMLError) as ours:
+        safe_yaml_load(broken)
+    with pytest.raises(yaml.YAMLError) as pure:
+        yaml.load(broken, Loader=Bounded)  # noqa: S506
+    assert str(ours.value) == str(pure.value)
+    # an alias with its anchor still goes through the counting loader
+    many = "a: &a 1\nb: [" + ",".join(["*a"] * (MAX_YAML_ALIASES + 1)) + "]\n"
+    with pytest.raises(yaml.YAMLError, match="aliases"):
+        safe_yaml_load(many)
+
+
 def test_a_huge_user_file_is_not_read_whole(tmp_path):
     big = tmp_path / "big.json"
     with big.open("wb") as fh:

@@ -606,7 +606,7 @@ class Resolver:
         runtime_events = path.runtime_events.get(name, [])
         flag = None
         if name in self.target.flags:
-            from sglang_audit.target.flags import cli_flag
+            from sglang_audit.target.flagnames import cli_flag
 
             flag = (cli_flag(name), self.target.flags[name])
         starts = [e for e in [ev, *keyed] if e is not None]

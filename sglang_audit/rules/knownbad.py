@@ -62,7 +62,7 @@ from sglang_audit.rules.model import (
     Undecided,
 )
 from sglang_audit.shipped import known_bad_dir, load_toml
-from sglang_audit.target.flags import cli_flag
+from sglang_audit.target.flagnames import cli_flag
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
 # the names other stages import from here (the facts and the rule model are their own modules)

@@ -402,10 +402,3 @@ def parse_argv(table: FlagTable, words: list[str], release: str = "this release"
 
 __all__ = ["FlagTable", "OptionSpec", "extract_flags", "parse_argv", "parse_launch", "parse_set", "External", "Instance", "Unknown"]
 
-
-# SGLang's flag spelling where it is not the field name with dashes (shown to users)
-_FLAG_NAMES = {"fp4_gemm_runner_backend": "--fp4-gemm-backend", "fp8_gemm_runner_backend": "--fp8-gemm-backend"}
-
-
-def cli_flag(setting: str) -> str:
-    return _FLAG_NAMES.get(setting, "--" + setting.replace("_", "-"))
