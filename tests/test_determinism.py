@@ -79,3 +79,36 @@ def test_real_release_resolve_json_identical(release) -> None:
             "--set", "tp_size=8", "--set", "speculative_algorithm=NEXTN", "--set", "disable_radix_cache=true",
             "--format", "json"]
     assert run_cli(args, seed=0) == run_cli(args, seed=1)
+
+
+SET_MESSAGE = '''
+import sys, tempfile
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from test_evaluate import _interp
+interp, mod = _interp(Path(tempfile.mkdtemp()), """
+SUPPORTED = {"flashinfer", "trtllm_mha", "triton", "fa3", "fa4", "aiter"}
+MSG = f"Only {SUPPORTED} backends are supported; got {[SUPPORTED, ('a', 1)]!r}"
+""")
+print(mod.globals["MSG"])
+print(interp.to_str({"k": {"z", "y", "x"}}), interp.repr_of(frozenset({"q", "p", "r"})))
+'''
+
+
+def test_a_message_built_from_a_set_of_strings_reads_the_same_under_every_hash_seed() -> None:
+    # SGLang builds messages from sets (0.5.23's attention registry: f"Only {SUPPORTED} backends
+    # ..."): CPython lists a set of strings in an order that changes with the hash seed, so the
+    # tool's text (explain's notes, check's findings) changed from run to run
+    outs = []
+    for seed in (0, 1, 2, 3):
+        env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+        proc = subprocess.run([sys.executable, "-c", SET_MESSAGE, str(ROOT / "tests")], capture_output=True,
+                              text=True, timeout=TIMEOUT, env=env, cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.append(proc.stdout)
+    assert len(set(outs)) == 1
+    assert outs[0].splitlines() == [
+        "Only {'aiter', 'fa3', 'fa4', 'flashinfer', 'triton', 'trtllm_mha'} backends are supported; got "
+        "[{'aiter', 'fa3', 'fa4', 'flashinfer', 'triton', 'trtllm_mha'}, ('a', 1)]",
+        "{'k': {'x', 'y', 'z'}} frozenset({'p', 'q', 'r'})",
+    ]

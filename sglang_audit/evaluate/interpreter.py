@@ -199,6 +199,47 @@ def is_plain(value: Any) -> bool:
     return isinstance(value, PLAIN_TYPES)
 
 
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+
+
+def _hash_seeded(value: Any) -> bool:
+    """Its hash, so its place in a set, depends on the process's hash seed (PYTHONHASHSEED)."""
+    if isinstance(value, (str, bytes)):
+        return True
+    return isinstance(value, (tuple, frozenset)) and any(_hash_seeded(v) for v in value)
+
+
+def stable_repr(value: Any, active: set[int] | None = None) -> str:
+    """``repr`` of plain data, except that a set of strings lists them sorted: CPython's order
+    there changes with every process's hash seed, so a message SGLang builds from a set
+    (``f"Only {SUPPORTED} backends ..."``) would read differently on each run of the tool.
+    Sorted is one order CPython may print; the text is the same every run."""
+    t = type(value)
+    if t not in _CONTAINERS:
+        return repr(value)
+    active = active if active is not None else set()
+    if id(value) in active:  # as CPython prints a container that holds itself
+        return "[...]" if t is list else "{...}"
+    active.add(id(value))
+    try:
+        if t is list:
+            return "[" + ", ".join(stable_repr(v, active) for v in value) + "]"
+        if t is tuple:
+            inner = ", ".join(stable_repr(v, active) for v in value)
+            return f"({inner},)" if len(value) == 1 else f"({inner})"
+        if t is dict:
+            return "{" + ", ".join(f"{stable_repr(k, active)}: {stable_repr(v, active)}" for k, v in value.items()) + "}"
+        if not value:
+            return "set()" if t is set else "frozenset()"
+        items = [stable_repr(v, active) for v in value]
+        if any(_hash_seeded(v) for v in value):
+            items.sort()
+        body = "{" + ", ".join(items) + "}"
+        return body if t is set else f"frozenset({body})"
+    finally:
+        active.discard(id(value))
+
+
 def contains_unknown(value: Any, depth: int = 0) -> bool:
     if isinstance(value, Unknown):
         return True
@@ -1064,7 +1105,7 @@ class Interpreter:
         """``repr(value)``: plain data as CPython; an exception as ``ValueError('x')``."""
         self.charge_walk(value)
         if is_plain(value):
-            return repr(value)
+            return stable_repr(value)
         if isinstance(value, Instance):
             found, meth = value.cls.lookup("__repr__")
             if found and isinstance(meth, Function):
@@ -1080,7 +1121,7 @@ class Interpreter:
             return value
         self.charge_walk(value)
         if is_plain(value):
-            return str(value)
+            return stable_repr(value) if type(value) in _CONTAINERS else str(value)
         if isinstance(value, Instance):
             if "enum" in value.cls.flags and "_name_" in value.attrs:
                 if "str_mixin" in value.cls.flags:
