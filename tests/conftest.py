@@ -45,3 +45,31 @@ def pytest_configure(config):
     os.environ.setdefault("PYTHONHASHSEED", "0")
     # strict mode: an internal evaluator error fails the test instead of becoming `unknown`
     os.environ.setdefault("SGLANG_AUDIT_STRICT", "1")
+
+
+class ProcessLog:
+    """A list that the processes a command forks append to as well (explain resolves each
+    forced choice in a process forked for it): one JSON line per entry, in a file."""
+
+    def __init__(self, path):
+        self.path = path
+        path.write_text("")
+
+    def append(self, value) -> None:
+        import json
+
+        with open(self.path, "a", encoding="utf-8") as fh:  # one short write: whole lines
+            fh.write(json.dumps(value) + "\n")
+
+    def items(self) -> list:
+        import json
+
+        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines()]
+
+    def __len__(self) -> int:
+        return len(self.items())
+
+
+@pytest.fixture()
+def process_log(tmp_path):
+    return ProcessLog(tmp_path / "process-log.jsonl")

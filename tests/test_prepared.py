@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -190,3 +191,64 @@ def test_flags_typed_from_a_file_edited_after_the_key_are_not_kept(checkout, tab
     again = pipeline.resolve(_request(checkout))
     assert len(table_runs) == 2  # typed again, not served from the first run
     assert again.flags["tp_size"] == 4
+
+
+# ---- the entry module loaded once for the forced choices (resolver.EntrySnapshot) ---------
+def _snapshot_runs(targets, cache):
+    """Each target resolved in a process forked for it from a state holding the snapshot;
+    with whether that resolution took it."""
+    from sglang_audit.resolve.resolver import Resolver
+    from sglang_audit.resolve.workers import run_all
+
+    def run(target):
+        resolver = Resolver(target, cache)
+        res = resolver.resolve()
+        return res.to_json(), bool(resolver._preloaded)
+
+    return run_all(run, targets, 1, fresh=True)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("version", [None, pytest.param("0.5.23", marks=pytest.mark.real_release)])
+def test_a_forced_choice_from_the_entry_snapshot_equals_it_resolved_alone(version, request):
+    from sglang_audit.resolve.resolver import Resolver, install_snapshot
+
+    field, choices = "moe_runner_backend", ["triton", "flashinfer_cutlass"]
+    if version is None:
+        request.getfixturevalue("isolated_cache")
+        src, model = str(MINI_E2), "deepseek-r1-nvfp4"
+    else:
+        src, model = str(request.getfixturevalue("release")(version).package_dir), "qwen3.5-397b-a17b-nvfp4"
+    cache = SourceCache(use_disk=True)
+    prep = prepare(Request(source=src, arch="sm120", model=model, sets=["tp_size=8"], use_cache=False,
+                           flashinfer_source="none"), cache)
+    targets = [dataclasses.replace(prep.target, flags={**prep.target.flags, field: c}, layer_stages=("moe",))
+               for c in choices]
+    # a target the snapshot was not made for (another draft directory: the world differs)
+    other = dataclasses.replace(targets[0], flags={**targets[0].flags, "speculative_draft_model_path": str(PROFILE)})
+    assert install_snapshot(targets[0], cache)
+    try:
+        snap = _snapshot_runs([*targets, other], cache)
+    finally:
+        install_snapshot(None)
+    alone = [Resolver(t, SourceCache(use_disk=True)).resolve().to_json() for t in [*targets, other]]
+    assert [took for _res, took in snap] == [True, True, False]
+    for (res, _took), fresh in zip(snap, alone, strict=True):
+        assert json.dumps(res, sort_keys=True, default=str) == json.dumps(fresh, sort_keys=True, default=str)
+    # the files the snapshot's module bodies read are the resolution's too
+    assert any(f["path"].endswith("server_args.py") for f in snap[0][0]["files_read"])
+
+
+def test_the_snapshot_is_taken_only_in_a_process_forked_for_one_task(isolated_cache):
+    from sglang_audit.resolve.resolver import Resolver, install_snapshot
+
+    cache = SourceCache(use_disk=True)
+    prep = prepare(Request(source=str(MINI_E2), arch="sm120", model="deepseek-r1-nvfp4", use_cache=False,
+                           flashinfer_source="none"), cache)
+    assert install_snapshot(prep.target, cache)
+    try:
+        here = Resolver(prep.target, cache)
+        here.resolve()
+        assert here._preloaded == ()  # this process goes on: its snapshot must stay unused
+    finally:
+        install_snapshot(None)

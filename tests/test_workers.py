@@ -280,3 +280,41 @@ def test_each_task_s_garbage_is_collected_before_the_next(jobs):
         gc.set_threshold(*saved)
         _LAST.clear()
         gc.collect()
+
+
+# ---- fresh batches: a process forked per task (explain's forced choices) -------------------
+@needs_fork
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_fresh_batch_runs_each_task_from_the_state_before_it(jobs):
+    state = {"left": 1}
+
+    def consume(i: int) -> tuple[int, int, bool]:
+        before = state["left"]
+        state["left"] = 0  # what an EntrySnapshot's interpreter is to a resolution: used up
+        return before, os.getpid(), workers.in_task_fork()
+
+    out = run_all(consume, list(range(4)), jobs, fresh=True)
+    assert [b for b, _p, _f in out] == [1, 1, 1, 1]
+    assert all(f for _b, _p, f in out) and len({p for _b, p, _f in out}) == 4 and os.getpid() not in {p for _b, p, _f in out}
+    assert state["left"] == 1 and not workers.in_task_fork()  # this process is untouched
+    # without it, a serial batch's later tasks see what the first left
+    assert [b for b, _p, _f in run_all(consume, list(range(3)), 1)] == [1, 0, 0]
+
+
+@needs_fork
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_fresh_batch_keeps_errors_and_names_a_task_that_died(jobs):
+    def fn(i: int) -> int:
+        if i == 1:
+            raise InputError("choice 1 is refused")
+        if i == 2:
+            os._exit(9)
+        return i
+
+    with pytest.raises(WorkerDied) as info:
+        run_all(fn, [0, 1, 2], jobs, keep_errors=(InputError,), fresh=True)
+    assert "exit code 9" in str(info.value) and isinstance(info.value, workers.TaskDied)
+    out = run_all(fn, [0, 1, 3], jobs, keep_errors=(InputError,), fresh=True)
+    assert out[0] == 0 and out[2] == 3 and isinstance(out[1], InputError) and str(out[1]) == "choice 1 is refused"
+    with pytest.raises(InputError, match="choice 1 is refused"):
+        run_all(fn, [0, 1], jobs, fresh=True)

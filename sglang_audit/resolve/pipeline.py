@@ -483,6 +483,13 @@ def resolve_target(target: Target, cache: SourceCache, results: ResultCache | No
     return with_package_forks(res, target, cache, results) if forks else res
 
 
+def any_to_evaluate(targets: list[Target], results: ResultCache | None) -> bool:
+    """Whether resolving ``targets`` will evaluate at least one (no stored result for it)."""
+    if results is None:
+        return bool(targets)
+    return not all(results.has(results.key(t, DEFAULT_MAX_PATHS, Bounds())) for t in targets)
+
+
 def _resolve_cached(target: Target, cache: SourceCache, results: ResultCache | None) -> Resolution:
     # keyed with the resolver's defaults before building it: a hit never loads the evaluator
     key = results.key(target, DEFAULT_MAX_PATHS, Bounds()) if results is not None else None

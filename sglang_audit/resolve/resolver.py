@@ -120,6 +120,7 @@ class Resolver:
         self.world.source_root = self.root.resolve()
         self._declarations: dict[str, Declaration] | None = None
         self._files_start = 0
+        self._preloaded: tuple[Path, ...] = ()  # loads made by a snapshot this resolution took
 
     # ---- exploring paths --------------------------------------------------------------
     def resolve(self) -> Resolution:
@@ -159,10 +160,14 @@ class Resolver:
                 prefix[d.key] = True
         return self.join(paths, explored_all)
 
-    def run_path(self, decisions: dict[str, bool]) -> PathResult:
+    def new_interpreter(self, decisions: dict[str, bool]) -> Interpreter:
         interp = Interpreter(self.root, self.cache, self.world, decisions, self.bounds)
-        interp.deadline = getattr(self, "over_budget", None)
         interp.tracked_keys = frozenset(self.setting_names)
+        return interp
+
+    def run_path(self, decisions: dict[str, bool]) -> PathResult:
+        interp = (self.take_snapshot() if not decisions else None) or self.new_interpreter(decisions)
+        interp.deadline = getattr(self, "over_budget", None)
         result = PathResult(taken=interp.taken)
         old_limit = sys.getrecursionlimit()
         sys.setrecursionlimit(max(old_limit, 20000))
@@ -508,7 +513,34 @@ class Resolver:
     def files_read(self) -> tuple[tuple[str, str], ...]:
         """(path, sha256) of every source file this resolution read, so an answer can be
         reproduced and audited."""
-        return files_read_since(self.cache, self._files_start, self.root)
+        return files_read_since(self.cache, self._files_start, self.root, before=self._preloaded)
+
+    # ---- the entry module loaded once for many targets (EntrySnapshot) ----------------
+    def snapshot_key(self) -> tuple[Any, ...]:
+        """What loading the entry module can see: everything of the target but its flags
+        (they enter as the entry class's arguments, after the load) and its layer stages,
+        except the draft model's directory, which the world reads (``__init__``)."""
+        t = self.target
+        return (id(self.cache), dataclasses.replace(t, flags={}, layer_stages=None),
+                t.flags.get("speculative_draft_model_path"), repr(self.bounds), self.max_paths, tuple(self.setting_names))
+
+    def take_snapshot(self) -> Interpreter | None:
+        """The installed snapshot's interpreter, for this resolution's first path, if it was
+        made for a target this one equals but for its flags, and only in a process forked
+        for this one task (``workers.in_task_fork``): a path mutates its interpreter, so
+        a snapshot serves one resolution and each task starts from a fresh copy of it."""
+        global _SNAPSHOT
+        from sglang_audit.resolve.workers import in_task_fork
+
+        snap = _SNAPSHOT
+        if snap is None or not in_task_fork() or snap.key != self.snapshot_key():
+            return None
+        _SNAPSHOT = None
+        # the world the module body ran against is the one the rest of the resolution uses,
+        # as it would be had this resolution loaded the module itself
+        self.world = snap.world
+        self._preloaded = snap.loaded
+        return snap.interp
     def join_layers(self, complete: list[PathResult]) -> dict[str, LayerValue]:
         live = [p for p in complete if p.rejected is None]
         out: dict[str, LayerValue] = {}
@@ -626,13 +658,14 @@ class Resolver:
         return list(build_chain(inputs))
 
 
-def files_read_since(cache: SourceCache, start: int, root: Path) -> tuple[tuple[str, str], ...]:
+def files_read_since(cache: SourceCache, start: int, root: Path,
+                     before: tuple[Path, ...] = ()) -> tuple[tuple[str, str], ...]:
     """(path relative to ``root``, sha256 as loaded) of every file ``cache`` loaded since its
-    ``start``-th load, sorted."""
+    ``start``-th load, and of the loads ``before`` (an EntrySnapshot's), sorted."""
     out: dict[str, str] = {}
     base = root.resolve()
     # each load is listed (~600 per 0.5.23 resolution): every path once, hashed as loaded
-    for path in dict.fromkeys(cache.files_read[start:]):
+    for path in dict.fromkeys([*before, *cache.files_read[start:]]):
         try:
             rel = path.resolve().relative_to(base).as_posix()
         except ValueError:
@@ -657,6 +690,49 @@ class _AbortedValue:
 
     def __hash__(self) -> int:
         return hash(self.reason)
+
+
+@dataclass
+class EntrySnapshot:
+    """An interpreter that has loaded the release's entry module (``settings.toml``
+    ``[entry]``, e.g. ``sglang.srt.server_args``) for one target, no path decision taken:
+    the state the first path of every target that differs from it only in its flags reaches
+    at that point, because a module body cannot read the flags (they enter as the entry
+    class's arguments, after the load). Loading it is ~15% of a forced choice's evaluation
+    on 0.5.23. ``explain`` makes one, then resolves each forced choice in a process forked
+    for that task, which starts from a copy of it (``Resolver.take_snapshot``)."""
+
+    key: tuple[Any, ...]
+    interp: Interpreter
+    world: NativeWorld
+    loaded: tuple[Path, ...]  # the cache loads the module bodies made (Resolution.files_read)
+
+
+_SNAPSHOT: EntrySnapshot | None = None
+
+
+def install_snapshot(target: Target | None, cache: SourceCache | None = None) -> bool:
+    """Load ``target``'s entry module into a snapshot for the tasks forked after this (None:
+    drop it). False, and no snapshot, when the load stops (a raise, a bound, an unreadable
+    module): each resolution then loads it itself and meets the same stop."""
+    global _SNAPSHOT
+    _SNAPSHOT = None
+    if target is None:
+        return False
+    resolver = Resolver(target, cache)
+    interp = resolver.new_interpreter({})
+    start = len(resolver.cache.files_read)
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, 20000))  # as run_path
+    try:
+        deep_call(resolver.entry_module, interp)
+    except Exception:  # noqa: BLE001 - whatever stops the load, the resolutions meet it themselves
+        return False
+    finally:
+        sys.setrecursionlimit(old_limit)
+    _SNAPSHOT = EntrySnapshot(resolver.snapshot_key(), interp, resolver.world,
+                              tuple(resolver.cache.files_read[start:]))
+    return True
 
 
 def _public(value: Any) -> Any:

@@ -273,6 +273,12 @@ class ResultCache:
     def _path(self, key: str) -> Path | None:
         return None if self.dir is None else self.dir / key[:2] / f"{key}.entry"
 
+    def has(self, key: str | None) -> bool:
+        """An entry is stored under ``key`` (not read, so not checked: a guess for planning
+        work, never an answer)."""
+        path = self._path(key) if key is not None else None
+        return path is not None and path.is_file()
+
     def get(self, key: str | None) -> Resolution | None:
         path = self._path(key) if key is not None else None
         if path is None:

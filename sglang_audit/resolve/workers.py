@@ -60,6 +60,18 @@ class WorkerDied(AuditError):
         super().__init__(f"a worker process died ({detail}); rerun with --jobs 1 to see the failing input")
         self.detail = detail
 
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses back from a task's process as itself
+        return (type(self), (self.detail,))
+
+
+class TaskDied(WorkerDied):
+    """The process forked for one task of a ``fresh`` batch ended without answering."""
+
+    def __init__(self, detail: str) -> None:
+        AuditError.__init__(self, f"the process resolving one input died ({detail}): killed, out of memory "
+                                  "or a crash")
+        self.detail = detail
+
 
 class _RemoteTraceback(Exception):
     """The worker's traceback, chained to the re-raised error (shown with SGLANG_AUDIT_DEBUG)."""
@@ -115,6 +127,14 @@ class _Failure:
 # inherit them) and cleared when the batch ends; one batch at a time per process.
 _TASKS: tuple[Callable[[Any], Any], Sequence[Any], tuple[type[BaseException], ...]] | None = None
 _IN_WORKER = False
+_FRESH = False  # the running batch forks a process per task (Batch(fresh=True))
+_IN_TASK_FORK = False  # this process was forked to run one task, and ends with it
+
+
+def in_task_fork() -> bool:
+    """True in a process forked for one task of a ``fresh`` batch: state this process holds
+    from before the fork is this task's alone (it is never seen by another task)."""
+    return _IN_TASK_FORK
 
 
 def _mark_worker() -> None:
@@ -128,14 +148,74 @@ _OK, _KEPT, _FAILED = "ok", "kept", "failed"
 def _run_task(index: int) -> tuple[str, Any]:
     assert _TASKS is not None, "worker forked without a batch"
     fn, items, keep = _TASKS
+    if _FRESH:
+        return _in_fresh_fork(fn, items[index], keep)
     try:
-        return _OK, fn(items[index])
+        return _call(fn, items[index], keep)
+    finally:
+        _collect_task_garbage()
+
+
+def _call(fn: Callable[[Any], Any], item: Any, keep: tuple[type[BaseException], ...]) -> tuple[str, Any]:
+    try:
+        return _OK, fn(item)
     except keep as exc:
         return _KEPT, _Failure.of(exc)
     except Exception as exc:  # noqa: BLE001 - carried back, re-raised by the parent
         return _FAILED, _Failure.of(exc)
+
+
+def _in_fresh_fork(fn: Callable[[Any], Any], item: Any, keep: tuple[type[BaseException], ...]) -> tuple[str, Any]:
+    """``_call`` in a child forked for this task alone, which starts from this process as it
+    is now and exits with the answer (pickled through a pipe): no task sees what another
+    left, so a task may consume state prepared before the batch (``in_task_fork``)."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # the child must not write out what this process had buffered
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            os.close(read_fd)
+            global _IN_TASK_FORK
+            _IN_TASK_FORK = True
+            out = _call(fn, item, keep)
+            try:
+                data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:  # noqa: BLE001 - a result that does not pickle fails its task
+                data = pickle.dumps((_FAILED, _Failure.of(exc)), protocol=pickle.HIGHEST_PROTOCOL)
+            with os.fdopen(write_fd, "wb") as fh:
+                fh.write(data)
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            code = 0
+        finally:
+            os._exit(code)  # no atexit handlers, no cleanup of the parent's state
+    os.close(write_fd)
+    status = None
+    try:
+        with os.fdopen(read_fd, "rb") as fh:
+            data = fh.read()
+        _, status = os.waitpid(pid, 0)
     finally:
-        _collect_task_garbage()
+        if status is None:  # interrupted: the child must not outlive the batch
+            _kill_and_reap(pid)
+    if not data or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit code {os.waitstatus_to_exitcode(status)}"
+        return _FAILED, _Failure.of(TaskDied(f"ended without answering: {how}"))
+    return pickle.loads(data)  # noqa: S301 - written by this process's own child
+
+
+def _kill_and_reap(pid: int) -> None:
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
 
 
 def _collect_task_garbage() -> None:
@@ -157,10 +237,13 @@ class Batch(Generic[T, R]):
     ^C) cancels what has not started."""
 
     def __init__(self, fn: Callable[[T], R], items: Sequence[T], jobs: int,
-                 keep_errors: tuple[type[BaseException], ...] = ()) -> None:
+                 keep_errors: tuple[type[BaseException], ...] = (), fresh: bool = False) -> None:
         self.fn = fn
         self.items = list(items)
         self.keep = keep_errors
+        # each task in a process forked for it alone, from this process as it is now (in
+        # workers, as the worker was forked): what a task consumes or leaves is its own
+        self.fresh = fresh and can_fork() and not _IN_TASK_FORK
         self.jobs = max(1, min(jobs, len(self.items)))
         self.pool: ProcessPoolExecutor | None = None
         self.futures: list[Future[tuple[str, Any]]] = []
@@ -174,8 +257,9 @@ class Batch(Generic[T, R]):
         return self.pool is not None
 
     def _start(self) -> None:
-        global _TASKS
+        global _TASKS, _FRESH
         _TASKS = (self.fn, self.items, self.keep)
+        _FRESH = self.fresh
         self.owns_tasks = True
         # what the parent holds now is shared with the workers: out of the collector's
         # generations, so a worker's collections do not touch (and copy) those pages
@@ -201,13 +285,19 @@ class Batch(Generic[T, R]):
                 gc.freeze()  # as for workers: each item's collection walks only its own objects
             try:
                 for i, item in enumerate(self.items):
-                    try:
-                        out.append(self.fn(item))
-                    except self.keep as exc:
-                        out.append(exc)
-                    finally:
-                        if many:
-                            _collect_task_garbage()
+                    if self.fresh:
+                        status, value = _in_fresh_fork(self.fn, item, self.keep)
+                        if status == _FAILED:
+                            raise value.revive()
+                        out.append(value.revive() if status == _KEPT else value)
+                    else:
+                        try:
+                            out.append(self.fn(item))
+                        except self.keep as exc:
+                            out.append(exc)
+                        finally:
+                            if many:
+                                _collect_task_garbage()
                     if on_done is not None:
                         on_done(i, out[-1])
             finally:
@@ -251,13 +341,14 @@ class Batch(Generic[T, R]):
         return [done[i] for i in range(len(self.items))]
 
     def close(self) -> None:
-        global _TASKS
+        global _TASKS, _FRESH
         if self.pool is not None:
             # on an error or ^C, do not wait for the queued tasks
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
         if self.owns_tasks:
             _TASKS = None
+            _FRESH = False
             self.owns_tasks = False
         if self.froze:
             gc.unfreeze()  # this process goes on: give its objects back to the collector
@@ -272,7 +363,7 @@ class Batch(Generic[T, R]):
 
 def run_all(fn: Callable[[T], R], items: Sequence[T], jobs: int,
             on_done: Callable[[int, Any], None] | None = None,
-            keep_errors: tuple[type[BaseException], ...] = ()) -> list[Any]:
+            keep_errors: tuple[type[BaseException], ...] = (), fresh: bool = False) -> list[Any]:
     """``[fn(item) for item in items]``, in ``jobs`` worker processes when ``jobs`` > 1."""
-    with Batch(fn, items, jobs, keep_errors) as batch:
+    with Batch(fn, items, jobs, keep_errors, fresh) as batch:
         return batch.results(on_done)
