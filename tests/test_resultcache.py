@@ -504,6 +504,9 @@ def test_a_resolution_without_some_layer_stages_says_so_and_is_never_served_for_
     attention = partial.settings["attention_backend"].layer
     assert attention.status == "unknown" and attention.stage == "attention"
     assert attention.reason == "the attention layers were not built in this resolution (asked for the moe stage only)"
+    none = resolve_target(dataclasses.replace(target, layer_stages=()), cache, results, forks=False)
+    assert none.settings["moe_runner_backend"].layer.reason == (
+        "the moe layers were not built in this resolution (asked for no layer stage)")
     full = resolve_target(target, cache, results, forks=False)
     assert results.hits == 0
     layer = full.settings["attention_backend"].layer

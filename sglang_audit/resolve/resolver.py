@@ -400,11 +400,12 @@ class Resolver:
         value that says so, never one that reads as "no layer re-decides it"."""
         stages = self.target.layer_stages
         if stages is not None:
+            asked = f"asked for the {', '.join(stages)} stage only" if stages else "asked for no layer stage"
             for stage, names in LAYER_STAGES.items():
                 if stage not in stages:
                     for name in names:
                         result.layers[name] = LayerValue(STATUS_UNKNOWN, None, stage=stage, reason=(
-                            f"the {stage} layers were not built in this resolution (asked for the {', '.join(stages) or 'no'} stage only)"))
+                            f"the {stage} layers were not built in this resolution ({asked})"))
         if stages is None or "moe" in stages:
             self._run_moe(interp, server_args, result)
         if stages is None or "attention" in stages:
