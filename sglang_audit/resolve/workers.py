@@ -179,8 +179,9 @@ def _in_fresh_fork(fn: Callable[[Any], Any], item: Any, keep: tuple[type[BaseExc
         code = 1
         try:
             os.close(read_fd)
-            global _IN_TASK_FORK
+            global _IN_TASK_FORK, _IN_WORKER
             _IN_TASK_FORK = True
+            _IN_WORKER = True  # a batch this task starts runs in this process, as in a worker
             out = _call(fn, item, keep)
             try:
                 data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
