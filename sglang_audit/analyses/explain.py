@@ -29,16 +29,16 @@ from sglang_audit.errors import AuditError, InputError
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.pipeline import (
     Request,
-    any_to_evaluate,
+    entry_snapshot,
     prepare,
     progress_done,
     resolve_target,
     with_kernels,
 )
-from sglang_audit.resolve.resolver import Resolver, install_snapshot
+from sglang_audit.resolve.resolver import Resolver
 from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.resolve.targets import LAYER_STAGES, Target
-from sglang_audit.resolve.workers import Batch, can_fork, run_all
+from sglang_audit.resolve.workers import Batch, run_all
 from sglang_audit.result import (
     STATUS_RESOLVED,
     STATUS_UNSUPPORTED,
@@ -469,42 +469,29 @@ def _explain_fields(request: Request, fields: list[str], cache: SourceCache, pro
     # the forced choices differ from each other only in their flags: the release's entry
     # module is loaded once, here, and each choice resolved in a process forked from this
     # state (resolver.EntrySnapshot; ~15% of a forced choice's evaluation on 0.5.23)
-    fresh = bool(tasks) and can_fork() and any_to_evaluate([t for t, _f, _c in tasks], results) \
-        and install_snapshot(tasks[0][0], cache)
-    try:
-        return _explain_planned(request, cache, progress, force_choices, jobs, results, shipped_rules, prep, plans,
-                                tasks, named, out, fields, fresh)
-    finally:
-        install_snapshot(None)
-
-
-def _explain_planned(request: Request, cache: SourceCache, progress: Callable[[str], None] | None, force_choices: bool,
-                     jobs: int, results: ResultCache, shipped_rules: tuple[Any, ...] | None, prep: Any,
-                     plans: list[_Field], tasks: list[tuple[Target, str, str]], named: frozenset[str],
-                     out: dict[str, Explanation | AuditError], fields: list[str],
-                     fresh: bool) -> dict[str, Explanation | AuditError]:
-    with Batch(_resolve_forced(request, cache, results), tasks, jobs, keep_errors=(AuditError,), fresh=fresh) as batch:
-        dg = build_graph(prep.tree.package_dir, cache)
-        predicates = _predicate_values(list_guards(Resolver(prep.target, cache)))
-        rules, rules_note = _load_rules() if shipped_rules is None else (shipped_rules, "")
-        forced = batch.results(_progress_each(tasks, progress))
-    late = [p for p in plans if not p.choices and p.base.settings[p.name].present]
-    for p in late:
-        # no argparse choices: the constants the code itself writes are the candidates
-        p.choices_source = "graph"
-        consts = {e["value"] for _u, _v, e in dg.graph.in_edges(f"field:{p.name}", data=True)
-                  if e["kind"] == "writes" and e["constant"] and isinstance(e["value"], str)}
-        if isinstance(p.default, str):
-            consts.add(p.default)
-        p.choices = sorted(consts)
-        if p.choices:
-            p.notes.append(f"the release declares no choices for {p.name}; the values its code writes are tried instead")
-        else:
-            p.notes.append(f"the release declares no choices for {p.name} and its code writes no string constants to it; no value was forced")
-    if force_choices and any(p.choices for p in late):
-        more = _choice_tasks(late, force_choices, progress, first=len(tasks), named=named)
-        forced += run_all(_resolve_forced(request, cache, results), more, jobs, _progress_each(more, progress),
-                          keep_errors=(AuditError,), fresh=fresh)
+    with entry_snapshot([t for t, _f, _c in tasks], cache, results) as fresh:
+        with Batch(_resolve_forced(request, cache, results), tasks, jobs, keep_errors=(AuditError,), fresh=fresh) as batch:
+            dg = build_graph(prep.tree.package_dir, cache)
+            predicates = _predicate_values(list_guards(Resolver(prep.target, cache)))
+            rules, rules_note = _load_rules() if shipped_rules is None else (shipped_rules, "")
+            forced = batch.results(_progress_each(tasks, progress))
+        late = [p for p in plans if not p.choices and p.base.settings[p.name].present]
+        for p in late:
+            # no argparse choices: the constants the code itself writes are the candidates
+            p.choices_source = "graph"
+            consts = {e["value"] for _u, _v, e in dg.graph.in_edges(f"field:{p.name}", data=True)
+                      if e["kind"] == "writes" and e["constant"] and isinstance(e["value"], str)}
+            if isinstance(p.default, str):
+                consts.add(p.default)
+            p.choices = sorted(consts)
+            if p.choices:
+                p.notes.append(f"the release declares no choices for {p.name}; the values its code writes are tried instead")
+            else:
+                p.notes.append(f"the release declares no choices for {p.name} and its code writes no string constants to it; no value was forced")
+        if force_choices and any(p.choices for p in late):
+            more = _choice_tasks(late, force_choices, progress, first=len(tasks), named=named)
+            forced += run_all(_resolve_forced(request, cache, results), more, jobs, _progress_each(more, progress),
+                              keep_errors=(AuditError,), fresh=fresh)
     for p in plans:
         # a choice whose resolution failed fails its field, as the first failing choice did
         # when each was resolved in turn

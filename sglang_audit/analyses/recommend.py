@@ -40,15 +40,15 @@ from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.pipeline import (
     Prepared,
     Request,
-    any_to_evaluate,
+    entry_snapshot,
     prepare,
     progress_done,
     resolve_target,
     with_kernels,
 )
-from sglang_audit.resolve.resolver import Target, install_snapshot
+from sglang_audit.resolve.resolver import Target
 from sglang_audit.resolve.resultcache import ResultCache
-from sglang_audit.resolve.workers import can_fork, run_all
+from sglang_audit.resolve.workers import run_all
 from sglang_audit.result import ChainStep, Resolution, Setting, UnknownValue
 from sglang_audit.shipped import rules_dir
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
@@ -346,11 +346,8 @@ class _Run:
         # the combinations differ only in their flags: the entry module is loaded once and
         # each resolved in a process forked from that state (resolver.EntrySnapshot)
         targets = [replace(self.prep.target, flags=flags) for flags in todo.values()]
-        fresh = can_fork() and any_to_evaluate(targets, self.results) and install_snapshot(targets[0], self.cache)
-        try:
+        with entry_snapshot(targets, self.cache, self.results) as fresh:
             resolved = run_all(self._resolve, list(todo.values()), self.jobs, fresh=fresh)
-        finally:
-            install_snapshot(None)
         for key, res in zip(todo, resolved, strict=True):
             self.memo[key] = res
             self.count += 1

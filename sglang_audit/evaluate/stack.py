@@ -16,7 +16,9 @@ so only the pages the evaluation uses are faulted in, once per call.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 R = TypeVar("R")
@@ -39,3 +41,20 @@ def deep_call(fn: Callable[..., R], *args: Any) -> R:
     """``fn(*args)``, with room for a deep recursion in one frame chunk."""
     result: R = _in_big_frame(fn, *args)
     return result
+
+
+# The evaluator recurses on the analysed code: every evaluation (a resolver path, the flag
+# table, a command line read, the entry snapshot) runs with this limit, so one does not
+# fail where another would not.
+EVAL_RECURSION_LIMIT = 20_000
+
+
+@contextmanager
+def recursion_room(limit: int = EVAL_RECURSION_LIMIT) -> Iterator[None]:
+    """The interpreter's recursion limit raised to at least ``limit`` while the block runs."""
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old_limit)

@@ -8,14 +8,15 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sglang_audit.errors import InputError, SourceError
 from sglang_audit.evaluate.bounds import Bounds
-from sglang_audit.evaluate.stack import deep_call
+from sglang_audit.evaluate.stack import deep_call, recursion_room
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import bound_names
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
@@ -179,10 +180,6 @@ def parse_env(items: list[str]) -> dict[str, str]:
     return out
 
 
-# The evaluator recurses on the analysed code; the resolver runs each path with this limit
-# (Resolver.run_path), and the flag-table pass must not fail where a resolution would not.
-EVAL_RECURSION_LIMIT = 20_000
-
 
 def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
     """The release's own flags: its entry class (rules/settings.toml `[entry]`) and parser.
@@ -212,24 +209,21 @@ def _flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
     entry = resolver.settings_spec["entry"]
     rel = entry["module"].replace(".", "/") + ".py"
     interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
-    old_limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old_limit, EVAL_RECURSION_LIMIT))
-    try:
-        mod = deep_call(interp.load_module, entry["module"])  # evaluate/stack.py
-        if not isinstance(mod, ModuleObj) or mod.failed:
-            where = interp.parse_failures.get(rel) or getattr(mod, "failed", "missing")
-            raise SourceError(f"cannot read {rel} in {tree.package_dir}: {where}")
-        cls = mod.globals.get(entry["class"])
-        if not isinstance(cls, Class):
-            raise SourceError(f"no {entry['class']} class in {tree.package_dir.parent / rel}: unsupported layout")
-        return deep_call(extract_flags, interp, cls)
-    except (PyRaise, Unmodelled, AnalysisBound) as exc:
-        # the module body itself stops (a raise at import, a bound): its flags are unknowable
-        raise InputError(f"{release_name(tree)}: cannot read the flags of {rel}: {_stop_reason(exc)}") from None
-    except RecursionError:
-        raise InputError(f"{release_name(tree)}: cannot read the flags of {rel}: analysis bound reached: recursion too deep") from None
-    finally:
-        sys.setrecursionlimit(old_limit)
+    with recursion_room():
+        try:
+            mod = deep_call(interp.load_module, entry["module"])  # evaluate/stack.py
+            if not isinstance(mod, ModuleObj) or mod.failed:
+                where = interp.parse_failures.get(rel) or getattr(mod, "failed", "missing")
+                raise SourceError(f"cannot read {rel} in {tree.package_dir}: {where}")
+            cls = mod.globals.get(entry["class"])
+            if not isinstance(cls, Class):
+                raise SourceError(f"no {entry['class']} class in {tree.package_dir.parent / rel}: unsupported layout")
+            return deep_call(extract_flags, interp, cls)
+        except (PyRaise, Unmodelled, AnalysisBound) as exc:
+            # the module body itself stops (a raise at import, a bound): its flags are unknowable
+            raise InputError(f"{release_name(tree)}: cannot read the flags of {rel}: {_stop_reason(exc)}") from None
+        except RecursionError:
+            raise InputError(f"{release_name(tree)}: cannot read the flags of {rel}: analysis bound reached: recursion too deep") from None
 
 
 def release_name(tree: SourceTree) -> str:
@@ -247,16 +241,13 @@ def read_argv(tree: SourceTree, resolver: Resolver, table: FlagTable, argv: list
 
     interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
     release = release_name(tree)
-    old_limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old_limit, EVAL_RECURSION_LIMIT))
-    try:
-        if "--config" in argv:
-            argv = merge_config(interp, table, argv, release)
-        return parse_argv(table, argv, release, router=router, interp=interp)
-    except RecursionError:
-        raise InputError(f"{release}: reading the command line: analysis bound reached: recursion too deep") from None
-    finally:
-        sys.setrecursionlimit(old_limit)
+    with recursion_room():
+        try:
+            if "--config" in argv:
+                argv = merge_config(interp, table, argv, release)
+            return parse_argv(table, argv, release, router=router, interp=interp)
+        except RecursionError:
+            raise InputError(f"{release}: reading the command line: analysis bound reached: recursion too deep") from None
 
 
 def _stop_reason(exc: Exception) -> str:
@@ -483,10 +474,28 @@ def resolve_target(target: Target, cache: SourceCache, results: ResultCache | No
     return with_package_forks(res, target, cache, results) if forks else res
 
 
-def any_to_evaluate(targets: list[Target], results: ResultCache | None) -> bool:
+@contextmanager
+def entry_snapshot(targets: list[Target], cache: SourceCache, results: ResultCache | None) -> Iterator[bool]:
+    """While the block runs, the entry module loaded once for ``targets``, which differ only
+    in their flags (explain's forced choices, a recommend prefetch: ``resolver.EntrySnapshot``).
+    Yields whether to resolve them in a fresh batch (``Batch(fresh=True)``), the only place a
+    resolution takes the snapshot: where fork is available and at least one of them has no
+    stored result (a batch of hits would only pay the forks)."""
+    from sglang_audit.resolve.resolver import install_snapshot
+    from sglang_audit.resolve.workers import can_fork
+
+    fresh = bool(targets) and can_fork() and _any_to_evaluate(targets, results) and install_snapshot(targets[0], cache)
+    try:
+        yield fresh
+    finally:
+        if fresh:
+            install_snapshot(None)
+
+
+def _any_to_evaluate(targets: list[Target], results: ResultCache | None) -> bool:
     """Whether resolving ``targets`` will evaluate at least one (no stored result for it)."""
     if results is None:
-        return bool(targets)
+        return True
     return not all(results.has(results.key(t, DEFAULT_MAX_PATHS, Bounds())) for t in targets)
 
 

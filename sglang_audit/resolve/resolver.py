@@ -18,7 +18,6 @@ import gc
 import hashlib
 import json
 import re
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,7 +28,7 @@ from typing import Any
 from sglang_audit.errors import InputError, strict_mode
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled, stop_reason
 from sglang_audit.evaluate.overlays.classes import dataclass_fields
-from sglang_audit.evaluate.stack import deep_call
+from sglang_audit.evaluate.stack import deep_call, recursion_room
 from sglang_audit.evaluate.values import (
     AnalysisBound,
     Decision,
@@ -169,9 +168,7 @@ class Resolver:
         interp = (self.take_snapshot() if not decisions else None) or self.new_interpreter(decisions)
         interp.deadline = getattr(self, "over_budget", None)
         result = PathResult(taken=interp.taken)
-        old_limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(old_limit, 20000))
-        try:
+        with recursion_room():
             server_args = self.stage(interp, result, "config", lambda: self.build_server_args(interp))
             if server_args is not None:
                 self.stage(interp, result, "config", lambda: self.read_config(interp, server_args, result))
@@ -182,8 +179,6 @@ class Resolver:
                 self.stage(interp, result, "runtime", lambda: self.run_runtime(interp, server_args, result))
                 if result.runtime_failed is None:
                     self.run_layers(interp, server_args, result)
-        finally:
-            sys.setrecursionlimit(old_limit)
         result.logs = interp.logs
         result.parse_failures = dict(interp.parse_failures)
         result.new_decisions = list(interp.new_decisions)
@@ -523,7 +518,7 @@ class Resolver:
         except the draft model's directory, which the world reads (``__init__``)."""
         t = self.target
         return (id(self.cache), dataclasses.replace(t, flags={}, layer_stages=None),
-                t.flags.get("speculative_draft_model_path"), repr(self.bounds), self.max_paths, tuple(self.setting_names))
+                t.flags.get("speculative_draft_model_path"), repr(self.bounds), self.max_paths)
 
     def take_snapshot(self) -> Interpreter | None:
         """The installed snapshot's interpreter, for this resolution's first path, if it was
@@ -542,6 +537,7 @@ class Resolver:
         self.world = snap.world
         self._preloaded = snap.loaded
         return snap.interp
+
     def join_layers(self, complete: list[PathResult]) -> dict[str, LayerValue]:
         live = [p for p in complete if p.rejected is None]
         out: dict[str, LayerValue] = {}
@@ -723,14 +719,11 @@ def install_snapshot(target: Target | None, cache: SourceCache | None = None) ->
     resolver = Resolver(target, cache)
     interp = resolver.new_interpreter({})
     start = len(resolver.cache.files_read)
-    old_limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old_limit, 20000))  # as run_path
     try:
-        deep_call(resolver.entry_module, interp)
+        with recursion_room():  # as run_path
+            deep_call(resolver.entry_module, interp)
     except Exception:  # noqa: BLE001 - whatever stops the load, the resolutions meet it themselves
         return False
-    finally:
-        sys.setrecursionlimit(old_limit)
     _SNAPSHOT = EntrySnapshot(resolver.snapshot_key(), interp, resolver.world,
                               tuple(resolver.cache.files_read[start:]))
     return True
