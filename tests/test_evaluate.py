@@ -165,3 +165,98 @@ def test_iteration_over_a_value_no_overlay_iterates_has_no_line_zero(tmp_path):
     with pytest.raises(Unmodelled) as stmt:
         interp.iterate(shape, None, 3)
     assert str(stmt.value).endswith(") at line 3")
+
+
+# ---- decisions on unknowns are sound: every outcome a real value allows is explored -------
+
+BRANCHES = """
+import ext
+backend = ext.driver.backend
+flag = ext.flag
+seen = []
+if backend == "hip":
+    seen.append("hip")
+if backend != "hip":
+    seen.append("not-hip")
+if backend == "cuda":
+    seen.append("cuda")
+if flag:
+    seen.append("flag")
+if not flag:
+    seen.append("no-flag")
+if "a" in ext.params:
+    seen.append("has-a")
+if "b" not in ext.params:
+    seen.append("lacks-b")
+opts, _ = ext.pair  # an element of an outside value: an unknown of its own
+if opts:
+    seen.append("opts")
+if "c" in opts:
+    seen.append("has-c")
+"""
+
+
+def _all_paths(tmp_path: Path, source: str, when: list[Any] | None = None) -> set[tuple[str, ...]]:
+    """Every path the resolver's exploration (resolver._resolve) would run, by outcome."""
+    from sglang_audit.target.device import Environment, parse_device
+
+    (tmp_path / "sglang").mkdir()
+    (tmp_path / "sglang" / "__init__.py").write_text("")
+    (tmp_path / "sglang" / "m.py").write_text(source)
+    outcomes: set[tuple[str, ...]] = set()
+    pending: list[dict[str, bool]] = [{}]
+    while pending:
+        decisions = pending.pop()
+        world = world_mod.NativeWorld(parse_device("sm100"), Environment(), [])
+        interp = Interpreter(tmp_path, SourceCache(use_disk=False), world, decisions, Bounds())
+        mod = interp.load_module("sglang.m")
+        assert isinstance(mod, ModuleObj) and not mod.failed, mod
+        outcomes.add(tuple(mod.globals["seen"]))
+        if when is not None:
+            when.append((tuple(mod.globals["seen"]), [(d.text, d.negated, t) for d, t in interp.taken]))
+        prefix = dict(decisions)
+        for d in interp.new_decisions:
+            pending.append({**prefix, d.key: not d.first})
+            prefix[d.key] = d.first
+        assert len(outcomes) < 200
+    return outcomes
+
+
+def test_a_negated_or_unequal_unknown_is_decided_against_its_positive(tmp_path):
+    """`x != "hip"` and `not flag` were decided like `x == "hip"` and `flag` (one key, one
+    truth): a path saw both branches or neither and the real ones were never run, so a
+    rejection under `if not flag: raise` was missed on every path (issue 22, ninth session)."""
+    outcomes = _all_paths(tmp_path, BRANCHES)
+    for seen in outcomes:
+        assert ("hip" in seen) != ("not-hip" in seen), seen
+        assert ("flag" in seen) != ("no-flag" in seen), seen
+        assert not ("hip" in seen and "cuda" in seen), seen  # one value equals one string
+    backends = {tuple(s for s in seen if s in ("hip", "not-hip", "cuda")) for seen in outcomes}
+    assert backends == {("hip",), ("not-hip", "cuda"), ("not-hip",)}
+    # membership in an outside object: one decision per item, each way
+    members = {tuple(s for s in seen if s in ("has-a", "lacks-b")) for seen in outcomes}
+    assert members == {("has-a", "lacks-b"), ("has-a",), ("lacks-b",), ()}
+    assert {"flag" in s for s in outcomes} == {True, False}
+    # membership in an unknown value is not its truthiness: a non-empty value may lack the item
+    assert (True, False) in {("opts" in s, "has-c" in s) for s in outcomes}
+
+
+def test_a_path_shows_a_negated_condition_with_its_own_truth(tmp_path):
+    """`taken` (the `when` of every candidate) holds the condition as written with the truth
+    it had: `not (access is not None)` on the path that raised, never the input's truth."""
+    when: list[Any] = []
+    _all_paths(tmp_path, "import ext\nv = ext.flag\nseen = []\nif not v:\n    seen.append('off')\n"
+               "if v:\n    seen.append('on')\n", when)
+    assert sorted(when) == [(("off",), [("not v", True, True)]), (("on",), [("not v", True, False)])]
+
+
+def test_calls_of_one_outside_function_are_one_input_per_argument_list(tmp_path):
+    """`torch.allclose(a, b)` and `torch.allclose(c, d)` were one input (the call's path
+    without its arguments): deciding one decided the other, so a path where only one held
+    was never run. Equal arguments still give one input (one value per path)."""
+    outcomes = _all_paths(tmp_path, "import ext\nseen = []\nif ext.check(1):\n    seen.append('one')\n"
+                          "if ext.check(2):\n    seen.append('two')\nif ext.check(1):\n    seen.append('one again')\n"
+                          "if not ext.check(x=ext.dtype):\n    seen.append('not kw')\n")
+    assert all(("one" in s) == ("one again" in s) for s in outcomes)
+    assert {("one" in s, "two" in s) for s in outcomes} == {(True, True), (True, False), (False, True), (False, False)}
+    assert {"not kw" in s for s in outcomes} == {True, False}

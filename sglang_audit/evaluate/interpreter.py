@@ -17,6 +17,7 @@ of the world outside the tree is not here (target/world.py).
 from __future__ import annotations
 
 import functools
+import hashlib
 import operator
 import os
 import re
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sglang_audit.evaluate.bounds import Bounds  # noqa: F401 - the evaluator's bounds, imported from here too
+from sglang_audit.evaluate.values import NEGATION as _NEGATION
 from sglang_audit.evaluate.values import NOT_HANDLED as _NOT_NATIVE
 from sglang_audit.evaluate.values import (
     AnalysisBound,
@@ -51,6 +53,7 @@ from sglang_audit.evaluate.values import (
     SuperProxy,
     TypeForm,
     Unknown,
+    negated,
 )
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import bound_names
@@ -240,6 +243,41 @@ def stable_repr(value: Any, active: set[int] | None = None) -> str:
         active.discard(id(value))
 
 
+def _in_unknown(item: Unknown, container: Any) -> Unknown:
+    """``item in container`` for an unknown item: a decision of its own, not the item's truth."""
+    if item.key is None or contains_unknown(container):
+        return Unknown(item.reason)
+    elems = container if isinstance(container, str) else sorted(map(repr, container)) if isinstance(container, (set, frozenset, dict)) else list(map(repr, container))
+    return Unknown(item.reason, f"{item.key} in {elems!r}")
+
+
+def _arg_identity(value: Any) -> str | None:
+    if isinstance(value, External):
+        return value.identity
+    if isinstance(value, Unknown):
+        return f"?{value.key}" if value.key else None
+    if is_plain(value) and not contains_unknown(value):
+        text = stable_repr(value)
+        # a long literal (a table passed whole) keys by its digest: keys stay short
+        return text if len(text) <= 80 else "#" + hashlib.sha1(text.encode()).hexdigest()[:12]
+    return None
+
+
+def call_identity(interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> str:
+    """The arguments of a call of an outside function, for the identity of what it returns:
+    equal arguments give the same input (one value per path), different ones their own. An
+    argument with no stable name (an object made by the analysed code) names the call site."""
+    parts = [_arg_identity(a) for a in args] + [
+        None if (v := _arg_identity(value)) is None else f"{name}={v}" for name, value in kwargs.items()]
+    if any(p is None for p in parts):
+        file, line = getattr(interp, "_call_site", ("?", 0))
+        return f"@{file}:{line}"
+    text = ", ".join(p for p in parts if p is not None)
+    # identities nest (a call of a call's result): a digest keeps each one short, so a
+    # value rebuilt in a loop (x = torch.cat([x, y])) does not grow its key each time
+    return text if len(text) <= 120 else "#" + hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
 def contains_unknown(value: Any, depth: int = 0) -> bool:
     if isinstance(value, Unknown):
         return True
@@ -315,6 +353,10 @@ class Interpreter:
         self.decisions = dict(decisions or {})
         self.new_decisions: list[Decision] = []
         self.taken: list[tuple[Decision, bool]] = []
+        # `u == "s"` decisions by the input they test (eq_unknown): one value equals at most
+        # one string, so once one of them holds on a path the others are false, not decided
+        self.eq_keys: dict[str, list[str]] = {}
+        self.eq_base: dict[str, str] = {}
         self.bounds = bounds or Bounds()
         self.modules: dict[str, ModuleObj | External] = {}
         self.parse_failures: dict[str, str] = {}
@@ -337,16 +379,38 @@ class Interpreter:
 
     # ---- decisions on unknowns --------------------------------------------------------
     def decide(self, value: Unknown, file: str, line: int, text: str) -> bool:
+        """The truth of ``text`` on this path. A negated unknown (``not u``, ``u != "s"``) is
+        its input decided the other way; ``taken`` records the input's key with the truth of
+        the condition as written (``Decision.negated`` says which way they relate)."""
         key = value.key or f"{file}:{line}:{text}"
+        negate = key.startswith(_NEGATION)
+        if negate:
+            key = key[len(_NEGATION):]
         if key in self.decisions:
             truth = self.decisions[key]
+        elif key in self.eq_base and any(self.decisions.get(k) is True for k in self.eq_keys[self.eq_base[key]] if k != key):
+            truth = self.decisions[key] = False  # it equals another string on this path
         else:
-            truth = True
+            # first the condition as written holds (a path's defaults read as the source does)
+            truth = not negate
             self.decisions[key] = truth
-            self.new_decisions.append(Decision(key, value.reason, file, line, text))
+            self.new_decisions.append(Decision(key, value.reason, file, line, text, negate))
+        shown = truth != negate
         if not any(d.key == key for d, _ in self.taken):
-            self.taken.append((Decision(key, value.reason, file, line, text), truth))
-        return truth
+            self.taken.append((Decision(key, value.reason, file, line, text, negate), shown))
+        return shown
+
+    def eq_unknown(self, reason: str, base: str | None, other: Any) -> Unknown:
+        """``u == other`` for an unknown input named ``base``: a decision of its own per
+        compared value, correlated with the others (see ``decide``); keyless (decided where it
+        is tested) when the input has no name or ``other`` is not plain data."""
+        if base is None or not is_plain(other) or contains_unknown(other):
+            return Unknown(reason)
+        key = f"{base} == {other!r}"
+        if isinstance(other, str) and key not in self.eq_base:
+            self.eq_base[key] = base
+            self.eq_keys.setdefault(base, []).append(key)
+        return Unknown(reason, key)
 
     def truth(self, value: Any, frame: Frame, line: int, text: str) -> bool:
         kind = value.__class__
@@ -368,7 +432,7 @@ class Interpreter:
             known = self.natives.external_truth(value)
             if known is not _NOT_NATIVE:
                 return known
-            return Unknown(f"value of {value.path} (outside the analysed source)", f"truth:{value.path}")
+            return Unknown(f"value of {value.path} (outside the analysed source)", f"truth:{value.identity}")
         if isinstance(value, Instance):
             found, meth = value.cls.lookup("__bool__")
             if not found:
@@ -809,7 +873,7 @@ class Interpreter:
             return [value] * n
         if isinstance(value, External) and self.call_hook is not None and not star:
             # layer stage (layers.py): a tensor's shape unpacks into unknown sizes
-            return [Unknown(f"element {i} of {value.path}", f"{value.path}[{i}]") for i in range(n)]
+            return [Unknown(f"element {i} of {value.path}", f"{value.identity}[{i}]") for i in range(n)]
         if isinstance(value, _SCALARS):
             raise self.make_raise("TypeError", f"cannot unpack non-iterable {type(value).__name__} object")
         items = self.iterate(value, frame, line)
@@ -1272,7 +1336,7 @@ class Interpreter:
         if node.op == "not":
             t = self.truth_value(value)
             if isinstance(t, Unknown):
-                return t
+                return negated(t)
             return not t
         if isinstance(value, Unknown):
             return value
@@ -1315,7 +1379,8 @@ class Interpreter:
         if op in ("is", "is not"):
             if isinstance(left, Unknown) or isinstance(right, Unknown):
                 u = left if isinstance(left, Unknown) else right
-                return Unknown(u.reason, (u.key + f" {op} {right!r}") if u.key else None)
+                r = Unknown(u.reason, (u.key + f" is {right!r}") if u.key else None)
+                return r if op == "is" else negated(r)
             same = left is right or (left is None and right is None)
             if isinstance(left, External) and isinstance(right, External):
                 same = left.path == right.path  # outside objects are named, not allocated
@@ -1327,17 +1392,20 @@ class Interpreter:
         if op in ("in", "not in"):
             r = self.contains(right, left)
             if isinstance(r, Unknown):
-                return r
+                return r if op == "in" else negated(r)
             return r if op == "in" else not r
         if isinstance(left, Unknown) or isinstance(right, Unknown):
             u = left if isinstance(left, Unknown) else right
             other = right if u is left else left
+            if op in ("==", "!="):
+                eq = self.eq_unknown(u.reason, u.key, other)
+                return eq if op == "==" else negated(eq)
             key = f"{u.key} {op} {other!r}" if u.key and is_plain(other) else None
             return Unknown(u.reason, key)
         if op in ("==", "!="):
             eq = self.equals(left, right)
             if isinstance(eq, Unknown):
-                return eq
+                return eq if op == "==" else negated(eq)
             return eq if op == "==" else not eq
         left_v = self.plain_of(left)
         right_v = self.plain_of(right)
@@ -1381,7 +1449,8 @@ class Interpreter:
                 return Unknown("equality of values that contain an unknown")
             return left_v == right_v
         if isinstance(left_v, Unknown) or isinstance(right_v, Unknown):
-            return left_v if isinstance(left_v, Unknown) else right_v
+            u = left_v if isinstance(left_v, Unknown) else right_v
+            return self.eq_unknown(u.reason, u.key, right_v if u is left_v else left_v)
         if isinstance(left, Instance):
             found, meth = left.cls.lookup("__eq__")
             if found and isinstance(meth, Function):
@@ -1389,11 +1458,12 @@ class Interpreter:
         if isinstance(left, External) or isinstance(right, External):
             ext = left if isinstance(left, External) else right
             if is_plain(left_v) or is_plain(right_v):
-                return Unknown(f"value of {ext.path} is not modelled", f"ext:{ext.path}")
+                return self.eq_unknown(f"value of {ext.path} is not modelled", f"ext:{ext.identity}",
+                                       right_v if is_plain(right_v) else left_v)
             if isinstance(left, External) and isinstance(right, External):
                 if self.call_hook is not None and ("(" in left.path or "(" in right.path) and left.path != right.path:
                     # layer stage: an object made by a call (a tensor's dtype) is not known to differ
-                    return Unknown(f"value of {ext.path} is not modelled", f"ext:{left.path}=={right.path}")
+                    return Unknown(f"value of {ext.path} is not modelled", f"ext:{left.identity}=={right.identity}")
                 return left.path == right.path
         return False
 
@@ -1407,12 +1477,15 @@ class Interpreter:
             if _EXACT_KEYS.isdisjoint(map(type, container)):
                 return False
         if isinstance(container, Unknown):
-            return container
+            # membership is a decision of its own per item, not the container's truthiness
+            key = (f"{item!r} in {container.key}" if container.key and is_plain(item) and not contains_unknown(item)
+                   else None)
+            return Unknown(container.reason, key)
         if isinstance(container, (dict, set, frozenset)) and is_plain(item):
             self.data_op(lambda: hash(item))  # TypeError: unhashable type: 'list'
         if isinstance(container, (dict, set, frozenset)) and (is_plain(item) and not isinstance(item, (list, dict, set))):
             if isinstance(item, Unknown):
-                return item
+                return _in_unknown(item, container)
             if contains_unknown(item):
                 return Unknown("membership of a value that contains an unknown")
             if isinstance(container, dict):
@@ -1428,7 +1501,7 @@ class Interpreter:
                 return False
         if isinstance(container, str):
             if isinstance(item, Unknown):
-                return item
+                return _in_unknown(item, container)
             item_v = self.plain_of(item)
             if not isinstance(item_v, str):
                 name = item_v.cls.name if isinstance(item_v, Instance) else type(item_v).__name__
@@ -1445,7 +1518,7 @@ class Interpreter:
                 if isinstance(eq, Unknown):
                     seen_unknown = eq
             if isinstance(item, Unknown):
-                return item
+                return _in_unknown(item, container)
             return seen_unknown if seen_unknown is not None else False
         if isinstance(container, HFConfig):
             return self.contains(container.attrs, item)
@@ -1457,7 +1530,9 @@ class Interpreter:
             if found:
                 return self.call(self.bind(meth, container, container.cls), [item], {})
         if isinstance(container, External):
-            return Unknown(f"membership in {container.path} is not modelled", f"in:{container.path}")
+            # the path names the object, not the call's arguments: the key adds the item
+            key = f"in:{container.identity}:{item!r}" if is_plain(item) and not contains_unknown(item) else None
+            return Unknown(f"membership in {container.path} is not modelled", key)
         if self.natives.is_environ(container):
             return self.natives.environ_contains(self, item)
         if isinstance(container, _SCALARS):

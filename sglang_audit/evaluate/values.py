@@ -41,6 +41,18 @@ class Unknown:
         return f"<unknown: {self.reason}>"
 
 
+# ``not u`` of a keyed unknown: the same input decided the other way on one path (a keyless
+# unknown is decided where its truth is tested, so its negation needs no key of its own)
+NEGATION = "not:"
+
+
+def negated(u: Unknown) -> Unknown:
+    if u.key is None:
+        return u
+    key = u.key[len(NEGATION):] if u.key.startswith(NEGATION) else NEGATION + u.key
+    return Unknown(u.reason, key)
+
+
 @dataclass(unsafe_hash=True, slots=True)
 class Guard:
     """An evaluated branch condition: where it is, the text as written, its truth."""
@@ -289,6 +301,13 @@ class External:
     """Something from outside the analysed tree (torch, transformers, ...), by dotted path."""
 
     path: str
+    # what decisions on it are keyed by: the path plus the arguments of the calls that made
+    # it (``torch.allclose(a, b)`` and ``torch.allclose(c, d)`` are two inputs, not one)
+    ident: str = ""
+
+    @property
+    def identity(self) -> str:
+        return self.ident or self.path
 
     def __repr__(self) -> str:
         return f"<external {self.path}>"
@@ -382,6 +401,16 @@ class Decision:
     file: str
     line: int
     text: str
+    negated: bool = False  # ``text`` holds when the input ``key`` is false (``not u``, ``u != "s"``)
+
+    @property
+    def first(self) -> bool:
+        """The input's truth on the path that first meets it: the condition as written holds."""
+        return not self.negated
+
+    def input_truth(self, shown: bool) -> bool:
+        """The input's truth for the condition's truth ``shown`` (a path's ``taken`` entry)."""
+        return shown != self.negated
 
 
 NodeT = ir.Node

@@ -158,7 +158,7 @@ def _explore(interp: Interpreter, spec: dict[str, Any], server_args: Instance, m
             if not extra:
                 # branches on runtime state are flipped one at a time from the first run, not
                 # in every combination (a constructor has dozens; each run costs a second)
-                pending.extend({d.key: False} for d in reversed(interp.new_decisions))
+                pending.extend({d.key: not d.first} for d in reversed(interp.new_decisions))
                 flipped = len(interp.new_decisions)
     finally:
         del interp.load_module

@@ -139,6 +139,7 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
     # a tensor branch whose side ends in an assert on data: its other side is the default
     # (a loadable checkpoint takes it), and flipping it does not count as a combination
     defaults: dict[str, bool] = {}
+    first_truth: dict[str, bool] = {}  # a tensor key's truth on the path that met it
     pairwise = False
     real_decide = interp.decide
 
@@ -173,19 +174,20 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
             prefix = dict(extra)
             for key, truth in built.pop("data_keys", ()):
                 defaults.setdefault(key, not truth)
-            flipped = any(k in tensor_keys and k not in defaults and v is not True for k, v in extra.items())
+            flipped = any(k in tensor_keys and k not in defaults and v != first_truth.get(k, True) for k, v in extra.items())
             for d in interp.new_decisions:
                 if _tensor_decided(d, spec):
                     tensor_keys.add(d.key)
+                    first_truth[d.key] = d.first
                     if flipped:
                         # tensor branches are flipped one at a time, not in every combination
-                        prefix[d.key] = True
+                        prefix[d.key] = d.first
                         pairwise = True
                         continue
                 alt = dict(prefix)
-                alt[d.key] = False
+                alt[d.key] = not d.first
                 pending.append(alt)
-                prefix[d.key] = True
+                prefix[d.key] = d.first
     finally:
         del interp.load_module
         interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook = saved
@@ -235,7 +237,7 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
     try:
         if role.draft:
             restore = _swap_to_speculative(interp, spec)
-        hit = next((b for b in built.values() if all(interp.decisions.get(d.key or "") == t for d, t in b[2])), None)
+        hit = next((b for b in built.values() if all(interp.decisions.get(d.key or "") == d.input_truth(t) for d, t in b[2])), None)
         if hit is not None:
             layer = _copy_layer(hit[0])
             state.update(hit[1])
@@ -245,7 +247,7 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
             layer = _build_layer(interp, role, spec, state)
             if all(d.key for d, _ in interp.taken):
                 taken = tuple(interp.taken)
-                built[tuple((d.key, t) for d, t in taken)] = (_copy_layer(layer), {**state, "chain": list(state["chain"])}, taken)
+                built[tuple((d.key, d.input_truth(t)) for d, t in taken)] = (_copy_layer(layer), {**state, "chain": list(state["chain"])}, taken)
         method = layer.attrs.get("quant_method")
         if not isinstance(method, Instance):
             return _Outcome(STATUS_UNKNOWN, f"FusedMoE.__init__ left no quant method ({method!r})", runner=state["runner"])
@@ -285,7 +287,7 @@ def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], 
     if _at_module_level(interp, raised.file, raised.line):
         # an import that fails on this branch: the real import succeeded, so the branch is not taken
         return _Outcome(STATUS_INFEASIBLE, f"{name}: {message}", site, raised.text, name)
-    tensor_sites = {(d.file, d.line): (d.key, t) for d, t in interp.taken if _tensor_decided(d, spec)}
+    tensor_sites = {(d.file, d.line): (d.key, d.input_truth(t)) for d, t in interp.taken if _tensor_decided(d, spec)}
     enclosing = {(g.file, g.line) for g in raised.guards} | {(raised.file, raised.line)}
     if set(tensor_sites) & enclosing:
         state["data_keys"] = [tensor_sites[s] for s in enclosing if s in tensor_sites]

@@ -154,9 +154,9 @@ class Resolver:
             prefix = dict(decisions)
             for d in result.new_decisions:
                 alt = dict(prefix)
-                alt[d.key] = False
+                alt[d.key] = not d.first
                 pending.append(alt)
-                prefix[d.key] = True
+                prefix[d.key] = d.first
         return self.join(paths, explored_all)
 
     def new_interpreter(self, decisions: dict[str, bool]) -> Interpreter:

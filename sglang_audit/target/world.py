@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sglang_audit.evaluate.interpreter import call_identity
 from sglang_audit.evaluate.overlays import OVERLAYS as PYTHON_OVERLAYS
 from sglang_audit.evaluate.overlays import classes, paths, stdlib, typeforms
 from sglang_audit.evaluate.overlays.builtins import (
@@ -130,7 +131,7 @@ class NativeWorld:
             return value
         if path in device_overlay.ABSENT_ATTRS or (path in device_overlay.PLATFORM_ATTRS and self.device.platform not in device_overlay.PLATFORM_ATTRS[path]):
             raise interp.make_raise("AttributeError", f"module '{obj.path}' has no attribute '{name}'")
-        return External(path)
+        return External(path, f"{obj.ident}.{name}" if obj.ident else "")  # bounded: call_identity
 
     def external_hasattr(self, interp: Interpreter, obj: External, name: str) -> Any:
         path = f"{obj.path}.{name}"
@@ -144,7 +145,7 @@ class NativeWorld:
             return False  # custom ops of GPU-only extensions are not registered on this target
         if obj.path in STDLIB_OBJECTS or self.package_state(obj.path.split(".")[0]) is True:
             return True  # an installed package at its pinned version: assume the API is there
-        return Unknown(f"hasattr({obj.path}, {name!r})", f"hasattr:{path}")
+        return Unknown(f"hasattr({obj.path}, {name!r})", f"hasattr:{obj.identity}.{name}")
 
     def external_value(self, interp: Interpreter, path: str) -> Any:
         # mutable values are made per read (per interpreter); the rest is built once
@@ -174,7 +175,7 @@ class NativeWorld:
             return Unknown("functional enum API")
         # an object made by an installed package: it exists and has the API its pinned
         # version has; its value is unknown (comparing it or testing its truth forks)
-        return External(f"{path}()")
+        return External(f"{path}()", f"{func.identity}({call_identity(interp, args, kwargs)})")
 
     # ---- operations on the overlays' own values -------------------------------------------
     def binop(self, interp: Interpreter, op: str, left: Any, right: Any) -> Any:

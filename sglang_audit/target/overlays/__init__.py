@@ -1,6 +1,6 @@
 """The target's overlays: what the world outside the analysed tree answers for one target.
 
-``device.py`` (torch.cuda/torch.version/pynvml/platform from the ``Device``), ``packages.py``
+``device.py`` (torch.cuda/torch.version/pynvml/platform/triton's driver from the ``Device``), ``packages.py``
 (importlib's view of the installed packages, from the ``Environment``), ``files.py`` (file
 probes, only inside the model directories and the source tree), ``boundaries.py`` (SGLang's
 I/O functions answered from config.json and the device, ``rules/boundaries.toml``).
@@ -24,4 +24,5 @@ OVERLAYS: dict[str, TargetOverlay] = {
     "pynvml": device.pynvml_attrs,
     "torch": device.torch_attrs,
     "transformers": boundaries.transformers_attrs,
+    "triton": device.triton_attrs,
 }

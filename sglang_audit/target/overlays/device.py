@@ -66,6 +66,33 @@ def torch_attrs(host: TargetHost) -> dict[str, Any]:
     }
 
 
+def triton_target(d: Device, interp: Interpreter) -> Any:
+    """``triton.runtime.driver.active.get_current_target()``: the GPUTarget of triton's one
+    active driver. CUDA: ``GPUTarget("cuda", major * 10 + minor, 32)`` (triton-lang/triton
+    third_party/nvidia/backend/driver.py, CudaDriver.get_current_target; active when
+    torch.cuda.is_available() and torch.version.hip is None); ROCm: backend "hip" and the gfx
+    arch (third_party/amd/backend/driver.py), its warp size from the device, not modelled.
+    Without a GPU no driver is active and triton raises RuntimeError (python/triton/runtime/
+    driver.py, _create_driver); XPU and NPU builds ship their own triton, not modelled."""
+    if d.platform in ("xpu", "npu"):
+        return Unknown(f"the triton backend of a {d.platform} build (its own triton package)", "triton:target")
+    if d.platform not in ("cuda", "hip"):
+        raise interp.make_raise("RuntimeError", "0 active drivers ([]). There should only be one.")
+    target = Instance(Class("GPUTarget", (), {}, None))
+    if d.platform == "cuda":
+        target.attrs.update(backend="cuda", arch=d.major * 10 + d.minor, warp_size=32)
+    else:
+        target.attrs.update(backend="hip", arch=d.arch, warp_size=Unknown("warp size of the ROCm device"))
+    return target
+
+
+def triton_attrs(host: TargetHost) -> dict[str, Any]:
+    d = host.device
+    return {
+        "triton.runtime.driver.active.get_current_target": Native("get_current_target", lambda i, a, k: triton_target(d, i)),
+    }
+
+
 def pynvml_attrs(host: TargetHost) -> dict[str, Any]:
     # NVML (0.5.21+ reads the compute capability through it first)
     d = host.device
