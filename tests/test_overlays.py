@@ -134,3 +134,54 @@ def test_an_unlisted_function_is_external_and_its_call_unknown() -> None:
     assert world.external_value(None, "math.pi") == pytest.approx(3.14159, abs=1e-5)  # type: ignore[arg-type]
     outcome = evaluate_function("import math\ndef f():\n    return math.tau * 2\n", "f", [])
     assert outcome.kind == "unknown"
+
+
+# ---- a package a plain install has only as a namespace (rules/packages.toml [namespace]) ------
+NAMESPACE_PROBE = """
+import flash_attn
+seen = []
+try:
+    from flash_attn import flash_attn_func
+    seen.append("v2 api")
+except ImportError as e:
+    seen.append(str(e))
+if not hasattr(flash_attn, "flash_attn_func"):
+    seen.append("namespace")
+"""
+
+
+def _environment(tmp_path, requires: list[str], with_packages: frozenset[str] = frozenset()) -> Environment:
+    from types import SimpleNamespace
+
+    from sglang_audit.resolve.resolver import build_environment
+
+    (tmp_path / "sglang").mkdir(exist_ok=True)
+    meta = tmp_path / "sglang-0.5.23.dist-info"
+    meta.mkdir(exist_ok=True)
+    (meta / "METADATA").write_text("Metadata-Version: 2.4\nName: sglang\nVersion: 0.5.23\n"
+                                   + "".join(f"Requires-Dist: {r}\n" for r in requires))
+    target = SimpleNamespace(source=SimpleNamespace(package_dir=tmp_path / "sglang"), device=parse_device("sm120"),
+                             env={}, with_packages=with_packages, without_packages=frozenset())
+    return build_environment(target)  # type: ignore[arg-type]
+
+
+def test_flash_attn_from_flash_attn_4_alone_is_a_namespace_without_the_v2_api(tmp_path):
+    # flash-attn-4 (0.5.23's Requires-Dist) ships flash_attn/cute/ and no flash_attn/__init__.py
+    # (flash_attn_4-4.0.0b40 wheel); SGLang's hf_transformers_patches.py relies on that
+    from sglang_audit.evaluate.interpreter import Interpreter
+    from sglang_audit.frontend.parse import SourceCache
+
+    env = _environment(tmp_path, ["flash-attn-4>=4.0.0b18", "torch==2.9.1"])
+    assert dict(env.namespaces) == {"flash_attn": ("cute",)}
+    (tmp_path / "sglang" / "__init__.py").write_text("")
+    (tmp_path / "sglang" / "probe.py").write_text(NAMESPACE_PROBE)
+    interp = Interpreter(tmp_path, SourceCache(use_disk=False), NativeWorld(parse_device("sm120"), env, []), {})
+    mod = interp.load_module("sglang.probe")
+    assert mod.globals["seen"] == ["cannot import name 'flash_attn_func' from 'flash_attn' (unknown location)", "namespace"]
+    assert interp.new_decisions == []  # known, not a branch explored both ways
+
+
+def test_flash_attn_is_a_full_package_when_the_release_or_the_user_installs_flash_attn_2(tmp_path):
+    assert _environment(tmp_path, ["flash-attn-4>=4.0.0b18", "flash-attn==2.8.3"]).namespaces == ()
+    assert _environment(tmp_path, ["flash-attn-4>=4.0.0b18"], frozenset({"flash_attn"})).namespaces == ()
+    assert _environment(tmp_path, ["torch==2.9.1"]).namespaces == ()

@@ -584,7 +584,17 @@ class Interpreter:
         if lazy.attr is None:
             return mod
         if isinstance(mod, External):
-            return self.getattr(mod, lazy.attr)
+            try:
+                return self.getattr(mod, lazy.attr)
+            except PyRaise as raised:
+                if not (isinstance(raised.exc, Instance) and raised.exc.cls.is_subclass_of(self.exc_classes["AttributeError"])):
+                    raise
+                # CPython's import_from: the module's __file__, or "unknown location"
+                where = self.getattr(mod, "__file__")
+                failed = self.make_raise("ImportError", f"cannot import name {lazy.attr!r} from {lazy.module!r} "
+                                         f"({where if isinstance(where, str) else 'unknown location'})")
+                failed.explicit = raised.explicit
+                raise failed from None
         if lazy.attr in mod.globals:
             return self.module_attr(mod, lazy.attr)
         sub = self.load_module(f"{lazy.module}.{lazy.attr}")

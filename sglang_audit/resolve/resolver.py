@@ -882,6 +882,7 @@ def build_environment(target: Target) -> Environment:
     installed: set[str] = set(spec["base"]["installed"])
     default_extras = set(spec["base"]["default_extras"])
     versions: list[tuple[str, str]] = []
+    dists: set[str] = set()
     for dist, _extra, version_spec, marker in _requirements(target.source.package_dir):
         extra_name = re.search(r"extra\s*==\s*[\"']([^\"']+)", marker or "")
         if extra_name and extra_name.group(1) not in default_extras:
@@ -890,18 +891,24 @@ def build_environment(target: Target) -> Environment:
             continue
         name = import_names.get(dist, import_names.get(dist.lower(), dist.lower().replace("-", "_")))
         installed.add(name)
+        dists.add(dist.lower().replace("_", "-"))
         m = re.match(r"==\s*([^,\s]+)", version_spec.strip())
         if m:
             versions.append((dist, m.group(1)))
     if target.device.platform != "cuda":
         # GPU-vendor packages pinned for CUDA are not what a ROCm/NPU/XPU/CPU image carries
         installed -= {"flashinfer", "sgl_kernel", "flash_attn", "deep_gemm", "cutlass", "cuda", "quack"}
+    namespaces = tuple(
+        (name, tuple(ns["submodules"])) for name, ns in sorted(spec.get("namespace", {}).items())
+        if name in installed and ns["by"] in dists and name not in target.with_packages
+        and not dists & {d.lower().replace("_", "-") for d in ns["full"]})
     return Environment(
         env=tuple(sorted(target.env.items())),
         installed=frozenset(installed),
         versions=tuple(versions),
         extra=target.with_packages,
         missing=target.without_packages,
+        namespaces=namespaces,
     )
 
 

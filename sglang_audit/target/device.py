@@ -107,6 +107,9 @@ class Environment:
     versions: tuple[tuple[str, str], ...] = ()  # distribution name → version (pins)
     extra: frozenset[str] = field(default_factory=frozenset)  # --with
     missing: frozenset[str] = field(default_factory=frozenset)  # --without
+    # import names installed only as a namespace package, with their subpackages
+    # (rules/packages.toml [namespace])
+    namespaces: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)

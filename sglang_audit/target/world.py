@@ -118,10 +118,24 @@ class NativeWorld:
             raised = interp.make_raise("ModuleNotFoundError", f"No module named '{name}'")
             raised.explicit = True
             raise raised
+        sub = self.namespace_subpackages(top)
+        if sub is not None and "." in name and name.split(".")[1] not in sub:
+            raised = interp.make_raise("ModuleNotFoundError", f"No module named '{name}'")
+            raised.explicit = True
+            raise raised
         return External(name)
+
+    def namespace_subpackages(self, path: str) -> tuple[str, ...] | None:
+        """The subpackages of ``path`` when a plain install has it only as a namespace package."""
+        return dict(self.environment.namespaces).get(path)
 
     def external_attr(self, interp: Interpreter, obj: External, name: str) -> Any:
         path = f"{obj.path}.{name}"
+        sub = self.namespace_subpackages(obj.path)
+        if sub is not None and name not in sub:
+            if name in ("__file__", "__spec__.origin"):
+                return None  # as a namespace package's module has
+            raise interp.make_raise("AttributeError", f"module '{obj.path}' has no attribute '{name}'")
         if name == "__version__" and "." not in obj.path:
             ver = self.packages.import_version(obj.path)
             if ver is not None:
@@ -134,6 +148,9 @@ class NativeWorld:
         return External(path, f"{obj.ident}.{name}" if obj.ident else "")  # bounded: call_identity
 
     def external_hasattr(self, interp: Interpreter, obj: External, name: str) -> Any:
+        sub = self.namespace_subpackages(obj.path)
+        if sub is not None and name not in sub:
+            return name == "__file__"
         path = f"{obj.path}.{name}"
         if path in device_overlay.ABSENT_ATTRS:
             return False
