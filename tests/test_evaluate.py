@@ -260,3 +260,12 @@ def test_calls_of_one_outside_function_are_one_input_per_argument_list(tmp_path)
     assert all(("one" in s) == ("one again" in s) for s in outcomes)
     assert {("one" in s, "two" in s) for s in outcomes} == {(True, True), (True, False), (False, True), (False, False)}
     assert {"not kw" in s for s in outcomes} == {True, False}
+
+
+def test_a_key_built_from_a_negated_unknown_is_not_read_as_a_negation(tmp_path):
+    """`(not v) is None` composes its key from `not v`'s; with negation as a key prefix that
+    key read as "not (v is None)", tying two unrelated conditions together (a path where both
+    hold was never run). Negation is a suffix: the composed key is an input of its own."""
+    outcomes = _all_paths(tmp_path, "import ext\nv, _ = ext.pair\nseen = []\nif v is None:\n    seen.append('none')\n"
+                          "n = not v\nif n is None:\n    seen.append('n none')\n")
+    assert ("none", "n none") in outcomes

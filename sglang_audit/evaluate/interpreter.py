@@ -251,31 +251,33 @@ def _in_unknown(item: Unknown, container: Any) -> Unknown:
     return Unknown(item.reason, f"{item.key} in {elems!r}")
 
 
+def short_identity(text: str, limit: int = 120) -> str:
+    """``text``, or its digest when longer than ``limit``: identities nest (a call of a call's
+    result, an attribute of it), and a value rebuilt in a loop (``x = torch.cat([x, y])``)
+    must not grow its key with every iteration."""
+    return text if len(text) <= limit else "#" + hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
 def _arg_identity(value: Any) -> str | None:
     if isinstance(value, External):
         return value.identity
     if isinstance(value, Unknown):
         return f"?{value.key}" if value.key else None
     if is_plain(value) and not contains_unknown(value):
-        text = stable_repr(value)
-        # a long literal (a table passed whole) keys by its digest: keys stay short
-        return text if len(text) <= 80 else "#" + hashlib.sha1(text.encode()).hexdigest()[:12]
+        return short_identity(stable_repr(value), 80)  # a table passed whole keys by its digest
     return None
 
 
-def call_identity(interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> str:
-    """The arguments of a call of an outside function, for the identity of what it returns:
-    equal arguments give the same input (one value per path), different ones their own. An
-    argument with no stable name (an object made by the analysed code) names the call site."""
+def call_identity(interp: Interpreter, func: External, args: list[Any], kwargs: dict[str, Any]) -> str:
+    """The identity of what a call of an outside function returns: equal arguments give the
+    same input (one value per path), different ones their own. An argument with no stable
+    name (an object made by the analysed code) names the call site."""
     parts = [_arg_identity(a) for a in args] + [
         None if (v := _arg_identity(value)) is None else f"{name}={v}" for name, value in kwargs.items()]
     if any(p is None for p in parts):
         file, line = getattr(interp, "_call_site", ("?", 0))
-        return f"@{file}:{line}"
-    text = ", ".join(p for p in parts if p is not None)
-    # identities nest (a call of a call's result): a digest keeps each one short, so a
-    # value rebuilt in a loop (x = torch.cat([x, y])) does not grow its key each time
-    return text if len(text) <= 120 else "#" + hashlib.sha1(text.encode()).hexdigest()[:12]
+        return short_identity(f"{func.identity}(@{file}:{line})")
+    return short_identity(f"{func.identity}({', '.join(p for p in parts if p is not None)})")
 
 
 def contains_unknown(value: Any, depth: int = 0) -> bool:
@@ -383,9 +385,9 @@ class Interpreter:
         its input decided the other way; ``taken`` records the input's key with the truth of
         the condition as written (``Decision.negated`` says which way they relate)."""
         key = value.key or f"{file}:{line}:{text}"
-        negate = key.startswith(_NEGATION)
+        negate = key.endswith(_NEGATION)
         if negate:
-            key = key[len(_NEGATION):]
+            key = key[: -len(_NEGATION)]
         if key in self.decisions:
             truth = self.decisions[key]
         elif key in self.eq_base and any(self.decisions.get(k) is True for k in self.eq_keys[self.eq_base[key]] if k != key):

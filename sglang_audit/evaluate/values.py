@@ -42,14 +42,17 @@ class Unknown:
 
 
 # ``not u`` of a keyed unknown: the same input decided the other way on one path (a keyless
-# unknown is decided where its truth is tested, so its negation needs no key of its own)
-NEGATION = "not:"
+# unknown is decided where its truth is tested, so its negation needs no key of its own).
+# A suffix, not a prefix: a key composed from a negated operand (``(not u) is None`` gives
+# "u [not] is None") does not end with it, so it is an input of its own, never read as the
+# negation of "u is None"
+NEGATION = " [not]"
 
 
 def negated(u: Unknown) -> Unknown:
     if u.key is None:
         return u
-    key = u.key[len(NEGATION):] if u.key.startswith(NEGATION) else NEGATION + u.key
+    key = u.key[: -len(NEGATION)] if u.key.endswith(NEGATION) else u.key + NEGATION
     return Unknown(u.reason, key)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sglang_audit.evaluate.interpreter import call_identity
+from sglang_audit.evaluate.interpreter import call_identity, short_identity
 from sglang_audit.evaluate.overlays import OVERLAYS as PYTHON_OVERLAYS
 from sglang_audit.evaluate.overlays import classes, paths, stdlib, typeforms
 from sglang_audit.evaluate.overlays.builtins import (
@@ -51,6 +51,8 @@ class NativeWorld:
         self.object_class = make_object_class()
         self.source_root: Path | None = None  # set by the resolver: probes inside it are answered
         self.packages = Packages(self.package_name, environment, torch_version)
+        # import names a plain install has only as a namespace package → their subpackages
+        self.namespaces: dict[str, tuple[str, ...]] = dict(environment.namespaces)
         self.boundaries = Boundaries(
             device, self.inside_model_dir, lambda: self.source_root / self.package_name if self.source_root else None)
         self._builtins = Builtins(self)
@@ -113,27 +115,20 @@ class NativeWorld:
         top = name.split(".")[0]
         if top == self.package_name:
             return None
-        if self.package_state(top) is False:
-            # an optional package a plain install lacks: `import X` raises ImportError
-            raised = interp.make_raise("ModuleNotFoundError", f"No module named '{name}'")
-            raised.explicit = True
-            raise raised
-        sub = self.namespace_subpackages(top)
-        if sub is not None and "." in name and name.split(".")[1] not in sub:
+        sub = self.namespaces.get(top)
+        if self.package_state(top) is False or (sub is not None and "." in name and name.split(".")[1] not in sub):
+            # an optional package a plain install lacks, or a module a namespace package lacks:
+            # `import X` raises ImportError
             raised = interp.make_raise("ModuleNotFoundError", f"No module named '{name}'")
             raised.explicit = True
             raise raised
         return External(name)
 
-    def namespace_subpackages(self, path: str) -> tuple[str, ...] | None:
-        """The subpackages of ``path`` when a plain install has it only as a namespace package."""
-        return dict(self.environment.namespaces).get(path)
-
     def external_attr(self, interp: Interpreter, obj: External, name: str) -> Any:
         path = f"{obj.path}.{name}"
-        sub = self.namespace_subpackages(obj.path)
+        sub = self.namespaces.get(obj.path)
         if sub is not None and name not in sub:
-            if name in ("__file__", "__spec__.origin"):
+            if name == "__file__":
                 return None  # as a namespace package's module has
             raise interp.make_raise("AttributeError", f"module '{obj.path}' has no attribute '{name}'")
         if name == "__version__" and "." not in obj.path:
@@ -145,10 +140,10 @@ class NativeWorld:
             return value
         if path in device_overlay.ABSENT_ATTRS or (path in device_overlay.PLATFORM_ATTRS and self.device.platform not in device_overlay.PLATFORM_ATTRS[path]):
             raise interp.make_raise("AttributeError", f"module '{obj.path}' has no attribute '{name}'")
-        return External(path, f"{obj.ident}.{name}" if obj.ident else "")  # bounded: call_identity
+        return External(path, short_identity(f"{obj.ident}.{name}") if obj.ident else "")
 
     def external_hasattr(self, interp: Interpreter, obj: External, name: str) -> Any:
-        sub = self.namespace_subpackages(obj.path)
+        sub = self.namespaces.get(obj.path)
         if sub is not None and name not in sub:
             return name == "__file__"
         path = f"{obj.path}.{name}"
@@ -192,7 +187,7 @@ class NativeWorld:
             return Unknown("functional enum API")
         # an object made by an installed package: it exists and has the API its pinned
         # version has; its value is unknown (comparing it or testing its truth forks)
-        return External(f"{path}()", f"{func.identity}({call_identity(interp, args, kwargs)})")
+        return External(f"{path}()", call_identity(interp, func, args, kwargs))
 
     # ---- operations on the overlays' own values -------------------------------------------
     def binop(self, interp: Interpreter, op: str, left: Any, right: Any) -> Any:
