@@ -185,3 +185,24 @@ def test_flash_attn_is_a_full_package_when_the_release_or_the_user_installs_flas
     assert _environment(tmp_path, ["flash-attn-4>=4.0.0b18", "flash-attn==2.8.3"]).namespaces == ()
     assert _environment(tmp_path, ["flash-attn-4>=4.0.0b18"], frozenset({"flash_attn"})).namespaces == ()
     assert _environment(tmp_path, ["torch==2.9.1"]).namespaces == ()
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("from flash_attn import flash_attn_func", "cannot import name 'flash_attn_func' from 'flash_attn' (unknown location)"),
+    ("import triton_kernels", "No module named 'triton_kernels'"),  # rules/packages.toml [optional] absent
+])
+def test_a_failing_import_names_its_own_statement_as_a_verdict(tmp_path, statement, message):
+    # the raise named the last call before it (len(...) here), not the import that failed
+    from sglang_audit.evaluate.interpreter import Interpreter, PyRaise
+    from sglang_audit.frontend.parse import SourceCache
+    from sglang_audit.resolve.stage_common import raise_message
+
+    env = _environment(tmp_path, ["flash-attn-4>=4.0.0b18"])
+    (tmp_path / "sglang" / "__init__.py").write_text("")
+    (tmp_path / "sglang" / "m.py").write_text(f"def f():\n    n = len('ab')\n    {statement}\n    return n\n")
+    interp = Interpreter(tmp_path, SourceCache(use_disk=False), NativeWorld(parse_device("sm120"), env, []), {})
+    mod = interp.load_module("sglang.m")
+    with pytest.raises(PyRaise) as raised:
+        interp.call(mod.globals["f"], [], {})
+    assert (raised.value.file, raised.value.line, raised.value.explicit) == ("sglang/m.py", 3, True)
+    assert raise_message(interp, raised.value)[1] == message

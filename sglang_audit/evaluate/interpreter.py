@@ -16,12 +16,13 @@ of the world outside the tree is not here (target/world.py).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import operator
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -667,13 +668,26 @@ class Interpreter:
                     obj.attrs.pop(target.attr, None)
 
     def s_Import(self, node: ir.Node, frame: Frame) -> None:
-        for dotted, asname in node.names:
-            if asname:
-                self.bind_name(frame, asname, LazyImport(dotted, None) if frame.scope is None else self.load_module(dotted), node.line, "")
-            else:
-                # `import a.b.c` loads a.b.c (and its parents) and binds `a`
-                self.load_module(dotted)
-                self.bind_name(frame, dotted.split(".")[0], self.load_module(dotted.split(".")[0]), node.line, "")
+        with self._importing(frame, node):
+            for dotted, asname in node.names:
+                if asname:
+                    self.bind_name(frame, asname, LazyImport(dotted, None) if frame.scope is None else self.load_module(dotted), node.line, "")
+                else:
+                    # `import a.b.c` loads a.b.c (and its parents) and binds `a`
+                    self.load_module(dotted)
+                    self.bind_name(frame, dotted.split(".")[0], self.load_module(dotted.split(".")[0]), node.line, "")
+
+    @contextlib.contextmanager
+    def _importing(self, frame: Frame, node: ir.Node) -> Iterator[None]:
+        """A raise made while this statement imports (ModuleNotFoundError, ImportError) names
+        the statement, not the last call; the last call's site is restored afterwards, as
+        what a later raise outside any call names."""
+        saved = getattr(self, "_call_site", ("?", 0))
+        self._call_site = (frame.module.file, node.line)
+        try:
+            yield
+        finally:
+            self._call_site = saved
 
     def s_ImportFrom(self, node: ir.Node, frame: Frame) -> None:
         module = self.absolute_module(node.module, node.level, frame.module)
@@ -690,15 +704,16 @@ class Interpreter:
         # only imports inside the analysed tree are deferred; an outside import is cheap and
         # must fail where it stands (inside its `try: ... except ImportError`)
         lazy = frame.scope is None and frame.class_ns is None and module.split(".")[0] == self.natives.package_name
-        for name, asname in node.names:
-            target = asname or name
-            # `from package import submodule` runs the submodule now, as CPython does: its
-            # body may register providers (decorators) whose order is import order
-            if lazy and not self.is_submodule(module, name):
-                value: Any = LazyImport(module, name)
-            else:
-                value = self.resolve_lazy(LazyImport(module, name))
-            self.bind_name(frame, target, value, node.line, "")
+        with self._importing(frame, node):
+            for name, asname in node.names:
+                target = asname or name
+                # `from package import submodule` runs the submodule now, as CPython does: its
+                # body may register providers (decorators) whose order is import order
+                if lazy and not self.is_submodule(module, name):
+                    value: Any = LazyImport(module, name)
+                else:
+                    value = self.resolve_lazy(LazyImport(module, name))
+                self.bind_name(frame, target, value, node.line, "")
 
     def is_submodule(self, package: str, name: str) -> bool:
         if package.split(".")[0] != self.natives.package_name:

@@ -130,7 +130,9 @@ class NativeWorld:
         if sub is not None and name not in sub:
             if name == "__file__":
                 return None  # as a namespace package's module has
-            raise interp.make_raise("AttributeError", f"module '{obj.path}' has no attribute '{name}'")
+            raised = interp.make_raise("AttributeError", f"module '{obj.path}' has no attribute '{name}'")
+            raised.explicit = True  # what this install lacks, as an absent package's import
+            raise raised
         if name == "__version__" and "." not in obj.path:
             ver = self.packages.import_version(obj.path)
             if ver is not None:
