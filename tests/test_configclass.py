@@ -365,3 +365,243 @@ def test_release_config_classes_follow_modules_loaded_later_rebound_names_and_a_
     found[0].ns["model_type"] = "toy_c"
     assert world.config_classes(second, "toy_a") == []
     assert [c.name for c in world.config_classes(second, "toy_c")] == ["ToyAConfig"]
+
+
+# ---- transformers 5: PreTrainedConfig's rope conversion, run from the wheel -----------------
+# A toy wheel imitating the shapes of transformers 5.19's configuration_utils.py (the rope block
+# in PreTrainedConfig.__post_init__, config.json's other keys set after it) and
+# modeling_rope_utils.py (RotaryEmbeddingConfigMixin), and 5.3's __init__ form.
+
+TOY_UTILS = '''
+from .modeling_rope_utils import RotaryEmbeddingConfigMixin
+from .utils import PushToHubMixin
+
+
+class PreTrainedConfig(PushToHubMixin, RotaryEmbeddingConfigMixin):
+    model_type: str = ""
+    dtype: str | None = None
+
+    def __post_init__(self, **kwargs):
+        if (torch_dtype := kwargs.pop("torch_dtype", None)) is not None:
+            self.dtype = torch_dtype
+        if hasattr(self, "rope_parameters"):
+            kwargs = self.convert_rope_params_to_dict(**kwargs)
+        for parameter_name in ("temperature", "top_k"):
+            kwargs.pop(parameter_name, None)
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+        LATER
+'''
+TOY_UTILS_53 = '''
+from .modeling_rope_utils import RotaryEmbeddingConfigMixin
+from .utils import PushToHubMixin
+
+
+class PreTrainedConfig(PushToHubMixin, RotaryEmbeddingConfigMixin):
+    def __init__(self, *, return_dict=True, dtype=None, **kwargs):
+        if hasattr(self, "rope_parameters"):
+            ignore_keys_at_rope_validation = kwargs.pop("ignore_keys_at_rope_validation", None)
+            kwargs = self.convert_rope_params_to_dict(ignore_keys_at_rope_validation=ignore_keys_at_rope_validation, **kwargs)
+        self.return_dict = return_dict
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+'''
+TOY_ROPE = '''
+class RotaryEmbeddingConfigMixin:
+    default_theta = 10_000.0
+    default_rope_type = "default"
+    ignore_keys_at_rope_validation = set()
+
+    def nested_rope_parameter_keys(self, rope_parameters: dict) -> list[str]:
+        labels = getattr(self, "_rope_type_labels", None) or getattr(self, "layer_types", None) or ()
+        return [key for key in rope_parameters if key in labels]
+
+    def convert_rope_params_to_dict(self, ignore_keys_at_rope_validation=None, **kwargs):
+        rope_scaling = kwargs.pop("rope_scaling", None)
+        self.rope_parameters = rope_scaling or self.rope_parameters
+        self.rope_parameters = self.rope_parameters if self.rope_parameters is not None else {}
+        rope_theta = kwargs.pop("rope_theta", getattr(self, "rope_theta", self.default_theta))
+        nested_keys = self.nested_rope_parameter_keys(self.rope_parameters)
+        partial_rotary_factor = kwargs.get("partial_rotary_factor", getattr(self, "partial_rotary_factor", None))
+        for rope_parameters in [self.rope_parameters[key] for key in nested_keys] or [self.rope_parameters]:
+            rope_parameters.setdefault("rope_theta", rope_theta)
+            if partial_rotary_factor is not None:
+                rope_parameters.setdefault("partial_rotary_factor", partial_rotary_factor)
+        self.standardize_rope_params()
+        self.validate_rope(ignore_keys=ignore_keys_at_rope_validation)
+        return kwargs
+
+    def standardize_rope_params(self):
+        rope_parameters = getattr(self, "rope_parameters", None) or {}
+        if not rope_parameters:
+            logger.warning("no RoPE parameters")
+            return
+        rope_parameters.setdefault("rope_type", rope_parameters.get("type", "default"))
+        if rope_parameters["rope_type"] in ["llama3", "yarn", "longrope"]:
+            if hasattr(self, "original_max_position_embeddings"):
+                self.rope_parameters["original_max_position_embeddings"] = self.original_max_position_embeddings
+            else:
+                self.rope_parameters.setdefault("original_max_position_embeddings", self.max_position_embeddings)
+        self.rope_parameters = rope_parameters
+
+    def validate_rope(self, ignore_keys=None):
+        raise ValueError("a check: never evaluated")
+'''
+TOY_MODEL = '''
+from ...configuration_utils import PreTrainedConfig
+
+
+class ToyConfig(PreTrainedConfig):
+    model_type = "toy"
+    default_theta = 1_000_000.0
+    max_position_embeddings: int = 4096
+    rope_parameters: dict | None = None
+
+    def __post_init__(self, **kwargs):
+        if self.rope_parameters is None:
+            self.rope_parameters = {"rope_type": "yarn", "factor": 4.0}
+        super().__post_init__(**kwargs)
+'''
+TOY_MODEL_53 = '''
+from ...configuration_utils import PreTrainedConfig
+
+
+class ToyConfig(PreTrainedConfig):
+    model_type = "toy"
+
+    def __init__(self, max_position_embeddings=4096, rope_parameters={"rope_type": "default"}, **kwargs):
+        self.max_position_embeddings = max_position_embeddings
+        self.rope_parameters = rope_parameters
+        super().__init__(**kwargs)
+'''
+
+
+class _ToyWheel:
+    version = "5.99.0"
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+
+    def read(self, name: str) -> str | None:
+        return self.files.get(name)
+
+    def files_declaring(self, model_type: str) -> list[str]:
+        return [n for n, t in self.files.items() if f'model_type = "{model_type}"' in t]
+
+
+class _Cacheholder:
+    cache = SourceCache()
+
+
+def _toy_rope(data: dict, utils: str = TOY_UTILS, model: str = TOY_MODEL, later: str = "pass", hub: str = "") -> object:
+    files = {
+        "transformers/configuration_utils.py": utils.replace("LATER", later),
+        "transformers/modeling_rope_utils.py": TOY_ROPE,
+        "transformers/utils/__init__.py": "from .hub import PushToHubMixin\n",
+        "transformers/utils/hub.py": f"class PushToHubMixin:\n    def push_to_hub(self):\n        pass\n{hub}",
+        "transformers/models/toy/configuration_toy.py": model,
+    }
+    classes = ConfigClasses(None, lambda: _ToyWheel(files))
+    cfg = HFConfig({"model_type": "toy", **data}, "m")
+    cfg.config_class = classes.lookup(_Cacheholder(), cfg.attrs, False, None)
+    assert isinstance(cfg.config_class, ConfigClass), cfg.config_class
+    return class_default(cfg, "rope_parameters", False), cfg
+
+
+def test_transformers_5_rope_conversion_runs_from_the_wheel():
+    scaling = {"rope_type": "linear", "factor": 2.0}
+    got, cfg = _toy_rope({"rope_scaling": scaling, "rope_theta": 500000.0})
+    # config.json's rope_scaling replaces the class default, rope_theta moves into it (kwargs.pop)
+    assert got == {"rope_type": "linear", "factor": 2.0, "rope_theta": 500000.0}
+    assert cfg.attrs["rope_scaling"] == {"rope_type": "linear", "factor": 2.0}  # config.json's dict is not changed
+    # no rope keys: the class default, standardised; rope_theta is the subclass's default_theta,
+    # original_max_position_embeddings the field's default (hasattr false: not an attribute)
+    got, _ = _toy_rope({})
+    assert got == {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1_000_000.0, "original_max_position_embeddings": 4096}
+    # a config.json field reaches the conversion; a non-field key is not an attribute yet
+    got, _ = _toy_rope({"max_position_embeddings": 8192, "original_max_position_embeddings": 2048})
+    assert got["original_max_position_embeddings"] == 8192
+
+
+def test_transformers_5_3_init_form_converts_a_copied_rope_parameter():
+    """5.3's classes copy rope_parameters from an __init__ parameter, then PreTrainedConfig.__init__
+    replaces it with config.json's rope_scaling: not the parameter's literal default."""
+    got, _ = _toy_rope({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}, "rope_theta": 5e5},
+                       utils=TOY_UTILS_53, model=TOY_MODEL_53)
+    assert got == {"rope_type": "llama3", "factor": 8.0, "rope_theta": 5e5, "original_max_position_embeddings": 4096}
+
+
+TOY_MODEL_NO_INIT = '''
+from ...configuration_utils import PreTrainedConfig
+
+
+class ToyConfig(PreTrainedConfig):
+    model_type = "toy"
+    head_dim: int = 128
+    rope_parameters: dict | None = None
+
+    def convert_rope_params_to_dict(self, **kwargs):
+        rotary_dim = kwargs.get("rotary_dim", getattr(self, "rotary_dim", None))
+        if rotary_dim is not None:
+            kwargs.setdefault("partial_rotary_factor", rotary_dim / self.head_dim)
+        return super().convert_rope_params_to_dict(**kwargs)
+'''
+
+
+def test_a_class_without_an_initialiser_runs_the_base_one_with_its_overrides():
+    """5.19's MiniMaxM2Config shape: fields only, and a converter override that calls super().
+    Before, rope_parameters read as the field's default, None (a confident wrong answer)."""
+    got, _ = _toy_rope({"rope_theta": 5e6, "rotary_dim": 64}, model=TOY_MODEL_NO_INIT)
+    assert got == {"rope_theta": 5e6, "partial_rotary_factor": 0.5, "rope_type": "default"}
+
+
+def test_a_post_init_that_sets_a_kwargs_default_reaches_the_conversion():
+    # 5.19's Glm4MoeConfig/Qwen3NextConfig: kwargs.setdefault("partial_rotary_factor", ...) first
+    model = TOY_MODEL.replace("        if self.rope_parameters is None:",
+                              "        kwargs.setdefault(\"partial_rotary_factor\", 0.25)\n        if self.rope_parameters is None:")
+    got, _ = _toy_rope({"rope_scaling": {"rope_type": "linear", "factor": 2.0}, "rope_theta": 1e6}, model=model)
+    assert got == {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6, "partial_rotary_factor": 0.25}
+
+
+@pytest.mark.parametrize(("later", "hub", "why"), [
+    ("self.rope_parameters = {}", "", "sets self.rope_parameters"),
+    ("reset_rope(self)", "", "passes the config to reset_rope"),
+    ("pass", "    def __getattr__(self, name):\n        return 1\n", "PushToHubMixin defines its own attribute lookup"),
+])
+def test_the_rope_conversion_is_unknown_when_the_base_may_change_it(later, hub, why):
+    got, _ = _toy_rope({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, later=later, hub=hub)
+    assert isinstance(got, Unknown) and why in got.reason, got
+
+
+def test_config_json_rope_keys_left_after_the_conversion_are_unknown():
+    # a converter that leaves rope_scaling in kwargs: PreTrainedConfig then sets it as an attribute
+    model = TOY_MODEL + '''
+    def convert_rope_params_to_dict(self, **kwargs):
+        return kwargs
+'''
+    got, _ = _toy_rope({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, model=model)
+    assert isinstance(got, Unknown) and "set again after" in got.reason, got
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.10"])
+def test_gpt_oss_rope_parameters_as_transformers_builds_them(release, version):
+    """gpt-oss's config.json gives rope_scaling (yarn) and rope_theta; SGLang's model_config reads
+    rope_parameters. The expected dict is what transformers itself built: GptOssConfig.from_dict on
+    this config.json with transformers 5.19.0 (0.5.23's pin) and 5.3.0 (0.5.10's), run in a scratch
+    venv on 2026-12-03. Before, it was unknown (and the 5.3 value the parameter's default)."""
+    from sglang_audit.source.transformers import (
+        TransformersWheel,
+        transformers_pin,
+        transformers_wheel,
+    )
+
+    package = release(version).package_dir
+    pin = transformers_pin(package)
+    classes = ConfigClasses(package, lambda: TransformersWheel(transformers_wheel(pin), pin))
+    data = json.loads((ROOT / "fixtures" / "models" / "gpt-oss-120b" / "config.json").read_text())
+    cfg = HFConfig(dict(data), "m")
+    cfg.config_class = classes.lookup(_release_interp(package), data, False, None)
+    assert class_default(cfg, "rope_parameters", False) == {
+        "beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096,
+        "rope_type": "yarn", "truncate": False, "rope_theta": 150000}

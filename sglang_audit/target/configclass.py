@@ -27,10 +27,23 @@ from typing import Any
 
 from sglang_audit.errors import SourceError
 from sglang_audit.evaluate.values import Class, Function, ModuleObj, Unknown
+from sglang_audit.frontend import ir
+from sglang_audit.shipped import load_toml
+from sglang_audit.target.configbody import (
+    NOT_LITERAL,
+    PLAIN,
+    Body,
+    Members,
+    RopeBase,
+    Stop,
+    dotted,
+    literal,
+)
 
 _BASE_NAMES = ("PretrainedConfig", "PreTrainedConfig")
-_NOT_LITERAL = object()
+_NOT_LITERAL = NOT_LITERAL
 _REQUIRED = object()  # a parameter without a default: the class sets no default from it
+INITIALISER = "<initialiser>"  # key in ``computed`` of the most derived __init__/__post_init__ (not an attribute name)
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,7 @@ class ConfigClass:
     # attr -> how the class computes it (its __init__/__post_init__ body), evaluated per
     # config.json by ``computed_value``; its entry in ``defaults`` is the unknown to fall back on
     computed: Mapping[str, Computed] = field(default_factory=dict)
+    members: Members = field(default_factory=Members)  # what the class and its bases define
 
 
 @dataclass(frozen=True)
@@ -56,11 +70,16 @@ class Computed:
     kwargs: str | None  # the ``**kwargs`` parameter's name
     # __post_init__ of a v5 dataclass: the fields' literal defaults as they are before it runs
     fields: Mapping[str, Any] = field(default_factory=dict)
-    # a transformers class read from the wheel (its PreTrainedConfig machinery is not evaluated)
+    # a transformers class read from the wheel
     transformers: bool = False
     # what the base classes set (their defaults, unknown where they compute): the value of
     # ``self.y`` after ``super().__init__(...)`` for a ``y`` the call does not pass
     inherited: Mapping[str, Any] = field(default_factory=dict)
+    # a transformers class: what the class chain defines, its attribute_map, and PreTrainedConfig's
+    # rope conversion in the wheel (None: the version has none, or the class is not transformers')
+    members: Members = field(default_factory=Members)
+    attribute_map: Mapping[str, str] = field(default_factory=dict)
+    rope: RopeBase | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +101,7 @@ class ConfigClasses:
         self.package_dir = package_dir
         self._wheel_for = wheel_for  # () -> TransformersWheel | str (why not) | None (no pin)
         self._wheel: Any = False
+        self._rope: Any = False  # RopeBase | None once read
         self._memo: dict[tuple[str, str], Found] = {}
 
     def wheel(self) -> Any:
@@ -231,8 +251,26 @@ class ConfigClasses:
 
         found = _static_class(node, f"{label} {name}", tree, base_source)
         if isinstance(found, ConfigClass):
-            found = ConfigClass(found.where, found.defaults, found.attribute_map,
-                                {k: replace(c, transformers=True) for k, c in found.computed.items()})
+            if self._rope is False:
+                self._rope = rope_base(wheel, interp.cache.load_text)
+            defaults, computed = dict(found.defaults), dict(found.computed)
+            init = computed.get(INITIALISER)
+            if self._rope is not None and self._rope.why_not is None and init is None:
+                # no initialiser of its own: PreTrainedConfig's runs on what the class inherits
+                # (5.19's MiniMaxM2Config: fields only, and a convert_rope_params_to_dict override)
+                init = _inherited_initialiser(node, f"{label} {name}", self._rope.func.name, defaults)
+            if self._rope is not None and self._rope.why_not is None:
+                # a rope attribute the class only copies is still PreTrainedConfig's to convert
+                # (5.3's GptOssConfig: `self.rope_parameters = rope_parameters`, then config.json's
+                # rope_scaling replaces it in convert_rope_params_to_dict)
+                for attr in _ROPE_NAMES:
+                    if attr in defaults and attr not in computed:
+                        defaults[attr] = Unknown(f"config.json omits {attr!r}; transformers' PreTrainedConfig converts it "
+                                                 f"({self._rope.where})", f"hfdefault:{name}:{attr}")
+                        computed[attr] = init
+            found = ConfigClass(found.where, defaults, found.attribute_map,
+                                {k: replace(c, transformers=True, members=found.members, attribute_map=found.attribute_map,
+                                            rope=self._rope) for k, c in computed.items()}, found.members)
         return found
 
 
@@ -252,6 +290,7 @@ def _static_class(node: Any, file: str, tree: Any, base_source: Callable[[str | 
     defaults: dict[str, Any] = {}
     amap: dict[str, str] = {}
     computed: dict[str, Computed] = {}
+    members = Members()
     for base in node.bases:
         bname = base.id if base.kind == "Name" else base.attr if base.kind == "Attribute" else None
         if bname in _BASE_NAMES:
@@ -264,9 +303,10 @@ def _static_class(node: Any, file: str, tree: Any, base_source: Callable[[str | 
         defaults.update(found.defaults)
         amap.update(found.attribute_map)
         computed.update(found.computed)
-    _class_fields(node, file, lambda p, n: _literal(p.default) if p.default is not None else _NOT_LITERAL, defaults, amap,
+        members = members.then(found.members)
+    _class_fields(node, file, lambda p, n: literal(p.default) if p.default is not None else _NOT_LITERAL, defaults, amap,
                   computed)
-    return ConfigClass(f"{file}:{node.line} {node.name}", defaults, amap, computed)
+    return ConfigClass(f"{file}:{node.line} {node.name}", defaults, amap, computed, members.then(_class_members(node, file)))
 
 
 def _base_class(bname: str, tree: Any, base_source: Callable[[str | None, str], Any], depth: int) -> Found:
@@ -294,11 +334,11 @@ def _class_fields(node: Any, file: str, param_default: Callable[[Any, Any], Any]
     inherited = dict(defaults)  # the bases' (this class's own fields are not set by super())
     for stmt in node.body:
         if stmt.kind == "AnnAssign" and stmt.target.kind == "Name" and stmt.value is not None:
-            value = _literal(stmt.value)  # a v5 dataclass field
+            value = literal(stmt.value)  # a v5 dataclass field
             defaults[stmt.target.id] = value if value is not _NOT_LITERAL else _unknown(file, stmt, stmt.target.id, "default not a literal")
             recipes.pop(stmt.target.id, None)
         elif stmt.kind == "Assign" and len(stmt.targets) == 1 and stmt.targets[0].kind == "Name" and stmt.targets[0].id == "attribute_map":
-            value = _literal(stmt.value)
+            value = literal(stmt.value)
             if isinstance(value, dict):
                 amap.update({k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)})
     for stmt in node.body:
@@ -315,6 +355,7 @@ def _class_fields(node: Any, file: str, param_default: Callable[[Any, Any], Any]
                     recipes[attr] = recipe
                 elif value is not before.get(attr):
                     recipes.pop(attr, None)
+            recipes[INITIALISER] = recipe
         elif stmt.kind == "FunctionDef" and stmt.name == "__post_init__":
             selfname = stmt.params[0].name if stmt.params else "self"
             recipe = Computed(file, stmt, {}, recipe.kwargs,
@@ -323,6 +364,7 @@ def _class_fields(node: Any, file: str, param_default: Callable[[Any, Any], Any]
                 for attr in _self_targets(inner, selfname):
                     defaults[attr] = _unknown(file, inner, attr, "set in __post_init__")
                     recipes[attr] = recipe
+            recipes[INITIALISER] = recipe
 
 
 def _init_fields(init: Any, file: str, param_default: Callable[[Any, Any], Any], defaults: dict[str, Any]) -> None:
@@ -397,267 +439,284 @@ def _simple(node: Any, params: Mapping[str, Any], default_of: Callable[[Any], An
     if node.kind == "IfExp":
         test = node.test
         if (test.kind == "Compare" and len(test.ops) == 1 and test.ops[0] in ("is", "is not")
-                and _literal(test.comparators[0]) is None and test.comparators[0].kind in ("Const", "Name")):
+                and literal(test.comparators[0]) is None and test.comparators[0].kind in ("Const", "Name")):
             left = _simple(test.left, params, default_of)
             if left is _NOT_LITERAL:
                 return _NOT_LITERAL
             truth = (left is None) == (test.ops[0] == "is")
             return _simple(node.body if truth else node.orelse, params, default_of)
         return _NOT_LITERAL
-    return _literal(node)
-
-
-def _literal(node: Any) -> Any:
-    """A literal default (numbers, strings, None/True/False, lists/tuples/dicts of them)."""
-    if node is None:
-        return _NOT_LITERAL
-    kind = node.kind
-    if kind == "Const":
-        return node.value
-    if kind == "Name" and node.id in ("None", "True", "False"):
-        return {"None": None, "True": True, "False": False}[node.id]
-    if kind == "UnaryOp" and node.op in ("-", "USub") and node.operand.kind == "Const" and isinstance(node.operand.value, (int, float)):
-        return -node.operand.value
-    if kind in ("ListExpr", "TupleExpr"):
-        items = [_literal(e) for e in node.elts]
-        if any(i is _NOT_LITERAL for i in items):
-            return _NOT_LITERAL
-        return items if kind == "ListExpr" else tuple(items)
-    if kind == "DictExpr":
-        out = {}
-        for k, v in node.items:
-            kv, vv = _literal(k), _literal(v)
-            if k is None or kv is _NOT_LITERAL or vv is _NOT_LITERAL:
-                return _NOT_LITERAL
-            out[kv] = vv
-        return out
-    return _NOT_LITERAL
+    return literal(node)
 
 
 # ---- computed attributes: the class's body run on config.json's values ---------------------
 
-_MAX_STATEMENTS = 400  # a config __init__ is straight-line code; more is not evaluated
-_BIN_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "//": lambda a, b: a // b, "/": lambda a, b: a / b, "%": lambda a, b: a % b,
-}
-_CMP_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "is": lambda a, b: a is b, "is not": lambda a, b: a is not b, "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b, "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
-}
-# calls whose only effect is a check or a log line (they set no attribute): skipped
-_SKIPPED_CALLS = ("logger.", "warnings.warn", "rope_config_validation", "self._rope_scaling_validation",
-                  "super().__init__", "super().__post_init__")
-_PLAIN = (int, float, str, bool, type(None), list, tuple, dict)
 _ROPE_NAMES = ("rope_scaling", "rope_parameters")
-
-
-class _Stop(Exception):
-    def __init__(self, node: Any, why: str) -> None:
-        super().__init__(why)
-        self.node, self.why = node, why
 
 
 def computed_value(found: ConfigClass, name: str, given: Mapping[str, Any], attr_of: Callable[[str], Any]) -> Any:
     """``name`` as the config class computes it for this config.json (``given``): its
-    __init__/__post_init__ run statement by statement on plain data, ``self.Y`` read
-    through ``attr_of``; the unknown in ``found.defaults`` (naming the class's line) with
-    where evaluation stopped when a step is not plain data (a call, a loop, an unknown)."""
+    __init__/__post_init__ run statement by statement on plain data (``configbody.Body``),
+    ``self.Y`` read through ``attr_of``; for a transformers 5 class, PreTrainedConfig's rope
+    conversion from the wheel with it. The unknown in ``found.defaults`` (naming the class's
+    line) with where evaluation stopped when a step is not plain data."""
     recipe = found.computed.get(name)
     fallback = found.defaults.get(name)
     if recipe is None:
         return fallback
-    if recipe.transformers and name in _ROPE_NAMES and any(k in given for k in _ROPE_NAMES):
+    reason = fallback.reason if isinstance(fallback, Unknown) else f"config.json omits {name!r}"
+    key = fallback.key if isinstance(fallback, Unknown) else None
+    rope = recipe.rope
+    converts = recipe.transformers and name in _ROPE_NAMES
+    gives = "/".join(k for k in _ROPE_NAMES if k in given)
+    if converts and gives and (rope is None or rope.why_not is not None):
         # transformers 5's PreTrainedConfig renames config.json's rope_scaling to
-        # rope_parameters itself (configuration_utils.py convert_rope_params_to_dict, the
-        # rope_scaling property): that base machinery is not evaluated here
-        return Unknown(f"{fallback.reason if isinstance(fallback, Unknown) else name}; config.json gives "
-                       f"{'/'.join(k for k in _ROPE_NAMES if k in given)}, which transformers' PreTrainedConfig "
-                       "converts (not evaluated)", fallback.key if isinstance(fallback, Unknown) else None)
-    func = recipe.func
-    selfname = func.params[0].name if func.params else "self"
-    env: dict[str, Any] = {}
-    for pname, default in recipe.params.items():
-        env[pname] = given[pname] if pname in given and func.name == "__init__" else default
-    if recipe.kwargs:
-        named = set(recipe.params)
-        env[recipe.kwargs] = {k: v for k, v in given.items() if k not in named}
-    state: dict[str, Any] = {}
-    count = [0]
-
-    def ev(node: Any) -> Any:
-        kind = node.kind
-        if kind == "Const":
-            return node.value
-        if kind == "Name":
-            if node.id in ("None", "True", "False"):
-                return {"None": None, "True": True, "False": False}[node.id]
-            value = env.get(node.id, _NOT_LITERAL)
-            if value is _NOT_LITERAL:
-                raise _Stop(node, f"{node.id} is not a literal")
-            if isinstance(value, Unknown):
-                raise _Stop(node, f"{node.id}: {value.reason}")
-            return value
-        if kind == "Attribute" and node.value.kind == "Name" and node.value.id == selfname:
-            if node.attr in state:
-                value = state[node.attr]
-            elif node.attr not in given and node.attr in recipe.fields:
-                value = copy.deepcopy(recipe.fields[node.attr])
-            elif node.attr not in given and node.attr in recipe.inherited:
-                value = recipe.inherited[node.attr]  # set by the base class (unknown if it computes it)
-            else:
-                value = attr_of(node.attr)
-            if isinstance(value, Unknown):
-                raise _Stop(node, f"self.{node.attr}: {value.reason}")
-            return value
-        if kind in ("ListExpr", "TupleExpr"):
-            items = [ev(e) for e in node.elts]
-            return items if kind == "ListExpr" else tuple(items)
-        if kind == "DictExpr" and all(k is not None for k, _ in node.items):
-            out = {}
-            for k, v in node.items:
-                key = _plain(ev(k), node)
-                if isinstance(key, (list, dict)):
-                    raise _Stop(node, "unhashable key")
-                out[key] = ev(v)
-            return out
-        if kind == "BinOp" and node.op in _BIN_OPS:
-            left, right = _plain(ev(node.left), node), _plain(ev(node.right), node)
-            if isinstance(left, int) and isinstance(right, int) and max(abs(left), abs(right)) > 1 << 64:
-                raise _Stop(node, "integer too large")
-            try:
-                return _BIN_OPS[node.op](left, right)
-            except (ArithmeticError, TypeError, ValueError) as exc:
-                raise _Stop(node, f"{type(exc).__name__}: {exc}") from None
-        if kind == "UnaryOp" and node.op in ("not", "-", "USub", "Not"):
-            value = _plain(ev(node.operand), node)
-            return (not value) if node.op in ("not", "Not") else -value
-        if kind == "BoolOp":
-            value: Any = None
-            for part in node.values:
-                value = _plain(ev(part), node)
-                if bool(value) == (node.op == "or"):
-                    return value
-            return value
-        if kind == "Compare":
-            left = _plain(ev(node.left), node)
-            for op, comp in zip(node.ops, node.comparators, strict=True):
-                right = _plain(ev(comp), node)
-                if op not in _CMP_OPS:
-                    raise _Stop(node, f"operator {op}")
-                try:
-                    if not _CMP_OPS[op](left, right):
-                        return False
-                except TypeError as exc:
-                    raise _Stop(node, f"TypeError: {exc}") from None
-                left = right
-            return True
-        if kind == "IfExp":
-            return ev(node.body) if _plain(ev(node.test), node) else ev(node.orelse)
-        if kind == "Call" and node.func.kind == "Attribute" and node.func.value.kind == "Name" \
-                and node.func.value.id == recipe.kwargs and node.func.attr in ("pop", "get"):
-            args = [ev(a) for k, a in node.args if k == ""]
-            if not args or len(args) > 2 or any(k != "" for k, _ in node.args):
-                raise _Stop(node, "kwargs call not evaluated")
-            bag = env[recipe.kwargs]
-            default = args[1] if len(args) > 1 else None
-            return bag.pop(args[0], default) if node.func.attr == "pop" else bag.get(args[0], default)
-        raise _Stop(node, f"{kind} not evaluated")
-
-    def run(body: list[Any]) -> None:
-        for stmt in body:
-            count[0] += 1
-            if count[0] > _MAX_STATEMENTS:
-                raise _Stop(stmt, "too many statements")
-            kind = stmt.kind
-            if kind == "Assign" and len(stmt.targets) == 1:
-                target = stmt.targets[0]
-                try:
-                    value = ev(stmt.value)
-                except _Stop as stop:
-                    # a value not evaluated taints its target only (a read of it stops)
-                    if not (target.kind == "Name" or (target.kind == "Attribute" and target.value.kind == "Name"
-                                                      and target.value.id == selfname)):
-                        raise
-                    value = Unknown(f"not evaluated past {recipe.file}:{getattr(stop.node, 'line', stmt.line)} ({stop.why})")
-                if target.kind == "Attribute" and target.value.kind == "Name" and target.value.id == selfname:
-                    state[target.attr] = value
-                elif target.kind == "Name":
-                    env[target.id] = value
-                elif (target.kind == "Subscript" and target.value.kind == "Name" and target.value.id == recipe.kwargs
-                      and target.index.kind == "Const"):
-                    env[recipe.kwargs][target.index.value] = value
-                else:
-                    raise _Stop(stmt, "assignment target not evaluated")
-            elif kind == "If":
-                run(stmt.body if _plain(ev(stmt.test), stmt) else stmt.orelse)
-            elif kind == "ExprStmt" and stmt.value.kind == "Const":
-                continue  # a docstring
-            elif kind == "ExprStmt" and stmt.value.kind == "Call" and _dotted(stmt.value.func) in ("super().__init__", "super().__post_init__"):
-                # the base classes copy what they are passed (a base that computes an attribute
-                # has an unknown in ``inherited``, which stays unknown here)
-                for key, arg in stmt.value.args:
-                    if key == "**":
-                        bag = ev(arg)
-                        if not isinstance(bag, dict):
-                            raise _Stop(stmt, "super() call with an unknown **mapping")
-                        passed = dict(bag)
-                    elif key in ("", "*"):
-                        raise _Stop(stmt, "super() call with positional arguments")
-                    else:
-                        passed = {key: ev(arg)}
-                    for attr, value in passed.items():
-                        base = recipe.inherited.get(attr)
-                        state[attr] = base if isinstance(base, Unknown) else value
-            elif kind == "ExprStmt" and stmt.value.kind == "Call" and _dotted(stmt.value.func).startswith(_SKIPPED_CALLS):
-                continue
-            elif kind == "ExprStmt" and stmt.value.kind == "Call" and stmt.value.func.kind == "Attribute" \
-                    and stmt.value.func.attr == "pop" and stmt.value.func.value.kind == "Name" \
-                    and stmt.value.func.value.id == recipe.kwargs:
-                ev(stmt.value)
-            elif kind == "Pass":
-                continue
-            else:
-                raise _Stop(stmt, f"{kind} statement not evaluated")
-
+        # rope_parameters itself (configuration_utils.py convert_rope_params_to_dict)
+        why = f" ({rope.why_not})" if rope is not None else ""
+        return Unknown(f"{reason}; config.json gives {gives}, which transformers' PreTrainedConfig converts "
+                       f"(not evaluated{why})", key)
+    body = Body(recipe, given, attr_of)
     try:
-        run(func.body)
-    except _Stop as stop:
-        where = f"{recipe.file}:{getattr(stop.node, 'line', func.line)}"
-        reason = fallback.reason if isinstance(fallback, Unknown) else f"config.json omits {name!r}"
-        return Unknown(f"{reason}; not evaluated past {where} ({stop.why})", fallback.key if isinstance(fallback, Unknown) else None)
+        body.run_init()
+    except Stop as stop:
+        where = f"{stop.file or recipe.file}:{getattr(stop.node, 'line', recipe.func.line)}"
+        return Unknown(f"{reason}; not evaluated past {where} ({stop.why})", key)
     except RecursionError:
         return fallback
-    if name not in state:
+    if converts and body.rope_unknown is not None:
+        return Unknown(f"{reason}; PreTrainedConfig's rope conversion not evaluated ({body.rope_unknown})", key)
+    if converts and body.leftover is not None and any(k in body.leftover for k in _ROPE_NAMES):
+        # PreTrainedConfig sets the keys its conversion left as attributes afterwards
+        return Unknown(f"{reason}; config.json's {'/'.join(k for k in _ROPE_NAMES if k in body.leftover)} is set "
+                       f"again after PreTrainedConfig's rope conversion (not evaluated)", key)
+    if name not in body.state:
         # the body did not set it on this config.json (a branch not taken): not an attribute
         # of this class here; the caller goes on as for any missing attribute
         return _NOT_SET
-    value = state[name]
+    value = body.state[name]
     if isinstance(value, Unknown):
-        reason = fallback.reason if isinstance(fallback, Unknown) else f"config.json omits {name!r}"
-        return Unknown(f"{reason}; {value.reason}", fallback.key if isinstance(fallback, Unknown) else None)
-    return copy.deepcopy(value) if isinstance(value, _PLAIN) else value
+        return Unknown(f"{reason}; {value.reason}", key)
+    return copy.deepcopy(value) if isinstance(value, PLAIN) else value
 
 
 _NOT_SET = object()
 
 
-def _dotted(node: Any) -> str:
-    """``logger.warning``, ``super().__init__``: a callee as written (enough to match a prefix)."""
-    if node.kind == "Name":
-        return node.id
-    if node.kind == "Attribute":
-        return f"{_dotted(node.value)}.{node.attr}"
-    if node.kind == "Call":
-        return f"{_dotted(node.func)}()"
-    return "?"
+# ---- transformers' PreTrainedConfig, for its rope conversion --------------------------------
+
+def _class_members(node: Any, file: str) -> Members:
+    """What one class body defines, for ``hasattr``/``getattr``/``self.m()`` during the conversion."""
+    values: dict[str, Any] = {}
+    methods: dict[str, tuple[str, Any]] = {}
+    properties: set[str] = set()
+    fields: set[str] = set()
+    hooks: tuple[str, ...] = ()
+    for stmt in node.body:
+        if stmt.kind == "Assign":
+            for t in stmt.targets:
+                if t.kind == "Name":
+                    values[t.id] = literal(stmt.value)
+        elif stmt.kind == "AnnAssign" and stmt.target.kind == "Name":
+            ann = stmt.annotation
+            classvar = (ann.kind == "Name" and ann.id == "ClassVar") or (
+                ann.kind == "Subscript" and ann.value.kind == "Name" and ann.value.id == "ClassVar")
+            if stmt.value is not None:
+                values[stmt.target.id] = literal(stmt.value)
+            if not classvar:
+                fields.add(stmt.target.id)
+        elif stmt.kind == "FunctionDef":
+            decos = stmt.decorators or []
+            if stmt.name in ("__getattribute__", "__getattr__"):
+                hooks = (node.name,)
+            if any(d.kind == "Name" and d.id == "property" for d in decos):
+                properties.add(stmt.name)
+            elif any(d.kind == "Attribute" and d.attr in ("setter", "deleter") for d in decos):
+                continue
+            else:
+                methods[stmt.name] = (file, stmt)
+    return Members(values, methods, frozenset(properties), frozenset(fields), hooks, ((node.name, methods),))
 
 
-def _plain(value: Any, node: Any) -> Any:
-    if not isinstance(value, _PLAIN):
-        raise _Stop(node, f"{type(value).__name__} is not plain data")
-    return value
+def _ir_walk(node: Any) -> Any:
+    """Every IR node under ``node`` (statements and expressions)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif hasattr(item, "kind"):
+            yield item
+            for slot in type(item)._all_slots():
+                if slot != "line":
+                    stack.append(getattr(item, slot, None))
+
+
+def _self_calls(nodes: Any, selfname: str) -> set[str]:
+    return {n.func.attr for n in _ir_walk(nodes) if n.kind == "Call" and n.func.kind == "Attribute"
+            and n.func.value.kind == "Name" and n.func.value.id == selfname}
+
+
+def _reachable(nodes: Any, methods: Mapping[str, tuple[str, Any]], selfname: str) -> list[Any]:
+    """``nodes`` and the bodies of the ``self.m()`` methods they reach."""
+    out, seen, todo = [nodes], set(), _self_calls(nodes, selfname)
+    while todo:
+        m = todo.pop()
+        if m in seen or m not in methods:
+            continue
+        seen.add(m)
+        body = methods[m][1].body
+        out.append(body)
+        todo |= _self_calls(body, methods[m][1].params[0].name if methods[m][1].params else "self")
+    return out
+
+
+_READS = {"getattr", "hasattr", "isinstance", "type", "id", "str", "repr"}  # builtins that only read what they are passed
+
+
+def _touches(nodes: Any, selfname: str, kwargs: str | None, names: set[str], passes_ok: set[str]) -> str | None:
+    """Why ``nodes`` may change what the conversion reads or sets (``names``), or None.
+    ``setattr(self, key, value)`` in a loop over ``kwargs.items()`` is PreTrainedConfig
+    setting config.json's remaining keys: the caller checks those keys themselves."""
+    from_kwargs = set()
+    for n in _ir_walk(nodes):
+        if n.kind == "For" and n.iter.kind == "Call" and dotted(n.iter.func) == f"{kwargs}.items" \
+                and n.target.kind == "TupleExpr" and n.target.elts and n.target.elts[0].kind == "Name":
+            from_kwargs |= {id(c) for c in _ir_walk(n.body) if c.kind == "Call" and dotted(c.func) == "setattr"
+                            and len(c.args) > 1 and c.args[1][1].kind == "Name" and c.args[1][1].id == n.target.elts[0].id}
+    for n in _ir_walk(nodes):
+        if n.kind in ("Assign", "AugAssign", "AnnAssign"):
+            for t in (n.targets if n.kind == "Assign" else [n.target]):
+                if t.kind == "Attribute" and t.value.kind == "Name" and t.value.id == selfname and t.attr in names:
+                    return f"line {n.line} sets self.{t.attr}"
+                if t.kind == "Name" and t.id == kwargs:
+                    return f"line {n.line} rebinds {kwargs}"
+        if n.kind == "Call":
+            callee = dotted(n.func)
+            if callee == "setattr" and n.args and n.args[0][1].kind == "Name" and n.args[0][1].id == selfname:
+                key = n.args[1][1] if len(n.args) > 1 else None
+                if id(n) not in from_kwargs and (key is None or key.kind != "Const" or key.value in names):
+                    return f"line {n.line} calls setattr on the config"
+            if callee.split(".")[-1] in ("pop", "get", "setdefault", "update", "clear") and n.func.kind == "Attribute" \
+                    and n.func.value.kind == "Name" and n.func.value.id == kwargs:
+                key = n.args[0][1] if n.args else None
+                after = not names - set(_ROPE_NAMES)  # after the conversion a removal only keeps a key from being set
+                if not (after and n.func.attr in ("pop", "get")) and (key is None or key.kind != "Const" or key.value in names):
+                    return f"line {n.line} changes {kwargs}"
+            elif any(a.kind == "Name" and a.id == kwargs for _k, a in n.args):
+                return f"line {n.line} passes {kwargs} on"
+            if callee not in passes_ok and callee not in _READS and callee != "setattr" and any(a.kind == "Name" and a.id == selfname for _k, a in n.args):
+                return f"line {n.line} passes the config to {callee}"
+    return None
+
+
+def _wheel_class(wheel: Any, load: Callable[[str], Any], file: str, name: str, depth: int = 0) -> tuple[Any, str] | None:
+    """Class ``name`` as module ``file`` of the wheel sees it: defined there or imported
+    (``from .x import Name``, re-exports followed)."""
+    text = wheel.read(file)
+    if text is None or depth > 6:
+        return None
+    try:
+        tree = load(text)
+    except Exception:  # noqa: BLE001 - a member libcst refuses is not read
+        return None
+    for stmt in tree.body:
+        if stmt.kind == "ClassDef" and stmt.name == name:
+            return stmt, file
+    for stmt in tree.body:
+        if stmt.kind == "ImportFrom" and isinstance(stmt.names, list) and stmt.level >= 1:
+            real = next((n for n, a in stmt.names if (a or n) == name), None)
+            if real is None:
+                continue
+            pkg = file.split("/")[:-1]
+            if len(pkg) < stmt.level:
+                return None
+            base = pkg[: len(pkg) - stmt.level + 1] + ((stmt.module or "").split(".") if stmt.module else [])
+            for target in ("/".join(base) + ".py", "/".join(base) + "/__init__.py"):
+                if wheel.read(target) is not None:
+                    return _wheel_class(wheel, load, target, real, depth + 1)
+            return None
+    return None
+
+
+def _mro(wheel: Any, load: Callable[[str], Any], node: Any, file: str) -> list[tuple[Any, str]] | str:
+    """``node``'s classes, most derived first (depth-first, a class kept at its last place,
+    which is C3's order when no two bases share one); a reason when a base is not read."""
+    order: list[tuple[Any, str]] = []
+
+    def visit(cls: Any, cfile: str, depth: int) -> str | None:
+        order.append((cls, cfile))
+        for base in cls.bases:
+            bname = base.id if base.kind == "Name" else None
+            if bname in ("object", "Generic") or (base.kind == "Subscript"):
+                continue
+            if bname is None or depth > 8:
+                return f"{cfile}:{cls.line} {cls.name}: base class not read"
+            found = _wheel_class(wheel, load, cfile, bname)
+            if found is None:
+                return f"{cfile}: base class {bname} of {cls.name} not read"
+            why = visit(found[0], found[1], depth + 1)
+            if why:
+                return why
+        return None
+
+    why = visit(node, file, 0)
+    if why:
+        return why
+    kept: list[tuple[Any, str]] = []
+    for i, item in enumerate(order):
+        if not any(o[0] is item[0] for o in order[i + 1:]):
+            kept.append(item)
+    return kept
+
+
+def _inherited_initialiser(node: Any, file: str, method: str, defaults: Mapping[str, Any]) -> Computed:
+    """A class without __init__/__post_init__ runs its base's: ``def method(self, **kwargs):
+    super().method(**kwargs)`` is what it does (built as IR; the class's line stands for it)."""
+    line = node.line
+    call = ir.Call(line, ir.Attribute(line, ir.Call(line, ir.Name(line, "super"), [], "super()"), method),
+                   [("**", ir.Name(line, "kwargs"))], f"super().{method}(**kwargs)")
+    func = ir.FunctionDef(line, method, [ir.Param(line, "self", "", None), ir.Param(line, "kwargs", "**", None)],
+                          [ir.ExprStmt(line, call)], [], line)
+    return Computed(file, func, {}, "kwargs", {k: v for k, v in defaults.items() if not isinstance(v, Unknown)}
+                    if method == "__post_init__" else {}, inherited=dict(defaults))
+
+
+def rope_base(wheel: Any, load: Callable[[str], Any]) -> RopeBase | None:
+    """PreTrainedConfig's rope conversion in this wheel (``rules/hf_config.toml
+    [transformers_rope]``); None when the version has none (transformers 4)."""
+    facts = load_toml("hf_config.toml")["transformers_rope"]
+    file = "transformers/configuration_utils.py"
+    found = _wheel_class(wheel, load, file, "PreTrainedConfig")
+    if found is None:
+        return None
+    node = found[0]
+    funcs = {s.name: s for s in node.body if s.kind == "FunctionDef"}
+    func = funcs.get("__post_init__") or funcs.get("__init__")
+    if func is None:
+        return None
+    selfname = func.params[0].name if func.params else "self"
+    at = next((i for i, stmt in enumerate(func.body) if facts["converter"] in _self_calls(stmt, selfname)), None)
+    if at is None:
+        return None
+    where = f"transformers=={wheel.version} {file}:{func.line} PreTrainedConfig.{func.name}"
+    mro = _mro(wheel, load, node, file)
+    if isinstance(mro, str):
+        return RopeBase(where, file, func, func.body[at], Members(), why_not=mro)
+    members = Members()
+    for cls, cfile in reversed(mro):
+        members = members.then(_class_members(cls, cfile))
+    plain_hooks = tuple(facts["plain_getattribute"])
+    rope = RopeBase(where, file, func, func.body[at], members, tuple(facts["checks"]), plain_hooks)
+    hooks = [h for h in members.getattr_hooks if h not in plain_hooks]
+    kwargs = next((p.name for p in func.params if p.star == "**"), None)
+    reached = _reachable(func.body[at], members.methods, selfname)
+    names = {n.value for n in _ir_walk(reached) if n.kind == "Const" and isinstance(n.value, str)}
+    names |= {n.attr for n in _ir_walk(reached) if n.kind == "Attribute"}
+    why = (f"{hooks[0]} defines its own attribute lookup" if hooks else
+           _touches(func.body[:at], selfname, kwargs, names, set()) or
+           _touches(_reachable(func.body[at + 1:], members.methods, selfname), selfname, kwargs, set(_ROPE_NAMES),
+                    set(facts["self_passed_to"])))
+    return replace(rope, why_not=f"{where}: {why}") if why else rope
 
 
 __all__ = ["Computed", "ConfigClass", "ConfigClasses", "NoConfigClass", "computed_value"]
