@@ -142,6 +142,7 @@ class Body:
         self.rope_ran = False  # the base's rope conversion ran (at the super() call)
         self.leftover: dict[str, Any] | None = None  # config.json keys the conversion left
         self.rope_unknown: str | None = None  # the conversion is not where the body's super() call goes
+        self._merged: Members | None = None  # PreTrainedConfig's MRO, then the class chain
 
     # ---- entry -------------------------------------------------------------------------
     def run_init(self) -> None:
@@ -160,9 +161,10 @@ class Body:
 
     # ---- self --------------------------------------------------------------------------
     def _members(self) -> Members:
-        own = self.recipe.members
-        base = self.recipe.rope
-        return base.members.then(own) if base is not None else own
+        if self._merged is None:
+            own, base = self.recipe.members, self.recipe.rope
+            self._merged = base.members.then(own) if base is not None else own
+        return self._merged
 
     def _is_field(self, name: str) -> bool:
         # a v5 dataclass field is set by the generated __init__ before __post_init__ runs
