@@ -8,6 +8,8 @@ name and is what the evaluator dispatches on (Byterun style).
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -117,3 +119,21 @@ STATEMENT_KINDS = frozenset(
         Nonlocal, Delete, Unsupported,
     )
 )
+
+
+def walk(nodes: Any) -> Iterator[Node]:
+    """Every node under ``nodes`` (a node or a list), statements and expressions, breadth first
+    (source order within a body)."""
+    stack = deque(nodes) if isinstance(nodes, list) else deque([nodes])
+    while stack:
+        node = stack.popleft()  # list.pop(0) made a walk of a large module quadratic
+        if isinstance(node, Node):
+            yield node
+            for slot in getattr(node, "__slots__", ()) or getattr(node, "__dataclass_fields__", {}):
+                child = getattr(node, slot, None)
+                if isinstance(child, Node):
+                    stack.append(child)
+                elif isinstance(child, (list, tuple)):
+                    stack.extend(c for c in child if isinstance(c, (Node, list, tuple)))
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)

@@ -40,7 +40,6 @@ from sglang_audit.resolve.layers import (
     _guard_steps,
     _is_assert,
     _publish_server_args,
-    _walk,
 )
 from sglang_audit.resolve.stage_common import ImportWatch, raise_message
 from sglang_audit.result import (
@@ -368,13 +367,13 @@ def _runner(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args: 
 
 
 def _self_assigns(interp: Interpreter, body: list[ir.Node]) -> list[ir.Assign]:
-    """The ``self.X = ...`` statements of a method body in ``_walk`` order, listed once per
+    """The ``self.X = ...`` statements of a method body in ``ir.walk`` order, listed once per
     loaded body (walking every method of the runner again on each of the stage's runs was
     ~4% of a 0.5.23 resolution); a changed file loads as new IR and is listed again."""
     key = ("self_assigns", id(body))
     known = interp.cache.prepared.get(key)
     if known is None or known[0] is not body:  # the body is kept: its id is not reused while listed
-        found = [n for n in _walk(body) if isinstance(n, ir.Assign) and len(n.targets) == 1
+        found = [n for n in ir.walk(body) if isinstance(n, ir.Assign) and len(n.targets) == 1
                  and isinstance(n.targets[0], ir.Attribute) and isinstance(n.targets[0].value, ir.Name)
                  and n.targets[0].value.id == "self"]
         known = (body, found)

@@ -21,7 +21,6 @@ unsupported only when ``create_weights`` ran to its end; otherwise the outcome i
 from __future__ import annotations
 
 import bisect
-from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -370,7 +369,7 @@ def _is_assert(interp: Interpreter, file: str, line: int) -> bool:
     if key not in _ASSERT_SITES:
         try:
             tree = interp.cache.load(interp.root / file)
-            _ASSERT_SITES[key] = frozenset(n.line for n in _walk(tree.body) if isinstance(n, ir.Assert))
+            _ASSERT_SITES[key] = frozenset(n.line for n in ir.walk(tree.body) if isinstance(n, ir.Assert))
         except (ParseFailure, OSError):
             _ASSERT_SITES[key] = frozenset()
     return line in _ASSERT_SITES[key]
@@ -470,30 +469,14 @@ def _find_call(interp: Interpreter, module: str, name: str) -> str:
 
 
 def _module_nodes(interp: Interpreter, path: Any, tree: ir.Node) -> list[ir.Node]:
-    """Every node of a loaded module, in ``_walk`` order, listed once per tree (walking
+    """Every node of a loaded module, in ``ir.walk`` order, listed once per tree (walking
     whole modules again per raise or per call site was ~5% of a 0.5.23 resolution); a
     changed file loads as a new tree and is walked again."""
     known = interp.cache.prepared.get(("module_nodes", path))
     if known is None or known[0] is not tree:
-        known = (tree, list(_walk(tree.body)))
+        known = (tree, list(ir.walk(tree.body)))
         interp.cache.prepared[("module_nodes", path)] = known
     return known[1]
-
-
-def _walk(nodes: Any) -> Any:
-    stack = deque(nodes) if isinstance(nodes, list) else deque([nodes])
-    while stack:
-        node = stack.popleft()  # list.pop(0) made a walk of a large module quadratic
-        if isinstance(node, ir.Node):
-            yield node
-            for slot in getattr(node, "__slots__", ()) or getattr(node, "__dataclass_fields__", {}):
-                child = getattr(node, slot, None)
-                if isinstance(child, ir.Node):
-                    stack.append(child)
-                elif isinstance(child, (list, tuple)):
-                    stack.extend(c for c in child if isinstance(c, (ir.Node, list, tuple)))
-        elif isinstance(node, (list, tuple)):
-            stack.extend(node)
 
 
 # ---- the stand-ins --------------------------------------------------------------------------
@@ -689,7 +672,7 @@ def _publish_server_args(interp: Interpreter, spec: dict[str, Any]) -> None:
 
 
 def _names(body: Any) -> list[str]:
-    return [n.id for n in _walk(body) if isinstance(n, ir.Name)]
+    return [n.id for n in ir.walk(body) if isinstance(n, ir.Name)]
 
 
 def _swap_to_speculative(interp: Interpreter, spec: dict[str, Any]) -> Any:

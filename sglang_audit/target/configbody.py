@@ -17,8 +17,9 @@ class attributes), because config.json's other keys become attributes only after
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sglang_audit.evaluate.values import Unknown
@@ -68,20 +69,28 @@ class Members:
     """What a chain of class bodies defines (a later class overriding an earlier one)."""
 
     values: Mapping[str, Any] = field(default_factory=dict)  # class attribute -> literal (NOT_LITERAL otherwise)
-    methods: Mapping[str, tuple[str, Any]] = field(default_factory=dict)  # name -> (file, ir.FunctionDef)
     properties: frozenset[str] = frozenset()
     fields: frozenset[str] = frozenset()  # annotated (dataclass) fields
     getattr_hooks: tuple[str, ...] = ()  # classes defining __getattribute__/__getattr__
-    # each class's own methods, most derived first: where ``super().m()`` continues
+    # each class's own methods (name -> (file, ir.FunctionDef)), most derived first: what
+    # ``self.m`` finds and where ``super().m()`` continues
     chain: tuple[tuple[str, Mapping[str, tuple[str, Any]]], ...] = ()
 
-    def names(self) -> set[str]:
-        return set(self.values) | set(self.methods) | set(self.properties) | set(self.fields)
+    @functools.cached_property
+    def methods(self) -> dict[str, tuple[str, Any]]:
+        """name -> (file, def) as ``self.name`` finds it."""
+        out: dict[str, tuple[str, Any]] = {}
+        for _cls, methods in reversed(self.chain):
+            out.update(methods)
+        return out
+
+    @functools.cached_property
+    def names(self) -> frozenset[str]:
+        return frozenset(self.values) | frozenset(self.methods) | self.properties | self.fields
 
     def then(self, later: Members) -> Members:
-        return Members({**self.values, **later.values}, {**self.methods, **later.methods},
-                       (self.properties - later.names()) | later.properties, self.fields | later.fields,
-                       self.getattr_hooks + later.getattr_hooks, later.chain + self.chain)
+        return Members({**self.values, **later.values}, (self.properties - later.names) | later.properties,
+                       self.fields | later.fields, self.getattr_hooks + later.getattr_hooks, later.chain + self.chain)
 
     def method(self, name: str, after: str | None = None) -> tuple[str, str, Any] | None:
         """(class, file, def) of ``name`` as ``self.name`` finds it, or as ``super().name``
@@ -177,7 +186,7 @@ class Body:
         """``hasattr(self, name)`` while the base initialiser runs."""
         name = self._alias(name)
         members = self._members()
-        if name in self.state or self._is_field(name) or name in members.names():
+        if name in self.state or self._is_field(name) or name in members.names:
             return True
         hooks = [h for h in members.getattr_hooks if h not in (self.recipe.rope.plain_hooks if self.recipe.rope else ())]
         if hooks:
@@ -291,7 +300,7 @@ class Body:
             if target.kind != "Name":
                 raise Stop(node, "comprehension target not evaluated")
             out = []
-            inner = _Frame(dict(frame.env), frame.selfname, frame.file, frame.kwargs, frame.base)
+            inner = replace(frame, env=dict(frame.env))
             for item in _iterable(plain(self.ev(iterable, frame), node), node):
                 inner.env[target.id] = item
                 if all(plain(self.ev(c, inner), node) for c in ifs):
@@ -323,7 +332,7 @@ class Body:
             if func.id == "hasattr":
                 return self.has_attr(node, rest[0])
             try:
-                value = self.read_self(node, rest[0], _Frame(frame.env, frame.selfname, frame.file, frame.kwargs, True))
+                value = self.read_self(node, rest[0], replace(frame, base=True))
             except _Missing:
                 if len(rest) == 2:
                     return rest[1]

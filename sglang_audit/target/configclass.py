@@ -41,7 +41,6 @@ from sglang_audit.target.configbody import (
 )
 
 _BASE_NAMES = ("PretrainedConfig", "PreTrainedConfig")
-_NOT_LITERAL = NOT_LITERAL
 _REQUIRED = object()  # a parameter without a default: the class sets no default from it
 INITIALISER = "<initialiser>"  # key in ``computed`` of the most derived __init__/__post_init__ (not an attribute name)
 
@@ -66,7 +65,7 @@ class Computed:
 
     file: str
     func: Any  # ir.FunctionDef: __init__ or __post_init__
-    params: Mapping[str, Any]  # parameter -> its default (_NOT_LITERAL when not a literal)
+    params: Mapping[str, Any]  # parameter -> its default (NOT_LITERAL when not a literal)
     kwargs: str | None  # the ``**kwargs`` parameter's name
     # __post_init__ of a v5 dataclass: the fields' literal defaults as they are before it runs
     fields: Mapping[str, Any] = field(default_factory=dict)
@@ -180,7 +179,7 @@ class ConfigClasses:
                 continue
             init = klass.ns.get("__init__")
             evaluated = dict(init.defaults) if isinstance(init, Function) else {}
-            _class_fields(knode, klass.module.file, lambda p, _n, ev=evaluated: ev.get(p.name, _NOT_LITERAL), defaults, amap,
+            _class_fields(knode, klass.module.file, lambda p, _n, ev=evaluated: ev.get(p.name, NOT_LITERAL), defaults, amap,
                           computed)
         return ConfigClass(label, defaults, amap, computed)
 
@@ -236,11 +235,11 @@ class ConfigClasses:
             # `from ..llama.configuration_llama import LlamaConfig` inside models/<m>/
             if module is None:
                 return tree, name
-            parts = name.split("/")[:-1]
             dots = len(module) - len(module.lstrip("."))
-            if dots < 1 or dots > len(parts):
+            package = _relative_module(name, dots, module.lstrip("."))
+            if package is None:
                 return None
-            target = "/".join(parts[: len(parts) - dots + 1] + module.lstrip(".").split(".")) + ".py"
+            target = package + ".py"
             btext = wheel.read(target)
             if btext is None:
                 return None
@@ -304,7 +303,7 @@ def _static_class(node: Any, file: str, tree: Any, base_source: Callable[[str | 
         amap.update(found.attribute_map)
         computed.update(found.computed)
         members = members.then(found.members)
-    _class_fields(node, file, lambda p, n: literal(p.default) if p.default is not None else _NOT_LITERAL, defaults, amap,
+    _class_fields(node, file, lambda p, n: literal(p.default) if p.default is not None else NOT_LITERAL, defaults, amap,
                   computed)
     return ConfigClass(f"{file}:{node.line} {node.name}", defaults, amap, computed, members.then(_class_members(node, file)))
 
@@ -335,7 +334,7 @@ def _class_fields(node: Any, file: str, param_default: Callable[[Any, Any], Any]
     for stmt in node.body:
         if stmt.kind == "AnnAssign" and stmt.target.kind == "Name" and stmt.value is not None:
             value = literal(stmt.value)  # a v5 dataclass field
-            defaults[stmt.target.id] = value if value is not _NOT_LITERAL else _unknown(file, stmt, stmt.target.id, "default not a literal")
+            defaults[stmt.target.id] = value if value is not NOT_LITERAL else _unknown(file, stmt, stmt.target.id, "default not a literal")
             recipes.pop(stmt.target.id, None)
         elif stmt.kind == "Assign" and len(stmt.targets) == 1 and stmt.targets[0].kind == "Name" and stmt.targets[0].id == "attribute_map":
             value = literal(stmt.value)
@@ -343,7 +342,7 @@ def _class_fields(node: Any, file: str, param_default: Callable[[Any, Any], Any]
                 amap.update({k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)})
     for stmt in node.body:
         if stmt.kind == "FunctionDef" and stmt.name in ("__init__", "__post_init__"):
-            params = {p.name: param_default(p, stmt) if p.default is not None else _NOT_LITERAL
+            params = {p.name: param_default(p, stmt) if p.default is not None else NOT_LITERAL
                       for p in stmt.params[1:] if p.star in ("", "kwonly")}
             star = next((p.name for p in stmt.params if p.star == "**"), None)
             recipe = Computed(file, stmt, params, star, inherited=inherited)
@@ -377,9 +376,9 @@ def _init_fields(init: Any, file: str, param_default: Callable[[Any, Any], Any],
             if p.default is None:
                 return _REQUIRED  # a required argument: not a default
             got = param_default(p, init)
-            return got if got is not _NOT_LITERAL else _unknown(file, p, attr, "default not a literal")
-        got = _simple(value, params, lambda p: param_default(p, init)) if value is not None else _NOT_LITERAL
-        return got if got is not _NOT_LITERAL else _unknown(file, stmt, attr, "computed")
+            return got if got is not NOT_LITERAL else _unknown(file, p, attr, "default not a literal")
+        got = _simple(value, params, lambda p: param_default(p, init)) if value is not None else NOT_LITERAL
+        return got if got is not NOT_LITERAL else _unknown(file, stmt, attr, "computed")
 
     for stmt in init.body:
         # super().__init__(tie_word_embeddings=tie_word_embeddings, ...): PretrainedConfig sets them
@@ -435,17 +434,17 @@ def _simple(node: Any, params: Mapping[str, Any], default_of: Callable[[Any], An
     common ``self.x = [] if x is None else x``); anything else is not evaluated here."""
     if node.kind == "Name" and node.id in params:
         p = params[node.id]
-        return default_of(p) if p.default is not None else _NOT_LITERAL
+        return default_of(p) if p.default is not None else NOT_LITERAL
     if node.kind == "IfExp":
         test = node.test
         if (test.kind == "Compare" and len(test.ops) == 1 and test.ops[0] in ("is", "is not")
                 and literal(test.comparators[0]) is None and test.comparators[0].kind in ("Const", "Name")):
             left = _simple(test.left, params, default_of)
-            if left is _NOT_LITERAL:
-                return _NOT_LITERAL
+            if left is NOT_LITERAL:
+                return NOT_LITERAL
             truth = (left is None) == (test.ops[0] == "is")
             return _simple(node.body if truth else node.orelse, params, default_of)
-        return _NOT_LITERAL
+        return NOT_LITERAL
     return literal(node)
 
 
@@ -534,25 +533,11 @@ def _class_members(node: Any, file: str) -> Members:
                 continue
             else:
                 methods[stmt.name] = (file, stmt)
-    return Members(values, methods, frozenset(properties), frozenset(fields), hooks, ((node.name, methods),))
-
-
-def _ir_walk(node: Any) -> Any:
-    """Every IR node under ``node`` (statements and expressions)."""
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, (list, tuple)):
-            stack.extend(item)
-        elif hasattr(item, "kind"):
-            yield item
-            for slot in type(item)._all_slots():
-                if slot != "line":
-                    stack.append(getattr(item, slot, None))
+    return Members(values, frozenset(properties), frozenset(fields), hooks, ((node.name, methods),))
 
 
 def _self_calls(nodes: Any, selfname: str) -> set[str]:
-    return {n.func.attr for n in _ir_walk(nodes) if n.kind == "Call" and n.func.kind == "Attribute"
+    return {n.func.attr for n in ir.walk(nodes) if n.kind == "Call" and n.func.kind == "Attribute"
             and n.func.value.kind == "Name" and n.func.value.id == selfname}
 
 
@@ -573,17 +558,18 @@ def _reachable(nodes: Any, methods: Mapping[str, tuple[str, Any]], selfname: str
 _READS = {"getattr", "hasattr", "isinstance", "type", "id", "str", "repr"}  # builtins that only read what they are passed
 
 
-def _touches(nodes: Any, selfname: str, kwargs: str | None, names: set[str], passes_ok: set[str]) -> str | None:
+def _touches(nodes: Any, selfname: str, kwargs: str | None, names: set[str], passes_ok: set[str], after: bool) -> str | None:
     """Why ``nodes`` may change what the conversion reads or sets (``names``), or None.
     ``setattr(self, key, value)`` in a loop over ``kwargs.items()`` is PreTrainedConfig
-    setting config.json's remaining keys: the caller checks those keys themselves."""
+    setting config.json's remaining keys: the caller checks those keys themselves. ``after``:
+    statements after the conversion, where removing a key only keeps it from being set."""
     from_kwargs = set()
-    for n in _ir_walk(nodes):
+    for n in ir.walk(nodes):
         if n.kind == "For" and n.iter.kind == "Call" and dotted(n.iter.func) == f"{kwargs}.items" \
                 and n.target.kind == "TupleExpr" and n.target.elts and n.target.elts[0].kind == "Name":
-            from_kwargs |= {id(c) for c in _ir_walk(n.body) if c.kind == "Call" and dotted(c.func) == "setattr"
+            from_kwargs |= {id(c) for c in ir.walk(n.body) if c.kind == "Call" and dotted(c.func) == "setattr"
                             and len(c.args) > 1 and c.args[1][1].kind == "Name" and c.args[1][1].id == n.target.elts[0].id}
-    for n in _ir_walk(nodes):
+    for n in ir.walk(nodes):
         if n.kind in ("Assign", "AugAssign", "AnnAssign"):
             for t in (n.targets if n.kind == "Assign" else [n.target]):
                 if t.kind == "Attribute" and t.value.kind == "Name" and t.value.id == selfname and t.attr in names:
@@ -599,7 +585,6 @@ def _touches(nodes: Any, selfname: str, kwargs: str | None, names: set[str], pas
             if callee.split(".")[-1] in ("pop", "get", "setdefault", "update", "clear") and n.func.kind == "Attribute" \
                     and n.func.value.kind == "Name" and n.func.value.id == kwargs:
                 key = n.args[0][1] if n.args else None
-                after = not names - set(_ROPE_NAMES)  # after the conversion a removal only keeps a key from being set
                 if not (after and n.func.attr in ("pop", "get")) and (key is None or key.kind != "Const" or key.value in names):
                     return f"line {n.line} changes {kwargs}"
             elif any(a.kind == "Name" and a.id == kwargs for _k, a in n.args):
@@ -607,6 +592,15 @@ def _touches(nodes: Any, selfname: str, kwargs: str | None, names: set[str], pas
             if callee not in passes_ok and callee not in _READS and callee != "setattr" and any(a.kind == "Name" and a.id == selfname for _k, a in n.args):
                 return f"line {n.line} passes the config to {callee}"
     return None
+
+
+def _relative_module(file: str, level: int, module: str | None) -> str | None:
+    """The wheel path (no suffix) of ``from <level dots><module> import ...`` in member
+    ``file``, e.g. ``..llama.configuration_llama`` in ``transformers/models/x/c.py``."""
+    package = file.split("/")[:-1]
+    if level < 1 or level > len(package):
+        return None
+    return "/".join(package[: len(package) - level + 1] + (module.split(".") if module else []))
 
 
 def _wheel_class(wheel: Any, load: Callable[[str], Any], file: str, name: str, depth: int = 0) -> tuple[Any, str] | None:
@@ -627,11 +621,10 @@ def _wheel_class(wheel: Any, load: Callable[[str], Any], file: str, name: str, d
             real = next((n for n, a in stmt.names if (a or n) == name), None)
             if real is None:
                 continue
-            pkg = file.split("/")[:-1]
-            if len(pkg) < stmt.level:
+            base = _relative_module(file, stmt.level, stmt.module)
+            if base is None:
                 return None
-            base = pkg[: len(pkg) - stmt.level + 1] + ((stmt.module or "").split(".") if stmt.module else [])
-            for target in ("/".join(base) + ".py", "/".join(base) + "/__init__.py"):
+            for target in (base + ".py", base + "/__init__.py"):
                 if wheel.read(target) is not None:
                     return _wheel_class(wheel, load, target, real, depth + 1)
             return None
@@ -710,12 +703,12 @@ def rope_base(wheel: Any, load: Callable[[str], Any]) -> RopeBase | None:
     hooks = [h for h in members.getattr_hooks if h not in plain_hooks]
     kwargs = next((p.name for p in func.params if p.star == "**"), None)
     reached = _reachable(func.body[at], members.methods, selfname)
-    names = {n.value for n in _ir_walk(reached) if n.kind == "Const" and isinstance(n.value, str)}
-    names |= {n.attr for n in _ir_walk(reached) if n.kind == "Attribute"}
+    names = {n.value for n in ir.walk(reached) if n.kind == "Const" and isinstance(n.value, str)}
+    names |= {n.attr for n in ir.walk(reached) if n.kind == "Attribute"}
     why = (f"{hooks[0]} defines its own attribute lookup" if hooks else
-           _touches(func.body[:at], selfname, kwargs, names, set()) or
+           _touches(func.body[:at], selfname, kwargs, names, set(), after=False) or
            _touches(_reachable(func.body[at + 1:], members.methods, selfname), selfname, kwargs, set(_ROPE_NAMES),
-                    set(facts["self_passed_to"])))
+                    set(facts["self_passed_to"]), after=True))
     return replace(rope, why_not=f"{where}: {why}") if why else rope
 
 
