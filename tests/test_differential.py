@@ -162,6 +162,32 @@ def test_unbound_local_is_unboundlocalerror() -> None:
     check(UNBOUND_LOCAL, [(False, 0, 0), (True, 0, 0)])
 
 
+TUPLE_LOOP = Program(
+    source=(
+        "def f(a, b, c):\n"
+        "    k = 0\n"
+        "    out = []\n"
+        "    rows = [(1, 'x'), [2, 'y'], ('3', (4, 5))] if a else [(1, 2, 3)]\n"
+        "    if b == 1:\n"
+        "        rows = [(1,)]\n"
+        "    if b == 2:\n"
+        "        rows = [(1, 'x'), 5]\n"
+        "    if b == 3:\n"
+        "        rows = ['ab', ()]\n"
+        "    for k, v in rows:\n"
+        "        out.append(v)\n"
+        "    return [out, k]\n"
+    ),
+    param_sorts=("bool", "int", "int"),
+)
+
+
+def test_a_loop_over_pairs_unpacks_as_cpython() -> None:
+    # `for k, v in rows`: tuples of the right length bind straight (the interpreter's fast
+    # path); a list, a string, a wrong length or a non-iterable item as CPython has it
+    check(TUPLE_LOOP, [(True, 0, 0), (False, 0, 0), (True, 1, 0), (True, 2, 0), (True, 3, 0)])
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(maybe_unbound=True))
 def test_evaluator_agrees_with_cpython_maybe_unbound(case: tuple[Program, list[tuple]]) -> None:

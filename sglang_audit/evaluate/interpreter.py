@@ -949,7 +949,9 @@ class Interpreter:
         self.guards.append(Guard(frame.module.file, node.line, node.text, truth, tuple(reads)))
         self.guard_tuple = None
         try:
-            self.exec_block(node.body if truth else node.orelse, frame)
+            block = node.body if truth else node.orelse
+            if block:
+                self.exec_block(block, frame)
         finally:
             self.guards.pop()
             self.guard_tuple = None
@@ -986,12 +988,19 @@ class Interpreter:
         max_loop = self.bounds.max_loop
         target = node.target
         name = target.id if target.__class__ is ir.Name else None
+        # `for a, b in pairs`: names bound straight from a tuple of that length, as assign's
+        # unpacking would (the same events); anything else goes through assign
+        names = (tuple(e.id for e in target.elts)
+                 if target.__class__ is ir.TupleExpr and all(e.__class__ is ir.Name for e in target.elts) else None)
         sources = tuple(reads)  # each binding's event shares it (tuple() of a tuple is itself)
         for count, item in enumerate(items):
             if count > max_loop:
                 raise AnalysisBound(f"analysis bound reached: loop at {frame.module.file}:{node.line}")
             if name is not None:
                 self.bind_name(frame, name, item, node.line, "for", sources)
+            elif names is not None and item.__class__ is tuple and len(item) == len(names):
+                for sub, value in zip(names, item, strict=True):
+                    self.bind_name(frame, sub, value, node.line, "for", sources)
             else:
                 self.assign(target, item, frame, node.line, "for", sources)
             try:
@@ -1108,12 +1117,23 @@ class Interpreter:
     def e_Name(self, node: ir.Node, frame: Frame) -> Any:
         name = node.id
         class_ns = frame.class_ns
-        if class_ns is not None:
+        if class_ns is None:
+            scope = frame.scope
+            if scope is not None:
+                # the commonest read of all, a local of the innermost function: bound there, so
+                # not declared global (CPython refuses `global x` after x is bound)
+                local = scope.vars
+                if name in local:
+                    reads = self.reads
+                    if reads is not None:
+                        ev = scope.events.get(name)
+                        if ev is not None:
+                            reads.append(ev)
+                    return local[name]
+        else:
             if name in class_ns:
                 return class_ns[name]
             scope = frame.outer_scope
-        else:
-            scope = frame.scope
         if scope is not None and name not in scope.globals_decl:
             s: Scope | None = scope
             while s is not None:
