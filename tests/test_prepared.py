@@ -20,6 +20,7 @@ from sglang_audit.resolve.resultcache import ResultCache, _typed_repr
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"
 PROFILE = ROOT / "fixtures" / "models" / "deepseek-r1-nvfp4"
+OTHER_PROFILE = ROOT / "fixtures" / "models" / "qwen3-30b-a3b"
 SETS = ["tp_size=4", "disable_radix_cache=true", "moe_runner_backend=triton"]
 
 
@@ -56,10 +57,65 @@ def test_the_flag_table_is_evaluated_once_per_release_and_device(checkout, table
     assert again.table is first.table
     assert again.target.flags == first.target.flags == {"tp_size": 4, "disable_radix_cache": True,
                                                         "moe_runner_backend": "triton"}
-    # the table may depend on the device (0.5.10's pre_warm_nccl = is_hip()): another device
-    # evaluates it again
-    prepare(_request(checkout, arch="sm120"), cache, want_table=True)
+    # this release's parser reads nothing of the device or the model: another device and
+    # another model get the same table, equal to the one evaluated for them alone
+    other = prepare(Request(source=str(checkout), arch="sm120", model=str(OTHER_PROFILE), sets=list(SETS)),
+                    cache, want_table=True)
+    assert len(table_runs) == 1
+    assert other.table is first.table
+    alone = prepare(_request(checkout, arch="sm120"), SourceCache(), want_table=True)
     assert len(table_runs) == 2
+    assert alone.table == first.table
+
+
+# a field default that reads the device, as 0.5.10's `pre_warm_nccl: bool = is_hip()` does
+def _with_device_default(checkout: Path) -> None:
+    server_args = checkout / "python" / "sglang" / "srt" / "server_args.py"
+    text = server_args.read_text()
+    field = "    disable_radix_cache: bool = False\n"
+    flag = '        parser.add_argument("--disable-radix-cache", action="store_true")\n'
+    assert field in text and flag in text
+    text = text.replace(field, field + "    pre_warm: bool = is_sm100_supported()\n", 1)
+    server_args.write_text(text.replace(flag, flag + '        parser.add_argument("--pre-warm", action="store_true")\n', 1))
+
+
+def test_a_table_that_probed_files_is_shared_only_for_the_same_model(checkout, table_runs):
+    # a file probe may look into the model directory: the table then belongs to that model
+    server_args = checkout / "python" / "sglang" / "srt" / "server_args.py"
+    text = server_args.read_text()
+    field = "    disable_radix_cache: bool = False\n"
+    text = text.replace("import argparse\n", "import argparse\nimport os\n", 1)
+    server_args.write_text(text.replace(field, field + '    pre_warm: bool = os.path.exists("/no/such/file")\n', 1))
+    cache = SourceCache()
+    first = prepare(_request(checkout), cache, want_table=True)
+    assert first.table is not None and "pre_warm" in first.table.fields  # unknown: outside the model dir
+    assert prepare(_request(checkout, arch="sm120"), cache, want_table=True).table is first.table
+    assert len(table_runs) == 1
+    other = Request(source=str(checkout), arch="sm100", model=str(OTHER_PROFILE), sets=list(SETS))
+    assert prepare(other, cache, want_table=True).table is not first.table
+    assert len(table_runs) == 2
+
+
+@pytest.mark.parametrize(("arch", "cuda", "again", "default"), [
+    ("sm100", "12.9", False, True),   # the same answers: the table is shared
+    ("sm120", "12.9", True, False),   # another compute capability
+    ("sm100", "12.4", True, False),   # another CUDA version (is_sm100_supported needs 12.8)
+    ("gfx942", "12.9", True, False),  # another platform
+])
+def test_a_table_that_read_the_device_is_shared_only_where_the_device_answers_alike(
+        checkout, table_runs, arch, cuda, again, default):
+    _with_device_default(checkout)
+    cache = SourceCache()
+    first = prepare(_request(checkout), cache, want_table=True)
+    assert first.table is not None and first.table.fields["pre_warm"] is True
+    req = Request(source=str(checkout), arch=arch, cuda=cuda, model=str(PROFILE), sets=list(SETS))
+    # the sm100 case is asked on an equal device (not the same object): still shared
+    got = prepare(req, cache, want_table=True)
+    assert (got.table is not first.table) == again
+    assert len(table_runs) == (2 if again else 1)
+    alone = prepare(req, SourceCache(), want_table=True)
+    assert alone.table == got.table
+    assert got.table is not None and got.table.fields["pre_warm"] is default
 
 
 def test_an_edited_file_of_the_flag_parser_is_evaluated_again(checkout, table_runs):

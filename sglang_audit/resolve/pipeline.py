@@ -184,20 +184,33 @@ def parse_env(items: list[str]) -> dict[str, str]:
 def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
     """The release's own flags: its entry class (rules/settings.toml `[entry]`) and parser.
 
-    Evaluated once per release and target environment for a shared ``SourceCache``: the
-    table depends on the device too (0.5.10's ``pre_warm_nccl`` defaults to ``is_hip()``),
-    so it is keyed by everything the evaluation could see besides the code (device,
-    environment, packages, model directories), and reused while the files it read are
-    unchanged."""
+    Evaluated once per release for a shared ``SourceCache`` and reused while the files it
+    read are unchanged. The table may depend on the device (0.5.10's ``pre_warm_nccl``
+    defaults to ``is_hip()``) or the model directory: the world notes what of the target
+    the evaluation read (``NativeWorld.target_reads``), and a table is reused for another
+    target only when what it read is the same there (a table that read no device fact
+    serves every device). The environment and packages are part of the key."""
+    from sglang_audit.target.world import TargetReads
+
     target = resolver.target
-    key = ("flag_table", str(resolver.root.resolve()), target.device, tuple(sorted(target.env.items())),
-           target.with_packages, target.without_packages, str(target.model.path), repr(resolver.bounds))
-    memo = resolver.cache.prepared.get(key)
-    if memo is not None and resolver.cache.current(memo[1]):
-        return memo[0]
+    world = resolver.world
+    key = ("flag_table", str(resolver.root.resolve()), tuple(sorted(target.env.items())),
+           target.with_packages, target.without_packages, repr(resolver.bounds))
+    model = str(target.model.path)
+    kept: list[tuple[FlagTable, Any, TargetReads, Any, str]] = resolver.cache.prepared.setdefault(key, [])
+    for table, files, reads, device, model_dir in kept:
+        same_device = device == target.device or ("device" not in reads.opaque and world.same_reads(reads))
+        if same_device and ("model" not in reads.opaque or model_dir == model) and resolver.cache.current(files):
+            return table
     first = len(resolver.cache.files_read)
-    table = _flag_table(tree, resolver)
-    resolver.cache.prepared[key] = (table, resolver.cache.snapshot(resolver.cache.files_read[first:]))
+    saved, world.target_reads = world.target_reads, TargetReads()
+    try:
+        table = _flag_table(tree, resolver)
+        reads = world.target_reads
+    finally:
+        world.target_reads = saved
+    kept[:] = [entry for entry in kept if resolver.cache.current(entry[1])]  # an edited tree's
+    kept.append((table, resolver.cache.snapshot(resolver.cache.files_read[first:]), reads, target.device, model))
     return table
 
 

@@ -57,6 +57,13 @@ class NativeWorld:
             device, self.inside_model_dir, lambda: self.source_root / self.package_name if self.source_root else None)
         self._builtins = Builtins(self)
         self._static_values: dict[str, Any] | None = None  # external_value's table, built once
+        self._target_paths: dict[str, str] = {}  # its entries made from the target: path -> what
+        # What of the target an evaluation read, while recorded (None: not recorded; see
+        # TargetReads). Every place this world answers from the device or the file system
+        # notes it, so a result made with no read of the target holds for any target, and
+        # one whose reads give the same answers on another target holds there too
+        # (pipeline.flag_table shares the flag table that way).
+        self.target_reads: TargetReads | None = None
 
     # ---- per-interpreter state --------------------------------------------------------
     def setup(self, interp: Interpreter) -> None:
@@ -69,7 +76,12 @@ class NativeWorld:
         return self._builtins.table(interp)
 
     # ---- the overlays' host: the file system, only the model directories and the source --
+    def note_target(self, what: str) -> None:
+        if self.target_reads is not None:
+            self.target_reads.opaque.add(what)
+
     def _roots(self) -> list[Path]:
+        self.note_target("model")  # any file probe, the source tree's too: conservative
         return [*self.model_dirs, *([self.source_root] if self.source_root else [])]
 
     def inside_model_dir(self, path: str) -> Path | None:
@@ -96,18 +108,32 @@ class NativeWorld:
 
     # ---- SGLang's boundaries and the HF config ------------------------------------------
     def boundary_for(self, interp: Interpreter, module: str, name: str) -> Native | None:
-        return self.boundaries.boundary_for(interp, module, name)
+        found = self.boundaries.boundary_for(interp, module, name)
+        if found is None:
+            return None
+        fn = found.fn
+
+        def noted(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+            # answered from the device (memory, driver, name) or the model's config
+            self.note_target("device")
+            self.note_target("model")
+            return fn(i, args, kwargs)
+
+        return Native(found.name, noted, found.bind_self)
 
     def load_hf_config(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        self.note_target("model")
         return self.boundaries.load_hf_config(interp, args, kwargs)
 
     def make_hf_config(self, data: dict[str, Any], origin: str) -> HFConfig:
         return self.boundaries.make_hf_config(data, origin)
 
     def hf_attr(self, interp: Interpreter, cfg: HFConfig, name: str) -> Any:
+        self.note_target("model")
         return self.boundaries.hf_attr(interp, cfg, name)
 
     def config_classes(self, interp: Interpreter, model_type: Any) -> list[Class]:
+        self.note_target("model")
         return self.boundaries.release_config_classes(interp, model_type)
 
     # ---- modules outside the tree -------------------------------------------------------
@@ -140,6 +166,8 @@ class NativeWorld:
         value = self.external_value(interp, path)
         if value is not MISSING:
             return value
+        if path in device_overlay.PLATFORM_ATTRS and self.target_reads is not None:
+            self.target_reads.platform.append((path, self.device.platform in device_overlay.PLATFORM_ATTRS[path]))
         if path in device_overlay.ABSENT_ATTRS or (path in device_overlay.PLATFORM_ATTRS and self.device.platform not in device_overlay.PLATFORM_ATTRS[path]):
             raise interp.make_raise("AttributeError", f"module '{obj.path}' has no attribute '{name}'")
         return External(path, short_identity(f"{obj.ident}.{name}") if obj.ident else "")
@@ -152,6 +180,8 @@ class NativeWorld:
         if path in device_overlay.ABSENT_ATTRS:
             return False
         if path in device_overlay.PLATFORM_ATTRS:
+            if self.target_reads is not None:
+                self.target_reads.platform.append((path, self.device.platform in device_overlay.PLATFORM_ATTRS[path]))
             return self.device.platform in device_overlay.PLATFORM_ATTRS[path]
         if self.external_value(interp, path) is not MISSING:
             return True
@@ -168,14 +198,49 @@ class NativeWorld:
             return value
         if self._static_values is None:
             self._static_values = self._build_static_values()
+        value = self._static_values.get(path, MISSING)
+        if self.target_reads is not None and path in self._target_paths:
+            return self.target_reads.value(self._target_paths[path], path, value)
+        return value
+
+    def static_value(self, path: str) -> Any:
+        """The overlays' entry for ``path`` (MISSING if none), read without noting it."""
+        if self._static_values is None:
+            self._static_values = self._build_static_values()
         return self._static_values.get(path, MISSING)
+
+    def same_reads(self, reads: TargetReads) -> bool:
+        """Whether this world answers every read in ``reads`` as the world that made them
+        did (its opaque reads are the caller's to compare: the device, the model)."""
+        for path, truth in reads.platform:
+            if (self.device.platform in device_overlay.PLATFORM_ATTRS[path]) != truth:
+                return False
+        for path, fact in reads.values:
+            if _fact(self.static_value(path)) != fact:
+                return False
+        for path, args, fact in reads.calls:
+            native = self.static_value(path)
+            if not isinstance(native, Native):
+                return False
+            try:
+                # the device overlays' natives use the interpreter only to raise
+                answer = native.fn(None, list(args), {})
+            except Exception:  # noqa: BLE001 - any failure means "not the same answer"
+                return False
+            if _fact(answer) != fact:
+                return False
+        return True
 
     def _build_static_values(self) -> dict[str, Any]:
         values: dict[str, Any] = {}
         for python_overlay in PYTHON_OVERLAYS.values():
             values.update(python_overlay(self))
-        for target_overlay in TARGET_OVERLAYS.values():
-            values.update(target_overlay(self))
+        for name, target_overlay in TARGET_OVERLAYS.items():
+            made = target_overlay(self)
+            # importlib's answers come from the packages (a key of their own where it matters)
+            what = {"importlib": "packages", "transformers": "model"}.get(name, "device")
+            self._target_paths.update(dict.fromkeys(made, what))
+            values.update(made)
         return values
 
     def call_external(self, interp: Interpreter, func: External, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -264,3 +329,57 @@ class NativeWorld:
 
     def enum_by_name(self, interp: Interpreter, cls: Class, name: Any) -> Any:
         return classes.enum_by_name(interp, cls, name)
+
+
+def _fact(value: Any, depth: int = 0) -> Any:
+    """A read's answer as plain data to compare (its type kept: True is not 1), or None when
+    it is not plain data (then it cannot be compared across targets)."""
+    if value is None or value.__class__ in (bool, int, float, str, bytes):
+        return (value.__class__.__name__, value)
+    if value.__class__ in (tuple, list) and depth < 4:
+        items = tuple(_fact(v, depth + 1) for v in value)
+        return None if None in items else (value.__class__.__name__, items)
+    return None
+
+
+class TargetReads:
+    """What of the target one evaluation read: answers that are plain data, kept to be asked
+    again of another target (``NativeWorld.same_reads``), and the rest by kind only
+    (``opaque``: "device", "model", "packages"), which only the same target answers alike."""
+
+    def __init__(self) -> None:
+        self.opaque: set[str] = set()
+        self.values: list[tuple[str, Any]] = []  # an overlay entry that is plain data
+        self.calls: list[tuple[str, tuple[Any, ...], Any]] = []  # an overlay native called
+        self.platform: list[tuple[str, bool]] = []  # whether the platform has a torch attribute
+        self._wrapped: dict[str, Native] = {}  # one wrapper per native: identity as unrecorded
+
+    def value(self, what: str, path: str, value: Any) -> Any:
+        """The overlay entry ``path`` read: noted, and a native wrapped so its calls are."""
+        if what != "device" or value is MISSING:
+            if value is not MISSING:
+                self.opaque.add(what)
+            return value
+        if isinstance(value, Native):
+            if path in self._wrapped:
+                return self._wrapped[path]
+            fn = value.fn
+
+            def noted(i: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+                answer = fn(i, args, kwargs)
+                given = _fact(list(args))
+                fact = _fact(answer)
+                if kwargs or given is None or fact is None:
+                    self.opaque.add("device")
+                else:
+                    self.calls.append((path, tuple(args), fact))
+                return answer
+
+            wrapped = self._wrapped[path] = Native(value.name, noted, value.bind_self)
+            return wrapped
+        fact = _fact(value)
+        if fact is None:
+            self.opaque.add("device")
+        else:
+            self.values.append((path, fact))
+        return value
