@@ -96,6 +96,23 @@ def test_a_table_that_probed_files_is_shared_only_for_the_same_model(checkout, t
     assert len(table_runs) == 2
 
 
+def test_a_table_that_asked_for_a_package_is_shared_only_where_it_is_installed_alike(checkout, table_runs):
+    # a ROCm image carries no flashinfer (resolver.build_environment): the package's state
+    # follows the platform even where the parser reads nothing of the device itself
+    server_args = checkout / "python" / "sglang" / "srt" / "server_args.py"
+    text = server_args.read_text().replace("import argparse\n", "import argparse\nimport importlib.util\n", 1)
+    field = "    disable_radix_cache: bool = False\n"
+    server_args.write_text(text.replace(
+        field, field + '    pre_warm: bool = importlib.util.find_spec("flashinfer") is not None\n', 1))
+    cache = SourceCache()
+    first = prepare(_request(checkout), cache, want_table=True)
+    assert first.table is not None and first.table.fields["pre_warm"] is True
+    assert prepare(_request(checkout, arch="sm120"), cache, want_table=True).table is first.table
+    rocm = prepare(_request(checkout, arch="gfx942"), cache, want_table=True)
+    assert rocm.table is not first.table and rocm.table is not None and rocm.table.fields["pre_warm"] is not True
+    assert len(table_runs) == 2
+
+
 @pytest.mark.parametrize(("arch", "cuda", "again", "default"), [
     ("sm100", "12.9", False, True),   # the same answers: the table is shared
     ("sm120", "12.9", True, False),   # another compute capability

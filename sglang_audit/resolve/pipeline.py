@@ -189,13 +189,15 @@ def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
     defaults to ``is_hip()``) or the model directory: the world notes what of the target
     the evaluation read (``NativeWorld.target_reads``), and a table is reused for another
     target only when what it read is the same there (a table that read no device fact
-    serves every device). The environment and packages are part of the key."""
+    serves every device). The environment (env vars, the packages installed, which follow
+    the platform) is part of the key."""
     from sglang_audit.target.world import TargetReads
 
     target = resolver.target
     world = resolver.world
-    key = ("flag_table", str(resolver.root.resolve()), tuple(sorted(target.env.items())),
-           target.with_packages, target.without_packages, repr(resolver.bounds))
+    # the environment, not just the user's env and --with/--without: which packages an image
+    # carries follows the device's platform too (a ROCm image has no flashinfer)
+    key = ("flag_table", str(resolver.root.resolve()), resolver.environment, repr(resolver.bounds))
     model = str(target.model.path)
     kept: list[tuple[FlagTable, Any, TargetReads, Any, str]] = resolver.cache.prepared.setdefault(key, [])
     for table, files, reads, device, model_dir in kept:
