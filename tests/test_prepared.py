@@ -113,6 +113,24 @@ def test_a_table_that_asked_for_a_package_is_shared_only_where_it_is_installed_a
     assert len(table_runs) == 2
 
 
+def test_a_device_fact_that_raised_keeps_the_table_to_its_device(checkout, table_runs):
+    # torch.cuda.get_device_capability() raises on a CPU target: that raise is what the table
+    # was made from, so a ROCm target (the same packages as a CPU image) evaluates it again
+    server_args = checkout / "python" / "sglang" / "srt" / "server_args.py"
+    text = server_args.read_text().replace("import argparse\n", "import argparse\nimport torch\n", 1)
+    helper = ("def _major():\n    try:\n        return torch.cuda.get_device_capability()[0]\n"
+              "    except RuntimeError:\n        return -1\n\n\n@dataclasses.dataclass\nclass ServerArgs:\n")
+    field = "    disable_radix_cache: bool = False\n"
+    text = text.replace("@dataclasses.dataclass\nclass ServerArgs:\n", helper, 1)
+    server_args.write_text(text.replace(field, field + "    pre_warm: int = _major()\n", 1))
+    cache = SourceCache()
+    cpu = prepare(_request(checkout, arch="cpu"), cache, want_table=True)
+    assert cpu.table is not None and cpu.table.fields["pre_warm"] == -1
+    rocm = prepare(_request(checkout, arch="gfx942"), cache, want_table=True)
+    assert rocm.table is not cpu.table and rocm.table is not None and rocm.table.fields["pre_warm"] == 9
+    assert len(table_runs) == 2
+
+
 @pytest.mark.parametrize(("arch", "cuda", "again", "default"), [
     ("sm100", "12.9", False, True),   # the same answers: the table is shared
     ("sm120", "12.9", True, False),   # another compute capability

@@ -366,7 +366,11 @@ class TargetReads:
             fn = value.fn
 
             def noted(i: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-                answer = fn(i, args, kwargs)
+                try:
+                    answer = fn(i, args, kwargs)
+                except BaseException:
+                    self.opaque.add("device")  # a raise is an answer too (no CUDA device here)
+                    raise
                 given = _fact(list(args))
                 fact = _fact(answer)
                 if kwargs or given is None or fact is None:
