@@ -109,8 +109,8 @@ class NativeWorld:
     # ---- SGLang's boundaries and the HF config ------------------------------------------
     def boundary_for(self, interp: Interpreter, module: str, name: str) -> Native | None:
         found = self.boundaries.boundary_for(interp, module, name)
-        if found is None:
-            return None
+        if found is None or self.target_reads is None:
+            return found
         fn = found.fn
 
         def noted(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -166,9 +166,7 @@ class NativeWorld:
         value = self.external_value(interp, path)
         if value is not MISSING:
             return value
-        if path in device_overlay.PLATFORM_ATTRS and self.target_reads is not None:
-            self.target_reads.platform.append((path, self.device.platform in device_overlay.PLATFORM_ATTRS[path]))
-        if path in device_overlay.ABSENT_ATTRS or (path in device_overlay.PLATFORM_ATTRS and self.device.platform not in device_overlay.PLATFORM_ATTRS[path]):
+        if path in device_overlay.ABSENT_ATTRS or (path in device_overlay.PLATFORM_ATTRS and not self._platform_has(path)):
             raise interp.make_raise("AttributeError", f"module '{obj.path}' has no attribute '{name}'")
         return External(path, short_identity(f"{obj.ident}.{name}") if obj.ident else "")
 
@@ -180,9 +178,7 @@ class NativeWorld:
         if path in device_overlay.ABSENT_ATTRS:
             return False
         if path in device_overlay.PLATFORM_ATTRS:
-            if self.target_reads is not None:
-                self.target_reads.platform.append((path, self.device.platform in device_overlay.PLATFORM_ATTRS[path]))
-            return self.device.platform in device_overlay.PLATFORM_ATTRS[path]
+            return self._platform_has(path)
         if self.external_value(interp, path) is not MISSING:
             return True
         if obj.path.startswith("torch.ops."):
@@ -191,14 +187,19 @@ class NativeWorld:
             return True  # an installed package at its pinned version: assume the API is there
         return Unknown(f"hasattr({obj.path}, {name!r})", f"hasattr:{obj.identity}.{name}")
 
+    def _platform_has(self, path: str) -> bool:
+        """Whether this device's platform has the torch attribute ``path`` (a read of the device)."""
+        has = self.device.platform in device_overlay.PLATFORM_ATTRS[path]
+        if self.target_reads is not None:
+            self.target_reads.platform.append((path, has))
+        return has
+
     def external_value(self, interp: Interpreter, path: str) -> Any:
         # mutable values are made per read (per interpreter); the rest is built once
         value = stdlib.dynamic_value(interp, path)
         if value is not MISSING:
             return value
-        if self._static_values is None:
-            self._static_values = self._build_static_values()
-        value = self._static_values.get(path, MISSING)
+        value = self.static_value(path)
         if self.target_reads is not None and path in self._target_paths:
             return self.target_reads.value(self._target_paths[path], path, value)
         return value
@@ -213,7 +214,7 @@ class NativeWorld:
         """Whether this world answers every read in ``reads`` as the world that made them
         did (its opaque reads are the caller's to compare: the device, the model)."""
         for path, truth in reads.platform:
-            if (self.device.platform in device_overlay.PLATFORM_ATTRS[path]) != truth:
+            if self._platform_has(path) != truth:
                 return False
         for path, fact in reads.values:
             if _fact(self.static_value(path)) != fact:
