@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import shared
 
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter
 from sglang_audit.evaluate.values import Class, HFConfig, Instance
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.attention import evaluate_attention
-from sglang_audit.resolve.pipeline import Request, resolve
+from sglang_audit.resolve.pipeline import Request
 from sglang_audit.result import LayerValue
 from sglang_audit.target.device import Environment, parse_device
 from sglang_audit.target.world import NativeWorld
@@ -124,8 +125,8 @@ def test_the_draft_worker_takes_its_override_and_fails_on_its_own():
 # ---- real releases (downloaded into the user cache) ---------------------------------------
 def _real(release: Any, version: str, arch: str, sets: list[str]) -> Any:
     tree = release(version)
-    return resolve(Request(source=str(tree.package_dir), arch=arch, model="qwen3.5-397b-a17b-nvfp4",
-                           sets=["tp_size=8", *sets]))
+    return shared.resolve(Request(source=str(tree.package_dir), arch=arch, model="qwen3.5-397b-a17b-nvfp4",
+                                  sets=["tp_size=8", *sets]))
 
 
 @pytest.mark.real_release
@@ -173,14 +174,14 @@ def test_real_an_absent_optional_package_is_stated_and_its_other_state_evaluated
     # read first: 0.5.15 Mxfp4MoEMethod imports triton_kernels (absent from a plain install:
     # rules/packages.toml [optional]); the same target with --with triton_kernels is evaluated
     tree = release("0.5.15")
-    res = resolve(Request(source=str(tree.package_dir), arch="sm90", model="gpt-oss-120b"))
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model="gpt-oss-120b"))
     v = res.settings["moe_runner_backend"].layer
     assert v.status == "unsupported" and "No module named 'triton_kernels" in v.value
     assert "triton_kernels: absent (a plain install of this release lacks it; --with triton_kernels evaluates it installed)" in v.assumptions
     assert len(v.forks) == 1 and v.forks[0].startswith("with triton_kernels installed (--with triton_kernels): ")
     assert "No module named" not in v.forks[0]  # the other state does not fail on the import
     assert v.to_json()["forks"] == list(v.forks)
-    with_it = resolve(Request(source=str(tree.package_dir), arch="sm90", model="gpt-oss-120b", with_packages=["triton_kernels"]))
+    with_it = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model="gpt-oss-120b", with_packages=["triton_kernels"]))
     assert with_it.settings["moe_runner_backend"].layer.forks == ()  # the user decided the state: no fork
 
 
@@ -202,7 +203,7 @@ def test_real_0_5_10_a_dense_model_builds_its_backend_with_the_published_server_
     # raises "Global server args is not set yet!" before the scheduler sets them); a dense
     # model has no MoE stage, which alone published them
     tree = release("0.5.10")
-    res = resolve(Request(source=str(tree.package_dir), arch="sm120", model="llama-3.1-8b-nvfp4"))
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm120", model="llama-3.1-8b-nvfp4"))
     v = res.settings["attention_backend"].layer
     assert (v.status, v.value) == ("resolved", "FlashInferAttnBackend")
     assert v.site == "sglang/srt/layers/attention/attention_registry.py:37"

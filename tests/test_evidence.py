@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import shared
 from clirun import cli
 
 from sglang_audit.evaluate.values import Event, Guard
@@ -236,7 +237,7 @@ def _resolution(release, rel: str, arch: str, model: str, sets: tuple[str, ...])
     key = (rel, arch, model, sets)
     if key not in _RESOLVED:
         tree = release(rel)
-        _RESOLVED[key] = resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=list(sets)))
+        _RESOLVED[key] = shared.resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=list(sets)))
     return _RESOLVED[key]
 
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import shared
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "field"))
 
@@ -100,7 +101,7 @@ def _outcome(case_id: str):
 
     case = next(c for c in CASES if c.id == case_id)
     tree = locate_source(f"sglang=={case.check_version}")
-    return run_case(case, str(tree.package_dir))
+    return run_case(case, str(tree.package_dir), cache=shared.cache_for(str(tree.package_dir)))
 
 
 @pytest.mark.real_release

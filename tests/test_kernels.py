@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import shared
 
 from sglang_audit.errors import SourceError
 from sglang_audit.frontend.parse import SourceCache
@@ -379,10 +380,10 @@ def test_shipped_mapping_is_well_formed():
 
 
 def _real(release: Any, version: str, arch: str, sets: list[str]) -> Resolution:
-    from sglang_audit.resolve.pipeline import Request, resolve
+    from sglang_audit.resolve.pipeline import Request
 
     tree = release(version)
-    return resolve(Request(source=str(tree.package_dir), arch=arch, model="qwen3.5-397b-a17b-nvfp4", sets=sets))
+    return shared.resolve(Request(source=str(tree.package_dir), arch=arch, model="qwen3.5-397b-a17b-nvfp4", sets=sets))
 
 
 def _flashinfer_line(res: Resolution, rel: str, line: int) -> str:

@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import shared
 
 import sglang_audit.resolve.layers as layers_mod
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter
 from sglang_audit.evaluate.values import Class, HFConfig, Instance
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.layers import evaluate_layers
-from sglang_audit.resolve.pipeline import Request, resolve
+from sglang_audit.resolve.pipeline import Request
 from sglang_audit.result import LayerValue
 from sglang_audit.rules.knownbad import check_resolution, load_rules
 from sglang_audit.target.device import Environment, parse_device
@@ -213,7 +214,7 @@ def _findings(res):
 
 def _run(release, version: str, arch: str, model: str, sets: list[str]):
     tree = release(version)
-    return resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=sets))
+    return shared.resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=sets))
 
 
 @pytest.mark.real_release

@@ -7,8 +7,9 @@ Each expectation was derived by reading the release and confirmed with the oracl
 from __future__ import annotations
 
 import pytest
+import shared
 
-from sglang_audit.resolve.pipeline import Request, resolve
+from sglang_audit.resolve.pipeline import Request
 
 pytestmark = pytest.mark.real_release
 
@@ -20,7 +21,7 @@ NEXTN = [
 
 def run(release, version, arch, model, sets=(), launch=None):
     tree = release(version)
-    return resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=list(sets), launch=launch))
+    return shared.resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=list(sets), launch=launch))
 
 
 def test_0510_sm120_qwen35_nextn_is_rejected_with_sglangs_message(release):

@@ -7,6 +7,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+import shared
 from clirun import cli
 
 from sglang_audit.analyses.recommend import (
@@ -86,7 +87,7 @@ def run(release, version: str, arch: str, model: str, sets: list[str], bench: st
     key = (version, arch, model, tuple(sets), bench)
     if key not in _CACHE:
         req = Request(source=str(release(version).package_dir), arch=arch, model=model, sets=list(sets))
-        _CACHE[key] = recommend(req, bench=bench)
+        _CACHE[key] = recommend(req, bench=bench, cache=shared.cache_for(req.source))
     return _CACHE[key]
 
 
@@ -186,7 +187,7 @@ def test_the_recommended_command_is_the_users_launch_with_the_changed_flags(rele
               "--tp 8 --moe-runner-backend triton --speculative-algorithm NEXTN --speculative-num-steps 3 "
               "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --disable-radix-cache")
     req = Request(source=str(release("0.5.10").package_dir), arch="sm120", model=None, launch=launch)
-    rec = recommend(req)
+    rec = recommend(req, cache=shared.cache_for(req.source))
     assert rec.current[0] == (MOE, "triton")
     assert (MOE, "triton", "flashinfer_cutlass") in rec.changes
     assert rec.launch.startswith("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 ")

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import shared
 import yaml
 
 from sglang_audit.result import (
@@ -349,10 +350,10 @@ def test_sga101_fingerprint_on_real_releases(release, version, present):
     ],
 )
 def test_flashinfer_and_attention_rules_on_real_releases(release, version, arch, model, flags, expected):
-    from sglang_audit.resolve.pipeline import Request, resolve
+    from sglang_audit.resolve.pipeline import Request
 
     tree = release(version)
-    res = resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=list(flags)))
+    res = shared.resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=list(flags)))
     result = check_resolution(res, RULES)
     # the derived SGA003 (the layers raising) is not what these rules decide
     assert {(f.rule_id, f.setting) for f in result.findings if f.rule_id != "SGA003"} == expected
@@ -442,12 +443,12 @@ def _rule_ids(result) -> set[str]:
 
 def _resolve_launch(release, version, arch, model, launch, env=(), with_packages=()):
     """One release-edge case: the release resolved for a pasted launch command's flags."""
-    from sglang_audit.resolve.pipeline import Request, resolve
+    from sglang_audit.resolve.pipeline import Request
 
     tree = release(version)
-    return resolve(Request(source=str(tree.package_dir), arch=arch, model=str(model),
-                           launch=f"python -m sglang.launch_server --model-path m {launch}", env=list(env),
-                           with_packages=list(with_packages)))
+    return shared.resolve(Request(source=str(tree.package_dir), arch=arch, model=str(model),
+                                  launch=f"python -m sglang.launch_server --model-path m {launch}", env=list(env),
+                                  with_packages=list(with_packages)))
 
 
 def _check_at_edge(release, rule_id, version, arch, model, launch, fires, env=()):

@@ -179,11 +179,13 @@ class Outcome:
         return bool(self.case.expect_rules) and set(self.case.expect_rules) <= ids
 
 
-def run_case(case: Case, source: str) -> Outcome:
+def run_case(case: Case, source: str, cache: Any = None) -> Outcome:
+    """``cache``: a ``SourceCache`` shared by the cases of one release (the report and the
+    tests resolve many cases of a release in one process)."""
     from sglang_audit.resolve.pipeline import resolve
     from sglang_audit.rules.knownbad import check_resolution, load_rules
 
-    res = resolve(request_for(case, source))
+    res = resolve(request_for(case, source), cache=cache)
     result = check_resolution(res, load_rules())
     return Outcome(case, tuple((f.rule_id, f.severity) for f in result.findings),
                    tuple(sorted({u.rule_id for u in result.undecided})))
