@@ -377,6 +377,10 @@ class Interpreter:
         self.keyed_events: dict[str, list[Event]] = {}
         # layers.py: intercepts kernel entry points and runner boundaries (None: no layer stage)
         self.call_hook: Callable[[Any, list[Any], dict[str, Any]], Any] | None = None
+        # told of each decision this path takes first (the resolver's forks, pathforks.py);
+        # answers True where the caller made this evaluation take the other outcome instead
+        # (it has then set ``decisions[key]``)
+        self.on_decision: Callable[[Interpreter, Decision], bool] | None = None
         self.builtins: dict[str, Any] = natives.builtins(self)
         self.exc_classes: dict[str, Class] = natives.exception_classes
 
@@ -397,7 +401,10 @@ class Interpreter:
             # first the condition as written holds (a path's defaults read as the source does)
             truth = not negate
             self.decisions[key] = truth
-            self.new_decisions.append(Decision(key, value.reason, file, line, text, negate))
+            decision = Decision(key, value.reason, file, line, text, negate)
+            self.new_decisions.append(decision)
+            if self.on_decision is not None and self.on_decision(self, decision):
+                truth = self.decisions[key]
         shown = truth != negate
         if not any(d.key == key for d, _ in self.taken):
             self.taken.append((Decision(key, value.reason, file, line, text, negate), shown))

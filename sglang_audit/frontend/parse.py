@@ -205,6 +205,18 @@ class SourceCache:
         known = self._keys.get(path)
         return known[1].rpartition("-")[2] if known is not None else None
 
+    def key_of(self, path: Path) -> Any:
+        """The stamp and content key ``path`` was last loaded with (None: not loaded)."""
+        return self._keys.get(path)
+
+    def adopt_loads(self, loads: list[tuple[Path, Any]]) -> None:
+        """Loads another process made for this cache's work (``key_of`` there): listed in
+        ``files_read`` as if made here, with the content they were made with."""
+        for path, known in loads:
+            self.files_read.append(path)
+            if known is not None:
+                self._keys.setdefault(path, known)
+
     def snapshot(self, paths: list[Path]) -> tuple[tuple[Path, Any], ...]:
         """The stamp and content key each of ``paths`` was last loaded with: state derived
         from those files (``prepared``) is reused only while ``current(snapshot)`` holds."""

@@ -2,9 +2,11 @@
 resolution, then the scheduler's runtime initialisers, and turn what the evaluator saw
 into ``result.Resolution``.
 
-Branches on unknown inputs are explored by re-running the evaluation once per outcome
-(depth-first over the decisions, bounded by ``max_paths``); results that differ between
-paths are reported as unknown with each candidate and its conditions.
+Branches on unknown inputs are explored once per outcome (depth-first over the decisions,
+bounded by ``max_paths``): where fork is available, from the branch by a process forked
+there (``pathforks.py``, ``_explore``), else by re-running the evaluation (``_resolve``'s
+loop), with the same paths in the same order; results that differ between paths are
+reported as unknown with each candidate and its conditions.
 
 Why this module is long: the stages of one resolution (ServerArgs, config read, model,
 runtime initialisers, layers) and the join of their paths into one Resolution read in
@@ -42,6 +44,7 @@ from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.attention import ATTENTION_CPU_SECONDS, evaluate_attention
 from sglang_audit.resolve.expected import missing_module
 from sglang_audit.resolve.layers import evaluate_layers
+from sglang_audit.resolve.pathforks import Answer, Budget, PathForks, can_fork_paths
 from sglang_audit.resolve.provenance import (
     Declaration,
     Inputs,
@@ -75,7 +78,22 @@ from sglang_audit.target.device import Environment
 from sglang_audit.target.overlays.boundaries import NO_DEFAULT, class_default
 from sglang_audit.target.world import NativeWorld
 
-ABSENT = object()  # the release has no such field
+
+class _Absent:
+    """The release has no such field: one object, in this process and in a path a forked
+    child sends back (pickled by name)."""
+
+    def __reduce__(self) -> str:
+        return "ABSENT"
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = _Absent()
+# what read_model keeps of a model (interpreter objects stay in the path's process)
+_MODEL_OBJECTS = frozenset({"model_config", "draft_model_config"})
+_MODEL_VALUES = frozenset({"architecture", "quantization", "draft_architecture", "draft_quantization"})
 
 
 @dataclass
@@ -95,11 +113,14 @@ class PathResult:
     parse_failures: dict[str, str] = field(default_factory=dict)
     new_decisions: list[Decision] = field(default_factory=list)
     layers: dict[str, Any] = field(default_factory=dict)  # setting -> LayerValue (layers.py)
+    # a path a forked child sent (pathforks.py) carries no events: its chains, when the join reads them
+    chains: dict[str, tuple[ChainStep, ...]] | None = None
+    slim: bool = False  # sent by a child: values as the join reads them, no events
 
 
 class Resolver:
     def __init__(self, target: Target, cache: SourceCache | None = None, max_paths: int = DEFAULT_MAX_PATHS,
-                 bounds: Bounds | None = None) -> None:
+                 bounds: Bounds | None = None, fork_paths: bool | None = None) -> None:
         self.target = target
         self.cache = cache or SourceCache()
         self.max_paths = max_paths
@@ -120,6 +141,11 @@ class Resolver:
         self._declarations: dict[str, Declaration] | None = None
         self._files_start = 0
         self._preloaded: tuple[Path, ...] = ()  # loads made by a snapshot this resolution took
+        # a decision's other outcome taken by a process forked at the branch (pathforks.py)
+        self.fork_paths = fork_paths if fork_paths is not None else can_fork_paths()
+        self._forks: PathForks | None = None  # the running path's
+        self._cpu_mark: tuple[float, float, float, float] | None = None  # cpu_used's origin
+        self.attention_seconds = 0.0
 
     # ---- exploring paths --------------------------------------------------------------
     def resolve(self) -> Resolution:
@@ -128,14 +154,15 @@ class Resolver:
 
     def _resolve(self) -> Resolution:
         # one CPU-time budget for the whole resolution, parsing excluded (a cold cache must not
-        # turn answers unknown, nor a busy machine); the deterministic bounds come first
-        start, parsed = time.process_time(), self.cache.parse_cpu
-        budget = self.bounds.cpu_seconds
-        # the attention stage has its own budget (run_layers): its time is not the resolution's
+        # turn answers unknown, nor a busy machine); the deterministic bounds come first.
+        # The attention stage has its own budget (run_layers): its time is not the resolution's
         self.attention_seconds = 0.0
-        self.over_budget = lambda: (time.process_time() - start - (self.cache.parse_cpu - parsed)
-                                    - self.attention_seconds > budget)
+        self._cpu_from(0.0)
         self._files_start = len(self.cache.files_read)  # the cache may serve several resolutions
+        if self.fork_paths:
+            paths, explored_all, budget = self._explore({}, Budget())
+            self.steps_used = budget.steps
+            return self.join(paths, explored_all)
         paths: list[PathResult] = []
         pending: list[dict[str, bool]] = [{}]
         explored_all = True
@@ -159,6 +186,133 @@ class Resolver:
                 prefix[d.key] = d.first
         return self.join(paths, explored_all)
 
+    # ---- exploring from the branch (pathforks.py) -------------------------------------
+    def _explore(self, decisions: dict[str, bool], budget: Budget) -> tuple[list[PathResult], bool, Budget]:
+        """The path that starts with ``decisions``, then the other outcome of each decision it
+        takes first, the last first, each with what it opens in turn: the paths, in the order
+        of the re-running loop (``_resolve``), whether every outcome was explored, and the
+        budget after them. Each other outcome is taken by the process that forked at its
+        branch (``pathforks``), or, where none waits there, re-run from the start here. In a
+        process resumed at a branch of this path, this ends by answering its parent."""
+        forks = PathForks(decisions, budget, self._resumed)
+        saved, self._forks = self._forks, forks
+        try:
+            result = self.run_path(decisions)
+        except BaseException as exc:
+            if forks.parent is not None:
+                forks.fail(exc)
+            forks.stop()
+            raise
+        finally:
+            self._forks = saved
+        budget = forks.budget  # a resumed child's: what its parent counted up to the resume
+        ancestors, base_before = budget.waiting, budget.have_base
+        paths = [result]
+        budget.paths += 1
+        budget.steps += result.steps
+        budget.have_base = budget.have_base or self._is_base(result)
+        explored_all = True
+        try:
+            alternatives = forks.alternatives
+            for i in range(len(alternatives) - 1, -1, -1):
+                if budget.paths >= self.max_paths or budget.steps > self.total_steps:
+                    explored_all = False  # one budget for all paths: a pathological tree stops here
+                    break
+                alt = alternatives[i]
+                # the children still waiting when this one runs: its own limit on waiting ones
+                budget.waiting = ancestors + sum(1 for a in alternatives[:i] if a.child is not None)
+                budget.cpu = self.cpu_used()
+                if alt.child is not None and self.cache.parse_count > alt.child.parsed:
+                    # files parsed here since the fork: re-running here finds them parsed, the
+                    # child would parse them again (a cold cache)
+                    alt.child.close()
+                    alt.child = None
+                answer = alt.child.resume(budget) if alt.child is not None else None
+                alt.child = None
+                if answer is None:  # none waits there (or it died): re-run from the start
+                    sub, sub_all, budget = self._explore(alt.decisions, budget)
+                else:
+                    if answer.failure is not None:
+                        raise answer.failure.revive()
+                    sub, sub_all, budget = answer.paths, answer.explored_all, answer.budget
+                    self._adopt(answer)
+                paths.extend(sub)
+                if not sub_all:
+                    explored_all = False
+                    break
+            budget.waiting = ancestors
+        except BaseException as exc:
+            if forks.parent is not None:
+                forks.fail(exc)
+            raise
+        finally:
+            forks.stop()
+        if forks.parent is not None:
+            try:
+                budget.cpu = self.cpu_used()
+                sent = self._slim_all(paths, base_before)
+                cache = self.cache
+                loads = [(path, cache.key_of(path)) for path in dict.fromkeys(cache.files_read[forks.loads_from:])]
+                out = Answer(sent, explored_all, budget, loads, list(self.world.boundaries.assumptions))
+            except BaseException as exc:
+                forks.fail(exc)
+            forks.answer(out)
+        return paths, explored_all, budget
+
+    def _resumed(self, budget: Budget) -> None:
+        """In a child resumed at a branch: the CPU-time budget counts from its parent's total."""
+        self._cpu_from(budget.cpu)
+
+    def _adopt(self, answer: Answer) -> None:
+        """What a child's paths changed that the resolution reports: the files they loaded
+        (``files_read``), the model's assumptions; and the CPU-time budget counts on from the
+        child's total."""
+        self.cache.adopt_loads(answer.loads)  # its parse counters stay its own: what this process parsed
+        kept = self.world.boundaries.assumptions
+        kept.extend(a for a in answer.assumptions if a not in kept)
+        self._cpu_from(answer.budget.cpu)
+
+    @staticmethod
+    def _is_base(path: PathResult) -> bool:
+        """The join reads the chains of the first path neither aborted nor rejected."""
+        return path.aborted is None and path.rejected is None
+
+    def _slim_all(self, paths: list[PathResult], have_base: bool) -> list[PathResult]:
+        """``paths`` as a child sends them; the first base path (when no earlier path of the
+        resolution was one) with its chains."""
+        out: list[PathResult] = []
+        for p in paths:
+            if not p.slim:
+                p = self._slim(p, chains=not have_base and self._is_base(p))
+            have_base = have_base or self._is_base(p)
+            out.append(p)
+        return out
+
+    def _slim(self, path: PathResult, chains: bool) -> PathResult:
+        """``path`` as a child sends it: the values as the join reads them (``_public``), no
+        events or interpreter objects; the chains computed here when the join will need them."""
+        model = {k: (_public(v) if k in _MODEL_VALUES else v) for k, v in path.model.items() if k not in _MODEL_OBJECTS}
+        return PathResult(
+            taken=list(path.taken),
+            config={k: v if v is ABSENT else _public(v) for k, v in path.config.items()},
+            runtime={k: _public(v) for k, v in path.runtime.items()},
+            rejected=path.rejected, aborted=path.aborted, runtime_failed=path.runtime_failed, steps=path.steps,
+            model=model, parse_failures=dict(path.parse_failures), layers=dict(path.layers),
+            chains={name: tuple(self.chain_for(name, path)) for name in self.setting_names} if chains else None,
+            slim=True,
+        )
+
+    def cpu_used(self) -> float:
+        """CPU seconds of this resolution so far, parsing and the attention stage excluded."""
+        t, parsed, attention, used = self._cpu_mark
+        return used + time.process_time() - t - (self.cache.parse_cpu - parsed) - (self.attention_seconds - attention)
+
+    def _cpu_from(self, used: float) -> None:
+        self._cpu_mark = (time.process_time(), self.cache.parse_cpu, self.attention_seconds, used)
+
+    def over_budget(self) -> bool:
+        return self.cpu_used() > self.bounds.cpu_seconds
+
     def new_interpreter(self, decisions: dict[str, bool]) -> Interpreter:
         interp = Interpreter(self.root, self.cache, self.world, decisions, self.bounds)
         interp.tracked_keys = frozenset(self.setting_names)
@@ -166,7 +320,8 @@ class Resolver:
 
     def run_path(self, decisions: dict[str, bool]) -> PathResult:
         interp = (self.take_snapshot() if not decisions else None) or self.new_interpreter(decisions)
-        interp.deadline = getattr(self, "over_budget", None)
+        interp.deadline = self.over_budget if self._cpu_mark is not None else None
+        interp.on_decision = self._forks.at_decision if self._forks is not None else None
         result = PathResult(taken=interp.taken)
         with recursion_room():
             server_args = self.stage(interp, result, "config", lambda: self.build_server_args(interp))
@@ -178,7 +333,10 @@ class Resolver:
                 self.stage(interp, result, "model", lambda: self.read_model(interp, server_args, result))
                 self.stage(interp, result, "runtime", lambda: self.run_runtime(interp, server_args, result))
                 if result.runtime_failed is None:
+                    # the layer stages explore their own branches (never resolver paths)
+                    interp.on_decision = None
                     self.run_layers(interp, server_args, result)
+        interp.on_decision = None
         result.logs = interp.logs
         result.parse_failures = dict(interp.parse_failures)
         result.new_decisions = list(interp.new_decisions)
@@ -433,7 +591,7 @@ class Resolver:
             result.layers["attention_backend"] = LayerValue(STATUS_UNKNOWN, None, reason=reason, stage="attention")
         finally:
             interp.deadline = saved
-            self.attention_seconds = getattr(self, "attention_seconds", 0.0) + time.process_time() - t0
+            self.attention_seconds += time.process_time() - t0
 
     # ---- joining paths into a Resolution ----------------------------------------------
     def join(self, paths: list[PathResult], explored_all: bool) -> Resolution:
@@ -583,7 +741,7 @@ class Resolver:
         cfg_values = _distinct([o[0] for o in outcomes])
         rt_values = _distinct([o[1] for o in outcomes])
         base = next((p for p in complete if p.rejected is None), paths[0])
-        chain = tuple(self.chain_for(name, base))
+        chain = base.chains[name] if base.chains is not None else tuple(self.chain_for(name, base))
         single = len(cfg_values) == 1 and len(rt_values) == 1 and explored_all
         if len(cfg_values) == 1 and explored_all and not isinstance(cfg_values[0], (_AbortedValue, Unknown)) and not single:
             # the config value is known; only the runtime layer is not
