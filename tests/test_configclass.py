@@ -605,3 +605,94 @@ def test_gpt_oss_rope_parameters_as_transformers_builds_them(release, version):
     assert class_default(cfg, "rope_parameters", False) == {
         "beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096,
         "rope_type": "yarn", "truncate": False, "rope_theta": 150000}
+
+
+# ---- transformers 5's GLM-5 (GlmMoeDsaConfig): builtins, a walrus, repeated lists -------------
+TOY_DSA = '''
+from ...configuration_utils import PreTrainedConfig
+
+
+class ToyConfig(PreTrainedConfig):
+    model_type = "toy"
+    max_position_embeddings: int = 4096
+    rope_parameters: dict | None = None
+    num_hidden_layers: int = 6
+    first_k_dense_replace: int = 3
+    qk_rope_head_dim: int = 64
+    qk_nope_head_dim: int = 192
+    n_routed_experts: int = 256
+    mlp_layer_types: list[str] | None = None
+    layer_types: list[str] | None = None
+    indexer_types: list[str] | None = None
+
+    def __post_init__(self, **kwargs):
+        if self.indexer_types is None:
+            freq = max(kwargs.get("index_topk_freq", 1), 1)
+            offset = kwargs.get("index_skip_topk_offset", 2)
+            self.indexer_types = [
+                "full" if (max(i - offset + 1, 0) % freq) == 0 else "shared" for i in range(self.num_hidden_layers)
+            ]
+        self.head_dim = self.qk_rope_head_dim
+        if self.mlp_layer_types is None:
+            n_dense = min(self.first_k_dense_replace, self.num_hidden_layers)
+            self.mlp_layer_types = ["dense"] * n_dense + ["sparse"] * (self.num_hidden_layers - n_dense)
+        if self.layer_types is None:
+            self.layer_types = ["indexed_attention"] * self.num_hidden_layers
+        if (num_experts := kwargs.get("num_experts")) is not None:
+            self.n_routed_experts = num_experts
+        super().__post_init__(**kwargs)
+'''
+
+
+def test_a_glm5_shaped_post_init_is_evaluated_with_min_max_and_a_walrus():
+    """The shape of transformers 5.19's GlmMoeDsaConfig.__post_init__ (5.12.1's has no walrus):
+    before, min() at the n_dense line stopped it, so head_dim, the layer lists and the rope
+    conversion after them were unknown (and GLM-5 resolved all-unknown on 0.5.20 and 0.5.23)."""
+    _, cfg = _toy_rope({"num_hidden_layers": 5, "index_topk_freq": 2, "num_experts": 128,
+                        "rope_scaling": {"type": "yarn", "factor": 40}}, model=TOY_DSA)
+    assert class_default(cfg, "head_dim", False) == 64
+    assert class_default(cfg, "mlp_layer_types", False) == ["dense"] * 3 + ["sparse"] * 2
+    assert class_default(cfg, "layer_types", False) == ["indexed_attention"] * 5
+    # max(i - 2 + 1, 0) % 2 for i in 0..4: 0, 0, 1, 0, 1
+    assert class_default(cfg, "indexer_types", False) == ["full", "full", "shared", "full", "shared"]
+    assert class_default(cfg, "n_routed_experts", False) == 128  # the walrus bound it from kwargs
+    rope = class_default(cfg, "rope_parameters", False)
+    assert rope["rope_type"] == "yarn" and rope["factor"] == 40
+
+
+def test_a_repeated_list_as_long_as_an_untrusted_config_says_is_refused():
+    # config.json is untrusted: ["indexed_attention"] * 10**12 is not built
+    _, cfg = _toy_rope({"num_hidden_layers": 10**12}, model=TOY_DSA)
+    got = class_default(cfg, "layer_types", False)
+    assert isinstance(got, Unknown) and "sequence too long" in got.reason
+
+
+# transformers' own values: GlmMoeDsaConfig.from_dict on tests/field/models/glm-5-nvfp4's
+# config.json, run in scratch venvs of transformers 5.12.1 (0.5.20's pin) and 5.19.0 (0.5.23's)
+# on 2026-12-04, outside the project
+_GLM5_ROPE = {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
+              "original_max_position_embeddings": 4096, "type": "yarn", "rope_theta": 10000, "rope_type": "yarn"}
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version, layer_type", [("0.5.20", "deepseek_sparse_attention"), ("0.5.23", "indexed_attention")])
+def test_glm5_config_as_transformers_builds_it(release, version, layer_type):
+    from sglang_audit.source.transformers import (
+        TransformersWheel,
+        transformers_pin,
+        transformers_wheel,
+    )
+
+    package = release(version).package_dir
+    pin = transformers_pin(package)
+    classes = ConfigClasses(package, lambda: TransformersWheel(transformers_wheel(pin), pin))
+    data = json.loads((ROOT / "tests" / "field" / "models" / "glm-5-nvfp4" / "config.json").read_text())
+    cfg = HFConfig(dict(data), "m")
+    cfg.config_class = classes.lookup(_release_interp(package), data, False, None)
+    assert isinstance(cfg.config_class, ConfigClass) and "GlmMoeDsaConfig" in cfg.config_class.where
+    assert class_default(cfg, "head_dim", False) == 64
+    assert class_default(cfg, "qk_head_dim", False) == 192
+    assert class_default(cfg, "mlp_layer_types", False) == ["dense"] * 3 + ["sparse"] * 58
+    assert class_default(cfg, "layer_types", False) == [layer_type] * 61
+    assert class_default(cfg, "indexer_types", False) == ["full"] * 61
+    assert class_default(cfg, "rope_parameters", False) == _GLM5_ROPE

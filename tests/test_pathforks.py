@@ -218,15 +218,20 @@ def test_an_error_on_a_forked_path_is_raised_in_the_resolution(checkout: Path, m
 
 
 @pytest.mark.real_release
-def test_real_glm5_on_0517_forked_equals_rerun(release) -> None:
-    # six paths on 0.5.17 SM120 (GLM-5's DSA decisions in model_config.py)
-    tree = release("0.5.17")
+@pytest.mark.parametrize("version, arch, model, sets", [
+    # 0.5.9: three paths on SM120 (Qwen3.5 NVFP4); 0.5.23 on ROCm: two (whether the image's
+    # flash_attn is the full package, hf_transformers_patches.py)
+    ("0.5.9", "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"]),
+    ("0.5.23", "gfx942", str(ROOT / "tests" / "field" / "models" / "granite-4.0-h-tiny"), ["attention_backend=triton"]),
+])
+def test_real_releases_forked_equal_rerun(release, version, arch, model, sets) -> None:
+    tree = release(version)
     cache = SourceCache(use_disk=True)
-    request = pipeline.Request(source=str(tree.package_dir), arch="sm120", use_cache=False, flashinfer_source="none",
-                               model=str(ROOT / "tests" / "field" / "models" / "glm-5-nvfp4"), sets=["tp_size=8"])
+    request = pipeline.Request(source=str(tree.package_dir), arch=arch, use_cache=False, flashinfer_source="none",
+                               model=model, sets=sets)
     target = pipeline.prepare(request, cache).target
-    forked = Resolver(target, cache, fork_paths=True).resolve()
     rerun = Resolver(target, cache, fork_paths=False).resolve()
+    forked = Resolver(target, cache, fork_paths=True).resolve()
     assert forked.paths == rerun.paths > 1
     assert _json(forked) == _json(rerun)
     assert _no_children_left()

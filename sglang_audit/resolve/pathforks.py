@@ -2,10 +2,9 @@
 
 The resolver explores every decision on an unknown input both ways, depth-first
 (``Resolver._resolve``). Re-running, a later path evaluates again everything before its
-first differing decision, which is the same as on the path that met it first: on the
-multi-path cases of the real releases about half of every later path (GLM-5 on 0.5.20,
-24 paths: the decisions fall at ``model_config.py`` and ``fla/utils.py``, 0.2 s into a
-0.4 s path).
+first differing decision, which is the same as on the path that met it first: about half
+of every later path on the multi-path cases measured (a 24-path case on 0.5.20, its
+decisions 0.2 s into 0.4 s paths: 9.5 -> 6.8 s CPU; ``docs/performance.md``).
 
 Where fork is available, the process forks at each decision a path takes first. The child
 waits at the branch with the evaluation's whole state (the Python stack included, which a

@@ -52,6 +52,14 @@ _METHODS: dict[type, frozenset[str]] = {
 _MAX_RANGE = 100_000  # a layer list is short; a longer range() is not evaluated
 
 
+def _repeated_length(left: Any, right: Any) -> int:
+    """The length of ``left * right`` when it repeats a sequence, else 0."""
+    seq, n = (left, right) if isinstance(right, int) else (right, left)
+    if isinstance(seq, (list, tuple, str)) and isinstance(n, int) and not isinstance(n, bool):
+        return len(seq) * n
+    return 0
+
+
 def _range(*args: int) -> list[int]:
     r = range(*args)
     if len(r) > _MAX_RANGE:
@@ -61,7 +69,7 @@ def _range(*args: int) -> list[int]:
 
 _BUILTINS: dict[str, Callable[..., Any]] = {"set": set, "list": list, "tuple": tuple, "len": len, "bool": bool,
                                             "sorted": sorted, "frozenset": frozenset, "range": _range, "float": float,
-                                            "int": int, "str": str}
+                                            "int": int, "str": str, "min": min, "max": max, "abs": abs}
 
 
 @dataclass(frozen=True)
@@ -266,6 +274,9 @@ class Body:
             left, right = plain(self.ev(node.left, frame), node), plain(self.ev(node.right, frame), node)
             if isinstance(left, int) and isinstance(right, int) and max(abs(left), abs(right)) > 1 << 64:
                 raise Stop(node, "integer too large")
+            if node.op == "*" and _repeated_length(left, right) > _MAX_RANGE:
+                # ["dense"] * num_hidden_layers: a config.json is untrusted input
+                raise Stop(node, "sequence too long")
             try:
                 return _BIN_OPS[node.op](left, right)
             except (ArithmeticError, TypeError, ValueError) as exc:
@@ -293,6 +304,11 @@ class Body:
                     raise Stop(node, f"TypeError: {exc}") from None
                 left = right
             return True
+        if kind == "NamedExpr" and node.target.kind == "Name":
+            # `if (n := kwargs.get("num_experts")) is not None:` (transformers 5.19's GLM-5)
+            value = self.ev(node.value, frame)
+            frame.env[node.target.id] = value
+            return value
         if kind == "IfExp":
             return self.ev(node.body, frame) if plain(self.ev(node.test, frame), node) else self.ev(node.orelse, frame)
         if kind in ("ListComp", "SetComp") and len(node.generators) == 1:
