@@ -235,11 +235,13 @@ def test_forced_choices_build_only_the_layers_their_outcome_reads(fixture_req, m
 def test_a_rule_reading_another_settings_layer_keeps_that_stage(tmp_path, monkeypatch):
     from sglang_audit.analyses import explain as ex
 
-    assert ex.layer_stages_read("moe_runner_backend", frozenset({"attention_backend"})) == ("moe", "attention")
+    assert ex.layer_stages_read("moe_runner_backend", frozenset()) == ("moe",)  # not the draft's layers
+    assert ex.layer_stages_read("moe_runner_backend", frozenset({"attention_backend"})) == ("moe", "moe_draft", "attention")
     assert ex.layer_stages_read("fp4_gemm_runner_backend", frozenset({"moe_runner_backend"})) == ("moe",)
     # a later stage runs on what the earlier ones left: it is never built without them
-    assert ex.layer_stages_read("attention_backend", frozenset()) == ("moe", "attention")
-    assert ex.layer_stages_read("fp4_gemm_runner_backend", frozenset({"attention_backend"})) == ("moe", "attention")
+    assert ex.layer_stages_read("speculative_moe_runner_backend", frozenset()) == ("moe", "moe_draft")
+    assert ex.layer_stages_read("attention_backend", frozenset()) == ("moe", "moe_draft", "attention")
+    assert ex.layer_stages_read("fp4_gemm_runner_backend", frozenset({"attention_backend"})) == ("moe", "moe_draft", "attention")
     # the shipped rule files: only their `when` counts (examples name layer facts as inputs)
     rules = tmp_path / "known-bad"
     rules.mkdir()
@@ -257,22 +259,36 @@ def test_a_rule_reading_another_settings_layer_keeps_that_stage(tmp_path, monkey
 
 @pytest.mark.real_release
 def test_0510_forced_choices_without_the_attention_stage_explain_the_same(release, monkeypatch, process_log):
+    # with NEXTN (a draft model): a forced target MoE runner builds neither the attention
+    # backends nor the draft's MoE layers, and explains the same as one that builds them all
     from sglang_audit.analyses import explain as ex
+    from sglang_audit.resolve import layers as layers_module
     from sglang_audit.resolve import resolver as resolver_module
 
-    req = replace(real_req(release, "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"]), use_cache=False,
-                  flashinfer_source="none")
+    req = replace(real_req(release, "sm120", "qwen3.5-397b-a17b-nvfp4",
+                           ["tp_size=8", "speculative_algorithm=NEXTN", "disable_radix_cache=true"]),
+                  use_cache=False, flashinfer_source="none")
     built = process_log
     real = resolver_module.evaluate_attention
+    real_explore = layers_module._explore
 
     def counted(*args, **kwargs):
-        built.append(1)
+        built.append("attention")
         return real(*args, **kwargs)
 
+    def explored(interp, role, spec):
+        built.append(role.setting)  # pickled: a forced choice runs in a process forked for it
+        return real_explore(interp, role, spec)
+
     monkeypatch.setattr(resolver_module, "evaluate_attention", counted)
+    monkeypatch.setattr(layers_module, "_explore", explored)
     fewer = explain(req, "moe_runner_backend")
-    assert len(built) == 1  # the base resolution's only
+    forced = len([c for c in fewer.choices if c.choice != fewer.setting.config])
+    # the base resolution's only, and the target's MoE layers once per forced choice
+    assert sorted(built.items()) == sorted(["attention", "speculative_moe_runner_backend"]
+                                           + ["moe_runner_backend"] * (1 + forced))
     monkeypatch.setattr(ex, "layer_stages_read", lambda field, named: None)
     every = explain(req, "moe_runner_backend")
-    assert len(built) == 1 + 1 + len([c for c in every.choices if c.choice != every.setting.config])
+    assert built.items().count("attention") == 2 + forced
+    assert built.items().count("speculative_moe_runner_backend") == 2 + forced
     assert json.dumps(fewer.to_json(), sort_keys=True) == json.dumps(every.to_json(), sort_keys=True)

@@ -55,6 +55,7 @@ from sglang_audit.resolve.provenance import (
 from sglang_audit.resolve.targets import (  # noqa: F401 - callers import them from here
     DEFAULT_MAX_PATHS,
     LAYER_STAGES,
+    STAGE_KIND,
     ModelInput,
     Target,
 )
@@ -557,17 +558,19 @@ class Resolver:
             for stage, names in LAYER_STAGES.items():
                 if stage not in stages:
                     for name in names:
-                        result.layers[name] = LayerValue(STATUS_UNKNOWN, None, stage=stage, reason=(
+                        result.layers[name] = LayerValue(STATUS_UNKNOWN, None, stage=STAGE_KIND[stage], reason=(
                             f"the {stage} layers were not built in this resolution ({asked})"))
-        if stages is None or "moe" in stages:
-            self._run_moe(interp, server_args, result)
+        # the draft's MoE layers are built after the target's, on the interpreter they left
+        draft = stages is None or "moe_draft" in stages
+        if draft or "moe" in stages:
+            self._run_moe(interp, server_args, result, draft)
         if stages is None or "attention" in stages:
             self._run_attention(interp, server_args, result)
 
-    def _run_moe(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
+    def _run_moe(self, interp: Interpreter, server_args: Instance, result: PathResult, draft: bool = True) -> None:
         try:
             result.layers.update(evaluate_layers(interp, server_args, result.model.get("model_config"),
-                                                 result.model.get("draft_model_config")))
+                                                 result.model.get("draft_model_config") if draft else None))
         except (PyRaise, Unmodelled, AnalysisBound, RecursionError, ArithmeticError, ValueError, TypeError, KeyError,
                 IndexError, AttributeError) as exc:
             if strict_mode() and not isinstance(exc, (PyRaise, Unmodelled, AnalysisBound, RecursionError)):

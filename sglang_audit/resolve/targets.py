@@ -16,11 +16,16 @@ if TYPE_CHECKING:
 DEFAULT_MAX_PATHS = 24  # decision paths explored per resolution (part of the result-cache key)
 
 # the layer stages that build SGLang's layers with the resolved settings, in the order they
-# run on one interpreter, and the settings whose layer value each produces (resolver.run_layers)
+# run on one interpreter, and the settings whose layer value each produces (resolver.run_layers):
+# the target model's MoE layers, then the draft model's (after the target's, on the interpreter
+# they left), then the attention backends
 LAYER_STAGES: dict[str, tuple[str, ...]] = {
-    "moe": ("moe_runner_backend", "speculative_moe_runner_backend"),
+    "moe": ("moe_runner_backend",),
+    "moe_draft": ("speculative_moe_runner_backend",),
     "attention": ("attention_backend",),
 }
+# the kind of layer each stage builds (LayerValue.stage)
+STAGE_KIND = {"moe": "moe", "moe_draft": "moe", "attention": "attention"}
 
 
 @dataclass
