@@ -257,6 +257,23 @@ def _release_interp(package: Path) -> Interpreter:
     return Interpreter(package.parent, SourceCache(), world, {}, Bounds())
 
 
+def _release_config(package: Path, model_dir: Path, **overrides) -> HFConfig:
+    """config.json of ``model_dir`` (with ``overrides``) as an HFConfig whose config class is
+    the one the release's pinned transformers wheel defines for its model_type."""
+    from sglang_audit.source.transformers import (
+        TransformersWheel,
+        transformers_pin,
+        transformers_wheel,
+    )
+
+    pin = transformers_pin(package)
+    classes = ConfigClasses(package, lambda: TransformersWheel(transformers_wheel(pin), pin))
+    data = json.loads((model_dir / "config.json").read_text())
+    cfg = HFConfig({**data, **overrides}, "m")
+    cfg.config_class = classes.lookup(_release_interp(package), data, False, None)
+    return cfg
+
+
 @pytest.mark.real_release
 def test_0513_sglang_class_computes_rope_scaling_from_rope_parameters(release):
     """Qwen3.5's text config omits rope_scaling; SGLang's Qwen3_5TextConfig.__init__ sets it from
@@ -281,24 +298,14 @@ def test_0520_transformers_post_init_head_dim_of_deepseek_v3(release):
     """transformers 5's DeepseekV3Config sets head_dim = qk_rope_head_dim in __post_init__
     (0.5.20 pins transformers 5.12.1): 64 for DeepSeek-R1, not the hidden_size //
     num_attention_heads (56) a reader of config.json alone would fall back to."""
-    from sglang_audit.source.transformers import (
-        TransformersWheel,
-        transformers_pin,
-        transformers_wheel,
-    )
-
     package = release("0.5.20").package_dir
-    pin = transformers_pin(package)
-    classes = ConfigClasses(package, lambda: TransformersWheel(transformers_wheel(pin), pin))
-    data = json.loads((ROOT / "fixtures" / "models" / "deepseek-r1-nvfp4" / "config.json").read_text())
+    model = ROOT / "fixtures" / "models" / "deepseek-r1-nvfp4"
+    data = json.loads((model / "config.json").read_text())
     assert "head_dim" not in data and data["qk_rope_head_dim"] == 64
-    cfg = HFConfig(dict(data), "m")
-    cfg.config_class = classes.lookup(_release_interp(package), data, False, None)
+    cfg = _release_config(package, model)
     assert isinstance(cfg.config_class, ConfigClass) and "DeepseekV3Config" in cfg.config_class.where
     assert class_default(cfg, "head_dim", False) == 64
-    cfg = HFConfig({**data, "qk_rope_head_dim": 32}, "m")
-    cfg.config_class = classes.lookup(_release_interp(package), data, False, None)
-    assert class_default(cfg, "head_dim", False) == 32
+    assert class_default(_release_config(package, model, qk_rope_head_dim=32), "head_dim", False) == 32
 
 
 ROPE = '''
@@ -590,18 +597,7 @@ def test_gpt_oss_rope_parameters_as_transformers_builds_them(release, version):
     rope_parameters. The expected dict is what transformers itself built: GptOssConfig.from_dict on
     this config.json with transformers 5.19.0 (0.5.23's pin) and 5.3.0 (0.5.10's), run in a scratch
     venv on 2026-12-03. Before, it was unknown (and the 5.3 value the parameter's default)."""
-    from sglang_audit.source.transformers import (
-        TransformersWheel,
-        transformers_pin,
-        transformers_wheel,
-    )
-
-    package = release(version).package_dir
-    pin = transformers_pin(package)
-    classes = ConfigClasses(package, lambda: TransformersWheel(transformers_wheel(pin), pin))
-    data = json.loads((ROOT / "fixtures" / "models" / "gpt-oss-120b" / "config.json").read_text())
-    cfg = HFConfig(dict(data), "m")
-    cfg.config_class = classes.lookup(_release_interp(package), data, False, None)
+    cfg = _release_config(release(version).package_dir, ROOT / "fixtures" / "models" / "gpt-oss-120b")
     assert class_default(cfg, "rope_parameters", False) == {
         "beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096,
         "rope_type": "yarn", "truncate": False, "rope_theta": 150000}
@@ -677,18 +673,7 @@ _GLM5_ROPE = {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "msc
 @pytest.mark.real_release
 @pytest.mark.parametrize("version, layer_type", [("0.5.20", "deepseek_sparse_attention"), ("0.5.23", "indexed_attention")])
 def test_glm5_config_as_transformers_builds_it(release, version, layer_type):
-    from sglang_audit.source.transformers import (
-        TransformersWheel,
-        transformers_pin,
-        transformers_wheel,
-    )
-
-    package = release(version).package_dir
-    pin = transformers_pin(package)
-    classes = ConfigClasses(package, lambda: TransformersWheel(transformers_wheel(pin), pin))
-    data = json.loads((ROOT / "tests" / "field" / "models" / "glm-5-nvfp4" / "config.json").read_text())
-    cfg = HFConfig(dict(data), "m")
-    cfg.config_class = classes.lookup(_release_interp(package), data, False, None)
+    cfg = _release_config(release(version).package_dir, ROOT / "tests" / "field" / "models" / "glm-5-nvfp4")
     assert isinstance(cfg.config_class, ConfigClass) and "GlmMoeDsaConfig" in cfg.config_class.where
     assert class_default(cfg, "head_dim", False) == 64
     assert class_default(cfg, "qk_head_dim", False) == 192
