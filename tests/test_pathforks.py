@@ -47,6 +47,30 @@ def _branches(self):
 pytestmark = pytest.mark.skipif(not pathforks.can_fork_paths(), reason="no fork on this platform")
 
 
+REAL_FORK_MIN_STEPS = pathforks.FORK_MIN_STEPS
+
+
+@pytest.fixture(autouse=True)
+def fork_at_every_decision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The branches here come early in their paths, where a resolution re-runs them
+    (FORK_MIN_STEPS); these tests are about the forks, so they fork there."""
+    monkeypatch.setattr(pathforks, "FORK_MIN_STEPS", 0)
+
+
+def _counting_forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    forks: list[int] = []
+    real_fork = os.fork
+
+    def counting_fork() -> int:
+        pid = real_fork()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    monkeypatch.setattr(pathforks.os, "fork", counting_fork)
+    return forks
+
+
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("pathforks") / "checkout"
@@ -161,17 +185,8 @@ def test_the_step_bound_stops_both_alike(checkout: Path) -> None:
 
 
 def test_with_one_waiting_child_at_a_time_the_rest_is_rerun(checkout: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    forks: list[int] = []
-    real_fork = os.fork
-
-    def counting_fork() -> int:
-        pid = real_fork()
-        if pid:
-            forks.append(pid)
-        return pid
-
     monkeypatch.setattr(pathforks, "MAX_WAITING", 1)
-    monkeypatch.setattr(pathforks.os, "fork", counting_fork)
+    forks = _counting_forks(monkeypatch)
     forked, rerun = _both(checkout)
     assert _json(forked) == _json(rerun)
     assert 0 < len(forks) < forked.paths - 1  # some outcomes forked, the others re-run
@@ -235,3 +250,48 @@ def test_real_releases_forked_equal_rerun(release, version, arch, model, sets) -
     assert forked.paths == rerun.paths > 1
     assert _json(forked) == _json(rerun)
     assert _no_children_left()
+
+
+def test_a_branch_early_in_its_path_is_rerun_not_forked(checkout: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # every branch of the fixture is a few hundred steps in: re-running costs less than a fork
+    monkeypatch.setattr(pathforks, "FORK_MIN_STEPS", REAL_FORK_MIN_STEPS)
+    forks = _counting_forks(monkeypatch)
+    forked, rerun = _both(checkout)
+    assert forks == []
+    assert forked.paths == rerun.paths == 13
+    assert _json(forked) == _json(rerun)
+
+
+def test_only_branches_past_the_threshold_are_forked(checkout: Path, monkeypatch: pytest.MonkeyPatch, resumes) -> None:
+    met: list[int] = []
+    real_at = pathforks.PathForks.at_decision
+
+    def recording(self, interp, decision):
+        met.append(interp.steps)
+        return real_at(self, interp, decision)
+
+    monkeypatch.setattr(pathforks.PathForks, "at_decision", recording)
+    _both(checkout)
+    every = len(resumes)
+    assert every == 12  # 13 paths, each other outcome taken from its branch
+    first_paths_steps = sorted(set(met))
+    # the first path's first branch (numpy.reject) is re-run, the later ones are forked
+    monkeypatch.setattr(pathforks, "FORK_MIN_STEPS", first_paths_steps[0] + 1)
+    forked, rerun = _both(checkout)
+    assert 0 < len(resumes) - every < every
+    assert _json(forked) == _json(rerun)
+    assert _no_children_left()
+
+
+def _fork_setting(target: pipeline.Target) -> bool:
+    return Resolver(target, SourceCache(use_disk=False)).fork_paths
+
+
+def test_batch_workers_do_not_fork_paths(checkout: Path) -> None:
+    from sglang_audit.resolve.workers import can_fork, run_all
+
+    if not can_fork():
+        pytest.skip("no forked workers on this platform")
+    target = _target(checkout, SourceCache(use_disk=False))
+    assert _fork_setting(target) is True  # a resolution of its own
+    assert run_all(_fork_setting, [target, target], jobs=2) == [False, False]

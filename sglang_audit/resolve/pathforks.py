@@ -21,7 +21,9 @@ them again, for each child, where re-running here finds them parsed).
 
 Waiting children hold the heap as it was at their branch (copy-on-write pages the running
 process has since written), so at most ``MAX_WAITING`` wait at a time along a resolution;
-past that, a decision's other outcome is re-run from the start.
+past that, a decision's other outcome is re-run from the start. A decision met in the
+first ``FORK_MIN_STEPS`` steps of its path is re-run too: re-running that prefix costs less
+than the fork. The resolver does not fork in a batch worker (``Resolver.fork_paths``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ from typing import Any, NoReturn
 from sglang_audit.evaluate.values import Decision
 
 MAX_WAITING = 8  # processes waiting at a branch at once, along one resolution
+# A fork costs ~50-70 ms of CPU on a 0.5.2x heap (the call and the copy-on-write faults it
+# brings), about 15,000 interpreted steps (docs/performance.md, twelfth session): a branch
+# ~5,000 steps in cost 0.05 s more forked than re-run; GLM-5.3 on 0.5.20 before its config
+# class was modelled, 22 paths branching 23,000-34,000 steps in, took 7.8 s forked, 11.2 s re-run
+FORK_MIN_STEPS = 20_000
 
 _HEADER = struct.Struct("<Q")
 # the pipe ends this process holds: to its waiting children, and to the parent that resumed
@@ -134,7 +141,7 @@ class PathForks:
     def at_decision(self, interp: Any, decision: Decision) -> bool:
         alt = {**self.start, **{d.key: d.first for d in interp.new_decisions[:-1]}, decision.key: not decision.first}
         child: _Waiting | None = None
-        if self.budget.waiting + self.waiting() < MAX_WAITING:
+        if interp.steps >= FORK_MIN_STEPS and self.budget.waiting + self.waiting() < MAX_WAITING:
             forked = self._fork(interp)
             if forked is None:  # this process is the child, resumed with the other outcome
                 interp.decisions[decision.key] = not decision.first

@@ -142,8 +142,14 @@ class Resolver:
         self._declarations: dict[str, Declaration] | None = None
         self._files_start = 0
         self._preloaded: tuple[Path, ...] = ()  # loads made by a snapshot this resolution took
-        # a decision's other outcome taken by a process forked at the branch (pathforks.py)
-        self.fork_paths = fork_paths if fork_paths is not None else can_fork_paths()
+        # a decision's other outcome taken by a process forked at the branch (pathforks.py);
+        # not in a batch worker: the batch keeps every core busy already, and each worker's
+        # waiting children would multiply the batch's memory (the matrix's < 500 MB)
+        if fork_paths is None:
+            from sglang_audit.resolve.workers import in_batch_worker
+
+            fork_paths = can_fork_paths() and not in_batch_worker()
+        self.fork_paths = fork_paths
         self._forks: PathForks | None = None  # the running path's
         self._cpu_mark: tuple[float, float, float, float] | None = None  # cpu_used's origin
         self.attention_seconds = 0.0

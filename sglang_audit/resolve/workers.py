@@ -131,6 +131,11 @@ _FRESH = False  # the running batch forks a process per task (Batch(fresh=True))
 _IN_TASK_FORK = False  # this process was forked to run one task, and ends with it
 
 
+def in_batch_worker() -> bool:
+    """True in a worker process of a batch (and in the processes it forks per task)."""
+    return _IN_WORKER
+
+
 def in_task_fork() -> bool:
     """True in a process forked for one task of a ``fresh`` batch: state this process holds
     from before the fork is this task's alone (it is never seen by another task)."""
