@@ -1,5 +1,5 @@
 """`python -m sglang_audit`: the same command line as `sglang-audit`."""
 
-from sglang_audit.cli.main import main
+from sglang_audit.cli.main import run
 
-main(prog_name="sglang-audit")
+run()

@@ -1,5 +1,5 @@
 """`python -m sglang_audit.cli`."""
 
-from sglang_audit.cli.main import main
+from sglang_audit.cli.main import run
 
-main()
+run()

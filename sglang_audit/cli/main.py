@@ -176,5 +176,15 @@ def _recommend() -> click.Command:
 for _loader in (_explain, _graph, _check, _report, _diff, _matrix, _cache, _recommend):
     main.add_lazy_command(_loader.__name__[1:], _loader)  # type: ignore[attr-defined]
 
+
+
+def run(prog_name: str = "sglang-audit") -> None:
+    """The ``sglang-audit`` script and ``python -m sglang_audit``: the command line, then an
+    exit that skips freeing the heap (``oneshot.run_and_exit``)."""
+    from sglang_audit.cli.oneshot import run_and_exit
+
+    run_and_exit(main, prog_name=prog_name)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    run()
