@@ -35,7 +35,7 @@ def run_and_exit(command: Any, **kwargs: Any) -> NoReturn:
     """Run a click command in standalone mode, then end the process without tearing its heap
     down: after a 0.5.23 ``explain`` the interpreter's own exit frees ~700,000 objects one
     by one, 0.9-1.1 s of a 9 s command (measured: 9.17-9.93 s wall with the normal exit,
-    8.43-8.50 s with this one). The output is flushed first; nothing the commands open
+    8.43-8.50 s with this one; docs/performance.md, twelfth session). The output is flushed first; nothing the commands open
     outlives them (worker pools, temporary directories and files are closed by their
     ``with`` blocks), so what the skipped teardown would do is free memory. Atexit handlers
     are skipped too, as mypy's ``hard_exit`` and this tool's forked workers do."""
