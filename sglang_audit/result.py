@@ -7,7 +7,7 @@ never the evaluator.  The JSON shape is versioned by ``SCHEMA_VERSION``; see
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -217,6 +217,14 @@ class Setting:
         steps = [s for s in self.chain if s.layer == layer]
         return (next((s for s in steps if s.role == ROLE_DECISION), None)
                 or next((s for s in steps if s.role == ROLE_ORIGIN), None))
+
+    def with_kernel(self, verdict: KernelVerdict) -> Setting:
+        """This setting with the kernel library's verdict, its status folded in as the layers'
+        is (resolver): a value ServerArgs resolves whose kernel the library does not declare
+        for the device is ``unsupported`` (exit 1), never printed "(resolved)". An unknown
+        verdict leaves the status: the kernel line says why (prebuilt cubins, call-time shapes)."""
+        status = STATUS_UNSUPPORTED if verdict.status == KERNEL_UNSUPPORTED and self.status == STATUS_RESOLVED else self.status
+        return replace(self, kernel=verdict, status=status)
 
     @property
     def applied(self) -> tuple[ChainStep, ...]:

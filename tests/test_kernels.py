@@ -232,8 +232,10 @@ def test_attach_text_json_and_check(cache):
     assert k is not None and k.status == "unsupported" and k.function == "flashinfer.mm_fp4" and k.backend == "trtllm"
     assert res.settings["moe_runner_backend"].kernel is None  # triton: no kernel library question
     assert res.kernel_source == {"library": "flashinfer", "version": "9.9.9", "origin": str(FI.parent)}
+    assert res.settings["fp4_gemm_runner_backend"].status == "unsupported"  # not "(resolved)", exit 1
     data = json.loads(json.dumps(res.to_json()))
     assert data["settings"]["fp4_gemm_runner_backend"]["kernel"]["status"] == "unsupported"
+    assert data["settings"]["fp4_gemm_runner_backend"]["status"] == "unsupported"
     assert data["settings"]["moe_runner_backend"]["kernel"] is None
     text = render_resolution(res)
     assert "kernel  unsupported: flashinfer.mm_fp4 backend 'trtllm'  (flashinfer 9.9.9)" in text
@@ -398,6 +400,8 @@ def test_real_fp4_trtllm_sm120_unsupported_sm100_supported(release, version, pin
     assert res.kernel_source["version"] == pin
     k = res.settings["fp4_gemm_runner_backend"].kernel
     assert k.status == "unsupported" and k.function == "flashinfer.mm_fp4" and k.backend == "trtllm"
+    # the setting's status comes from every level: the kernel's refusal makes it unsupported
+    assert res.settings["fp4_gemm_runner_backend"].status == "unsupported"
     layer = k.layers[0]
     assert layer.file == GEMM and layer.function == "_trtllm_gemm_fp4_requirement"
     # the cited line is the decorator as written in the pinned version
@@ -484,7 +488,8 @@ def test_diff_reports_a_kernel_that_loses_support(cache):
     s = new.settings["fp4_gemm_runner_backend"]
     old = replace(new, settings={**new.settings, s.name: replace(s, kernel=replace(s.kernel, status="supported", version="9.9.8"))})
     sd = compare_setting(s.name, SideOutcome(old), SideOutcome(new))
-    assert sd.change == "unchanged" and sd.note == "kernel supported → unsupported"
+    # a kernel losing support is a change of the setting (issue 39): never "unchanged"
+    assert sd.change != "unchanged" and "kernel supported → unsupported" in sd.note
     lines = _setting_block(sd, ("old", "new"), 24, verbose=False)
     assert any("kernel supported (flashinfer 9.9.8) → unsupported (flashinfer 9.9.9): SM120 not in _trtllm_requirement" in ln for ln in lines)
 

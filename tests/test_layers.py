@@ -20,7 +20,7 @@ from sglang_audit.resolve.pipeline import Request
 from sglang_audit.result import LayerValue
 from sglang_audit.rules.knownbad import check_resolution, load_rules
 from sglang_audit.target.device import Environment, parse_device
-from sglang_audit.target.world import NativeWorld, load_toml
+from sglang_audit.target.world import NativeWorld
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_layers" / "python"
 FP4 = "sglang/srt/layers/quantization/fp4q.py"
@@ -184,21 +184,49 @@ def test_resolver_decisions_are_untouched_by_layer_branches():
 
 
 # ---- the draft model -----------------------------------------------------------------------
-def test_draft_drops_its_quant_config_and_uses_the_speculative_backend(monkeypatch):
-    spec = load_toml("layers.toml")
-    spec = {**spec, "draft_model": [{"architecture": "MiniForCausalLMMTP", "module": "sglang.srt.models.mini_mtp",
-                                     "class": "MiniForCausalLMMTP"}]}
-    monkeypatch.setattr(layers_mod, "load_toml", lambda name: spec)
+def test_draft_drops_its_quant_config_and_uses_the_speculative_backend():
     interp = _interp("sm100", "flashinfer_trtllm", speculative="triton")
     out = evaluate_layers(interp, _server_args(), _config("fp4q", {}), _config("fp4q", {}, arch="MiniForCausalLMMTP"))
     target, draft = out["moe_runner_backend"], out["speculative_moe_runner_backend"]
     assert target.value == "FlashInfer trtllm_fp4_block_scale_moe"
+    # the class is found in the registry (EntryClass), its __init__ evaluated: the inline
+    # drop, the process state read (get_parallel().pp_group) and a submodule it builds first
+    # (MiniNorm, whose __init__ would raise) do not stop it
     assert (draft.method, draft.runner, draft.status) == ("UnquantizedFusedMoEMethod", "triton", "resolved")
     drop = next(s for s in draft.chain if s.kind == "draft")
     assert drop.file == "sglang/srt/models/mini_mtp.py" and drop.guard == 'quant_config and quant_config.get_name() == "fp4q"'
+    assert (drop.line, drop.code, drop.value) == (_line("sglang/srt/models/mini_mtp.py", "if quant_config and"), "quant_config = None", None)
     # the swap is undone: the target's backend is back
     utils = interp.load_module("sglang.srt.layers.moe.utils")
     assert utils.globals["MOE_RUNNER_BACKEND"].attrs["_value_"] == "flashinfer_trtllm"
+    assert interp.call_hook is None
+
+
+@pytest.mark.parametrize("cached, method", [(False, "UnquantizedFusedMoEMethod"), (True, "Fp4CachedMoEMethod")])
+def test_a_draft_class_no_fact_file_names_is_derived_and_its_helper_evaluated(cached, method):
+    # MiniHelperMTP is named nowhere in rules/: the registry finds it, and the quant config
+    # is what its module-level helper returns (0.5.18+ qwen3_5_mtp.py's _mtp_quant_config shape)
+    assert "MiniHelperMTP" not in "".join(p.read_text() for p in (Path(layers_mod.__file__).parents[2] / "rules").glob("*.toml"))
+    interp = _interp("sm100", "flashinfer_trtllm", speculative="triton")
+    out = evaluate_layers(interp, _server_args(), _config("fp4q", {}), _config("fp4q", {"cached": cached}, arch="MiniHelperMTP"))
+    draft = out["speculative_moe_runner_backend"]
+    assert draft.method == method
+    steps = [s for s in draft.chain if s.kind == "draft"]
+    if cached:
+        assert steps == []  # the target's quant config is passed on: no step of its own
+    else:
+        assert (steps[0].file, steps[0].line) == ("sglang/srt/models/mini_helper_mtp.py", _line("sglang/srt/models/mini_helper_mtp.py", "if quant_config and"))
+        assert steps[0].code == "_mtp_quant_config() returns None"
+
+
+@pytest.mark.parametrize("arch, reason", [
+    ("MiniUnregisteredMTP", "no class named MiniUnregisteredMTP in the release's model registry"),
+    ("MiniNoBodyMTP", "MiniNoBodyMTP.__init__ built no model body taking quant_config"),
+])
+def test_a_draft_whose_quant_config_cannot_be_followed_is_unknown_with_the_reason(arch, reason):
+    interp = _interp("sm100", "flashinfer_trtllm", speculative="triton")
+    draft = evaluate_layers(interp, _server_args(), _config("fp4q", {}), _config("fp4q", {}, arch=arch))["speculative_moe_runner_backend"]
+    assert draft.status == "unknown" and reason in draft.reason
 
 
 # ---- real releases (derived by reading; the tool must agree) ---------------------------------
@@ -380,9 +408,26 @@ def test_evaluation_and_rules_agree_across_releases(release, version, expected):
     assert ("SGA210" in found) == (layer.exception == "AttributeError")
 
 
-def test_an_undescribed_draft_class_is_unknown_not_guessed():
+def test_a_draft_class_missing_from_the_registry_is_unknown_not_guessed():
     interp = _interp("sm100", "flashinfer_trtllm")
     out = evaluate_layers(interp, _server_args(), _config("fp4q", {}), _config("fp4q", {}, arch="OtherNextN"))
     draft = out["speculative_moe_runner_backend"]
-    assert draft.status == "unknown" and "OtherNextN is not described" in draft.reason
+    assert draft.status == "unknown" and "no class named OtherNextN in the release's model registry" in draft.reason
     assert out["moe_runner_backend"].status == "resolved"
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version", ["0.5.17", "0.5.18", "0.5.23"])
+def test_qwen35_mtp_draft_is_built_bf16_as_its_constructor_passes(release, version):
+    # 0.5.10-0.5.17 drop the NVFP4 quant config inline; 0.5.18+ through _mtp_quant_config
+    # (serialized modelopt_fp4 -> None): either way the draft's experts are BF16 (issue 39)
+    res = _run(release, version, "sm120", "qwen3.5-397b-a17b-nvfp4", NEXTN)
+    draft = res.settings["speculative_moe_runner_backend"].layer
+    assert (draft.status, draft.method, draft.runner) == ("resolved", "UnquantizedFusedMoEMethod", "triton")
+    drop = next(s for s in draft.chain if s.kind == "draft")
+    assert drop.file == "sglang/srt/models/qwen3_5_mtp.py" and drop.value is None
+    assert "modelopt_fp4" in drop.guard
+    if version != "0.5.17":
+        assert drop.code == "_mtp_quant_config() returns None"
+    found = _findings(res)
+    assert "SGA003" not in found or "draft" not in found["SGA003"].message

@@ -109,7 +109,7 @@ def attach(
             entry = row["entry"] if row else ""
             library = (row or {}).get("library", "flashinfer")
             verdict = KernelVerdict(UNKNOWN, library, None, entry, (row or {}).get("backend", ""), reason)
-        settings[name] = replace(settings[name], kernel=verdict)
+        settings[name] = settings[name].with_kernel(verdict)
     return replace(res, settings=settings, kernel_source=source_json)
 
 
