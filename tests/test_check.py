@@ -335,3 +335,18 @@ def test_real_release_sarif_validates(release):
     assert {("SGA101", "fp4_gemm_runner_backend"), ("SGA201", "moe_runner_backend"),
             ("SGA201", "speculative_moe_runner_backend")} <= results
     assert code == 1
+
+
+@pytest.mark.real_release
+def test_0523_moe_rules_hold_only_where_the_model_has_moe_layers(release):
+    # SGA210 (NVFP4 MoE auto -> TRT-LLM on unprepared weights) fired on a dense model (issue 39):
+    # a rule about a MoE setting holds only for a model with routed experts
+    tree = release("0.5.23")
+    found = {}
+    for model in ("llama-3.1-8b-nvfp4", "qwen3.5-397b-a17b-nvfp4"):
+        code, out, err = cli("check", "-s", tree.package_dir, "-a", "sm120", "-m", model, "--format", "json")
+        assert out, err
+        found[model] = {f["rule"] for f in json.loads(out)["findings"]}
+    assert "SGA210" not in found["llama-3.1-8b-nvfp4"]
+    assert "SGA101" in found["llama-3.1-8b-nvfp4"]  # the dense FP4 GEMM rule still holds there
+    assert "SGA210" in found["qwen3.5-397b-a17b-nvfp4"]

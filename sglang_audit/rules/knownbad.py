@@ -465,8 +465,12 @@ def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
     facts = Facts.from_resolution(res)
     findings.extend(kernel_findings(res))
     findings.extend(layer_findings(res))
+    moe_only = frozenset(load_toml("settings.toml").get("moe_layer_settings", ()))
+    dense = facts.values.get("model.num_experts", 0) is None  # no routed experts declared
     for rule in rules:
         for subject in rule.subjects:
+            if dense and subject in moe_only:
+                continue  # a rule about MoE layers holds only where the model builds them
             unknown: dict[str, str] = {}
             outcome = evaluate(rule.when, facts, rule, subject, unknown)
             if outcome is None:
