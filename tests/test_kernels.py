@@ -584,3 +584,16 @@ def test_attach_flashinfer_without_the_entry_package_is_unknown(cache, tmp_path)
     # the same deployment with the package there is supported (sm100)
     assert _attach(_resolution("sm100", 10, 0, "flashinfer_trtllm"), cache).settings[
         "fp4_gemm_runner_backend"].kernel.status == "supported"
+
+
+@pytest.mark.real_release
+def test_real_0510_draft_kernel_cites_the_call_the_built_layer_makes(release):
+    # issue 39 item 11: the BF16 draft calls cutlass_fused_moe from unquant.py; the kernel line
+    # cited modelopt_quant.py (the first importer of the entry point)
+    res = _real(release, "0.5.10", "sm120", ["tp_size=8", "speculative_algorithm=NEXTN", "disable_radix_cache=true",
+                                             "speculative_moe_runner_backend=flashinfer_cutlass"])
+    s = res.settings["speculative_moe_runner_backend"]
+    assert s.layer.method == "UnquantizedFusedMoEMethod" and s.layer.value == "FlashInfer cutlass_fused_moe"
+    assert s.kernel.call_site == s.layer.site and s.kernel.call_site.startswith("sglang/srt/layers/quantization/unquant.py:")
+    target = _real(release, "0.5.10", "sm120", ["tp_size=8", "moe_runner_backend=flashinfer_cutlass"]).settings["moe_runner_backend"]
+    assert target.kernel.call_site == target.layer.site  # the NVFP4 method's own call

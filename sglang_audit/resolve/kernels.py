@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any
 from sglang_audit.errors import AuditError
 from sglang_audit.resolve.kernelmemo import KernelMemo, Reads
 from sglang_audit.result import KERNEL_UNKNOWN as UNKNOWN
-from sglang_audit.result import KernelVerdict, Resolution, Setting, UnknownValue
+from sglang_audit.result import (
+    STATUS_RESOLVED,
+    KernelVerdict,
+    LayerValue,
+    Resolution,
+    Setting,
+    UnknownValue,
+)
 from sglang_audit.shipped import load_toml
 
 if TYPE_CHECKING:
@@ -105,6 +112,13 @@ def attach(
                                         row["backend"], f"no CUDA compute capability for {res.device.get('arch')}")
             else:
                 verdict = _memoised_row(tree, row, cc, sglang_root, cache, memo)
+                layer = res.settings[name].layer
+                if isinstance(layer, LayerValue) and layer.status == STATUS_RESOLVED and layer.site:
+                    # the call the built layer makes, not the first importer of the entry point;
+                    # through a runner, the call in its fused function ("... -> f at file:line")
+                    through_runner = layer.code.startswith("MoeRunner(")
+                    site = layer.code.rsplit(" at ", 1)[1] if through_runner and " at " in layer.code else layer.site
+                    verdict = replace(verdict, call_site=site) if not through_runner or " at " in layer.code else verdict
         else:
             entry = row["entry"] if row else ""
             library = (row or {}).get("library", "flashinfer")
@@ -155,8 +169,13 @@ def _classify(name: str, setting: Setting, res: Resolution,
     if isinstance(quant, UnknownValue):
         return ("unknown", None, f"the model's quantization is unknown ({quant.reason})") if rows else None
     value = _value(setting)
+    layer = setting.layer
     for row in rows:
         if value in row["values"] and quant in row["quantization"]:
+            if isinstance(layer, LayerValue) and layer.status == STATUS_RESOLVED and row["entry"].rsplit(".", 1)[-1] not in (layer.value or ""):
+                # the layers were built and call another kernel (a draft built unquantized runs
+                # Triton whatever the checkpoint's quantization): the kernel question is theirs
+                continue
             return ("flashinfer", row, "")
     for row in others:
         if value in row["values"] and (not row["quantization"] or quant in row["quantization"]):
