@@ -431,3 +431,14 @@ def test_qwen35_mtp_draft_is_built_bf16_as_its_constructor_passes(release, versi
         assert drop.code == "_mtp_quant_config() returns None"
     found = _findings(res)
     assert "SGA003" not in found or "draft" not in found["SGA003"].message
+
+
+@pytest.mark.real_release
+def test_a_release_without_the_model_class_says_so(release):
+    # issue 39 item 6: 0.5.5 has no qwen3_5.py; the answer says the release cannot load the
+    # architecture natively instead of only blaming a quant-config error
+    old = _run(release, "0.5.5", "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"])
+    (note,) = [n for n in old.analysis_notes if n.startswith("model architecture")]
+    assert "Qwen3_5MoeForConditionalGeneration: no module of sglang/srt/models defines it" in note
+    new = _run(release, "0.5.23", "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"])
+    assert not any(n.startswith("model architecture") for n in new.analysis_notes)

@@ -639,6 +639,9 @@ class Resolver:
             draft_quantization=self.join_model_value(paths, "draft_quantization"),
             assumptions=tuple(self.world.boundaries.assumptions),
         )
+        registry_note = _unregistered_architecture(self.root, self.target.model.path, model.architecture, self.target.env)
+        if registry_note is not None:
+            notes.append(registry_note)
         joined = self.join_layers(complete)
         draft_attention = joined.pop("speculative_draft_attention_backend", None)
         if draft_attention is not None and isinstance(joined.get("attention_backend"), LayerValue):
@@ -1028,6 +1031,36 @@ def detect_structure(root: Path) -> str:
         if any(all(holds(c) for c in conds) for conds in alternatives):
             return era["name"]
     return "unrecognised"
+
+
+def _unregistered_architecture(root: Path, model_dir: Path, architecture: Any, env: dict[str, str]) -> str | None:
+    """A note when no module of the release's model package defines a class named as the
+    model's architecture (config.json's ``architectures[0]`` when ServerArgs stopped before
+    reading it): SGLang's registry (EntryClass of ``sglang.srt.models.*``) cannot map it, so
+    the release can load the model only through a fallback (the Transformers backend, where
+    the release has one) or not at all. Absence is what is said; a defined class is not
+    claimed to be registered (the layer stage derives that by evaluation)."""
+    arch = architecture if isinstance(architecture, str) else None
+    if arch is None:
+        try:
+            archs = json.loads((model_dir / "config.json").read_text(encoding="utf-8")).get("architectures")
+        except (OSError, ValueError, AttributeError):
+            return None
+        arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    models = root / "sglang" / "srt" / "models"
+    spec = load_toml("layers.toml").get("model_registry", {})
+    if arch is None or not models.is_dir() or spec.get("external_env", "") in env:
+        return None
+    needle = f"class {arch}("
+    for path in models.rglob("*.py"):
+        try:
+            if needle in path.read_text(encoding="utf-8", errors="replace"):
+                return None
+        except OSError:
+            return None
+    return (f"model architecture {arch}: no module of sglang/srt/models defines it, so this release's model "
+            "registry cannot load it natively (a fallback such as the Transformers backend, where the release has "
+            "one, or a failure at model load)")
 
 
 def _config_quant_method(model_dir: Path) -> Any:
