@@ -321,3 +321,21 @@ def test_published_attention_measurements_rank_an_mha_model_and_ignore_the_weigh
     triton = next(i for i, c in enumerate(rec.viable) if c.value("attention_backend") == "triton")
     step = rec.steps[triton - 1]  # what puts the triton candidate below the one above it
     assert step.decided_by == "published" and "attention_backend=triton" in step.text and "pull/" in step.text
+
+
+@pytest.mark.real_release
+def test_choices_whose_layers_run_the_same_kernel_are_one_candidate(release):
+    # issue 39 item 4: on 0.5.10 NVFP4 SM120, apply() runs sgl-kernel cutlass_moe_fp4 for
+    # deep_gemm, cutlass, triton and triton_kernel: one candidate, the others duplicates of it
+    rec = run(release, "0.5.10", "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"])
+    same = {"deep_gemm", "cutlass", "triton", "triton_kernel"}
+    viable = {c.value(MOE) for c in rec.viable}
+    assert len(viable & same) == 1
+    dups = [c for c in rec.rejected if c.reason.kind == "duplicate" and dict(c.flags).get(MOE) in same]
+    assert len(dups) >= 2 and all("cutlass_moe_fp4" in c.reason.message for c in dups)
+    # the kernel line names what the layer calls, not the flag: no DeepGEMM question
+    tree = release("0.5.10")
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm120", model="qwen3.5-397b-a17b-nvfp4",
+                                 sets=["tp_size=8", "moe_runner_backend=deep_gemm"]))
+    moe = res.settings[MOE]
+    assert moe.layer.value == "sgl-kernel cutlass_moe_fp4" and moe.kernel is None

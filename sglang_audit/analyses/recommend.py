@@ -49,7 +49,7 @@ from sglang_audit.resolve.pipeline import (
 from sglang_audit.resolve.resolver import Target
 from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.resolve.workers import run_all
-from sglang_audit.result import ChainStep, Resolution, Setting, UnknownValue
+from sglang_audit.result import ChainStep, LayerValue, Resolution, Setting, UnknownValue
 from sglang_audit.shipped import rules_dir
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
@@ -532,13 +532,14 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
             # fields are still the user's, and are judged in the combined stage
             own = tuple(n for n in watched if n == name or (name == MOE and n == DRAFT_MOE))
             reason = _reason(res, {name: choice}, own, rules, "single")
-            if reason is None and s is not None and s.effective in seen:
-                reason = Reason(REASON_DUPLICATE, f"resolves like {name}={seen[s.effective]}", _where(s.deciding))
+            runs = _runs(res, own)
+            if reason is None and s is not None and runs in seen:
+                reason = Reason(REASON_DUPLICATE, f"runs like {name}={seen[runs]}{_same_kernel(res, own)}", _where(s.deciding))
             if reason is not None:
                 rejected.append(replace(cand, reason=reason))
                 continue
             if s is not None:
-                seen[s.effective] = choice
+                seen[runs] = choice
             survivors[name].append(choice)
             unchecked[(name, choice)] = sum(UNCHECKED in n for n in _caveats(res, own))
     if draft_forced:
@@ -556,7 +557,7 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
     # and choices whose kernels the tool checked before those it could not
     combos.sort(key=lambda c: (sum(unchecked.get(kv, 0) for kv in c.items()), sum(v not in near[n] for n, v in c.items())))
     viable: list[Candidate] = []
-    seen_values: dict[tuple[tuple[str, Any], ...], str] = {}
+    seen_values: dict[tuple[Any, ...], str] = {}
     if progress and combos:
         progress(f"resolving {len(combos)} combinations (at most {limit} resolutions in all)")
     run.prefetch({**user, **combo} for combo in combos)
@@ -568,12 +569,13 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
         res = run.resolve({**user, **combo})
         cand = Candidate(flags, _values(res, watched))
         reason = _reason(res, combo, watched, rules, "combined")
-        if reason is None and cand.values in seen_values:
-            reason = Reason(REASON_DUPLICATE, f"resolves like {seen_values[cand.values]}", stage="combined")
+        runs = _runs(res, watched)
+        if reason is None and runs in seen_values:
+            reason = Reason(REASON_DUPLICATE, f"runs like {seen_values[runs]}{_same_kernel(res, watched)}", stage="combined")
         if reason is not None:
             rejected.append(replace(cand, reason=reason))
             continue
-        seen_values[cand.values] = cand.id
+        seen_values[runs] = cand.id
         viable.append(replace(cand, notes=_caveats(res, watched)))
     if not_evaluated:
         notes.append(f"{len(not_evaluated)} candidate(s) not resolved: the bound of {limit} resolutions was reached "
@@ -696,12 +698,41 @@ def _caveats(res: Resolution, watched: tuple[str, ...]) -> tuple[str, ...]:
             continue
         if isinstance(s.layer, UnknownValue) or getattr(s.layer, "status", None) == "unknown":
             out.append(f"{n}: the layers decide this value again when the model is built ({getattr(s.layer, 'reason', '')})")
-        if s.kernel is None and n in (MOE, DRAFT_MOE, FP4) and s.effective not in (None, "auto"):
+        built = isinstance(s.layer, LayerValue) and s.layer.status == "resolved" and s.layer.stage == "moe" and s.layer.value
+        if s.kernel is None and built and s.effective not in (None, "auto"):
+            # the flag's name is not the kernel: the built layers name theirs
+            out.append(f"{n}={s.effective}: the layers run {s.layer.value}; {UNCHECKED} for it with quantization "
+                       f"{res.model.quantization} (rules/kernels.toml): device support not checked")
+        elif s.kernel is None and n in (MOE, DRAFT_MOE, FP4) and s.effective not in (None, "auto"):
             out.append(f"{n}={s.effective}: {UNCHECKED} for it with quantization "
                        f"{res.model.quantization} (rules/kernels.toml): device support not checked")
         elif s.kernel is not None and s.kernel.status == "unknown":
             out.append(f"{n}={s.effective}: kernel support unknown ({s.kernel.reason})")
     return tuple(out)
+
+
+def _runs(res: Resolution, names: Iterable[str]) -> tuple[Any, ...]:
+    """What a configuration runs, per field: the quant method, kernel and call site its built
+    layers reach when they resolved (issue 39: deep_gemm, cutlass, triton and auto all run
+    sgl-kernel cutlass_moe_fp4 for 0.5.10 NVFP4 on SM120, one candidate, not four), else the
+    effective value. Two choices that run alike are one candidate."""
+    out: list[Any] = []
+    for n in names:
+        s = res.settings.get(n)
+        if s is None:
+            continue
+        layer = s.layer
+        if isinstance(layer, LayerValue) and layer.status == "resolved" and layer.stage == "moe" and layer.value:
+            out.append((n, "layers", layer.method, layer.value, layer.site))
+        else:
+            out.append((n, s.effective))
+    return tuple(out)
+
+
+def _same_kernel(res: Resolution, names: Iterable[str]) -> str:
+    kernels = [f"{s.layer.value} at {s.layer.site}" for n in names if (s := res.settings.get(n)) is not None
+               and isinstance(s.layer, LayerValue) and s.layer.status == "resolved" and s.layer.stage == "moe" and s.layer.value]
+    return f" (the layers run {'; '.join(kernels)})" if kernels else ""
 
 
 def _values(res: Resolution, names: Iterable[str]) -> tuple[tuple[str, Any], ...]:

@@ -177,7 +177,10 @@ def _classify(name: str, setting: Setting, res: Resolution,
                 # Triton whatever the checkpoint's quantization): the kernel question is theirs
                 continue
             return ("flashinfer", row, "")
+    built = isinstance(layer, LayerValue) and layer.status == STATUS_RESOLVED
     for row in others:
+        if built:
+            break  # the built layer names the kernel it calls (a deep_gemm flag on a layer running cutlass_moe_fp4)
         if value in row["values"] and (not row["quantization"] or quant in row["quantization"]):
             return ("other", {"library": row["library"], "entry": "", "backend": ""}, row["reason"])
     if not any(quant in r["quantization"] for r in rows):
