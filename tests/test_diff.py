@@ -8,26 +8,38 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clirun import cli
 
 from sglang_audit.analyses.diff import (
     CHANGE_CHANGED,
+    CHANGE_STILL_FAILING,
     CHANGE_UNCHANGED,
     CHANGE_UNKNOWN,
     REJ_BECOMES,
     REJ_NO_LONGER,
     REJ_UNCHANGED,
     STATUS_CHANGED,
+    STATUS_STILL_FAILING,
     STATUS_UNCHANGED,
     STATUS_UNKNOWN,
     Deployment,
+    DeploymentDiff,
+    ReleaseDiff,
+    ReleaseInfo,
+    SettingDiff,
+    SettingFindings,
+    SideOutcome,
+    compare_setting,
     diff_releases,
     load_deployments,
 )
 from sglang_audit.errors import InputError
 from sglang_audit.render.diff import render_json, render_text
+from sglang_audit.result import KernelVerdict, LayerValue, ModelSummary, Resolution, Setting
+from sglang_audit.rules.model import Finding
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"
@@ -82,7 +94,8 @@ def test_fixture_fp4_rule_change_with_both_deciding_lines(isolated_cache, tmp_pa
     (d,) = diff.deployments
     s = settings(d)
     fp4 = s["fp4_gemm_runner_backend"]
-    assert (fp4.change, fp4.layers) == (CHANGE_CHANGED, ("runtime",))
+    # the value that runs changed, and with it the known-bad findings on it
+    assert (fp4.change, fp4.layers) == (CHANGE_CHANGED, ("runtime", "findings"))
     assert (fp4.old.runtime, fp4.new.runtime) == ("flashinfer_cudnn", "flashinfer_trtllm")
     assert (fp4.old_deciding.file, fp4.old_deciding.line, fp4.old_deciding.value) == (FP4, 22, "flashinfer_cudnn")
     assert (fp4.new_deciding.file, fp4.new_deciding.line, fp4.new_deciding.value) == (FP4, 22, "flashinfer_trtllm")
@@ -93,7 +106,7 @@ def test_fixture_fp4_rule_change_with_both_deciding_lines(isolated_cache, tmp_pa
     assert (diff.old.flashinfer, diff.new.flashinfer, diff.flashinfer_changed) == ("0.6.1", "0.6.2", True)
     assert (diff.exit_code("changed"), diff.exit_code("rejected"), diff.exit_code("never")) == (1, 0, 0)
     text = render_text(diff)
-    assert "fp4_gemm_runner_backend         CHANGED (runtime)" in text
+    assert "fp4_gemm_runner_backend         CHANGED (runtime, findings)" in text
     assert f"* runtime {FP4}:22 if backend == \"auto\" and is_sm120_supported() → 'flashinfer_cudnn'" in text
     assert f"* runtime {FP4}:22 if backend == \"auto\" and is_sm120_supported() → 'flashinfer_trtllm'" in text
     assert "pinned flashinfer_python: 0.6.1 → 0.6.2" in text
@@ -235,7 +248,8 @@ def test_fixture_json_output(isolated_cache, tmp_path):
     assert data["flashinfer"] == {"from": "0.6.1", "to": "0.6.2", "changed": True}
     (d,) = data["deployments"]
     fp4 = d["settings"]["fp4_gemm_runner_backend"]
-    assert fp4["change"] == "changed" and fp4["layers"] == ["runtime"]
+    assert fp4["change"] == "changed" and fp4["layers"] == ["runtime", "findings"]
+    assert fp4["failing"] == {"from": [], "to": []}
     assert fp4["from"]["runtime"] == "flashinfer_cudnn" and fp4["to"]["runtime"] == "flashinfer_trtllm"
     assert fp4["from"]["deciding"]["line"] == 22 and fp4["from"]["chain"]
     assert data["summary"]["exit_code"] == 1 and data["summary"]["changed"] is True
@@ -256,6 +270,129 @@ def test_fail_on_options_and_help(isolated_cache, tmp_path):
     # --arch is needed without a deployment file
     code, _out, err = cli("diff", "--from", str(MINI_E2), "--to", str(new), "-m", "deepseek-r1-nvfp4")
     assert code == 2 and "--arch" in err
+
+
+# ---- what changed: every level of a setting's outcome (issue 39 item 2) ----------------------
+def _layer(status: str, value: str | None = None, method: str = "M", runner: str = "", reason: str = "") -> LayerValue:
+    return LayerValue(status, value, method=method, runner=runner, site="m.py:1", reason=reason)
+
+
+def _kernel(status: str) -> KernelVerdict:
+    return KernelVerdict(status, "flashinfer", "1.0", "flashinfer.mm_fp4", "trtllm", f"says {status}")
+
+
+def _setting(layer: Any = None, kernel: KernelVerdict | None = None, value: str = "auto", status: str = "resolved") -> Setting:
+    return Setting("moe_runner_backend", value, None, status, layer=layer, kernel=kernel)
+
+
+def _side(s: Setting) -> SideOutcome:
+    model = ModelSummary("m", "m", "A", None, None)
+    return SideOutcome(Resolution({}, "E1", {"arch": "sm120", "name": "GPU"}, model, {}, {}, None, {s.name: s}))
+
+
+def _finding(rule: str) -> Finding:
+    return Finding(rule, rule.lower(), "error", "high", rule, rule, "fix", (), "moe_runner_backend", "auto", (), None)
+
+
+def _compare(old: Setting, new: Setting, old_rules: tuple[str, ...] = (), new_rules: tuple[str, ...] = (),
+             undecided_new: tuple[str, ...] = ()) -> SettingDiff:
+    f = (SettingFindings({r: _finding(r) for r in old_rules}),
+         SettingFindings({r: _finding(r) for r in new_rules}, frozenset(undecided_new)))
+    return compare_setting("moe_runner_backend", _side(old), _side(new), findings=f)
+
+
+def test_every_level_of_the_outcome_is_compared():
+    ok = _layer("resolved", "sgl-kernel cutlass_moe_fp4", runner="cutlass")
+    raises = _layer("unsupported", "AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'", runner="flashinfer_trtllm")
+    # the layers go from working to failing: a change at the layer level, and a regression
+    sd = _compare(_setting(ok), _setting(raises, status="unsupported"))
+    assert (sd.change, sd.layers) == (CHANGE_CHANGED, ("layer",))
+    assert sd.note == "layer resolved → unsupported" and sd.newly_failing and not sd.still_failing
+    assert (sd.old_failing, sd.new_failing) == ((), ("layer",))
+    # the same status, another kernel entry or runner: a change too
+    other = _layer("resolved", "FlashInfer cutlass_fused_moe", runner="flashinfer_cutlass")
+    sd = _compare(_setting(ok), _setting(other))
+    assert (sd.change, sd.layers) == (CHANGE_CHANGED, ("layer",))
+    assert sd.note == ("layer kernel entry sgl-kernel cutlass_moe_fp4 → FlashInfer cutlass_fused_moe; "
+                       "runner cutlass → flashinfer_cutlass")
+    # the kernel library stops supporting the kernel (whether or not status folds it in)
+    sd = _compare(_setting(kernel=_kernel("supported")), _setting(kernel=_kernel("unsupported")))
+    assert (sd.change, sd.layers, sd.new_failing) == (CHANGE_CHANGED, ("kernel",), ("kernel",))
+    assert "kernel supported → unsupported" in sd.note
+    # a known-bad finding on it appears; one the other side could not decide is no change
+    sd = _compare(_setting(), _setting(), old_rules=("SGA104",), new_rules=("SGA210",))
+    assert (sd.change, sd.layers, sd.note) == (CHANGE_CHANGED, ("findings",), "findings +SGA210 -SGA104")
+    assert _compare(_setting(), _setting(), old_rules=("SGA104",), undecided_new=("SGA104",)).change == CHANGE_UNCHANGED
+    # failing the same way on both sides: never "unchanged"
+    sd = _compare(_setting(raises, status="unsupported"), _setting(raises, status="unsupported"))
+    assert (sd.change, sd.layers, sd.still_failing, sd.newly_failing) == (CHANGE_STILL_FAILING, (), True, False)
+    assert sd.note == "still failing on both (layer)"
+    # a layer outcome known on one side only: unknown, not a change and not "unchanged"
+    unknown = _layer("unknown", reason="depends on runtime state")
+    sd = _compare(_setting(ok), _setting(unknown, status="unknown"))
+    assert (sd.change, sd.unknown_levels) == (CHANGE_UNKNOWN, ("layer",))
+    # ... and failing where the old one could not be told: maybe a regression, not a known one
+    sd = _compare(_setting(unknown, status="unknown"), _setting(raises, status="unsupported"))
+    assert sd.change == CHANGE_UNKNOWN and sd.maybe_newly_failing and not sd.newly_failing
+    # the same unknown said the same way on both sides is no change
+    assert _compare(_setting(unknown), _setting(unknown)).change == CHANGE_UNCHANGED
+    # nothing differs at any level
+    assert _compare(_setting(ok, _kernel("supported")), _setting(ok, _kernel("supported"))).change == CHANGE_UNCHANGED
+    # the JSON names the levels and what fails on each side
+    data = _compare(_setting(ok), _setting(raises, status="unsupported"), new_rules=("SGA003",)).to_json()
+    assert (data["change"], data["layers"]) == ("changed", ["layer", "findings"])
+    assert data["failing"] == {"from": [], "to": ["layer"]}
+    assert (data["from"]["layer"]["status"], data["to"]["layer"]["status"]) == ("resolved", "unsupported")
+
+
+def _release_diff(old: Setting, new: Setting) -> ReleaseDiff:
+    sd = _compare(old, new)
+    dd = DeploymentDiff(dep(), _side(old), _side(new), REJ_UNCHANGED, (sd,), ())
+    return ReleaseDiff(ReleaseInfo("a", "1.0", None), ReleaseInfo("b", "2.0", None), (), (dd,))
+
+
+def test_failing_on_both_and_newly_failing_in_the_verdict_and_exit_codes():
+    ok = _layer("resolved", "sgl-kernel cutlass_moe_fp4")
+    raises = _layer("unsupported", "AttributeError: no g1_scale_c", runner="flashinfer_trtllm")
+    # failing on both: not "UNCHANGED", not a clean 0 (it would read as all-clear)
+    both = _release_diff(_setting(raises, status="unsupported"), _setting(raises, status="unsupported"))
+    (d,) = both.deployments
+    assert d.status == STATUS_STILL_FAILING and not both.changed and both.still_failing
+    assert (both.exit_code("changed"), both.exit_code("rejected"), both.exit_code("never")) == (1, 0, 0)
+    text = render_text(both)
+    assert ": STILL FAILING ==" in text and "UNCHANGED" not in text
+    assert "configuration: accepted by SGLang's argument checks, but 1 setting fails when the model is built on both releases" in text
+    assert "  still failing on both: moe_runner_backend (layer)" in text
+    assert "moe_runner_backend  STILL FAILING on both  auto  (unsupported)" in text
+    assert "fails on both: the MoE layers built with it raise AttributeError: no g1_scale_c at m.py:1" in text
+    assert "result: nothing changed for this deployment, but STILL FAILING on both releases for 1 of 1 — moe_runner_backend (layer)" in text
+    data = json.loads(render_json(both))
+    assert data["deployments"][0]["status"] == "still_failing"
+    assert data["deployments"][0]["settings"]["moe_runner_backend"]["change"] == "still_failing"
+    assert data["summary"]["still_failing"] is True and data["summary"]["exit_code"] == 1
+    # newly failing: a change, and a regression --fail-on rejected counts
+    newly = _release_diff(_setting(ok), _setting(raises, status="unsupported"))
+    assert newly.deployments[0].status == STATUS_CHANGED and newly.newly_failing
+    assert (newly.exit_code("changed"), newly.exit_code("rejected")) == (1, 1)
+    text = render_text(newly)
+    assert "moe_runner_backend  CHANGED (layer), NEWLY FAILING in 2.0  [layer resolved → unsupported]" in text
+    assert "layer unsupported: AttributeError: no g1_scale_c at m.py:1 (M, runner flashinfer_trtllm)" in text
+    assert "result: CHANGED for 1 of 1 deployment — moe_runner_backend newly fails in 2.0 (layer)" in text
+    # failing on the new side where the old one could not be told: maybe (3), not a clean 0
+    maybe = _release_diff(_setting(_layer("unknown", reason="r"), status="unknown"), _setting(raises, status="unsupported"))
+    assert (maybe.exit_code("changed"), maybe.exit_code("rejected")) == (3, 3)
+    # fixed on the new side: a change, not a regression
+    fixed = _release_diff(_setting(raises, status="unsupported"), _setting(ok))
+    assert (fixed.exit_code("changed"), fixed.exit_code("rejected")) == (1, 0)
+    assert "moe_runner_backend no longer fails (layer)" in render_text(fixed)
+
+
+def test_help_documents_the_failing_exit_codes():
+    code, out, _ = cli("diff", "--help")
+    assert code == 0
+    flat = " ".join(out.split())
+    assert "or a deployment still fails on both releases" in flat
+    assert "only when a deployment becomes rejected, or a setting newly fails" in flat
 
 
 # ---- deployment files -------------------------------------------------------------------
@@ -386,7 +523,7 @@ def test_real_0512_to_0513_fp4_gemm_change_on_sm120(release):
     code, out, _err = cli("diff", "--from", "sglang==0.5.12", "--to", "sglang==0.5.13", "--arch", "sm120",
                           "--model", "qwen3.5-397b-a17b-nvfp4", "--set", "tp_size=8")
     assert code == 1, out
-    assert "fp4_gemm_runner_backend         CHANGED (runtime)" in out
+    assert "fp4_gemm_runner_backend         CHANGED (runtime, findings)  [findings +SGA101 -SGA104]" in out
     assert "0.5.12  auto → runtime flashinfer_cudnn  (resolved)" in out
     assert "0.5.13  auto → runtime flashinfer_cutlass  (resolved)" in out
     assert f"* runtime {FP4}:151 if backend == \"auto\" and is_sm120_supported() → 'flashinfer_cudnn'" in out
@@ -438,11 +575,13 @@ deployments:
     # pairs them, so they are compared (unchanged here) instead of removed + added
     assert table[0].split()[-1] == "fp4_gemm_runner_backend"
     assert "nsa_prefill_backend" not in table[0] and "dsa_prefill_backend" not in table[0]
-    assert rows["qwen-sm120"] == ["CHANGED", "accepted", "+SGA101", "-SGA104", "CHANGED"]
+    assert rows["qwen-sm120"] == ["CHANGED", "accepted", "+SGA101", "-SGA104", "=", "CHANGED"]
     assert "known-bad new in 0.5.13: ERROR SGA101" in out
-    assert rows["dsr1-b200"] == ["unchanged", "accepted", "="]  # nothing changed
+    # the values did not change; what 0.5.13's MoE layers do with flashinfer_trtllm cannot be
+    # told (0.5.12's run trtllm_fp4_block_scale_moe): unknown, not "unchanged" (issue 39 item 2)
+    assert rows["dsr1-b200"] == ["unknown", "accepted", "unknown", "="]
     # sm90: the FP4 GEMM auto pick moved to marlin (0.5.13 adds the sm80-sm9x branch)
-    assert rows["qwen3-h100"] == ["CHANGED", "accepted", "CHANGED"]
+    assert rows["qwen3-h100"] == ["CHANGED", "accepted", "=", "CHANGED"]
     assert "0.5.13  auto → runtime marlin" in out
     assert cli("diff", "--from", "sglang==0.5.12", "--to", "sglang==0.5.13", "--deployment", str(fleet),
                "--fail-on", "rejected")[0] == 0
@@ -486,3 +625,61 @@ def test_nsa_to_dsa_rename_is_compared_not_removed_and_added(release):
                                                 [Deployment("", "sm120", str(glm5), sets=("tp_size=8",))])))
     rows = data["deployments"][0]["settings"]
     assert "nsa_prefill_backend" not in rows and rows["dsa_prefill_backend"]["change"] == "unchanged"
+
+
+# ---- issue 39 item 2: a setting whose layers go from working to failing -------------------
+QWEN_NEXTN = ("--arch", "sm120", "--model", "qwen3.5-397b-a17b-nvfp4", "--set", "tp_size=8",
+              "--set", "speculative_algorithm=NEXTN", "--set", "disable_radix_cache=true")
+
+
+@pytest.mark.real_release
+def test_real_0510_to_0523_layers_that_start_failing_are_a_change(release):
+    """0.5.10 builds the NVFP4 MoE layers with cutlass_moe_fp4; 0.5.23 runs the TRT-LLM branch
+    and raises: the same `auto`, a different outcome. It was reported `unchanged`."""
+    release("0.5.10")
+    release("0.5.23")
+    args = ("diff", "--from", "sglang==0.5.10", "--to", "sglang==0.5.23", *QWEN_NEXTN)
+    code, out, _err = cli(*args, "--format", "json")
+    assert code == 1, out
+    data = json.loads(out)
+    moe = data["deployments"][0]["settings"]["moe_runner_backend"]
+    assert (moe["from"]["layer"]["status"], moe["to"]["layer"]["status"]) == ("resolved", "unsupported")
+    assert moe["change"] == "changed" and "layer" in moe["layers"]
+    assert moe["failing"] == {"from": [], "to": ["layer"]}
+    (summary,) = data["summary"]["deployments"].values()
+    assert summary["settings"]["moe_runner_backend"] == "changed"
+    assert data["summary"]["newly_failing"] is True
+    code, out, _err = cli(*args)
+    assert code == 1, out
+    assert re.search(r"moe_runner_backend +CHANGED \(layer[^)]*\), NEWLY FAILING in 0\.5\.23", out), out
+    assert "layer resolved: sgl-kernel cutlass_moe_fp4" in out
+    assert "layer unsupported: AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'" in out
+    assert not re.search(r"^  moe_runner_backend +unchanged", out, re.M)
+    assert "configuration: accepted by SGLang's argument checks, but" in out and "newly failing in 0.5.23: moe_runner_backend (layer)" in out
+    assert "moe_runner_backend newly fails in 0.5.23 (layer)" in out.splitlines()[-1]
+    # a setting that newly fails is a regression: --fail-on rejected counts it
+    assert cli(*args, "--fail-on", "rejected")[0] == 1
+
+
+@pytest.mark.real_release
+def test_real_0522_to_0523_still_failing_on_both_is_not_all_clear(release):
+    """The MoE layers raise on both releases: nothing changed, and it is not "UNCHANGED",
+    "configuration: accepted", exit 0."""
+    release("0.5.22")
+    release("0.5.23")
+    args = ("diff", "--from", "sglang==0.5.22", "--to", "sglang==0.5.23", *QWEN_NEXTN)
+    code, out, _err = cli(*args)
+    assert code == 1, out
+    assert ": STILL FAILING ==" in out and ": UNCHANGED ==" not in out
+    assert "configuration: accepted by SGLang's argument checks, but 1 setting fails when the model is built on both releases" in out
+    assert "  still failing on both: moe_runner_backend (layer)" in out
+    assert re.search(r"moe_runner_backend +STILL FAILING on both +auto +\(unsupported\)", out), out
+    assert "fails on both: the MoE layers built with it raise AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'" in out
+    assert "result: nothing changed for this deployment, but STILL FAILING on both releases for 1 of 1 — moe_runner_backend (layer)" in out
+    data = json.loads(cli(*args, "--format", "json")[1])
+    (d,) = data["deployments"]
+    assert d["status"] == STATUS_STILL_FAILING and d["settings"]["moe_runner_backend"]["change"] == CHANGE_STILL_FAILING
+    assert d["settings"]["moe_runner_backend"]["failing"] == {"from": ["layer"], "to": ["layer"]}
+    assert data["summary"]["still_failing"] is True and data["summary"]["exit_code"] == 1
+    # not a new failure: --fail-on rejected passes
+    assert cli(*args, "--fail-on", "rejected")[0] == 0

@@ -413,3 +413,117 @@ def test_from_reuses_the_reports_release_for_the_diff(checkout, tmp_path, monkey
     monkeypatch.setattr(pipeline, "_flag_table", counted)
     render(checkout, from_source=str(old))
     assert sorted(tables) == sorted([str(checkout / "python" / "sglang"), str(old / "python" / "sglang")])
+
+
+# ---- issue 39 item 8: the labels say what fails ----------------------------------------------
+def _failing_moe(data, layer=None, kernel=None):
+    from dataclasses import replace
+
+    res = data.resolution
+    moe = replace(res.settings["moe_runner_backend"], status="unsupported", layer=layer, kernel=kernel)
+    data.resolution = replace(res, settings={**res.settings, "moe_runner_backend": moe})
+    return data
+
+
+def test_a_setting_whose_layers_fail_is_not_unknown_and_not_accepted(checkout):
+    from sglang_audit.render.html import _View
+    from sglang_audit.result import KernelVerdict, LayerValue
+
+    req = Request(source=str(checkout), arch="sm120", model="deepseek-r1-nvfp4")
+    raises = LayerValue("unsupported", "AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'", site="m.py:3260")
+    data = _failing_moe(build_report(req, explain_fields=()), layer=raises)
+    page = render_html(data)
+    summary = page[page.index('id="summary-table"'):page.index("</table>", page.index('id="summary-table"'))]
+    row = summary[summary.index("moe_runner_backend"):]
+    row = row[:row.index("</tr>")]
+    # a failure, in the row's colour and its badge; not counted as unknown
+    assert 'class="badge finding-error">layers fail<' in row and 'class="badge unknown"' not in row
+    assert '<tr class="r-finding-error"><td><a class="primary-name" href="#setting-moe_runner_backend">' in summary
+    assert '<span class="pill ok">0 unknown</span>' in page
+    # the headline counts the layer failure, not only SGLang's checks of the flags
+    view = _View(data).page()
+    assert view["verdict"] == {"cls": "finding-error", "text": "SGLang accepts the flags; 1 setting fails when the layers are built"}
+    assert (view["counts"]["failing"], view["counts"]["unknown"]) == (1, 0)
+    # a kernel the library declares unsupported on the device
+    kernel = KernelVerdict("unsupported", "flashinfer", "9.9.9", "flashinfer.mm_fp4", "trtllm", "SM120 not declared")
+    data = _failing_moe(build_report(req, explain_fields=()), kernel=kernel)
+    assert _View(data).page()["verdict"]["text"] == "SGLang accepts the flags; 1 setting calls a kernel unsupported on this device"
+    assert 'class="badge finding-error">kernel unsupported<' in render_html(data)
+    # an error finding alone: not "accepts this configuration" either
+    bad = build_report(Request(source=str(checkout), arch="sm120", model="deepseek-r1-nvfp4",
+                               sets=["fp4_gemm_runner_backend=flashinfer_trtllm"]), explain_fields=())
+    assert _View(bad).page()["verdict"] == {"cls": "finding-error", "text": "SGLang accepts the flags; 1 known-bad error"}
+    # nothing failing: the plain verdict
+    assert _View(build_report(req, explain_fields=())).page()["verdict"] == {"cls": "ok", "text": "SGLang accepts this configuration"}
+
+
+@pytest.mark.real_release
+def test_real_0523_forced_choices_say_the_layers_fail(release):
+    """`explain` says "the MoE layers built with it fail"; the report's "If you force it"
+    table said "unknown" for the same choices, and "1 unknown" counted the unsupported row."""
+    from sglang_audit.render.html import _View
+
+    tree = release("0.5.23")
+    data = build_report(Request(source=str(tree.package_dir), arch="sm120", model="qwen3.5-397b-a17b-nvfp4", sets=["tp_size=8"]),
+                        explain_fields=("moe_runner_backend",))
+    by = {c.choice: c for c in data.explanations["moe_runner_backend"].choices}
+    assert by["triton"].outcome == "layers_fail" and by["flashinfer_trtllm"].outcome == "known_bad"
+    page = render_html(data)
+    section = page[page.index('id="setting-moe_runner_backend"'):]
+    table = section[section.index('<table class="choices">'):]
+    table = table[:table.index("</table>")]
+    rows = {m.group(1): m.group(0) for m in re.finditer(r'<tr><td class="value">([^<]*)</td>.*?</tr>', table, re.S)}
+    assert '<span class="st-rejected"><strong>MoE layers fail</strong></span>' in rows["triton"]
+    assert "accepted by SGLang, but the MoE layers built with it fail: NotImplementedError: Unsupported moe_runner_backend for NVFP4 MoE" in rows["triton"]
+    assert "<strong>MoE layers fail</strong>" in rows["auto"] and "g1_scale_c" in rows["auto"]
+    assert "<strong>known-bad</strong>" in rows["flashinfer_trtllm"] and "SGA201" in rows["flashinfer_trtllm"]
+    # no layer failure or known-bad choice is labelled unknown
+    for choice, c in by.items():
+        if c.outcome in ("layers_fail", "known_bad"):
+            assert "<strong>unknown</strong>" not in rows[choice], choice
+    assert '<span class="pill ok">0 unknown</span>' in page
+    assert 'class="badge finding-error">layers fail<' in page
+    assert _View(data).page()["verdict"] == {"cls": "finding-error",
+                                             "text": "SGLang accepts the flags; 1 setting fails when the layers are built"}
+
+
+def _diff_row(page: str, name: str) -> str:
+    diff = page[page.index('id="diff"'):page.index('id="graph"')]
+    row = diff[diff.index(f"<td>{name} "):]
+    return row[:row.index("</tr>")]
+
+
+def _summary_row(page: str, name: str) -> str:
+    summary = page[page.index('id="summary-table"'):page.index("</table>", page.index('id="summary-table"'))]
+    row = summary[summary.index(f'href="#setting-{name}"'):]
+    return row[:row.index("</tr>")]
+
+
+@pytest.mark.real_release
+def test_real_changed_since_counts_layers_that_start_failing(release):
+    """0.5.10 → 0.5.23: moe_runner_backend stays `auto` and its layers start raising: the
+    "changed since" pill, the summary row and the diff table say it changed."""
+    release("0.5.10")
+    tree = release("0.5.23")
+    req = Request(source=str(tree.package_dir), arch="sm120", model="qwen3.5-397b-a17b-nvfp4",
+                  sets=["tp_size=8", "speculative_algorithm=NEXTN", "disable_radix_cache=true"])
+    page = render_html(build_report(req, "sglang==0.5.10", force_choices=False))
+    row = _diff_row(page, "moe_runner_backend")
+    assert re.search(r'<span class="badge changed">changed, newly failing \(layer[^)]*\)</span>', row), row
+    assert "layer resolved → unsupported" in row
+    summary = _summary_row(page, "moe_runner_backend")
+    assert 'class="badge changed">changed<' in summary and "was auto (resolved): layer resolved → unsupported" in summary
+    m = re.search(r'<span class="pill changed">(\d+) changed since 0\.5\.10</span>', page)
+    assert m and int(m.group(1)) >= 3  # fp4 and fp8 GEMM runtime values, and the MoE layers
+
+
+@pytest.mark.real_release
+def test_real_still_failing_since_is_not_unchanged(release):
+    release("0.5.22")
+    tree = release("0.5.23")
+    req = Request(source=str(tree.package_dir), arch="sm120", model="qwen3.5-397b-a17b-nvfp4",
+                  sets=["tp_size=8", "speculative_algorithm=NEXTN", "disable_radix_cache=true"])
+    page = render_html(build_report(req, "sglang==0.5.22", force_choices=False))
+    row = _diff_row(page, "moe_runner_backend")
+    assert ">still failing on both</span>" in row and ">unchanged<" not in row
+    assert "fails in 0.5.22 too" in _summary_row(page, "moe_runner_backend")

@@ -2,8 +2,11 @@
 
 Each deployment is resolved on both releases (one ``SourceCache`` per release, shared by
 every deployment, so each file is parsed once per release) and the two ``Resolution``s are
-compared setting by setting: config and runtime values, both decision chains, and whether
-the configuration becomes (or stops being) rejected.  "Underneath" facts that can change
+compared setting by setting at every level of its outcome (``outcome_change``: the config
+value, the runtime value, what the layers built with it do, the kernel library's verdict,
+the known-bad findings on it), both decision chains, and whether the configuration becomes
+(or stops being) rejected.  A setting that fails on both releases is "still failing", never
+"unchanged".  "Underneath" facts that can change
 without changing a value are compared too: the hardware predicates interpreted for the
 device (``guards.guards_for``: value and definition), the guards on each setting's chain,
 the release's declared choices and defaults for the settings (``FlagTable``), and the
@@ -28,7 +31,18 @@ from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.pipeline import Prepared, Request, prepare, resolve_target, with_kernels
 from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.resolve.workers import run_all
-from sglang_audit.result import ChainStep, Rejection, Resolution, Setting, UnknownValue
+from sglang_audit.result import (
+    KERNEL_UNKNOWN,
+    KERNEL_UNSUPPORTED,
+    STATUS_UNSUPPORTED,
+    ChainStep,
+    KernelVerdict,
+    LayerValue,
+    Rejection,
+    Resolution,
+    Setting,
+    UnknownValue,
+)
 from sglang_audit.rules.knownbad import Finding, Rule, check_resolution, load_rules
 from sglang_audit.shipped import load_toml
 from sglang_audit.source.locate import SourceTree, locate_source
@@ -42,7 +56,18 @@ CHANGE_ADDED = "added"  # the setting exists only in the new release
 CHANGE_REMOVED = "removed"  # ... only in the old release
 CHANGE_REJECTED = "rejected"  # a side rejects the configuration: there is no value to compare
 CHANGE_ABSENT = "absent"  # in neither release (or renamed: compared under its new name)
+# no level changed, and it fails on both sides (its layers raise, its kernel is unsupported)
+CHANGE_STILL_FAILING = "still_failing"
 VALUE_CHANGES = (CHANGE_CHANGED, CHANGE_ADDED, CHANGE_REMOVED)
+
+# the levels of a setting's outcome, in the order they are decided (``outcome_change``)
+LEVEL_CONFIG = "config"  # the ServerArgs value
+LEVEL_RUNTIME = "runtime"  # the value that runs (the runtime initialiser's, else the config value)
+LEVEL_LAYER = "layer"  # what the layers built with it do: status, kernel entry, method, runner
+LEVEL_KERNEL = "kernel"  # the kernel library's declared support for the device
+LEVEL_FINDINGS = "findings"  # the known-bad rules' findings on this setting
+LEVELS = (LEVEL_CONFIG, LEVEL_RUNTIME, LEVEL_LAYER, LEVEL_KERNEL, LEVEL_FINDINGS)
+VALUE_LEVELS = (LEVEL_CONFIG, LEVEL_RUNTIME)
 
 STATE_ACCEPTED = "accepted"
 STATE_REJECTED = "rejected"
@@ -56,6 +81,9 @@ REJ_UNKNOWN = "unknown"
 STATUS_CHANGED = "changed"
 STATUS_UNCHANGED = "unchanged"
 STATUS_UNKNOWN = "unknown"
+# nothing changed, but the deployment fails on both releases (rejected by both, or a setting
+# whose layers or kernel fail on both)
+STATUS_STILL_FAILING = "still_failing"
 
 FAIL_ON = ("changed", "rejected", "never")
 EXIT_UNKNOWN = 3
@@ -111,8 +139,10 @@ class SideOutcome:
 @dataclass(frozen=True)
 class SettingDiff:
     name: str
-    change: str  # unchanged | changed | unknown | added | removed | rejected | absent
-    layers: tuple[str, ...]  # the layers whose value differs: config, runtime
+    # unchanged | changed | unknown | still_failing | added | removed | rejected | absent
+    change: str
+    # the levels of the outcome that differ (LEVELS: config, runtime, layer, kernel, findings)
+    layers: tuple[str, ...]
     old: Setting | None
     new: Setting | None
     old_deciding: ChainStep | None  # the step that produced the final value
@@ -120,10 +150,30 @@ class SettingDiff:
     guards_added: tuple[str, ...]  # guard texts on the new chain only
     guards_removed: tuple[str, ...]  # ... on the old chain only
     note: str = ""
+    # the levels at which each side fails (``failing_levels``: layer, kernel)
+    old_failing: tuple[str, ...] = ()
+    new_failing: tuple[str, ...] = ()
+    unknown_levels: tuple[str, ...] = ()  # levels that cannot be compared (unknown on a side)
+
+    @property
+    def still_failing(self) -> bool:
+        """It fails on both releases (whether or not what fails changed)."""
+        return bool(self.old_failing and self.new_failing)
+
+    @property
+    def newly_failing(self) -> bool:
+        """It fails on the new release only, and the old release is known not to fail there."""
+        return bool(self.new_failing) and not self.old_failing and not set(self.new_failing) & set(self.unknown_levels)
+
+    @property
+    def maybe_newly_failing(self) -> bool:
+        """It fails on the new release; whether it did on the old one cannot be told."""
+        return bool(self.new_failing) and not self.old_failing and bool(set(self.new_failing) & set(self.unknown_levels))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "change": self.change, "layers": list(self.layers),
+            "failing": {"from": list(self.old_failing), "to": list(self.new_failing)},
             "from": _setting_json(self.old, self.old_deciding),
             "to": _setting_json(self.new, self.new_deciding),
             "guards_added": list(self.guards_added), "guards_removed": list(self.guards_removed),
@@ -213,13 +263,35 @@ class DeploymentDiff:
 
     @property
     def status(self) -> str:
+        """changed > still_failing > unknown > unchanged: a known failure on both releases is
+        never hidden behind an unknown elsewhere, and never reads as "unchanged"."""
         if self.rejection in (REJ_BECOMES, REJ_NO_LONGER) or any(s.change in VALUE_CHANGES for s in self.settings):
             return STATUS_CHANGED
         if self.findings_added or self.findings_removed:
             return STATUS_CHANGED
+        if self.still_failing:
+            return STATUS_STILL_FAILING
         if self.rejection == REJ_UNKNOWN or any(s.change == CHANGE_UNKNOWN for s in self.settings):
             return STATUS_UNKNOWN
         return STATUS_UNCHANGED
+
+    @property
+    def still_rejected(self) -> bool:
+        return self.old.state == STATE_REJECTED and self.new.state == STATE_REJECTED
+
+    @property
+    def still_failing(self) -> bool:
+        """Both releases fail this deployment: both reject it, or a setting fails on both."""
+        return self.still_rejected or any(s.still_failing for s in self.settings)
+
+    @property
+    def newly_failing(self) -> tuple[SettingDiff, ...]:
+        """The settings that fail on the new release only (a regression, as bad as becoming rejected)."""
+        return tuple(s for s in self.settings if s.newly_failing)
+
+    @property
+    def maybe_newly_failing(self) -> tuple[SettingDiff, ...]:
+        return tuple(s for s in self.settings if s.maybe_newly_failing)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -262,16 +334,28 @@ class ReleaseDiff:
     def becomes_rejected(self) -> bool:
         return any(d.rejection == REJ_BECOMES for d in self.deployments)
 
+    @property
+    def still_failing(self) -> bool:
+        return any(d.still_failing for d in self.deployments)
+
+    @property
+    def newly_failing(self) -> bool:
+        return any(d.newly_failing for d in self.deployments)
+
     def exit_code(self, fail_on: str) -> int:
         """0 nothing (of the kind asked about) changed; 1 it did; 3 it may have, a side is
-        unknown (a clean 0 is never claimed on a guess)."""
+        unknown (a clean 0 is never claimed on a guess).  ``changed``: any change, and a
+        deployment that fails on both releases (a clean 0 would read as all-clear);
+        ``rejected``: a deployment becomes rejected, or a setting newly fails (its layers
+        raise or its kernel is unsupported on the new release only)."""
         if fail_on == "never":
             return 0
         if fail_on == "rejected":
-            if self.becomes_rejected:
+            if self.becomes_rejected or self.newly_failing:
                 return 1
-            return EXIT_UNKNOWN if any(d.rejection == REJ_UNKNOWN for d in self.deployments) else 0
-        if self.changed:
+            maybe = any(d.rejection == REJ_UNKNOWN or d.maybe_newly_failing for d in self.deployments)
+            return EXIT_UNKNOWN if maybe else 0
+        if self.changed or self.still_failing:
             return 1
         return EXIT_UNKNOWN if self.unknown else 0
 
@@ -286,6 +370,7 @@ class ReleaseDiff:
             "deployments": [d.to_json() for d in self.deployments],
             "summary": {
                 "changed": self.changed, "unknown": self.unknown, "becomes_rejected": self.becomes_rejected,
+                "newly_failing": self.newly_failing, "still_failing": self.still_failing,
                 "fail_on": fail_on, "exit_code": self.exit_code(fail_on),
                 "deployments": {d.deployment.label(): {
                     "status": d.status, "rejection": d.rejection,
@@ -341,6 +426,180 @@ def _effective(s: Setting) -> Any:
     return s.runtime if s.runtime is not None else s.config
 
 
+# ---- what changed: every level of a setting's outcome ---------------------------------------
+@dataclass(frozen=True)
+class SettingFindings:
+    """One side's known-bad findings on one setting: the rules that fired (id -> finding)
+    and the rules that could not be decided (a finding against one of those is not a change:
+    it may hold)."""
+
+    found: Mapping[str, Finding]
+    undecided: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class OutcomeChange:
+    """What changed for one setting between two releases, level by level (LEVELS)."""
+
+    changed: tuple[str, ...]  # the levels that differ
+    unknown: tuple[str, ...]  # the levels that cannot be compared (unknown on one side)
+    details: tuple[str, ...]  # one line per changed level beyond the values, e.g. "layer resolved → unsupported"
+    old_failing: tuple[str, ...]  # failing_levels of each side
+    new_failing: tuple[str, ...]
+
+    @property
+    def change(self) -> str:
+        if self.changed:
+            return CHANGE_CHANGED
+        if self.unknown:
+            return CHANGE_UNKNOWN
+        if self.old_failing and self.new_failing:
+            return CHANGE_STILL_FAILING
+        return CHANGE_UNCHANGED
+
+
+def layer_fails(layer: Any) -> bool:
+    """The layers built with the value raise (the MoE layers, the attention backend or the
+    draft worker's attention backend)."""
+    if not isinstance(layer, LayerValue):
+        return False
+    return layer.status == STATUS_UNSUPPORTED or (isinstance(layer.draft, LayerValue) and layer.draft.status == STATUS_UNSUPPORTED)
+
+
+def failing_levels(s: Setting | None) -> tuple[str, ...]:
+    """The levels at which a setting fails: its layers raise, its kernel library declares
+    the kernel unsupported on the device; "status" when its status says unsupported for a
+    reason neither level shows."""
+    if s is None or not s.present:
+        return ()
+    out: list[str] = []
+    if layer_fails(s.layer):
+        out.append(LEVEL_LAYER)
+    if s.kernel is not None and s.kernel.status == KERNEL_UNSUPPORTED:
+        out.append(LEVEL_KERNEL)
+    if not out and s.status == STATUS_UNSUPPORTED:
+        out.append("status")
+    return tuple(out)
+
+
+def _layer_key(v: LayerValue) -> tuple[Any, ...]:
+    draft = _layer_key(v.draft) if isinstance(v.draft, LayerValue) else None
+    return (v.status, v.value, v.method, v.runner, draft)
+
+
+def _unknown_layer(v: Any) -> bool:
+    return isinstance(v, UnknownValue) or (isinstance(v, LayerValue) and v.status == "unknown") or (
+        isinstance(v, LayerValue) and isinstance(v.draft, LayerValue) and v.draft.status == "unknown")
+
+
+def _same_layer(a: Any, b: Any) -> bool | None:
+    """True/False when both layer outcomes are known; None when one cannot be told.  A side
+    with no layer outcome (no listed method re-decides the value in that release) differs
+    only from a layer that fails."""
+    if a is None or b is None:
+        other = a if b is None else b
+        return not layer_fails(other)
+    if _unknown_layer(a) or _unknown_layer(b):
+        if _unknown_layer(a) and _unknown_layer(b):
+            # unknown on both sides, for the same reason (the same method and runner): no change is
+            # claimed (each side says it cannot tell); a different reason, or the candidates
+            # under the same conditions (as written: their file:line move) when the reasons
+            # differ only in where, decide otherwise
+            ra, rb = getattr(a, "reason", ""), getattr(b, "reason", "")
+            key_a = _layer_key(a) if isinstance(a, LayerValue) else None
+            key_b = _layer_key(b) if isinstance(b, LayerValue) else None
+            if key_a != key_b or "analysis bound" in ra + rb:
+                return None
+            if _SITE_ANY.sub("", ra) == _SITE_ANY.sub("", rb) or _candidates(a) == _candidates(b):
+                return True
+        return None
+    return _layer_key(a) == _layer_key(b)
+
+
+def _candidates(v: Any) -> frozenset[tuple[Any, frozenset[str]]]:
+    out = []
+    for layer in (v, getattr(v, "draft", None)):
+        for c in getattr(layer, "candidates", ()):
+            when = frozenset(w for w in (_SITE.sub("", x).strip() for x in c.when) if w)
+            out.append((c.value if isinstance(c.value, (str, int, float, bool, type(None))) else repr(c.value), when))
+    return frozenset(out)
+
+
+_SITE = re.compile(r"^(at )?\S+\.py:\d+")
+_SITE_ANY = re.compile(r"\S+\.py:\d+")
+
+
+def _layer_brief(v: Any) -> str:
+    if v is None:
+        return "(no layer outcome)"
+    if isinstance(v, UnknownValue) or (isinstance(v, LayerValue) and v.status == "unknown"):
+        return "unknown"
+    assert isinstance(v, LayerValue)
+    if isinstance(v.draft, LayerValue) and v.draft.status == STATUS_UNSUPPORTED and v.status != STATUS_UNSUPPORTED:
+        return f"{v.status} (draft unsupported)"
+    return v.status
+
+
+def _layer_detail(a: Any, b: Any) -> str:
+    ba, bb = _layer_brief(a), _layer_brief(b)
+    if ba != bb:
+        return f"layer {ba} → {bb}"
+    assert isinstance(a, LayerValue) and isinstance(b, LayerValue)
+    parts = [f"{what} {x or '(none)'} → {y or '(none)'}" for what, x, y in (
+        ("kernel entry" if a.status != STATUS_UNSUPPORTED else "raise", a.value, b.value),
+        ("method", a.method, b.method), ("runner", a.runner, b.runner)) if x != y]
+    if not parts:
+        parts = ["draft " + _layer_detail(a.draft, b.draft).removeprefix("layer ")]
+    return "layer " + "; ".join(parts)
+
+
+def _same_kernel(a: KernelVerdict | None, b: KernelVerdict | None) -> bool | None:
+    """The kernel library's verdicts: the same status; a side with no
+    kernel question differs only from an unsupported verdict; an unknown verdict on one side
+    (or two unknowns said differently) cannot be compared."""
+    if a is None or b is None:
+        other = a if b is None else b
+        return other is None or other.status != KERNEL_UNSUPPORTED
+    if KERNEL_UNKNOWN in (a.status, b.status):
+        if a.status == b.status and (a.function, a.backend, a.reason) == (b.function, b.backend, b.reason):
+            return True
+        return None
+    # the verdict; a different kernel for a different value is the value's change
+    return a.status == b.status
+
+
+def outcome_change(old: Setting, new: Setting, old_findings: SettingFindings | None = None,
+                   new_findings: SettingFindings | None = None) -> OutcomeChange:
+    """What changed for one (present) setting, at every level of its outcome: the config
+    value, the runtime value (the one that runs), the layers built with it (status, kernel
+    entry, method, runner), the kernel library's verdict, and — given each side's findings
+    on it — the known-bad findings.  The one definition ``diff``'s text and JSON and the
+    HTML report use."""
+    changed: list[str] = []
+    unknown: list[str] = []
+    details: list[str] = []
+    for level, same in ((LEVEL_CONFIG, same_value(old.config, new.config)),
+                        (LEVEL_RUNTIME, same_value(_effective(old), _effective(new))),
+                        (LEVEL_LAYER, _same_layer(old.layer, new.layer)),
+                        (LEVEL_KERNEL, _same_kernel(old.kernel, new.kernel))):
+        if same is None:
+            unknown.append(level)
+        elif not same:
+            changed.append(level)
+            if level == LEVEL_LAYER:
+                details.append(_layer_detail(old.layer, new.layer))
+            elif level == LEVEL_KERNEL:
+                ka, kb = old.kernel, new.kernel
+                details.append(f"kernel {ka.status if ka else '(none)'} → {kb.status if kb else '(none)'}")
+    if old_findings is not None and new_findings is not None:
+        added = sorted(k for k in new_findings.found if k not in old_findings.found and k not in old_findings.undecided)
+        removed = sorted(k for k in old_findings.found if k not in new_findings.found and k not in new_findings.undecided)
+        if added or removed:
+            changed.append(LEVEL_FINDINGS)
+            details.append("findings " + " ".join([*(f"+{k}" for k in added), *(f"-{k}" for k in removed)]))
+    return OutcomeChange(tuple(changed), tuple(unknown), tuple(details), failing_levels(old), failing_levels(new))
+
+
 def decision_guards(setting: Setting | None) -> frozenset[str]:
     """The guard texts (whitespace-normalised) of the decisions on a setting's chain."""
     if setting is None:
@@ -354,9 +613,12 @@ def _deciding(s: Setting | None) -> ChainStep | None:
 
 
 def compare_setting(name: str, old: SideOutcome, new: SideOutcome,
-                    renamed: Mapping[str, str] | None = None) -> SettingDiff:
+                    renamed: Mapping[str, str] | None = None,
+                    findings: tuple[SettingFindings, SettingFindings] | None = None) -> SettingDiff:
     """One setting across the two releases; ``renamed`` (settings.toml, new -> old name) compares
-    a new name with the old release's old name and leaves the old name's row out (absent)."""
+    a new name with the old release's old name and leaves the old name's row out (absent).
+    ``findings``: each side's known-bad findings on it (the findings level; not compared
+    without them)."""
     o = old.resolution.settings.get(name) if old.resolution else None
     n = new.resolution.settings.get(name) if new.resolution else None
     renamed, rename_note = renamed or {}, ""
@@ -370,10 +632,15 @@ def compare_setting(name: str, old: SideOutcome, new: SideOutcome,
     ga, gr = decision_guards(n), decision_guards(o)
     added, removed = tuple(sorted(ga - gr)), tuple(sorted(gr - ga))
 
-    def make(change: str, layers: tuple[str, ...] = (), note: str = "", guards: bool = True) -> SettingDiff:
+    def make(change: str, layers: tuple[str, ...] = (), note: str = "", guards: bool = True,
+             outcome: OutcomeChange | None = None) -> SettingDiff:
         note = "; ".join(x for x in (rename_note, note) if x)
         return SettingDiff(name, change, layers, o, n, _deciding(o), _deciding(n),
-                           added if guards else (), removed if guards else (), note)
+                           added if guards else (), removed if guards else (), note,
+                           # a rejected side builds no layer: the deployment reports the rejection
+                           failing_levels(o) if old.state != STATE_REJECTED else (),
+                           failing_levels(n) if new.state != STATE_REJECTED else (),
+                           outcome.unknown if outcome else ())
 
     if old.state == STATE_REJECTED or new.state == STATE_REJECTED:
         # a rejected side has no value and no chain: the deployment reports the rejection
@@ -387,25 +654,19 @@ def compare_setting(name: str, old: SideOutcome, new: SideOutcome,
     if not n_present:
         return make(CHANGE_REMOVED, note="the new release has no such setting")
     assert o is not None and n is not None
-    layers: list[str] = []
-    unknown = False
-    for layer, a, b in (("config", o.config, n.config), ("runtime", _effective(o), _effective(n))):
-        same = same_value(a, b)
-        if same is None:
-            unknown = True
-        elif not same:
-            layers.append(layer)
-    note = ""
-    if o.status != n.status and o.status != "unknown" and n.status != "unknown":
-        note = f"status {o.status} → {n.status}"
-    if o.kernel is not None and n.kernel is not None and o.kernel.status != n.kernel.status:
-        change = f"kernel {o.kernel.status} → {n.kernel.status}"
-        note = f"{note}; {change}" if note else change
-    if layers:
-        return make(CHANGE_CHANGED, tuple(layers), note)
-    if unknown:
-        return make(CHANGE_UNKNOWN, note=note or "a value is unknown on one side; see its reason")
-    return make(CHANGE_UNCHANGED, note=note)
+    oc = outcome_change(o, n, *(findings or (None, None)))
+    notes: list[str] = []
+    explained = {LEVEL_LAYER, LEVEL_KERNEL} & set(oc.changed)  # what a status change comes from
+    if o.status != n.status and o.status != "unknown" and n.status != "unknown" and not explained:
+        notes.append(f"status {o.status} → {n.status}")
+    notes.extend(oc.details)
+    if oc.old_failing and oc.new_failing:
+        notes.append(f"still failing on both ({', '.join(oc.new_failing)})")
+    if oc.change == CHANGE_UNKNOWN:
+        values = set(oc.unknown) & set(VALUE_LEVELS)
+        notes.append("a value is unknown on one side; see its reason" if values
+                     else f"the {' and '.join(oc.unknown)} outcome cannot be told on one side; see its reason")
+    return make(oc.change, oc.changed, "; ".join(notes), outcome=oc)
 
 
 def _findings(side: SideOutcome, rules: tuple[Rule, ...], renamed: Mapping[str, str] = {},  # noqa: B006
@@ -420,6 +681,12 @@ def _findings(side: SideOutcome, rules: tuple[Rule, ...], renamed: Mapping[str, 
     new = {v: k for k, v in renamed.items()}
     return ({(f.rule_id, new.get(f.setting or "", f.setting)): f for f in result.findings},
             {(u.rule_id, new.get(u.setting or "", u.setting)) for u in result.undecided})
+
+
+def _setting_findings(found: Mapping[tuple[str, str | None], Finding], undecided: set[tuple[str, str | None]],
+                      name: str) -> SettingFindings:
+    return SettingFindings({rule: f for (rule, s), f in found.items() if s == name},
+                           frozenset(rule for rule, s in undecided if s == name))
 
 
 def _rej_key(r: Rejection) -> tuple[str, str]:
@@ -621,10 +888,11 @@ def diff_releases(old_source: str | None, new_source: str | None, deployments: l
             where = f"deployment {dep.name!r}: " if dep.name else ""
             msg = o.error if o.error == n.error else f"with {old.label}: {o.error}; with {new.label}: {n.error}"
             raise InputError(where + msg)
-        sdiffs = tuple(compare_setting(name, o, n, renamed) for name in settings)
-        preds = compare_predicates(old.predicates(dep), new.predicates(dep), sdiffs)
         fo, uo = _findings(o, rules, renamed)
         fn, un = (fo, uo) if n is o else _findings(n, rules, renamed)  # a release against itself: once
+        sdiffs = tuple(compare_setting(name, o, n, renamed, (_setting_findings(fo, uo, name), _setting_findings(fn, un, name)))
+                       for name in settings)
+        preds = compare_predicates(old.predicates(dep), new.predicates(dep), sdiffs)
         ok = {_rej_key(r) for r in (o.resolution.rejections if o.resolution else ())}
         nk = {_rej_key(r) for r in (n.resolution.rejections if n.resolution else ())}
         results.append(DeploymentDiff(
@@ -652,6 +920,7 @@ def diff_releases(old_source: str | None, new_source: str | None, deployments: l
 
 
 __all__ = [
-    "Deployment", "DeploymentDiff", "FlagDiff", "PredicateDiff", "ReleaseDiff", "ReleaseInfo",
-    "SettingDiff", "SideOutcome", "compare_setting", "diff_releases", "load_deployments",
+    "Deployment", "DeploymentDiff", "FlagDiff", "OutcomeChange", "PredicateDiff", "ReleaseDiff", "ReleaseInfo",
+    "SettingDiff", "SettingFindings", "SideOutcome", "compare_setting", "diff_releases", "failing_levels",
+    "load_deployments", "outcome_change",
 ]

@@ -19,15 +19,22 @@ from sglang_audit.cli.common import (
 
 DIFF_EPILOG = """\b
 Exit codes:
-  0  nothing changed for these deployments (with --fail-on rejected: none becomes
-     rejected; with --fail-on never: always, unless there is a usage error)
-  1  something changed: a resolved value (config or runtime) differs, a setting appears
-     or disappears, or the configuration becomes / stops being rejected
-     (--fail-on rejected: only when a deployment becomes rejected)
+  0  nothing changed for these deployments, and none fails on both releases (with
+     --fail-on rejected: none becomes rejected or newly fails; with --fail-on never:
+     always, unless there is a usage error)
+  1  something changed: a setting's outcome differs at any level (the config or runtime
+     value, what the layers built with it do, the kernel library's verdict, the known-bad
+     findings on it), a setting appears or disappears, or the configuration becomes /
+     stops being rejected; or a deployment still fails on both releases (rejected by
+     both, or a setting whose layers raise or whose kernel is unsupported on both:
+     "STILL FAILING", never "unchanged")
+     (--fail-on rejected: only when a deployment becomes rejected, or a setting newly
+     fails: its layers raise or its kernel is unsupported on the --to release only)
   2  usage or input error (bad --arch, a release that cannot be found, bad deployment
      file, flags neither release accepts, ...)
-  3  nothing is known to have changed, but a value is unknown on one side (or a
-     rejection depends on unknown inputs); a clean 0 is never claimed on a guess
+  3  nothing is known to have changed, but a value or outcome is unknown on one side
+     (or a rejection depends on unknown inputs; --fail-on rejected: whether a failure
+     on the --to release is new cannot be told); a clean 0 is never claimed on a guess
   Changes underneath (predicate definitions, guards, choices, defaults, the FlashInfer
   pin) are reported but do not by themselves make the exit code non-zero.
 
@@ -59,7 +66,8 @@ Example:
 @click.option("--deployment", "deployment_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="A YAML/TOML file of deployments to audit in one run (instead of --arch/--model/--set/--launch/--env/--cuda); ends with a summary table.")
 @click.option("--fail-on", type=click.Choice(["changed", "rejected", "never"]), default="changed", show_default=True,
-              help="What makes the exit code 1: any change, only a deployment becoming rejected, or nothing.")
+              help="What makes the exit code 1: any change (or a deployment failing on both releases), only a "
+                   "deployment becoming rejected or a setting newly failing, or nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--verbose", "-v", is_flag=True, help="Show both decision chains of every setting, not only of the changed ones.")
 @jobs_option

@@ -11,8 +11,11 @@ from sglang_audit.analyses.diff import (
     CHANGE_CHANGED,
     CHANGE_REJECTED,
     CHANGE_REMOVED,
+    CHANGE_STILL_FAILING,
     CHANGE_UNCHANGED,
     CHANGE_UNKNOWN,
+    LEVEL_FINDINGS,
+    LEVEL_LAYER,
     REJ_BECOMES,
     REJ_NO_LONGER,
     REJ_UNKNOWN,
@@ -20,7 +23,10 @@ from sglang_audit.analyses.diff import (
     STATE_CONDITIONAL,
     STATE_REJECTED,
     STATUS_CHANGED,
+    STATUS_STILL_FAILING,
     STATUS_UNKNOWN,
+    VALUE_CHANGES,
+    VALUE_LEVELS,
     DeploymentDiff,
     FlagDiff,
     ReleaseDiff,
@@ -29,11 +35,12 @@ from sglang_audit.analyses.diff import (
     SideOutcome,
 )
 from sglang_audit.render.text import _value
-from sglang_audit.result import ChainStep, Setting
+from sglang_audit.result import ChainStep, LayerValue, Setting, UnknownValue
 
 _CELL = {
     CHANGE_UNCHANGED: "=", CHANGE_CHANGED: "CHANGED", CHANGE_UNKNOWN: "unknown",
     CHANGE_ADDED: "added", CHANGE_REMOVED: "removed", CHANGE_REJECTED: "-", CHANGE_ABSENT: "",
+    CHANGE_STILL_FAILING: "failing",
 }
 
 
@@ -88,6 +95,63 @@ def _rejection_lines(side: SideOutcome, label: str, indent: str) -> list[str]:
     return [f"{indent}{label}: {r.exception}: {r.message}", f"{indent}  at {r.file}:{r.line}{code}"]
 
 
+def _failing_what(s: Setting | None, levels: tuple[str, ...]) -> str:
+    """What fails, in words: the layers' raise (and where), the kernel library's verdict."""
+    if s is None:
+        return ", ".join(levels)
+    parts: list[str] = []
+    layer = s.layer
+    if LEVEL_LAYER in levels and isinstance(layer, LayerValue):
+        failing = layer if layer.status == "unsupported" else layer.draft
+        what = ("the draft's attention backend" if failing is not layer else "the attention backend") \
+            if layer.stage == "attention" else "the MoE layers"
+        assert isinstance(failing, LayerValue)
+        at = f" at {failing.site}" if failing.site else ""
+        parts.append(f"{what} built with it raise {failing.value}{at}")
+    if "kernel" in levels and s.kernel is not None:
+        k = s.kernel
+        what = (k.function or k.library) + (f" backend {k.backend!r}" if k.backend else "")
+        parts.append(f"kernel {what} unsupported: {k.reason}")
+    if "status" in levels:
+        parts.append(f"status {s.status}" + (f": {s.note}" if s.note else ""))
+    return "; ".join(parts)
+
+
+def _layer_line(s: Setting | None) -> str:
+    layer = s.layer if s is not None else None
+    if isinstance(layer, UnknownValue):
+        return f"layer unknown: {layer.reason}"
+    if not isinstance(layer, LayerValue):
+        return "layer: (no layer outcome)"
+    if layer.status == "unknown":
+        return f"layer unknown: {layer.reason}"
+    how = ", ".join(x for x in (layer.method, f"runner {layer.runner}" if layer.runner else "") if x)
+    at = f" at {layer.site}" if layer.site else ""
+    draft = f"; draft {layer.draft.status}: {layer.draft.value}" if isinstance(layer.draft, LayerValue) else ""
+    return f"layer {layer.status}: {layer.value}{at}" + (f" ({how})" if how else "") + draft
+
+
+def _failing_summary(d: DeploymentDiff, labels: tuple[str, str]) -> list[str]:
+    """The settings that fail when the model is built, on both sides / the new side only /
+    the old side only: SGLang accepting the flags is not the deployment working."""
+    both = [s for s in d.settings if s.still_failing]
+    new = [s for s in d.settings if s.new_failing and not s.old_failing]
+    gone = [s for s in d.settings if s.old_failing and not s.new_failing]
+
+    def names(items: list[SettingDiff], side: str) -> str:
+        return ", ".join(f"{s.name} ({', '.join(getattr(s, side))})" for s in items)
+
+    out = []
+    if both:
+        out.append(f"  still failing on both: {names(both, 'new_failing')}")
+    if new:
+        word = "newly failing" if all(s.newly_failing for s in new) else "failing"
+        out.append(f"  {word} in {labels[1]}: {names(new, 'new_failing')}")
+    if gone:
+        out.append(f"  no longer failing in {labels[1]}: {names(gone, 'old_failing')}")
+    return out
+
+
 def _state_text(d: DeploymentDiff) -> str:
     if d.rejection == REJ_BECOMES:
         return "BECOMES REJECTED"
@@ -98,24 +162,53 @@ def _state_text(d: DeploymentDiff) -> str:
     return {STATE_ACCEPTED: "accepted", STATE_REJECTED: "still rejected", STATE_CONDITIONAL: "conditional"}[d.new.state]
 
 
+def _configuration_text(d: DeploymentDiff, labels: tuple[str, str]) -> str:
+    """The configuration line: SGLang's verdict on the flags, and whether settings then fail
+    when the model is built (an accepted configuration whose layers raise is not all-clear)."""
+    state = _state_text(d)
+    failing = [s for s in d.settings if s.new_failing]
+    if not failing or d.new.state == STATE_REJECTED:
+        return state
+    n = len(failing)
+    when = "on both releases" if all(s.still_failing for s in failing) else f"with {labels[1]}"
+    return (f"{state} by SGLang's argument checks, but {n} setting{'s' if n != 1 else ''} "
+            f"fail{'s' if n == 1 else ''} when the model is built {when}")
+
+
+def _status_text(status: str) -> str:
+    return status.replace("_", " ")
+
+
 def _setting_block(sd: SettingDiff, labels: tuple[str, str], width: int, verbose: bool) -> list[str]:
     out: list[str] = []
     name = f"{sd.name:{width}}"
-    if sd.change == CHANGE_UNCHANGED and not verbose:
+    if sd.change in (CHANGE_UNCHANGED, CHANGE_STILL_FAILING) and not verbose:
         where = ""
         if sd.old_deciding and sd.new_deciding:
             a, b = sd.old_deciding, sd.new_deciding
             where = f"  ({a.file}:{a.line} → {b.file}:{b.line})" if (a.file, a.line) != (b.file, b.line) else f"  ({a.file}:{a.line})"
-        out.append(f"  {name}  unchanged  {_values(sd.new)}{where}")
+        head = "STILL FAILING on both" if sd.change == CHANGE_STILL_FAILING else "unchanged"
+        out.append(f"  {name}  {head}  {_values(sd.new)}{where}")
+        if sd.change == CHANGE_STILL_FAILING:
+            out.append(f"      fails on both: {_failing_what(sd.new, sd.new_failing)}")
     else:
         head = {CHANGE_CHANGED: "CHANGED", CHANGE_ADDED: "ADDED", CHANGE_REMOVED: "REMOVED",
-                CHANGE_UNKNOWN: "UNKNOWN", CHANGE_UNCHANGED: "unchanged"}[sd.change]
+                CHANGE_UNKNOWN: "UNKNOWN", CHANGE_UNCHANGED: "unchanged",
+                CHANGE_STILL_FAILING: "STILL FAILING on both"}[sd.change]
         layers = f" ({', '.join(sd.layers)})" if sd.layers else ""
+        if sd.newly_failing:
+            layers += f", NEWLY FAILING in {labels[1]}"
         note = f"  [{sd.note}]" if sd.note else ""
         out.append(f"  {name}  {head}{layers}{note}")
         lw = max(len(x) for x in labels)
-        for label, s, dec in ((labels[0], sd.old, sd.old_deciding), (labels[1], sd.new, sd.new_deciding)):
+        show_layer = LEVEL_LAYER in sd.layers or LEVEL_LAYER in sd.unknown_levels
+        for label, s, dec, failing in ((labels[0], sd.old, sd.old_deciding, sd.old_failing),
+                                       (labels[1], sd.new, sd.new_deciding, sd.new_failing)):
             out.append(f"      {label:{lw}}  {_values(s)}")
+            if show_layer and s is not None and s.present:
+                out.append(f"        {_layer_line(s)}")
+            elif failing:
+                out.append(f"        fails: {_failing_what(s, failing)}")
             out.extend(_chain_lines(s, dec, "        ", verbose))
     ko, kn = (sd.old.kernel if sd.old else None), (sd.new.kernel if sd.new else None)
     if ko is not None and kn is not None and ko.status != kn.status:
@@ -146,7 +239,7 @@ def _predicate_lines(d: DeploymentDiff, labels: tuple[str, str]) -> list[str]:
 def _deployment_block(d: DeploymentDiff, labels: tuple[str, str], verbose: bool) -> list[str]:
     dep = d.deployment
     title = dep.label() if not dep.name else f"{dep.name} ({dep.arch}, {dep.model or 'model from launch'}{', ' if dep.sets else ''}{' '.join(dep.sets)})"
-    out = [f"== {title}: {d.status.upper()} =="]
+    out = [f"== {title}: {_status_text(d.status).upper()} =="]
     res = d.new.resolution or d.old.resolution
     if res is not None:
         dev = res.device
@@ -154,8 +247,8 @@ def _deployment_block(d: DeploymentDiff, labels: tuple[str, str], verbose: bool)
                    + f"; model: {res.model.name}" + (f"; flags: {' '.join(f'{k}={v}' for k, v in res.flags.items())}" if res.flags else ""))
         if dep.env:
             out.append(f"env: {' '.join(dep.env)}")
-    state = _state_text(d)
-    out.append(f"configuration: {state}")
+    out.append(f"configuration: {_configuration_text(d, labels)}")
+    out.extend(_failing_summary(d, labels))
     if d.old.state == STATE_REJECTED or d.new.state == STATE_REJECTED:
         out.extend(_rejection_lines(d.old, labels[0], "  "))
         out.extend(_rejection_lines(d.new, labels[1], "  "))
@@ -173,7 +266,8 @@ def _deployment_block(d: DeploymentDiff, labels: tuple[str, str], verbose: bool)
         out.append("settings:")
         width = max(len(s.name) for s in shown)
         # changes first, so the answer is at the top
-        order = {CHANGE_CHANGED: 0, CHANGE_ADDED: 0, CHANGE_REMOVED: 0, CHANGE_UNKNOWN: 1, CHANGE_UNCHANGED: 2}
+        order = {CHANGE_CHANGED: 0, CHANGE_ADDED: 0, CHANGE_REMOVED: 0, CHANGE_STILL_FAILING: 1, CHANGE_UNKNOWN: 2,
+                 CHANGE_UNCHANGED: 3}
         for sd in sorted(shown, key=lambda s: order[s.change]):
             out.extend(_setting_block(sd, labels, width, verbose))
     elif d.old.state == STATE_REJECTED and d.new.state == STATE_REJECTED:
@@ -230,7 +324,8 @@ def _summary_table(diff: ReleaseDiff) -> list[str]:
     for d in diff.deployments:
         cells = {s.name: _CELL[s.change] for s in d.settings}
         kb = " ".join([*(f"+{f.rule_id}" for f in d.findings_added), *(f"-{f.rule_id}" for f in d.findings_removed)])
-        rows.append([d.deployment.label(), d.status.upper() if d.status == STATUS_CHANGED else d.status,
+        status = _status_text(d.status)
+        rows.append([d.deployment.label(), status.upper() if d.status in (STATUS_CHANGED, STATUS_STILL_FAILING) else status,
                      _state_text(d), kb, *(cells.get(c, "") for c in cols)])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
@@ -280,23 +375,44 @@ def _origin(rel: ReleaseInfo) -> str:
     return f"{rel.label} ({rel.origin})" if rel.version else rel.origin
 
 
+def _change_item(s: SettingDiff, labels: tuple[str, str]) -> str:
+    """A changed setting in the result line: its name, and what changed beyond its values."""
+    if s.newly_failing:
+        return f"{s.name} newly fails in {labels[1]} ({', '.join(s.new_failing)})"
+    if s.old_failing and not s.new_failing:
+        return f"{s.name} no longer fails ({', '.join(s.old_failing)})"
+    # the findings are listed after the settings (known-bad +/-)
+    beyond = [x for x in s.layers if x not in (*VALUE_LEVELS, LEVEL_FINDINGS)]
+    return f"{s.name} ({', '.join(beyond)})" if beyond else s.name
+
+
 def _verdict(diff: ReleaseDiff, fail_on: str) -> str:
+    labels = _labels(diff)
     changed = [d for d in diff.deployments if d.status == STATUS_CHANGED]
     unknown = [d for d in diff.deployments if d.status == STATUS_UNKNOWN]
+    failing = [d for d in diff.deployments if d.still_failing]
     n = len(diff.deployments)
     parts = []
     if changed:
         what = []
         for d in changed:
-            items = [s.name for s in d.settings if s.change in (CHANGE_CHANGED, CHANGE_ADDED, CHANGE_REMOVED)]
+            items = [_change_item(s, labels) for s in d.settings if s.change in VALUE_CHANGES]
             if d.rejection in (REJ_BECOMES, REJ_NO_LONGER):
                 items.insert(0, _state_text(d))
             items += [f"known-bad +{f.rule_id}" for f in d.findings_added]
             items += [f"known-bad -{f.rule_id}" for f in d.findings_removed]
             what.append(f"{d.deployment.label()}: {', '.join(items)}" if n > 1 else ", ".join(items))
         parts.append(f"CHANGED for {len(changed)} of {n} deployment{'s' if n > 1 else ''} — " + "; ".join(what))
+    if failing:
+        what = []
+        for d in failing:
+            items = ["rejected by both"] if d.still_rejected else []
+            items += [f"{s.name} ({', '.join(s.new_failing)})" for s in d.settings if s.still_failing]
+            what.append(f"{d.deployment.label()}: {', '.join(items)}" if n > 1 else ", ".join(items))
+        lead = "" if changed else f"nothing changed for {'these deployments' if n > 1 else 'this deployment'}, but "
+        parts.append(f"{lead}STILL FAILING on both releases for {len(failing)} of {n} — " + "; ".join(what))
     if unknown:
-        parts.append(f"unknown for {len(unknown)} of {n} (a value cannot be stated on one side)")
+        parts.append(f"unknown for {len(unknown)} of {n} (a value or outcome cannot be stated on one side)")
     if not parts:
         parts.append(f"nothing changed for {'these deployments' if n > 1 else 'this deployment'}")
     return "result: " + "; ".join(parts) + f"  [exit {diff.exit_code(fail_on)} with --fail-on {fail_on}]"

@@ -26,6 +26,8 @@ from sglang_audit.analyses.explain import (
     BRANCH_NOT_TAKEN,
     BRANCH_REACHED,
     OUTCOME_ACCEPTED,
+    OUTCOME_KNOWN_BAD,
+    OUTCOME_LAYERS_FAIL,
     OUTCOME_REJECTED,
     OUTCOME_REWRITTEN,
     Condition,
@@ -90,6 +92,20 @@ def _unknown_detail(value: Any) -> str:
         return ""
     cands = ", ".join(f"{fmt(c.value)}" + (f" when {' and '.join(c.when)}" if c.when else "") for c in value.candidates)
     return value.reason + (f" — candidates: {cands}" if cands else "")
+
+
+def failing(s: Setting) -> tuple[str, ...]:
+    """The levels at which a setting fails (its layers raise, its kernel is unsupported on
+    the device): ``diff``'s definition, or the setting's status when that module is absent."""
+    try:
+        from sglang_audit.analyses.diff import failing_levels
+    except ImportError:
+        return ("status",) if s.status == "unsupported" else ()
+    return failing_levels(s)
+
+
+_FAILING_BADGE = {"layer": "layers fail", "kernel": "kernel unsupported", "status": "unsupported"}
+CHANGES = ("changed", "added", "removed")  # diff's changes of a setting (its VALUE_CHANGES)
 
 
 def short(file: str) -> str:
@@ -185,10 +201,19 @@ class _View:
         return out
 
     def changed(self, name: str) -> tuple[bool, str]:
+        """Whether the setting changed since --from (at any level of its outcome: the values,
+        the layers, the kernel verdict, the findings: ``diff``'s comparison), and what it was."""
         sd = self.setting_diff(name)
+        old_version = self.d.base.source.get("version") if self.d.base is not None else None
         if sd is not None:
-            if sd.change in ("changed", "added", "removed"):
-                return True, f"was {_pair(sd.old)}" if sd.change == "changed" else (sd.note or sd.change)
+            if sd.change in CHANGES:
+                if sd.change != "changed":
+                    return True, sd.note or sd.change
+                if set(sd.layers) & {"config", "runtime"}:
+                    return True, f"was {_pair(sd.old)}"
+                return True, f"was {_pair(sd.old)} ({sd.old.status})" + (f": {sd.note}" if sd.note else "")
+            if sd.change == "still_failing":
+                return False, f"fails in {old_version or 'the older release'} too"
             return False, ""
         base = self.d.base
         if base is None:
@@ -199,8 +224,14 @@ class _View:
             return True, "not in the older release" if (old is None or not old.present) else "removed"
         if base.rejected is not None:
             return True, "the older release rejects this configuration"
-        if (old.config, old.runtime) != (new.config, new.runtime):
-            return True, f"was {_pair(old)}"
+        try:
+            from sglang_audit.analyses.diff import outcome_change
+        except ImportError:  # no diff module: the values only
+            return ((old.config, old.runtime) != (new.config, new.runtime)), f"was {_pair(old)}"
+        oc = outcome_change(old, new)
+        if oc.changed:
+            values = set(oc.changed) & {"config", "runtime"}
+            return True, f"was {_pair(old)}" + ("" if values else f" ({old.status}): {'; '.join(oc.details)}")
         return False, ""
 
     def settings_rows(self) -> list[dict[str, Any]]:
@@ -215,10 +246,12 @@ class _View:
                 badges.append(("rejected", "rejected"))
             for f in sorted(by_setting.get(name, []), key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), f.rule_id)):
                 badges.append(("finding-" + f.severity, f"{f.rule_id} {f.severity}"))
-            if s.status == "unknown" or isinstance(s.config, UnknownValue) or isinstance(s.runtime, UnknownValue):
+            fails = failing(s) if self.res.rejected is None else ()
+            for level in fails:
+                # SGLang accepts the value; the layers built with it raise / its kernel is unsupported
+                badges.append(("finding-error", _FAILING_BADGE.get(level, level)))
+            if not fails and (s.status == "unknown" or isinstance(s.config, UnknownValue) or isinstance(s.runtime, UnknownValue)):
                 badges.append(("unknown", "unknown"))
-            elif s.status == "unsupported":
-                badges.append(("unknown", "unsupported"))
             changed, was = self.changed(name)
             if changed:
                 badges.append(("changed", "changed"))
@@ -229,7 +262,7 @@ class _View:
             cls = min((b[0] for b in badges), key=order.index)
             rejected = self.res.rejected is not None or s.status == "rejected"
             rows.append({
-                "name": name, "present": True, "cls": cls, "badges": badges,
+                "name": name, "present": True, "cls": cls, "badges": badges, "failing": list(fails),
                 # a rejected configuration has no value: SGLang stops before using one
                 "config": "—" if rejected else fmt(s.config), "config_detail": _unknown_detail(s.config),
                 "runtime": "—" if rejected or s.runtime is None else fmt(s.runtime), "runtime_detail": _unknown_detail(s.runtime),
@@ -288,8 +321,30 @@ class _View:
                 row["final"] = fmt(c.config if c.layer == "config" else c.runtime) + f" ({c.layer})"
                 row["where"] = self.step(c.where) if c.where else None
                 row["why"] = [self.condition(x, taken=True) for x in c.reason if x.predicates]
+            elif c.outcome == OUTCOME_LAYERS_FAIL:
+                # SGLang accepts it; the layers built with it raise (explain's own words)
+                stage = getattr(exp.setting.layer, "stage", "moe")
+                row["label"] = "attention backend fails" if stage == "attention" else "MoE layers fail"
+                row["cls"] = "rejected"
+                what = "the attention backend" if stage == "attention" else "the MoE layers"
+                row["note"] = f"accepted by SGLang, but {what} built with it fail: {c.note}" if c.note else \
+                    f"accepted by SGLang, but {what} built with it fail"
+            elif c.outcome == OUTCOME_KNOWN_BAD:
+                row["label"] = "known-bad"
+                final = fmt(c.runtime if c.runtime is not None else c.config)
+                row["final"] = final if final != c.choice else ""
+                row["cls"] = "rejected" if any(sev == "error" for _r, sev, _t in c.known_bad) else "rewritten"
+                bad = ", ".join(f"{r} ({sev}: {title})" for r, sev, title in c.known_bad)
+                row["note"] = f"accepted by SGLang, but known-bad: {bad}" + (f"; {c.note}" if c.note else "")
             else:
                 row["label"] = "unknown"
+            if c.outcome != OUTCOME_KNOWN_BAD and c.known_bad:
+                row["note"] = "; ".join(x for x in (row["note"], "known-bad: " + ", ".join(
+                    f"{r} ({sev}: {title})" for r, sev, title in c.known_bad)) if x)
+            if c.kernel is not None and c.kernel.status == "unsupported":
+                k = c.kernel
+                what = (k.function or k.library) + (f" backend {k.backend!r}" if k.backend else "")
+                row["note"] = "; ".join(x for x in (row["note"], f"kernel {what} unsupported: {k.reason}") if x)
             choices.append(row)
         order = {BRANCH_FIRED: 0, BRANCH_REACHED: 1, BRANCH_NOT_TAKEN: 2, BRANCH_BLOCKED: 3}
         branches = []
@@ -431,8 +486,15 @@ class _View:
             for sd in dd.settings:
                 if sd.change == "absent":
                     continue
+                changed = sd.change in CHANGES
+                still = sd.change == "still_failing" or (changed and getattr(sd, "still_failing", False))
+                newly = getattr(sd, "newly_failing", False)
                 rows.append({
-                    "name": sd.name, "change": sd.change, "changed": sd.change in ("changed", "added", "removed"),
+                    "name": sd.name, "change": "still failing on both" if sd.change == "still_failing" else
+                    (f"{sd.change}, newly failing" if newly else sd.change), "changed": changed,
+                    # the row's colour: a failure on the new release is the most serious
+                    "cls": "finding-error" if (still or newly) else "changed" if changed else
+                    "unknown" if sd.change in ("unknown", "rejected") else "ok",
                     "layers": list(sd.layers), "note": sd.note,
                     "old": _pair(sd.old) if sd.old is not None and sd.old.present else "—",
                     "new": _pair(sd.new) if sd.new is not None and sd.new.present else "—",
@@ -467,6 +529,7 @@ class _View:
                 changed = self.changed(name)[0] if name in self.res.settings else True
                 rows.append({
                     "name": name, "change": "changed" if changed else "unchanged", "changed": changed,
+                    "cls": "changed" if changed else "ok",
                     "layers": [], "note": "",
                     "old": _pair(old) if old_present else "—", "new": _pair(new) if new_present else "—",
                     "old_where": self._decided(old, base) if old_present else None,
@@ -495,6 +558,31 @@ class _View:
     @staticmethod
     def rejection_text(r: Rejection | None) -> str:
         return f"{r.exception}: {r.message} ({r.file}:{r.line})" if r is not None else ""
+
+    def verdict(self, rows: list[dict[str, Any]], findings: dict[str, Any] | None) -> dict[str, str]:
+        """The headline: SGLang's verdict on the flags, and — when it accepts them — whether the
+        deployment then works: settings whose layers raise or whose kernel is unsupported, error
+        findings.  SGLang accepting the flags alone is not "accepts this configuration"."""
+        res = self.res
+        if res.rejected is not None:
+            return {"cls": "rejected", "text": "SGLang rejects this configuration"}
+        layers = [r["name"] for r in rows if r["present"] and "layer" in r["failing"]]
+        kernels = [r["name"] for r in rows if r["present"] and "kernel" in r["failing"]]
+        other = [r["name"] for r in rows if r["present"] and r["failing"] and not {"layer", "kernel"} & set(r["failing"])]
+        errors = findings["counts"]["error"] if findings else 0
+        parts = []
+        for names, what in ((layers, "fail{s} when the layers are built"), (kernels, "call{s} a kernel unsupported on this device"),
+                            (other, "{are} unsupported")):
+            if names:
+                n = len(names)
+                parts.append(f"{n} setting{'s' if n != 1 else ''} " + what.format(s="" if n != 1 else "s", are="are" if n != 1 else "is"))
+        if not parts and errors:
+            parts.append(f"{errors} known-bad error{'s' if errors != 1 else ''}")
+        if parts:
+            return {"cls": "finding-error", "text": "SGLang accepts the flags; " + "; ".join(parts)}
+        if res.rejections:
+            return {"cls": "unknown", "text": "SGLang accepts the flags; it rejects them on some paths (inputs the tool does not know)"}
+        return {"cls": "ok", "text": "SGLang accepts this configuration"}
 
     # whole page --------------------------------------------------------------------------
     def page(self) -> dict[str, Any]:
@@ -528,13 +616,16 @@ class _View:
             "rejected": self.rejection(res.rejected) if res.rejected is not None else None,
             "rejections": [self.rejection(r) for r in res.rejections],
             "rows": rows,
-            "legend": [("ok", "ok"), ("changed", "changed since --from"), ("finding-error", "finding (error)"),
+            "legend": [("ok", "ok"), ("changed", "changed since --from"),
+                       ("finding-error", "finding (error), or fails when the layers are built"),
                        ("finding-warning", "finding (warning)"), ("unknown", "unknown"), ("rejected", "rejected")],
             "counts": {
                 "findings": len(findings["items"]) if findings else 0,
                 "unknown": sum(1 for r in rows if r["present"] and any(b[0] == "unknown" for b in r["badges"])),
+                "failing": sum(1 for r in rows if r["present"] and r["failing"]),
                 "changed": sum(1 for r in rows if r["present"] and any(b[0] == "changed" for b in r["badges"])),
             },
+            "verdict": self.verdict(rows, findings),
             "sections": sections, "absent": absent,
             "findings": findings, "check_note": self.d.check_note,
             "diff": self.diff(),
