@@ -509,7 +509,8 @@ def test_real_changed_since_counts_layers_that_start_failing(release):
                   sets=["tp_size=8", "speculative_algorithm=NEXTN", "disable_radix_cache=true"])
     page = render_html(build_report(req, "sglang==0.5.10", force_choices=False))
     row = _diff_row(page, "moe_runner_backend")
-    assert re.search(r'<span class="badge changed">changed, newly failing \(layer[^)]*\)</span>', row), row
+    # a newly failing row is coloured as a failure, not as a mere change
+    assert re.search(r'<span class="badge finding-error">changed, newly failing \(layer[^)]*\)</span>', row), row
     assert "layer resolved → unsupported" in row
     summary = _summary_row(page, "moe_runner_backend")
     assert 'class="badge changed">changed<' in summary and "was auto (resolved): layer resolved → unsupported" in summary

@@ -98,7 +98,7 @@ def failing(s: Setting) -> tuple[str, ...]:
     """The levels at which a setting fails (its layers raise, its kernel is unsupported on
     the device): ``diff``'s definition, or the setting's status when that module is absent."""
     try:
-        from sglang_audit.analyses.diff import failing_levels
+        from sglang_audit.analyses.outcome import failing_levels
     except ImportError:
         return ("status",) if s.status == "unsupported" else ()
     return failing_levels(s)
@@ -225,7 +225,7 @@ class _View:
         if base.rejected is not None:
             return True, "the older release rejects this configuration"
         try:
-            from sglang_audit.analyses.diff import outcome_change
+            from sglang_audit.analyses.outcome import outcome_change
         except ImportError:  # no diff module: the values only
             return ((old.config, old.runtime) != (new.config, new.runtime)), f"was {_pair(old)}"
         oc = outcome_change(old, new)
