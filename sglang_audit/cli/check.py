@@ -31,7 +31,8 @@ validated at load time; see docs/rules.md). Findings name the triggering setting
 resolved value, the deciding SGLang file:line and the decision chain.
 
 \b
-Example (CI, SARIF for GitHub code scanning, anchored to the team's launch script):
+Example (CI, SARIF for GitHub code scanning, anchored to the team's launch script; on
+0.5.13 it exits 1: the SGA101 error finding):
   sglang-audit check -s sglang==0.5.13 -a sm120 -m qwen3.5-397b-a17b-nvfp4 \\
       --set tp_size=8 --format sarif --location deploy/launch.sh > sglang-audit.sarif
 """
@@ -85,6 +86,12 @@ def check(rule_dirs: tuple[Path, ...], fail_on: str, fmt: str, location: Path | 
         click.echo(json.dumps(check_json(result, fail_on), indent=2, sort_keys=True, default=str))
     else:
         from sglang_audit.render.check import render_check
+        from sglang_audit.render.text import hint_lines
 
-        click.echo(render_check(result, fail_on), nl=False)
+        text = render_check(result, fail_on)
+        hints = hint_lines([res.rejected, *res.rejections], indent="")
+        if hints:  # how to get past SGLang's rejection (SGA001), before the summary line
+            head, sep, summary = text.rpartition("summary: ")
+            text = head + "\n".join(hints) + "\n\n" + sep + summary if sep else text + "\n".join(hints) + "\n"
+        click.echo(text, nl=False)
     sys.exit(result.exit_code(fail_on))

@@ -34,7 +34,11 @@ def progress(msg: str) -> None:
 
 
 class StatusLine:
-    """One stderr line rewritten in place (a terminal only), e.g. the count of files parsed."""
+    """One stderr line rewritten in place (a terminal only), e.g. the count of files parsed.
+
+    The carriage return and erase-line are the tool's own terminal control and reach the
+    terminal as they are (``write_control``); the text may quote the checkout (a file name)
+    and is escaped."""
 
     def __init__(self) -> None:
         self.shown = False
@@ -45,14 +49,12 @@ class StatusLine:
         import shutil
 
         cols = max(20, shutil.get_terminal_size().columns)
-        sys.stderr.write("\r\x1b[K" + text[: cols - 1])
-        sys.stderr.flush()
+        write_control(sys.stderr, "\r\x1b[K", escape_unsafe(text)[: cols - 1])
         self.shown = True
 
     def clear(self) -> None:
         if self.shown:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
+            write_control(sys.stderr, "\r\x1b[K")
             self.shown = False
 
 
@@ -60,16 +62,40 @@ STATUS = StatusLine()
 
 
 def parse_progress() -> Any:
-    """An ``on_parse`` hook for SourceCache: "parsing SGLang: N files (path)" on a terminal."""
+    """An ``on_parse`` hook for SourceCache: "parsing the release: N files (path)" on a
+    terminal, the path inside its package (``sglang/srt/...``, ``flashinfer/gemm/...``),
+    never the cache directory it was extracted into."""
     count = [0]
 
     def on_parse(path: Any) -> None:
         count[0] += 1
-        parts = getattr(path, "parts", ())
-        shown = "/".join(parts[parts.index("sglang"):]) if "sglang" in parts else str(path)
-        STATUS.show(f"parsing the release (first run only): {count[0]} files, {shown}")
+        STATUS.show(f"parsing the release (first run only): {count[0]} files, {package_path(path)}")
 
     return on_parse
+
+
+_TOP_PACKAGES = ("sglang", "flashinfer")  # the packages the tool parses
+
+
+def package_path(path: Any) -> str:
+    """``path`` inside the package it belongs to: an extracted wheel or sdist without the
+    cache directory it was extracted into (``<cache>/sources/<id>/flashinfer/gemm/x.py`` ->
+    ``flashinfer/gemm/x.py``), a checkout's file from its ``sglang``/``flashinfer`` package
+    directory; any other path as it is."""
+    from pathlib import Path
+
+    from sglang_audit.cachedir import cache_root
+
+    path = Path(path)
+    try:
+        inside = path.relative_to(cache_root() / "sources").parts[1:]  # without the <id> dir
+    except ValueError:
+        inside = ()
+    if len(inside) > 1:
+        return "/".join(inside)
+    parts = path.parts
+    tops = [i for i, part in enumerate(parts[:-1]) if part in _TOP_PACKAGES]
+    return "/".join(parts[tops[-1]:]) if tops else str(path)
 
 
 # the pipeline finds these on the progress callback (it knows nothing of terminals)
@@ -270,6 +296,36 @@ def broken_pipe() -> NoReturn:
     sys.exit(141)
 
 
+class OneLineError(click.ClickException):
+    """A usage error (or another click error) as every error of the tool is printed: one line
+    ``sglang-audit: error: ...``, a usage error with the command's ``--help`` to read, never
+    click's usage block."""
+
+    def __init__(self, exc: click.ClickException, command_path: str = "sglang-audit") -> None:
+        super().__init__(exc.format_message())
+        self.exit_code = exc.exit_code
+        ctx = getattr(exc, "ctx", None)
+        usage = isinstance(exc, click.UsageError)
+        self.help = "" if not usage else f"{ctx.command_path if ctx is not None else command_path} --help"
+
+    def show(self, file: Any = None) -> None:
+        text = one_line(self.format_message()).rstrip(".")
+        if self.help:
+            text += f" (see '{self.help}')"
+        click.echo(f"sglang-audit: error: {text}", err=True)
+
+
+def _one_line(exc: click.ClickException, ctx: click.Context | None = None) -> click.ClickException:
+    """click's own errors as one line (but the help a bare group prints); ``ctx`` is the
+    group's, for the command an error without a context of its own belongs to."""
+    if isinstance(exc, (click.exceptions.NoArgsIsHelpError, OneLineError)):
+        return exc
+    path = ctx.command_path if ctx is not None else "sglang-audit"
+    if ctx is not None and ctx.invoked_subcommand:
+        path += f" {ctx.invoked_subcommand}"  # its options failed to parse
+    return OneLineError(exc, path)
+
+
 class AuditGroup(click.Group):
     """The command group: whatever escapes a command outside ``run_or_exit`` (writing the
     output, a renderer bug) still ends as one line and a documented exit code.
@@ -292,12 +348,21 @@ class AuditGroup(click.Group):
             self.add_command(self._lazy[cmd_name](), cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:  # the group's own options (`sglang-audit --bogus`)
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.ClickException as exc:
+            raise _one_line(exc) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         restore = install_safe_output()
         try:
             return super().invoke(ctx)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise  # click's own usage errors and exits (Exit/Abort are RuntimeErrors)
+        except click.exceptions.ClickException as exc:
+            raise _one_line(exc, ctx) from None  # a command's options, or a usage error it raises
+        except (click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click's own exits (Exit/Abort are RuntimeErrors)
         except AuditError as exc:
             fail(str(exc), exc.exit_code)
         except BrokenPipeError:
@@ -314,7 +379,10 @@ class AuditGroup(click.Group):
 # review shows (a forged "resolved" line). Every character of those classes written to
 # stdout/stderr is escaped (\x1b, \u202e): JSON and SARIF already escape controls, and
 # an escaped bidi character inside a JSON string is the same string. Characters the
-# output encoding cannot take are replaced, never a crash.
+# output encoding cannot take are replaced, never a crash. The one exception is the tool's
+# own terminal control, written through ``write_control``/``TerminalControl`` (the status
+# line's \r\x1b[K, click's progress bar), whose text is escaped by whoever puts it there
+# (tests/test_pty.py checks both on a real terminal).
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -325,8 +393,49 @@ def escape_unsafe(text: str) -> str:
 
 class _SafeText(io.TextIOWrapper):
     def write(self, s: str) -> int:
-        super().write(escape_unsafe(s).encode(self.encoding or "utf-8", "replace").decode(self.encoding or "utf-8", "replace"))
+        self.write_control(escape_unsafe(s))
         return len(s)
+
+    def write_control(self, s: str) -> None:
+        """Written as it is: the tool's own terminal control (``write_control``), never text
+        from the analysed tree or the user."""
+        super().write(s.encode(self.encoding or "utf-8", "replace").decode(self.encoding or "utf-8", "replace"))
+
+
+def write_control(stream: Any, control: str, text: str = "") -> None:
+    """The tool's own terminal control (``\\r\\x1b[K`` of a status line) as it is, then
+    ``text`` escaped (it may quote the checkout or the user: a file name, a model name).
+    The escaping writer ``install_safe_output`` puts on stdout/stderr escapes everything
+    else written there."""
+    raw = getattr(stream, "write_control", stream.write)
+    raw(control + escape_unsafe(text))
+    stream.flush()
+
+
+class TerminalControl:
+    """A stream for a writer whose output is the tool's own terminal control, e.g. click's
+    progress bar (``\\r``, the cursor hide/show codes) over labels the tool wrote: what it
+    writes reaches the terminal as it is. Text from the checkout or the user must be escaped
+    (``escape_unsafe``) before it is put in such a label."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, s: str) -> int:
+        getattr(self._stream, "write_control", self._stream.write)(s)
+        return len(s)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        try:
+            return bool(self._stream.isatty())
+        except (AttributeError, ValueError):
+            return False
+
+    def fileno(self) -> int:
+        return int(self._stream.fileno())
 
 
 def install_safe_output() -> Any:

@@ -52,7 +52,7 @@ Deployment file (YAML or TOML), one entry per deployment:
       launch: "python -m sglang.launch_server --model-path deepseek-r1-nvfp4 --tp 8"
 
 \b
-Example:
+Example (exits 1: 0.5.13 changes the FP4 GEMM runtime backend on SM120):
   sglang-audit diff --from sglang==0.5.12 --to sglang==0.5.13 --arch sm120 \\
       --model qwen3.5-397b-a17b-nvfp4 --set tp_size=8
 """

@@ -22,6 +22,7 @@ from sglang_audit.analyses.matrix import (
 )
 from sglang_audit.cli.common import (
     TargetOptions,
+    TerminalControl,
     jobs_of,
     jobs_option,
     progress,
@@ -94,7 +95,9 @@ def matrix(archs: tuple[str, ...], models: tuple[str, ...], flag_sets: tuple[str
     n_jobs = jobs_of(jobs)
     # progress only for a person watching: never on a pipe, a file or in CI logs
     if sys.stderr.isatty() and p.cases:
-        with click.progressbar(length=len(p.cases), label=f"resolving {len(p.cases)} cases", file=sys.stderr) as bar:
+        # the bar's \r and cursor codes are the tool's own terminal control: written as they are
+        with click.progressbar(length=len(p.cases), label=f"resolving {len(p.cases)} cases",
+                               file=TerminalControl(sys.stderr)) as bar:
             def tick(_r: CaseResult) -> None:
                 bar.update(1)
 

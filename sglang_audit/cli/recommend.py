@@ -55,7 +55,8 @@ def recommend(bench: str | None, max_resolutions: int | None, explore: tuple[str
     \b
     Example:
       sglang-audit recommend --source sglang==0.5.10 --arch sm120 \\
-          --model qwen3.5-397b-a17b-nvfp4 --set tp_size=8 --set speculative_algorithm=NEXTN
+          --model qwen3.5-397b-a17b-nvfp4 --set tp_size=8 --set speculative_algorithm=NEXTN \\
+          --set disable_radix_cache=true
     """
     from sglang_audit.analyses.recommend import DEFAULT_MAX_RESOLUTIONS
     from sglang_audit.analyses.recommend import recommend as run_recommend
@@ -64,6 +65,6 @@ def recommend(bench: str | None, max_resolutions: int | None, explore: tuple[str
     limit = DEFAULT_MAX_RESOLUTIONS if max_resolutions is None else max_resolutions
     rec = run_or_exit(lambda: run_recommend(make_request(kw), bench=bench, max_resolutions=limit, progress=progress,
                                             explore=tuple(explore), jobs=jobs_of(jobs)))
-    click.echo(render_json(rec) if fmt == "json" else render_text(rec), nl=fmt == "json")
+    click.echo(render_json(rec) if fmt == "json" else render_text(rec, requested_model=kw.get("model")), nl=fmt == "json")
     if rec.recommended is None:
         sys.exit(1)

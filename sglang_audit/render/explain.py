@@ -19,7 +19,14 @@ from sglang_audit.analyses.explain import (
     Condition,
     Explanation,
 )
-from sglang_audit.render.text import _value, describe_step
+from sglang_audit.render.text import (
+    _value,
+    describe_step,
+    env_line,
+    hint_lines,
+    model_label,
+    unknown_reason,
+)
 from sglang_audit.result import ChainStep
 
 MAX_OTHER_CONDITIONS = 2  # non-hardware conditions shown per branch before summarising
@@ -57,7 +64,8 @@ def _condition_text(c: Condition, device: str, taken: bool = False) -> str:
     return f"{head}  — {state}" + (f" ({preds})" if preds else "")
 
 
-def render_text(exp: Explanation) -> str:
+def render_text(exp: Explanation, requested_model: str | None = None) -> str:
+    """``requested_model``: the model as the user named it (-m), when known."""
     res = exp.resolution
     dev = res.device
     device = str(dev.get("arch"))
@@ -65,9 +73,12 @@ def render_text(exp: Explanation) -> str:
     m = res.model
     out.append(f"SGLang {res.source.get('version')} — explain {exp.field}")
     out.append(f"device: {dev['arch']} {dev['name']}" + (f", CUDA {dev['cuda']}" if dev.get("cuda") else "")
-               + f"; model: {m.name} ({_value(m.architecture)}, quantization {_value(m.quantization)})")
+               + f"; model: {model_label(m, requested_model)} ({_value(m.architecture)}, quantization {_value(m.quantization, unknown_reason(m.architecture))})")
     if res.flags:
         out.append("flags: " + " ".join(f"{k}={v}" for k, v in res.flags.items()))
+    env = env_line(res)
+    if env:
+        out.append(env)
     out.append("")
     _resolved(exp, out, device)
     if exp.choices:
@@ -83,6 +94,9 @@ def render_text(exp: Explanation) -> str:
         else:
             for c in exp.choices:
                 out.extend(_choice_lines(c, width, device))
+            # said once, after every choice it explains (the base's is said under Resolved)
+            out.extend(hint_lines([r for c in exp.choices for r in (c.rejection, *c.conditional)],
+                                  said=[res.rejected, *res.rejections]))
     out.append("")
     _branch_section(exp, out, device)
     if exp.notes:
@@ -98,6 +112,7 @@ def _resolved(exp: Explanation, out: list[str], device: str) -> None:
         r = res.rejected
         out.append(f"Resolved: the configuration is REJECTED by SGLang: {r.exception}: {r.message}")
         out.append(f"  at {r.file}:{r.line}")
+        out.extend(hint_lines([r]))
         return
     if not s.present:
         out.append(f"Resolved: this release has no {exp.field} setting")
@@ -126,6 +141,7 @@ def _resolved(exp: Explanation, out: list[str], device: str) -> None:
         out.append(f"    {step.layer:7} {describe_step(step)}")
     for r in res.rejections:
         out.append(f"  rejected when {' and '.join(r.when)}: {r.exception}: {r.message} ({r.file}:{r.line})")
+    out.extend(hint_lines(res.rejections))
 
 
 def _choice_lines(c: ChoiceOutcome, width: int, device: str) -> list[str]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from sglang_audit.analyses.recommend import Candidate, Recommendation
+from sglang_audit.analyses.recommend import REASON_REJECTED, Candidate, Recommendation
+from sglang_audit.render.text import env_line, hint_lines, model_label
 
 
 def render_json(rec: Recommendation) -> str:
@@ -15,11 +16,15 @@ def _values(c: Candidate) -> str:
     return ", ".join(f"{k}={v}" for k, v in c.values)
 
 
-def render_text(rec: Recommendation) -> str:
+def render_text(rec: Recommendation, requested_model: str | None = None) -> str:
+    """``requested_model``: the model as the user named it (-m), when known."""
     res = rec.resolution
     out: list[str] = []
     out.append(f"sglang-audit recommend: SGLang {res.source.get('version')} (FlashInfer {res.source.get('flashinfer')}), "
-               f"{res.device.get('name', res.device.get('arch', ''))}, model {res.model.name}")
+               f"{res.device.get('name', res.device.get('arch', ''))}, model {model_label(res.model, requested_model)}")
+    env = env_line(res)
+    if env:
+        out.append(env)
     out.append(f"explored: {', '.join(rec.fields) or 'nothing (no backend setting applies to this model)'}; "
                f"{rec.resolutions} resolution(s) (bound {rec.max_resolutions})")
     out.append("")
@@ -58,12 +63,7 @@ def render_text(rec: Recommendation) -> str:
             out.append(f"     above {i + 1} because: {s.text}" if s.decided_by != "none" else f"     vs {i + 1}: {s.text}")
     out.append("")
     out.append(f"Rejected ({len(rec.rejected)}):")
-    for c in rec.rejected:
-        r = c.reason
-        assert r is not None
-        extra = f" [{r.rule}: {', '.join(r.sources)}]" if r.rule else ""
-        where = f" ({r.where})" if r.where else ""
-        out.append(f"  {c.id}: {r.kind}: {r.message}{where}{extra}")
+    out.extend(_rejected_lines(rec))
     if rec.not_evaluated:
         out.append("")
         out.append(f"Not evaluated ({len(rec.not_evaluated)}, bound reached): " + "; ".join(c.id for c in rec.not_evaluated))
@@ -79,3 +79,37 @@ def render_text(rec: Recommendation) -> str:
     for n in rec.notes:
         out.append(f"note: {n}")
     return "\n".join(out) + "\n"
+
+
+def _rejected_lines(rec: Recommendation) -> list[str]:
+    """The removed candidates, in order; a reason shared by several (SGLang refusing the
+    configuration whatever the explored field is) said once, with the candidates it removed
+    and, for a known SGLang rejection, how to get past it (``hint_lines``)."""
+    groups: dict[tuple[str, str, str, str, tuple[str, ...]], list[Candidate]] = {}
+    for c in rec.rejected:
+        r = c.reason
+        assert r is not None
+        groups.setdefault((r.kind, r.message, r.where, r.rule, r.sources), []).append(c)
+    out: list[str] = []
+    reasons = []
+    for (kind, message, where, rule, sources), cands in groups.items():
+        extra = f" [{rule}: {', '.join(sources)}]" if rule else ""
+        at = f" ({where})" if where else ""
+        if len(cands) == 1:
+            out.append(f"  {cands[0].id}: {kind}: {message}{at}{extra}")
+        else:
+            out.append(f"  {len(cands)} candidates, the same way: {kind}: {message}{at}{extra}")
+            out.append(f"    {_ids(cands)}")
+        if kind == REASON_REJECTED:
+            reasons.append(cands[0].reason)
+    out.extend(hint_lines([*reasons, rec.resolution.rejected]))  # the configuration as given, too
+    return out
+
+
+def _ids(cands: list[Candidate]) -> str:
+    """The candidates' ids, a field shared by all named once (``moe_runner_backend=a|b|c``)."""
+    fields = {tuple(k for k, _ in c.flags) for c in cands}
+    if len(fields) == 1 and len(next(iter(fields))) == 1:
+        name = next(iter(fields))[0]
+        return f"{name}=" + "|".join(c.flags[0][1] for c in cands)
+    return "; ".join(c.id for c in cands)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sglang_audit.result import (
@@ -10,10 +11,17 @@ from sglang_audit.result import (
     ROLE_INPUT,
     ChainStep,
     LayerValue,
+    ModelSummary,
     Resolution,
     Setting,
     UnknownValue,
 )
+
+
+def unknown_reason(v: Any) -> str | None:
+    """The reason an unknown value gives (None for a known one): passed as ``shown_reason`` to
+    the next value on the same line, which then says "as above"."""
+    return v.reason if isinstance(v, UnknownValue) else None
 
 
 def _value(v: Any, shown_reason: str | None = None) -> str:
@@ -63,19 +71,104 @@ def _origin(name: str, s: Setting, res: Resolution) -> str:
     return phrase
 
 
-def render_resolution(res: Resolution, verbose: bool = False) -> str:
-    out: list[str] = []
+def release_line(res: Resolution, verbose: bool = False) -> str:
+    """The first line: the release and its FlashInfer pin; the resolution structure (the era,
+    docs/eras.md) is the tool's own vocabulary, for -v only."""
     src = res.source
+    line = f"SGLang {src.get('version')} (flashinfer {src.get('flashinfer') or 'not pinned'})"
+    return f"{line} — {res.structure}" if verbose else line
+
+
+def model_label(m: ModelSummary, requested: str | None = None) -> str:
+    """The model as the user named it. A bundled profile standing for a Hugging Face id (an
+    ``-m ORG/NAME`` not in the local HF cache, or a profile named inside --launch/--config)
+    says so: it imitates that model from public reports, its files are not the hub's.
+    ``requested``: the ``-m`` the user gave, when there was one (typing the profile's own
+    name is no surprise: the plain name)."""
+    if requested == m.name or not _bundled(m):
+        return m.name
+    named = requested or _hf_id(m.name) or m.name
+    return f"{named} — bundled profile {m.name}, rebuilt from public reports (not the hub's files)"
+
+
+def _bundled(m: ModelSummary) -> bool:
+    from pathlib import Path
+
+    from sglang_audit.shipped import profiles_dir
+
+    try:
+        return Path(m.path).resolve().parent == profiles_dir().resolve()
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+def _hf_id(profile: str) -> str | None:
+    """The Hugging Face id a bundled profile's PROFILE.md names."""
+    from sglang_audit.resolve.pipeline import profile_ids
+
+    return next((hf for hf, name in profile_ids().items() if name == profile), None)
+
+
+def env_line(res: Resolution) -> str | None:
+    """The environment SGLang is evaluated with (--env, and --launch's NAME=VALUE / env /
+    export / docker -e), credentials redacted as in the reports."""
+    if not res.env:
+        return None
+    from sglang_audit.resolve.pipeline import _redacted
+
+    return "env: " + " ".join(f"{k}={v}" for k, v in _redacted(dict(res.env)).items())
+
+
+def hint_lines(rejections: Iterable[Any], indent: str = "  ", said: Iterable[Any] = ()) -> list[str]:
+    """How to get past the SGLang rejections just printed: the hints of rules/matrix.toml
+    (``rejection_hints``, keyed on SGLang's message; the ones ``matrix`` prints), each once
+    however many rejections it explains, none already given for the rejections ``said``. A
+    rejection is anything with SGLang's ``message`` (a ``Rejection``, recommend's ``Reason``)."""
+    given = [r for r in rejections if r is not None and getattr(r, "message", None)]
+    if not given:
+        return []
+    import textwrap
+
+    from sglang_audit.analyses.matrix import hint_for
+    from sglang_audit.render.matrix import HINT_WIDTH
+
+    old = {hint_for(r) for r in said if r is not None and getattr(r, "message", None)}
+    hints = [h for h in dict.fromkeys(hint_for(r) for r in given) if h is not None and h not in old]
+    out: list[str] = []
+    for h in hints:
+        launch = " ".join(_launch_flag(item) for item in h.sets)
+        text = f"how to get past it: rerun with {h.advice()} (in a launch command: {launch}): {h.why}"
+        out.extend(textwrap.wrap(text, HINT_WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                                 break_on_hyphens=False, break_long_words=False))
+        if h.alternative:
+            out.extend(textwrap.wrap(h.alternative, HINT_WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                                     break_on_hyphens=False, break_long_words=False))
+    return out
+
+
+def _launch_flag(item: str) -> str:
+    """A hint's KEY=VALUE as SGLang's command line spells it (a true boolean is its switch)."""
+    key, _, value = item.partition("=")
+    flag = "--" + key.replace("_", "-")
+    return flag if value.lower() == "true" else f"{flag} {value}"
+
+
+def render_resolution(res: Resolution, verbose: bool = False, requested_model: str | None = None) -> str:
+    """``requested_model``: the model as the user named it (-m), when known."""
+    out: list[str] = []
     dev = res.device
-    out.append(f"SGLang {src.get('version')} (flashinfer {src.get('flashinfer')}) — {res.structure}")
+    out.append(release_line(res, verbose))
     out.append(f"device: {dev['arch']} {dev['name']}, platform {dev['platform']}" + (f", CUDA {dev['cuda']}" if dev.get("cuda") else ""))
     m = res.model
-    out.append(f"model: {m.name} — {_value(m.architecture)}, quantization {_value(m.quantization)} (config.json quant_method {m.config_quant_method})")
+    out.append(f"model: {model_label(m, requested_model)} — {_value(m.architecture)}, quantization {_value(m.quantization, unknown_reason(m.architecture))} (config.json quant_method {m.config_quant_method})")
     out += [f"  assuming: {a}" for a in m.assumptions]
     if m.draft_architecture is not None:
         out.append(f"draft: {_value(m.draft_architecture)}, quantization {_value(m.draft_quantization)}")
     if res.flags:
         out.append("flags: " + " ".join(f"{k}={v}" for k, v in res.flags.items()))
+    env = env_line(res)
+    if env:
+        out.append(env)
     ks = res.kernel_source
     if ks:
         read = f"{ks.get('library')} {ks.get('version')} ({ks.get('origin')})" if "error" not in ks else f"{ks.get('library')} not read: {ks['error']}"
@@ -85,9 +178,11 @@ def render_resolution(res: Resolution, verbose: bool = False) -> str:
         out.append("")
         out.append(f"REJECTED by SGLang: {r.exception}: {r.message}")
         out.append(f"  at {r.file}:{r.line}" + (f"  [{r.code}]" if r.code else ""))
+        out.extend(hint_lines([r]))
         return "\n".join(out) + "\n"
     for r in res.rejections:
         out.append(f"rejected when {' and '.join(r.when)}: {r.exception}: {r.message} ({r.file}:{r.line})")
+    out.extend(hint_lines(res.rejections))
     out.append("")
     width = max(len(n) for n in res.settings)
     for name, s in res.settings.items():
@@ -192,7 +287,9 @@ def _kernel_lines(s: Setting, width: int, verbose: bool) -> list[str]:
 
 
 def wrap(text: str, width: int) -> str:
-    """Each line folded to ``width`` columns, continuation lines indented under it."""
+    """Each line folded to ``width`` columns, continuation lines indented under it; folded at
+    spaces only, never inside a token (a ``file:line``, a path, a value longer than the room
+    left stays whole on its own line)."""
     import textwrap
 
     out: list[str] = []
@@ -202,5 +299,5 @@ def wrap(text: str, width: int) -> str:
             continue
         indent = " " * min(len(line) - len(line.lstrip(" ")) + 4, width // 2)
         out.extend(textwrap.wrap(line, width=width, subsequent_indent=indent, break_on_hyphens=False,
-                                 drop_whitespace=True) or [line])
+                                 break_long_words=False, drop_whitespace=True) or [line])
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")

@@ -639,6 +639,9 @@ class Resolver:
             draft_quantization=self.join_model_value(paths, "draft_quantization"),
             assumptions=tuple(self.world.boundaries.assumptions),
         )
+        floor_note = _below_validated(self.target.source.version)
+        if floor_note is not None:
+            notes.append(floor_note)
         registry_note = _unregistered_architecture(self.root, self.target.model.path, model.architecture, self.target.env)
         if registry_note is not None:
             notes.append(registry_note)
@@ -729,8 +732,25 @@ class Resolver:
         if len(distinct) == 1 and len(values) == len([p for p in paths if p.aborted is None]):
             return distinct[0]
         if not values:
-            return None
+            if key.startswith("draft_"):
+                return None  # no draft on any path (no speculative algorithm): none to show
+            return UnknownValue(self._model_not_read(paths), ())
         return UnknownValue("differs between unknown inputs", tuple(Candidate(v) for v in distinct))
+
+    @staticmethod
+    def _model_not_read(paths: list[PathResult]) -> str:
+        """Why no path read the model's ModelConfig: SGLang rejected the flags first, the
+        model stage stopped (its reason), or the configuration stage did."""
+        for p in paths:
+            if p.rejected is not None:
+                return "ModelConfig not read: SGLang rejects the configuration before it builds the model's config"
+        for p in paths:
+            if p.model.get("error"):
+                return f"ModelConfig not read: {p.model['error']}"
+        for p in paths:
+            if p.aborted is not None:
+                return f"ModelConfig not read: {p.aborted}"
+        return "ModelConfig not read on any path"
 
     def join_setting(self, name: str, paths: list[PathResult], complete: list[PathResult], explored_all: bool, rejected: Rejection | None) -> Setting:
         if rejected is not None:
@@ -1031,6 +1051,24 @@ def detect_structure(root: Path) -> str:
         if any(all(holds(c) for c in conds) for conds in alternatives):
             return era["name"]
     return "unrecognised"
+
+
+def _below_validated(version: Any) -> str | None:
+    """A note for a release older than the oldest the tool's checks cover (rules/eras.toml
+    ``oldest_validated``); None for a newer one or a version that does not parse (a checkout)."""
+    from packaging.version import InvalidVersion, Version
+
+    floor = load_toml("eras.toml").get("oldest_validated")
+    if not isinstance(version, str) or not isinstance(floor, str):
+        return None
+    try:
+        below = Version(version) < Version(floor)
+    except InvalidVersion:
+        return None
+    if not below:
+        return None
+    return (f"SGLang {version} is older than {floor}, the oldest release this tool's era table, oracle agreement "
+            f"and release runs cover (docs/eras.md): its answers for {version} are not validated")
 
 
 def _unregistered_architecture(root: Path, model_dir: Path, architecture: Any, env: dict[str, str]) -> str | None:
