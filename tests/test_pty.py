@@ -24,12 +24,12 @@ SA = Path("python") / "sglang" / "srt" / "server_args.py"
 FORGED_MESSAGE = r"modelopt_fp4 quantization is required\x1b]0;pwned\x07\r\x1b[2Kresolved"
 
 
-def _on_a_terminal(args: list[str], tmp_path: Path, code: str | None = None) -> tuple[int, bytes]:
+def _on_a_terminal(args: list[str], tmp_path: Path, code: str | None = None, cols: int = 160) -> tuple[int, bytes]:
     """Run the tool (or ``code``) with stdin, stdout and stderr on one pty; all it wrote."""
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, cols, 0, 0))
     env = {**os.environ, "SGLANG_AUDIT_CACHE_DIR": str(tmp_path / "cache"), "SGLANG_AUDIT_FLASHINFER_SOURCE": "none",
-           "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "COLUMNS": "160"}
+           "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "COLUMNS": str(cols)}
     argv = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "sglang_audit", *args]
     proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=tmp_path, close_fds=True)
     os.close(slave)
@@ -95,3 +95,16 @@ def test_a_status_line_quoting_the_checkout_escapes_it(tmp_path):
     rc, out = _on_a_terminal([], tmp_path, code=code)
     assert rc == 0, out
     assert out == b"\r\x1b[Kparsing: sglang/evil\\x1b[31m\\x0d.py\r\x1b[K"
+
+
+@pytest.mark.parametrize("command", [["resolve"], ["check"], ["explain", "moe_runner_backend"], ["recommend"]])
+def test_text_output_is_folded_to_the_terminal_and_whole_on_a_pipe(tmp_path, command):
+    args = [*command, "-s", str(MINI_E2), "-a", "sm100", "-m", "deepseek-r1-nvfp4"]
+    _code, out = _on_a_terminal(args, tmp_path, cols=70)
+    lines = [ln for ln in out.decode().split("\r\n") if not ln.startswith("\r")]
+    # a line longer than the terminal is one token that cannot be split (a path, a file:line)
+    assert all(len(ln) <= 70 or " " not in ln.strip() for ln in lines), [ln for ln in lines if len(ln) > 70]
+    piped = subprocess.run([sys.executable, "-m", "sglang_audit", *args], capture_output=True, text=True, cwd=tmp_path,
+                           env={**os.environ, "SGLANG_AUDIT_CACHE_DIR": str(tmp_path / "cache"),
+                                "SGLANG_AUDIT_FLASHINFER_SOURCE": "none"})
+    assert max(len(ln) for ln in piped.stdout.splitlines()) > 70  # the same output, lines whole

@@ -444,7 +444,7 @@ def _explain_fields(request: Request, fields: list[str], cache: SourceCache, pro
             # any ServerArgs field: resolved like `resolve --field`
             target = replace(target, extra_fields=(*target.extra_fields, field))
         elif field not in settings:
-            close = difflib.get_close_matches(field, [*settings, *table.fields], n=3)
+            close = difflib.get_close_matches(field, list(dict.fromkeys([*settings, *table.fields])), n=3)  # a setting is a field too
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             out[field] = InputError(f"cannot explain {field!r}{hint}: not a setting or ServerArgs field of this release")
             continue

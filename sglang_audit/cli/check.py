@@ -93,5 +93,7 @@ def check(rule_dirs: tuple[Path, ...], fail_on: str, fmt: str, location: Path | 
         if hints:  # how to get past SGLang's rejection (SGA001), before the summary line
             head, sep, summary = text.rpartition("summary: ")
             text = head + "\n".join(hints) + "\n\n" + sep + summary if sep else text + "\n".join(hints) + "\n"
-        click.echo(text, nl=False)
+        from sglang_audit.cli.common import for_reader
+
+        click.echo(for_reader(text), nl=False)
     sys.exit(result.exit_code(fail_on))

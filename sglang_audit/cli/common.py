@@ -296,6 +296,20 @@ def broken_pipe() -> NoReturn:
     sys.exit(141)
 
 
+def for_reader(text: str) -> str:
+    """Text output as a person reads it: on a terminal, escaped and folded to its width
+    (continuations indented, never inside a token); to a pipe or a file, each line whole, for
+    grep and awk (the JSON formats are for programs)."""
+    if not sys.stdout.isatty():
+        return text
+    import shutil
+
+    from sglang_audit.render.text import wrap
+
+    # escaped first: folded as shown (a control character is not a place to fold)
+    return wrap(escape_unsafe(text), max(60, shutil.get_terminal_size().columns))
+
+
 class OneLineError(click.ClickException):
     """A usage error (or another click error) as every error of the tool is printed: one line
     ``sglang-audit: error: ...``, a usage error with the command's ``--help`` to read, never

@@ -111,5 +111,7 @@ def diff(from_source: str, to_source: str, deployment_file: Path | None, fail_on
     if fmt == "json":
         click.echo(render_json(result, fail_on))
     else:
-        click.echo(render_text(result, verbose=verbose, fail_on=fail_on), nl=False)
+        from sglang_audit.cli.common import for_reader
+
+        click.echo(for_reader(render_text(result, verbose=verbose, fail_on=fail_on)), nl=False)
     sys.exit(result.exit_code(fail_on))

@@ -37,7 +37,12 @@ def explain(field: str, fmt: str, jobs: int | None, **kw: Any) -> None:
     from sglang_audit.render.explain import render_json, render_text
 
     exp = run_or_exit(lambda: run_explain(make_request(kw), field, progress=progress, jobs=jobs_of(jobs)))
-    click.echo(render_json(exp) if fmt == "json" else render_text(exp, requested_model=kw.get("model")), nl=fmt == "json")
+    if fmt == "json":
+        click.echo(render_json(exp))
+    else:
+        from sglang_audit.cli.common import for_reader
+
+        click.echo(for_reader(render_text(exp, requested_model=kw.get("model"))), nl=False)
     if exp.resolution.rejected is not None:
         sys.exit(1)
     if exp.setting.status == "unknown":

@@ -77,17 +77,10 @@ def resolve_cmd(fmt: str, verbose: bool, **kw: Any) -> None:
     if fmt == "json":
         click.echo(json.dumps(res.to_json(), indent=2, sort_keys=False))
     else:
-        from sglang_audit.render.text import render_resolution, wrap
+        from sglang_audit.cli.common import for_reader
+        from sglang_audit.render.text import render_resolution
 
-        text = render_resolution(res, verbose=verbose, requested_model=kw.get("model"))
-        if sys.stdout.isatty():  # a person reads it: fold to the terminal's width
-            import shutil
-
-            from sglang_audit.cli.common import escape_unsafe
-
-            # escaped first: folded as shown (a control character is not a place to fold)
-            text = wrap(escape_unsafe(text), max(60, shutil.get_terminal_size().columns))
-        click.echo(text, nl=False)
+        click.echo(for_reader(render_resolution(res, verbose=verbose, requested_model=kw.get("model"))), nl=False)
     if res.rejected is not None or any(s.status == "unsupported" for s in res.settings.values()):
         sys.exit(1)  # rejected by ServerArgs, or the layers built with a setting fail
     if any(s.status == "unknown" for s in res.settings.values()):

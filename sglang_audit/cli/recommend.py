@@ -65,6 +65,11 @@ def recommend(bench: str | None, max_resolutions: int | None, explore: tuple[str
     limit = DEFAULT_MAX_RESOLUTIONS if max_resolutions is None else max_resolutions
     rec = run_or_exit(lambda: run_recommend(make_request(kw), bench=bench, max_resolutions=limit, progress=progress,
                                             explore=tuple(explore), jobs=jobs_of(jobs)))
-    click.echo(render_json(rec) if fmt == "json" else render_text(rec, requested_model=kw.get("model")), nl=fmt == "json")
+    if fmt == "json":
+        click.echo(render_json(rec))
+    else:
+        from sglang_audit.cli.common import for_reader
+
+        click.echo(for_reader(render_text(rec, requested_model=kw.get("model"))), nl=False)
     if rec.recommended is None:
         sys.exit(1)
