@@ -402,7 +402,7 @@ class _Builder:
     def __init__(self, root: Path, cache: SourceCache) -> None:
         self.root = root
         self.cache = cache
-        self.g = nx.MultiDiGraph()
+        self.g: nx.MultiDiGraph[str] = nx.MultiDiGraph()
         self.formulas: dict[str, Formula] = {}
         self.strings: dict[str, frozenset[str]] = {}
         self.notes: list[str] = []
@@ -1202,7 +1202,7 @@ def predicate_controls(dg: DecisionGraph, predicate: str) -> tuple[str, ...]:
 
 # ---- export -------------------------------------------------------------------------------
 def _sorted_copy(g: nx.MultiDiGraph) -> nx.MultiDiGraph:
-    h = nx.MultiDiGraph()
+    h: nx.MultiDiGraph[str] = nx.MultiDiGraph()
     h.graph.update(g.graph)
     for n in sorted(g.nodes):
         h.add_node(n, **dict(sorted(g.nodes[n].items())))
@@ -1224,7 +1224,7 @@ def _graphml_value(v: Any) -> Any:
 
 def to_graphml(g: nx.MultiDiGraph) -> str:
     """GraphML; attributes are strings/numbers (a ``None`` value is left out, lists are JSON)."""
-    h = nx.MultiDiGraph()
+    h: nx.MultiDiGraph[str] = nx.MultiDiGraph()
     src = _sorted_copy(g)
     h.graph.update({k: _graphml_value(v) for k, v in src.graph.items()})
     for n, d in src.nodes(data=True):

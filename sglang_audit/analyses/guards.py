@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ def list_guards(resolver: Resolver, graph: DecisionGraph | None = None) -> list[
         if mod is None:
             continue
         fn = interp.getattr(mod, name)
-        shown = _fact_value(interp, lambda fn=fn: interp.call(fn, [], {}))
+        shown = _fact_value(interp, partial(interp.call, fn, [], {}))
         file, line = _where(fn, mod, name)
         controls = predicate_controls(graph, name) if graph is not None else ()
         out.append(GuardFact(name, shown, file, line, _describe(fn), controls))
@@ -101,6 +102,10 @@ def _fact_value(interp: Interpreter, compute: Callable[[], Any]) -> Any:
     return f"unknown: {value.reason}" if isinstance(value, Unknown) else value
 
 
+def _platform_fact(interp: Interpreter, accessor: Any, fact: str) -> Any:
+    return interp.getattr(interp.call(accessor, [], {}), fact)
+
+
 def _platform_facts(interp: Interpreter, spec: dict[str, Any] | None) -> list[GuardFact]:
     """0.5.19+: ``get_platform().<fact>`` as the release evaluates it, each naming the
     predicate behind it (the decisions it controls are listed under that predicate)."""
@@ -117,7 +122,7 @@ def _platform_facts(interp: Interpreter, spec: dict[str, Any] | None) -> list[Gu
             continue
         ev = mod.events.get(table)
         for fact, probe in probes.items():
-            shown = _fact_value(interp, lambda f=fact: interp.getattr(interp.call(accessor, [], {}), f))
+            shown = _fact_value(interp, partial(_platform_fact, interp, accessor, fact))
             out.append(GuardFact(f"{spec['accessor']}().{fact}", shown, ev.file if ev else mod.file,
                                  ev.line if ev else 0, f"{table}[{fact!r}] → {probe}()"))
     return out

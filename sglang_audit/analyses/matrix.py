@@ -394,12 +394,12 @@ def run(p: Plan, jobs: int = 1, use_cache: bool = True, rule_dirs: Sequence[Path
     finally:
         if worker.frozen:
             gc.unfreeze()  # it ran in this process: give the objects back to the collector
-    done = tuple(r for r in results if r is not None)
+    finished = tuple(r for r in results if r is not None)
     return Matrix(
         source=p.tree.to_json() | {"package_dir": None},
         archs=p.archs, models=p.models, flag_sets=p.flag_sets, common_sets=p.common_sets,
         model_sets=p.model_sets, cuda=p.cuda, cudnn=p.cudnn, rules=None if rules is None else len(rules),
-        rules_note=note, columns=COLUMNS, results=done,
+        rules_note=note, columns=COLUMNS, results=finished,
     )
 
 

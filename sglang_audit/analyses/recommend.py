@@ -244,7 +244,8 @@ def load_measurements(directory: Path | None = None) -> tuple[Measurement, ...]:
                 raise InputError(f"{path.name}: measurement {i} lacks {', '.join(missing)}")
             if merged["better"] not in ("higher", "lower") or not isinstance(merged["value"], (int, float)):
                 raise InputError(f"{path.name}: measurement {i}: better must be higher|lower and value a number")
-            out.append(Measurement(**{k: (float(merged[k]) if k == "value" else str(merged[k])) for k in PERF_FIELDS}))
+            fields: dict[str, Any] = {k: (float(merged[k]) if k == "value" else str(merged[k])) for k in PERF_FIELDS}
+            out.append(Measurement(**fields))
     return tuple(out)
 
 

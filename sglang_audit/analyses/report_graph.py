@@ -234,7 +234,7 @@ def layout(g: nx.DiGraph) -> Layout:
     heights = [sum(g.nodes[n]["node"].h + V_GAP for n in col) - V_GAP for col in layers]
     total_h = max(heights)
     # x: one column per layer, as wide as its longest line
-    x = PAD_X
+    x: float = PAD_X
     for i, col in enumerate(layers):
         if not col:
             continue

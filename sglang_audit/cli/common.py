@@ -317,7 +317,9 @@ class OneLineError(click.ClickException):
 
     def __init__(self, exc: click.ClickException, command_path: str = "sglang-audit") -> None:
         super().__init__(exc.format_message())
-        self.exit_code = exc.exit_code
+        # click declares exit_code a ClassVar and sets it per class; this error keeps the one
+        # of the error it reformats
+        self.exit_code = exc.exit_code  # type: ignore[misc]
         ctx = getattr(exc, "ctx", None)
         usage = isinstance(exc, click.UsageError)
         self.help = "" if not usage else f"{ctx.command_path if ctx is not None else command_path} --help"

@@ -170,7 +170,7 @@ def _recommend() -> click.Command:
 
 
 for _loader in (_explain, _graph, _check, _report, _diff, _matrix, _cache, _recommend):
-    main.add_lazy_command(_loader.__name__[1:], _loader)  # type: ignore[attr-defined]
+    main.add_lazy_command(_loader.__name__[1:], _loader)
 
 
 

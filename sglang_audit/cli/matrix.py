@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 import click
 
@@ -97,7 +97,7 @@ def matrix(archs: tuple[str, ...], models: tuple[str, ...], flag_sets: tuple[str
     if sys.stderr.isatty() and p.cases:
         # the bar's \r and cursor codes are the tool's own terminal control: written as they are
         with click.progressbar(length=len(p.cases), label=f"resolving {len(p.cases)} cases",
-                               file=TerminalControl(sys.stderr)) as bar:
+                               file=cast(TextIO, TerminalControl(sys.stderr))) as bar:  # a stream, duck-typed
             def tick(_r: CaseResult) -> None:
                 bar.update(1)
 

@@ -147,9 +147,11 @@ class Namespace(dict):  # type: ignore[type-arg]
         self.version += 1
         super().clear()
 
-    def __ior__(self, other: Any) -> Namespace:
+    # typeshed's dict.__ior__ is incompatible with its overloaded __or__ too (typeshed ignores
+    # the same error on dict itself)
+    def __ior__(self, other: Any) -> Namespace:  # type: ignore[misc]
         self.version += 1
-        return super().__ior__(other)  # type: ignore[no-any-return]
+        return super().__ior__(other)
 
 
 class ModuleObj:
@@ -229,11 +231,12 @@ class Class:
     ns: dict[str, Any]
     module: ModuleObj | None
     line: int = 0
-    annotations: list[tuple[str, int]] = field(default_factory=list)  # (field, line)
+    annotations: list[tuple[str, int, str]] = field(default_factory=list)  # (field, line, annotation text)
     flags: set[str] = field(default_factory=set)  # "enum", "dataclass", "exception", ...
     annotation_nodes: dict[str, Any] = field(default_factory=dict)  # name -> IR expression
     annotation_values: dict[str, Any] | None = None  # evaluated (or assigned __annotations__)
-    dc_cache: tuple[Any, Any] | None = None  # dataclass fields, computed once per class
+    # dataclass fields, computed once per class: (stamp, [(name, line, owner)])
+    dc_cache: tuple[tuple[int, ...], list[tuple[str, int, Class]]] | None = None
     mro_cache: tuple[Class, ...] | None = None
     external_bases: tuple[str, ...] = ()
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from typing import Any
+from typing import Any, cast, overload
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -81,6 +81,12 @@ class _Converter:
             return ir.Unsupported(self.line(line_node), type(node).__name__)
         return method(node)
 
+    @overload
+    def expr(self, node: None) -> None: ...
+    @overload
+    def expr(self, node: cst.CSTNode) -> ir.Node: ...
+    @overload
+    def expr(self, node: cst.CSTNode | None) -> ir.Node | None: ...
     def expr(self, node: cst.CSTNode | None) -> ir.Node | None:
         if node is None:
             return None
@@ -232,7 +238,8 @@ class _Converter:
 
     def c_Import(self, node: cst.Import) -> ir.Node:
         names = [
-            (_dotted(a.name), a.asname.name.value if a.asname else None) for a in node.names
+            (_dotted(a.name), cast(cst.Name, a.asname.name).value if a.asname else None)
+            for a in node.names
         ]
         return ir.Import(self.line(node), names)
 
@@ -242,7 +249,8 @@ class _Converter:
             names: Any = "*"
         else:
             names = [
-                (_dotted(a.name), a.asname.name.value if a.asname else None) for a in node.names
+                (_dotted(a.name), cast(cst.Name, a.asname.name).value if a.asname else None)
+                for a in node.names
             ]
         return ir.ImportFrom(self.line(node), module, len(node.relative), names)
 
@@ -306,13 +314,14 @@ class _Converter:
                 text = part.value.replace("{{", "{").replace("}}", "}")
                 parts.append(ir.Const(self.line(node), text if raw else _unescape(text)))
             else:
+                fpart = cast(cst.FormattedStringExpression, part)
                 spec = None
-                if part.format_spec:
+                if fpart.format_spec:
                     spec = self.e_FormattedString(
-                        cst.FormattedString(parts=part.format_spec, start='f"', end='"'), raw
+                        cst.FormattedString(parts=fpart.format_spec, start='f"', end='"'), raw
                     )
                 parts.append(
-                    ir.FormattedValue(self.line(node), self.expr(part.expression), part.conversion, spec)
+                    ir.FormattedValue(self.line(node), self.expr(fpart.expression), fpart.conversion, spec)
                 )
         return ir.JoinedStr(self.line(node), parts)
 
@@ -407,7 +416,7 @@ class _Converter:
             if isinstance(e, cst.StarredDictElement):
                 items.append((None, self.expr(e.value)))
             else:
-                items.append((self.expr(e.key), self.expr(e.value)))
+                items.append((self.expr(cast(cst.DictElement, e).key), self.expr(e.value)))
         return ir.DictExpr(self.line(node), items)
 
     def _generators(self, comp: Any) -> list[tuple[ir.Node, ir.Node, list[ir.Node]]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import cast
 
 MAX_TEXT = 240  # guard/assignment text kept as evidence is truncated to this
 
@@ -86,7 +87,7 @@ class _Scan:
         line_start = 0
         elif_runs: dict[int, int] = {}  # indentation -> elif branches so far in this chain
         for m in _TOKEN.finditer(text):
-            kind = m.lastgroup
+            kind = cast(str, m.lastgroup)  # every alternative of _TOKEN is a named group
             if kind == "nl":
                 line += 1
                 line_start = m.end()

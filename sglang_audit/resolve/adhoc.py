@@ -46,7 +46,7 @@ def evaluate_function(source: str, func: str, args: list[Any], kwargs: dict[str,
                 return Outcome("unknown", message="branch on an unknown before the exception")
             exc = raised.exc
             name = exc.cls.name if isinstance(exc, Instance) else "Exception"
-            msg_args = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
+            msg_args: Any = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
             message = interp.to_str(msg_args[0]) if len(msg_args) == 1 else ""
             return Outcome("raised", exception=name, message=message)
         except (Unmodelled, AnalysisBound) as exc:

@@ -90,7 +90,9 @@ def attach(
     error = ""
     if any(kind == "flashinfer" for kind, _, _ in wanted.values()):
         if locate is None:
-            from sglang_audit.source.flashinfer import locate_flashinfer as locate
+            from sglang_audit.source.flashinfer import locate_flashinfer
+
+            locate = locate_flashinfer
         try:
             if flashinfer_source is not None and flashinfer_source.strip().lower() == "none":
                 raise AuditError(f"not read (--flashinfer-source none, or {FLASHINFER_SOURCE_ENV}=none)")

@@ -37,7 +37,7 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sglang_audit import __version__
 from sglang_audit import result as _result
@@ -288,7 +288,7 @@ class ResultCache:
             self.misses += 1
             return None
         self.hits += 1
-        self._keyed.pop(key, None)  # nothing to store under it
+        self._keyed.pop(cast(str, key), None)  # nothing to store under it (path is not None: key is a str)
         return value
 
     def put(self, key: str | None, res: Resolution) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -221,7 +221,7 @@ class _Validator:
         self.path = path
         self.settings = settings
 
-    def fail(self, where: str, msg: str) -> Any:
+    def fail(self, where: str, msg: str) -> NoReturn:
         raise RuleError(f"{self.path}: {where}: {msg}")
 
     def string(self, data: dict[str, Any], key: str) -> str:
@@ -369,7 +369,7 @@ def evaluate(node: Any, facts: Facts, rule: Rule, subject: str | None, unknown: 
     """Kleene three-valued evaluation; ``unknown`` collects the facts that were undecided."""
     kind = node[0]
     if kind in ("all", "any"):
-        parts = [(evaluate(c, facts, rule, subject, missing := {}), missing) for c in node[1]]
+        parts = [(evaluate(c, facts, rule, subject, missing := dict[str, str]()), missing) for c in node[1]]
         results = [r for r, _ in parts]
         if kind == "all":
             outcome = False if False in results else (None if None in results else True)
@@ -424,7 +424,7 @@ def _decision_chain(setting: Setting) -> tuple[ChainStep, ...]:
     return setting.chain  # the resolver keeps only this setting's own steps (provenance.py)
 
 
-class _FormatDict(dict):  # type: ignore[type-arg]
+class _FormatDict(dict[str, Any]):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
 

@@ -218,8 +218,8 @@ def _fi_version(package: Path, metas: Iterable[Path]) -> str | None:
             version = HEADER_VERSION.search(headers)
             if version and valid_version(version.group(1)):
                 return version.group(1)
-    for name in ("_build_meta.py", "version.py"):  # the generated file first
-        text = read_text(package / name)
+    for fname in ("_build_meta.py", "version.py"):  # the generated file first
+        text = read_text(package / fname)
         match = VERSION_PY.search(text) if text else None
         if match and valid_version(match.group(1)):
             return match.group(1)

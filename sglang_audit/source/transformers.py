@@ -10,6 +10,7 @@ import glob
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
@@ -25,6 +26,9 @@ from sglang_audit.source.metadata import (
     pin_patterns,
     read_text,
 )
+
+if TYPE_CHECKING:
+    import subprocess
 
 _REQUIRES, _PYPROJECT = pin_patterns("transformers")
 MAX_MEMBER = 4 * 1024 * 1024  # a configuration_*.py is tens of KB; refuse anything odd
@@ -61,7 +65,7 @@ def transformers_wheel(pin: str, *, download: bool = True, say: Callable[[str], 
     if not download:
         raise SourceError(f"{label} is not in the cache")
 
-    def fetch(staging: Path):  # type: ignore[no-untyped-def]
+    def fetch(staging: Path) -> subprocess.CompletedProcess[str]:
         result = _pip_download(version, label, staging, binary_only=True, dist="transformers")
         if result.returncode != 0 and _pip_failure(result) == "not-found":
             raise SourceError(f"{label}: no wheel on the package index")

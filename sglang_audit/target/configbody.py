@@ -20,7 +20,7 @@ import copy
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from sglang_audit.evaluate.values import Unknown
 
@@ -240,7 +240,7 @@ class Body:
         if kind == "Name":
             if node.id in ("None", "True", "False"):
                 return {"None": None, "True": True, "False": False}[node.id]
-            value = frame.env.get(node.id, NOT_LITERAL)
+            value: Any = frame.env.get(node.id, NOT_LITERAL)
             if value is NOT_LITERAL:
                 raise Stop(node, f"{node.id} is not a literal")
             if isinstance(value, Unknown):
@@ -285,7 +285,7 @@ class Body:
             value = plain(self.ev(node.operand, frame), node)
             return (not value) if node.op in ("not", "Not") else -value
         if kind == "BoolOp":
-            value: Any = None
+            value = None
             for part in node.values:
                 value = plain(self.ev(part, frame), node)
                 if bool(value) == (node.op == "or"):
@@ -315,13 +315,13 @@ class Body:
             target, iterable, ifs = node.generators[0]
             if target.kind != "Name":
                 raise Stop(node, "comprehension target not evaluated")
-            out = []
+            found = []
             inner = replace(frame, env=dict(frame.env))
             for item in _iterable(plain(self.ev(iterable, frame), node), node):
                 inner.env[target.id] = item
                 if all(plain(self.ev(c, inner), node) for c in ifs):
-                    out.append(self.ev(node.elt, inner))
-            return out if kind == "ListComp" else set(_hashable(out, node))
+                    found.append(self.ev(node.elt, inner))
+            return found if kind == "ListComp" else set(_hashable(found, node))
         if kind == "Call":
             return self.call(node, frame)
         raise Stop(node, f"{kind} not evaluated")
@@ -334,7 +334,7 @@ class Body:
             args = [self.ev(a, frame) for k, a in node.args if k == ""]
             if not args or len(args) > 2 or any(k != "" for k, _ in node.args):
                 raise Stop(node, "kwargs call not evaluated")
-            bag = frame.env[frame.kwargs]
+            bag = frame.env[cast(str, frame.kwargs)]  # equal to a Name's id: set
             default = args[1] if len(args) > 1 else None
             return bag.pop(args[0], default) if func.attr == "pop" else bag.get(args[0], default)
         if self.recipe.rope is None:
@@ -502,7 +502,7 @@ class Body:
             frame.env[target.id] = value
         elif (target.kind == "Subscript" and target.value.kind == "Name" and target.value.id == frame.kwargs
               and target.index.kind == "Const" and not frame.base):
-            frame.env[frame.kwargs][target.index.value] = value
+            frame.env[cast(str, frame.kwargs)][target.index.value] = value  # equal to a Name's id: set
         elif target.kind == "Subscript" and frame.base and target.index.kind != "Slice":
             container = plain(self.ev(target.value, frame), stmt)
             index = plain(self.ev(target.index, frame), stmt)

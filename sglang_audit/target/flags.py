@@ -350,7 +350,7 @@ def parse_argv(table: FlagTable, words: list[str], release: str = "this release"
             if spec.action == "boolean_optional":
                 # --x / --no-x (an abbreviation resolves to the spec, so look at the full flag)
                 full = next((f for f in spec.flags if f.startswith(flag)), flag) if flag not in spec.flags else flag
-                value: Any = not full.startswith("--no-")
+                value = not full.startswith("--no-")
             elif spec.action in ("store_true", "store_false"):
                 value = spec.action == "store_true"
             else:

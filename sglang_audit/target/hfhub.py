@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sglang_audit.errors import InputError
 
@@ -69,7 +70,7 @@ def download_configs(repo_id: str, progress: Callable[[str], None] | None = None
     where = endpoint or "huggingface.co"
     if progress:
         progress(f"downloading config.json of {repo_id} from {where} (no weights) ...")
-    kw = {"cache_dir": cache_dir(), "revision": revision, "endpoint": endpoint, "token": token}
+    kw: dict[str, Any] = {"cache_dir": cache_dir(), "revision": revision, "endpoint": endpoint, "token": token}
     try:
         with _quiet_hub():
             path = Path(hf_hub_download(repo_id, "config.json", **kw))

@@ -245,7 +245,8 @@ class Builtins:
         if isinstance(value, Environ):
             return len(value.values)
         if value is None or isinstance(value, (bool, int, float, complex)):
-            return interp.data_op(lambda: len(value))  # TypeError: object of type 'int' has no len()
+            # TypeError: object of type 'int' has no len(), raised by CPython on purpose
+            return interp.data_op(lambda: len(value))  # type: ignore[arg-type]
         return Unknown(f"len() of {type(value).__name__}")
 
     def _convert(self, interp: Interpreter, typ: type, args: list[Any], kwargs: dict[str, Any]) -> Any:

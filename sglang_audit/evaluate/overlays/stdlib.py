@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from sglang_audit.evaluate.overlays.host import Host
 
 
-class DefaultDict(dict):
+class DefaultDict(dict[Any, Any]):
     """``collections.defaultdict`` whose factory is an analysed or native callable."""
 
     def __init__(self, interp: Any, factory: Any, initial: Any) -> None:
@@ -114,9 +114,9 @@ def _pattern_facts(pattern: str) -> tuple[str | None, bool]:
     if known is not None:
         return known
     try:
-        import re._parser as sre_parse  # type: ignore[import-not-found]
+        import re._parser as sre_parse  # type: ignore[import-not-found]  # not in typeshed
     except ImportError:  # Python 3.10
-        import sre_parse  # type: ignore[no-redef]
+        import sre_parse
     try:
         parsed = sre_parse.parse(pattern)
     except RecursionError as exc:

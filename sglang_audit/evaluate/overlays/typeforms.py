@@ -3,7 +3,7 @@ get_args. Annotations are evaluated lazily in their module, once per class."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sglang_audit.evaluate.values import (
     NOT_HANDLED,
@@ -24,7 +24,7 @@ TYPING_NAMES = {"Annotated", "Optional", "Union", "List", "Dict", "Tuple", "Set"
 
 
 def origin_leaf(origin: Any) -> str:
-    path = getattr(origin, "path", None) or getattr(origin, "name", "")
+    path = cast(str, getattr(origin, "path", None) or getattr(origin, "name", ""))
     return path.rsplit(".", 1)[-1]
 
 

@@ -11,7 +11,7 @@ import json
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sglang_audit.evaluate.overlays.common import plain_deep
 from sglang_audit.evaluate.values import (
@@ -66,14 +66,14 @@ def class_default(cfg: HFConfig, name: str, generic: bool, fallback: Callable[[s
         if isinstance(value, Unknown):
             # computed by the class: evaluated on this config.json, else unknown naming the
             # line (never read as absent: getattr(cfg, x, None) would be a confident None)
-            key = (id(cfg), name)
-            if key in _COMPUTING:
+            computing = (id(cfg), name)
+            if computing in _COMPUTING:
                 return value
-            _COMPUTING.add(key)
+            _COMPUTING.add(computing)
             try:
                 got = computed_value(found, name, cfg.attrs, lambda other: _attr_of(cfg, other, fallback))
             finally:
-                _COMPUTING.discard(key)
+                _COMPUTING.discard(computing)
             return NO_DEFAULT if got is _NOT_SET else got
     return NO_DEFAULT
 
@@ -216,7 +216,7 @@ class Boundaries:
         # again only when a module was added or its globals written (versions only grow, so
         # their sum changes with any write); model_type is read from each class every time
         versions = [getattr(m.globals, "version", None) for m in mods]
-        state = (len(mods), sum(versions)) if None not in versions else None
+        state = (len(mods), sum(cast(list[int], versions))) if None not in versions else None
         kept = self._config_classes_memo
         if state is None or kept is None or kept[0] is not mods or kept[1] != state:
             kept = self._config_classes_memo = (mods, state, [v for mod in mods for v in self._own_classes(mod)])

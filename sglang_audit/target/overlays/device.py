@@ -3,7 +3,7 @@ driver, all from the ``Device`` the user named. Nothing else about the GPU is as
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sglang_audit.evaluate.values import Class, External, Instance, Native, Unknown
 from sglang_audit.target.device import SM_COUNT
@@ -80,7 +80,8 @@ def triton_target(d: Device, interp: Interpreter) -> Any:
         raise interp.make_raise("RuntimeError", "0 active drivers ([]). There should only be one.")
     target = Instance(Class("GPUTarget", (), {}, None))
     if d.platform == "cuda":
-        target.attrs.update(backend="cuda", arch=d.major * 10 + d.minor, warp_size=32)
+        # a CUDA device has its compute capability
+        target.attrs.update(backend="cuda", arch=cast(int, d.major) * 10 + cast(int, d.minor), warp_size=32)
     else:
         target.attrs.update(backend="hip", arch=d.arch, warp_size=Unknown("warp size of the ROCm device"))
     return target
