@@ -87,8 +87,8 @@ class LayerValue:
         out = []
         for a in self.assumptions:
             pkg, _, state = a.partition(": ")
-            if not state.startswith("absent (a plain install"):
-                continue
+            if not state.startswith("absent (") or state.startswith("absent (--without"):
+                continue  # decided by the user; else a plain install's or the environment profile's absence
             fork = next((f for f in self.forks if f.startswith(f"with {pkg} installed")), None)
             if fork is not None:
                 if not fork.endswith("(the same outcome)"):
@@ -318,6 +318,9 @@ class Resolution:
     # the kernel library source read for the settings' `kernel` verdicts (kernels.py):
     # {"library", "version", "origin"} or {"library", "error"}; None: not needed/not read
     kernel_source: dict[str, Any] | None = None
+    # the environment profile the answer assumed (target/profiles.Profile.to_json), where it is
+    # more than a plain pip install on CUDA (whose packages each layer's assumptions state)
+    environment: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -328,6 +331,7 @@ class Resolution:
             "model": self.model.to_json(),
             "flags": self.flags,
             "env": self.env,
+            **({"environment": self.environment} if self.environment is not None else {}),
             "rejected": self.rejected.to_json() if self.rejected else None,
             "rejections": [r.to_json() for r in self.rejections],
             "settings": {k: self.settings[k].to_json() for k in self.settings},

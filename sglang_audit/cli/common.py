@@ -141,13 +141,14 @@ _TARGET_OPTIONS: dict[str, Callable[[bool], Any]] = {
     "env": lambda required: click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="An environment variable SGLang would see (default: unset, so the release's declared default applies). Repeatable."),
     "with_packages": lambda required: click.option("--with", "with_packages", multiple=True, metavar="PKG", help="Pretend an optional package is installed (e.g. triton_kernels). Repeatable."),
     "without_packages": lambda required: click.option("--without", "without_packages", multiple=True, metavar="PKG", help="Pretend a dependency is missing (e.g. flashinfer). Repeatable."),
+    "env_profile": lambda required: click.option("--env-profile", "env_profile", metavar="NAME", help="The environment the deployment runs in (rules/env_profiles.toml): `pip` (a plain pip install of the release: its Requires-Dist) or `image` (SGLang's official docker image for the platform, from its Dockerfile: on ROCm aiter installed and SGLANG_USE_AITER=1). Default: image on ROCm, pip elsewhere. --with/--without/--env override single facts."),
     "flashinfer_source": lambda required: click.option("--flashinfer-source", metavar="SRC", help="FlashInfer source read for the kernel verdicts: a wheel/sdist/checkout, `installed` (found, not imported), or `none`. Default: $SGLANG_AUDIT_FLASHINFER_SOURCE, else flashinfer-python==PIN from the release's metadata, downloaded into the cache (never installed)."),
     "no_cache": lambda required: click.option("--no-cache", is_flag=True, help="Do not read or write the parsed-file cache."),
 }
 ALL_TARGET_OPTIONS = tuple(_TARGET_OPTIONS)
 # what a deployment file (``--deployment``, diff's format) describes: given with the file, refused
 DEPLOYMENT_OPTIONS = ("arch", "model", "sets", "launch", "config", "env", "cuda")
-_SPELLING = {"sets": "set", "with_packages": "with", "without_packages": "without", "no_cache": "no-cache",
+_SPELLING = {"sets": "set", "with_packages": "with", "without_packages": "without", "no_cache": "no-cache", "env_profile": "env-profile",
              "flashinfer_source": "flashinfer-source"}
 
 
@@ -179,6 +180,7 @@ class TargetOptions:
     env: tuple[str, ...] = ()
     with_packages: tuple[str, ...] = ()
     without_packages: tuple[str, ...] = ()
+    env_profile: str | None = None
     flashinfer_source: str | None = None
     no_cache: bool = False
 
@@ -216,7 +218,7 @@ class TargetOptions:
         return Request(
             source=self.source, arch=self.arch or "", model=self.model, cuda=self.cuda_version, cudnn=self.cudnn,
             sets=list(self.sets), launch=self.launch, env=list(self.env),
-            with_packages=list(self.with_packages), without_packages=list(self.without_packages),
+            with_packages=list(self.with_packages), without_packages=list(self.without_packages), env_profile=self.env_profile,
             use_cache=not self.no_cache, flashinfer_source=self.flashinfer_source, config=self.config, **extra,
         )
 

@@ -119,6 +119,22 @@ def env_line(res: Resolution) -> str | None:
     return "env: " + " ".join(f"{k}={v}" for k, v in _redacted(dict(res.env)).items())
 
 
+def environment_lines(res: Resolution) -> list[str]:
+    """The environment profile the answer assumed (``Resolution.environment``): its name,
+    what it is and why it applies, the packages it installs or leaves out, its variables."""
+    p = getattr(res, "environment", None)
+    if not p:
+        return []
+    out = [f"environment: {p['name']} — {p['summary']} ({p['chosen']})" + (f"; {p['note']}" if p.get("note") else "")]
+    if p.get("installed"):
+        out.append("  installed: " + ", ".join(i["package"] for i in p["installed"]))
+    if p.get("absent"):
+        out.append("  absent: " + ", ".join(i["package"] for i in p["absent"]))
+    if p.get("env"):
+        out.append("  sets: " + " ".join(f"{e['name']}={e['value']}" for e in p["env"]) + " (--env NAME=VALUE overrides)")
+    return out
+
+
 def hint_lines(rejections: Iterable[Any], indent: str = "  ", said: Iterable[Any] = ()) -> list[str]:
     """How to get past the SGLang rejections just printed: the hints of rules/matrix.toml
     (``rejection_hints``, keyed on SGLang's message; the ones ``matrix`` prints), each once
@@ -169,6 +185,7 @@ def render_resolution(res: Resolution, verbose: bool = False, requested_model: s
     env = env_line(res)
     if env:
         out.append(env)
+    out += environment_lines(res)
     ks = res.kernel_source
     if ks:
         read = f"{ks.get('library')} {ks.get('version')} ({ks.get('origin')})" if "error" not in ks else f"{ks.get('library')} not read: {ks['error']}"

@@ -48,6 +48,7 @@ class Request:
     env: list[str] = field(default_factory=list)
     with_packages: list[str] = field(default_factory=list)
     without_packages: list[str] = field(default_factory=list)
+    env_profile: str | None = None  # rules/env_profiles.toml; None: the platform's default
     use_cache: bool = True
     flags: dict[str, Any] = field(default_factory=dict)  # already-typed field values (scripts)
     # the FlashInfer source read for the kernel verdicts: None = the release's pin (cache or
@@ -345,7 +346,8 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
     # the flag table needs an evaluator; build the target in two steps
     placeholder = locate_model(model_spec, progress=progress) if model_spec else None
     target = Target(tree, device, placeholder or ModelInput("?", Path(".").resolve()), {}, env,
-                    frozenset(request.with_packages), frozenset(request.without_packages))
+                    frozenset(request.with_packages), frozenset(request.without_packages),
+                    env_profile=request.env_profile)
     flags: dict[str, Any] = dict(request.flags)
     table: FlagTable | None = None
     plain = placeholder is not None and not (launch or want_table or request.config or request.fields or request.all_fields)
@@ -401,7 +403,7 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
     extra = tuple(table.fields) if request.all_fields and table is not None else tuple(request.fields)
     flags = _locate_draft(flags, progress)
     target = Target(tree, device, model, flags, env, frozenset(request.with_packages), frozenset(request.without_packages),
-                    extra_fields=extra)
+                    extra_fields=extra, env_profile=request.env_profile)
     return Prepared(tree, target, table)
 
 
@@ -523,10 +525,19 @@ def _resolve_cached(target: Target, cache: SourceCache, results: ResultCache | N
     from sglang_audit.resolve.resolver import Resolver
 
     resolver = Resolver(target, cache)
-    res = resolver.resolve()
+    res = with_environment(resolver.resolve(), resolver.environment.profile)
     if results is not None:
         results.put(key, res)
     return res
+
+
+def with_environment(res: Resolution, profile: Any) -> Resolution:
+    """``res`` stating the environment profile it assumed (``Resolution.environment``), unless
+    that is a plain pip install on CUDA: each layer's assumptions already say "a plain install
+    of this release has it/lacks it" there."""
+    if profile is None or (profile.name == "pip" and profile.platform == "cuda" and not profile.note):
+        return res
+    return dataclasses.replace(res, environment=profile.to_json())
 
 
 MAX_PACKAGE_FORKS = 2  # optional packages evaluated in their other state per resolution
@@ -543,7 +554,7 @@ def package_forks(res: Resolution, target: Target) -> dict[str, bool]:
                 pkg, _, state = a.partition(": ")
                 if pkg in target.with_packages or pkg in target.without_packages:
                     continue
-                if state.startswith("absent (a plain install"):
+                if state.startswith("absent ("):  # the release's or the environment profile's (--without: above)
                     out.setdefault(pkg, True)
                 elif state.startswith("not modelled"):
                     out.setdefault(pkg, False)

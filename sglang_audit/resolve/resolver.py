@@ -1140,14 +1140,19 @@ def build_environment(target: Target) -> Environment:
         (name, tuple(ns["submodules"])) for name, ns in sorted(spec.get("namespace", {}).items())
         if name in installed and ns["by"] in dists and name not in target.with_packages
         and not dists & {d.lower().replace("_", "-") for d in ns["full"]})
-    return Environment(
+    from sglang_audit.target import profiles
+
+    # the environment profile (rules/env_profiles.toml): its packages and variables, under the user's
+    profile = profiles.select(getattr(target, "env_profile", None), target.device.platform,
+                              getattr(target.source, "version", None))
+    return profiles.apply(Environment(
         env=tuple(sorted(target.env.items())),
         installed=frozenset(installed),
         versions=tuple(versions),
         extra=target.with_packages,
         missing=target.without_packages,
         namespaces=namespaces,
-    )
+    ), profile, dict(target.env))
 
 
 def _requirements(package_dir: Path) -> list[tuple[str, str, str, str]]:

@@ -176,6 +176,7 @@ class ResultCache:
                 "env": sorted(target.env.items()),
                 "with": sorted(target.with_packages),
                 "without": sorted(target.without_packages),
+                "env_profile": getattr(target, "env_profile", None),
                 "bounds": [max_paths, repr(bounds)],
                 "fields": list(getattr(target, "extra_fields", ())),
                 "layer_stages": getattr(target, "layer_stages", None),
@@ -219,6 +220,7 @@ class ResultCache:
                 "env": sorted(target.env.items()),
                 "with": sorted(target.with_packages),
                 "without": sorted(target.without_packages),
+                "env_profile": getattr(target, "env_profile", None),
                 "sets": list(items),
                 "given": sorted((k, type(v).__name__, repr(v)) for k, v in given.items()),
             }

@@ -48,3 +48,6 @@ class Target:
     # values (explain's forced choices) leaves the others out; their settings then carry an
     # unknown layer value saying so, and the result-cache key holds the choice
     layer_stages: tuple[str, ...] | None = None
+    # the environment profile (rules/env_profiles.toml, target/profiles.py): None, the
+    # platform's default (ROCm: SGLang's image; CUDA: a plain pip install)
+    env_profile: str | None = None
