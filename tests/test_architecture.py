@@ -133,3 +133,53 @@ def test_long_modules_say_why() -> None:
         if text.count("\n") > 800 and "Why this module is long:" not in (ast.get_docstring(ast.parse(text)) or ""):
             silent.append(f"{path.relative_to(PACKAGE)} ({text.count(chr(10))} lines)")
     assert silent == [], silent
+
+
+# ---- the interpreter's contract (issue 40 step 1) --------------------------------------------
+# Outside evaluate/, an interpreter is used through its methods and its declared extension
+# points (hooked_calls, filtered_decisions, watched_imports, enter_path/leave_path, set_policy,
+# budget, message_mode): no stage writes, deletes or replaces an interpreter attribute or
+# method. An interpreter is whatever such code names interp/interpreter (or self.interp).
+_INTERP_NAMES = {"interp", "interpreter"}
+
+
+def _names_interpreter(node: ast.expr) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in _INTERP_NAMES
+    return isinstance(node, ast.Attribute) and node.attr in _INTERP_NAMES
+
+
+def _interpreter_writes(tree: ast.AST) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr")
+              and node.args and _names_interpreter(node.args[0])):
+            out.append((node.lineno, f"{node.func.id}(...)"))
+        for target in targets:
+            for t in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                if isinstance(t, ast.Attribute) and _names_interpreter(t.value):
+                    out.append((node.lineno, t.attr))
+    return out
+
+
+def test_no_stage_writes_an_interpreter_attribute() -> None:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "evaluate" in path.relative_to(PACKAGE).parts:
+            continue
+        for line, attr in _interpreter_writes(ast.parse(path.read_text(encoding="utf-8"))):
+            found.append(f"{path.relative_to(PACKAGE)}:{line} {attr}")
+    assert found == [], found
+
+
+def test_the_interpreter_write_check_sees_a_write() -> None:
+    code = ("interp.call_hook = h\nself.interp.decide = d\ndel interp.load_module\n"
+            "interp.decisions, interp.taken = {}, []\nsetattr(interp, 'reads', [])\ninterp.reads += []\n"
+            "result.taken = interp.taken\n")  # the last one reads the interpreter: allowed
+    assert sorted(_interpreter_writes(ast.parse(code))) == [
+        (1, "call_hook"), (2, "decide"), (3, "load_module"), (4, "decisions"), (4, "taken"), (5, "setattr(...)"), (6, "reads")]

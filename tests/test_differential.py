@@ -201,3 +201,81 @@ def test_checker_sees_a_type_difference() -> None:
     assert not same_value([1], (1,))
     assert not same_value({"k": 1}, {"k": True})
     assert same_value({"k": [1, "a"]}, {"k": [1, "a"]})
+
+
+# ---- @contextlib.contextmanager generators, the shapes SGLang uses (a global swapped in and
+# restored in `finally`, a value yielded at the top), against CPython -------------------------
+CONTEXT_MANAGERS = '''
+import contextlib
+
+_stack = None
+_log = []
+
+
+@contextlib.contextmanager
+def swapped(value):
+    global _stack
+    outer = _stack
+    _stack = value
+    try:
+        yield value * 2
+        _log.append("after")
+    finally:
+        _stack = outer
+
+
+@contextlib.contextmanager
+def plain(tag):
+    _log.append("enter " + tag)
+    yield tag
+    _log.append("exit " + tag)
+
+
+@contextlib.contextmanager
+def suppressing():
+    try:
+        yield
+    except ValueError:
+        _log.append("suppressed")
+
+
+def inside(x):
+    del _log[:]
+    with swapped(x) as doubled, plain("a"):
+        seen = (_stack, doubled)
+    return seen, _stack, list(_log)
+
+
+def returns_inside(x):
+    del _log[:]
+    with swapped(x):
+        return _stack
+    return None
+
+
+def after_return(x):
+    got = returns_inside(x)
+    return got, _stack
+
+
+def raises_inside(x):
+    del _log[:]
+    try:
+        with swapped(x):
+            raise KeyError("k")
+    except KeyError:
+        pass
+    return _stack, list(_log)
+
+
+def suppressed(x):
+    del _log[:]
+    with suppressing():
+        raise ValueError("v")
+    return x, list(_log)
+'''
+
+
+@pytest.mark.parametrize("func", ["inside", "after_return", "raises_inside", "suppressed"])
+def test_context_manager_generators_agree_with_cpython(func: str) -> None:
+    check(Program(CONTEXT_MANAGERS, ("int",), func), [(3,), (5,)])

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sglang_audit.evaluate import interpreter
-from sglang_audit.evaluate.interpreter import Bounds, Interpreter, World
+from sglang_audit.evaluate.interpreter import Bounds, Interpreter, World, WorldState
 from sglang_audit.evaluate.overlays.builtins import make_exception_classes, make_object_class
 from sglang_audit.evaluate.values import NOT_HANDLED, Class, Instance, ModuleObj, Unknown
 from sglang_audit.frontend import ir
@@ -45,6 +45,9 @@ class TinyWorld:
     def __init__(self) -> None:
         self.object_class: Class = make_object_class()
         self.exception_classes: dict[str, Class] = make_exception_classes()
+
+    def initial_state(self) -> WorldState:
+        return WorldState()  # no environment, no config objects
 
     def builtins(self, interp: Interpreter) -> dict[str, Any]:
         return dict(self.exception_classes)

@@ -36,7 +36,8 @@ def _interp(arch: str, backend: str, speculative: str | None = None, env: Enviro
 
 
 def _config(quant: str | None, quant_cfg: dict[str, Any] | None = None, arch: str = "MiniForCausalLM") -> Instance:
-    data: dict[str, Any] = {"architectures": [arch], "text_config": TEXT}
+    # the text model's keys at the top too: a draft's body reads them from the config it is given
+    data: dict[str, Any] = {"architectures": [arch], "text_config": TEXT, **TEXT, "num_attention_heads": 8}
     if quant_cfg is not None:
         data["quantization_config"] = quant_cfg
     mc = Instance(Class("ModelConfig", (), {}, None))
@@ -216,12 +217,26 @@ def test_a_draft_class_no_fact_file_names_is_derived_and_its_helper_evaluated(ca
         assert steps == []  # the target's quant config is passed on: no step of its own
     else:
         assert (steps[0].file, steps[0].line) == ("sglang/srt/models/mini_helper_mtp.py", _line("sglang/srt/models/mini_helper_mtp.py", "if quant_config and"))
-        assert steps[0].code == "_mtp_quant_config() returns None"
+        assert steps[0].code.startswith("_mtp_quant_config() returns None")
+
+
+def test_a_body_that_drops_the_quant_config_below_the_draft_class_is_followed_to_the_moe_layer():
+    # DeepseekV3ForCausalLMNextN passes the NVFP4 config on; DeepseekModelNextN drops it: the
+    # MoE layer gets None (the first body's argument alone said NVFP4). Its sibling attention
+    # module stops on a size the tool does not know, and is a stand-in.
+    interp = _interp("sm100", "flashinfer_trtllm", speculative="triton")
+    out = evaluate_layers(interp, _server_args(), _config("fp4q", {}), _config("fp4q", {}, arch="MiniNextN"))
+    draft = out["speculative_moe_runner_backend"]
+    assert (draft.status, draft.method, draft.runner) == ("resolved", "UnquantizedFusedMoEMethod", "triton")
+    (drop,) = [s for s in draft.chain if s.kind == "draft"]
+    assert (drop.file, drop.line) == ("sglang/srt/models/mini_body.py", _line("sglang/srt/models/mini_body.py", "if quant_config is not None"))
+    assert drop.code.startswith("quant_config = None") and drop.value is None
+    assert interp.call_hook is None and interp.new_decisions == []  # the descent's branches stay its own
 
 
 @pytest.mark.parametrize("arch, reason", [
     ("MiniUnregisteredMTP", "no class named MiniUnregisteredMTP in the release's model registry"),
-    ("MiniNoBodyMTP", "MiniNoBodyMTP.__init__ built no model body taking quant_config"),
+    ("MiniNoBodyMTP", "MiniNoBodyMTP.__init__ built no MoE layer (FusedMoE)"),
 ])
 def test_a_draft_whose_quant_config_cannot_be_followed_is_unknown_with_the_reason(arch, reason):
     interp = _interp("sm100", "flashinfer_trtllm", speculative="triton")
@@ -428,9 +443,23 @@ def test_qwen35_mtp_draft_is_built_bf16_as_its_constructor_passes(release, versi
     assert drop.file == "sglang/srt/models/qwen3_5_mtp.py" and drop.value is None
     assert "modelopt_fp4" in drop.guard
     if version != "0.5.17":
-        assert drop.code == "_mtp_quant_config() returns None"
+        assert drop.code.startswith("_mtp_quant_config() returns None")
     found = _findings(res)
     assert "SGA003" not in found or "draft" not in found["SGA003"].message
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.23"])
+def test_deepseek_nextn_draft_of_an_nvfp4_checkpoint_is_built_bf16_below_its_class(release, version):
+    # DeepseekV3ForCausalLMNextN passes the modelopt_fp4 config to DeepseekModelNextN, whose
+    # __init__ drops it (deepseek_nextn.py "Overriding DeepseekV3ForCausalLMNextN quant config
+    # for modelopt_fp4"): the draft's experts are BF16 (the first body's argument said NVFP4)
+    res = _run(release, version, "sm120", "deepseek-r1-nvfp4", NEXTN)
+    draft = res.settings["speculative_moe_runner_backend"].layer
+    assert (draft.status, draft.method) == ("resolved", "UnquantizedFusedMoEMethod")
+    (drop,) = [s for s in draft.chain if s.kind == "draft"]
+    assert drop.file == "sglang/srt/models/deepseek_nextn.py" and drop.value is None
+    assert 'quant_config.get_name() == "modelopt_fp4"' in drop.guard and drop.code.startswith("quant_config = None")
 
 
 @pytest.mark.real_release

@@ -23,7 +23,7 @@ import operator
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -300,6 +300,18 @@ def first_unknown(values: Iterable[Any]) -> Unknown | None:
     return None
 
 
+@dataclass
+class WorldState:
+    """The state a world's overlays keep for one interpreter, made by the world
+    (``World.initial_state``) and held by the interpreter: ``os.environ`` as SGLang sees it
+    (None: the world models no environment), the transformers config objects made so far
+    (by model path and kind) and the loggers made."""
+
+    environ: Any = None
+    hf_configs: dict[Any, Any] = field(default_factory=dict)
+    loggers: dict[str, Any] = field(default_factory=dict)
+
+
 class World(Protocol):
     """What the interpreter may ask of the world outside the analysed tree — everything else
     it decides itself. Implemented by target/world.py (builtins, stdlib, the device model and
@@ -310,6 +322,7 @@ class World(Protocol):
     object_class: Class
     exception_classes: dict[str, Class]
 
+    def initial_state(self) -> WorldState: ...  # the state its overlays keep, per interpreter
     def builtins(self, interp: Interpreter) -> dict[str, Any]: ...
     def native_module(self, interp: Interpreter, name: str) -> Any: ...  # None: not the world's
     def boundary_for(self, interp: Interpreter, module: str, name: str) -> Any: ...
@@ -337,6 +350,47 @@ class World(Protocol):
     def iterate_native(self, interp: Interpreter, value: Any) -> list[Any] | None: ...
     def is_environ(self, obj: Any) -> bool: ...
     def environ_contains(self, interp: Interpreter, item: Any) -> Any: ...
+
+
+_UNSET = object()  # set_policy: a part not given keeps its value
+
+
+def _yield_of(stmt: ir.Node) -> ir.Node | None:
+    """The Yield of ``yield x`` / ``v = yield x`` as a statement of its own, else None."""
+    value = getattr(stmt, "value", None)
+    if stmt.kind in ("ExprStmt", "Assign") and value is not None and getattr(value, "kind", "") == "Yield":
+        return value
+    return None
+
+
+class GeneratorContext:
+    """A call of a ``@contextlib.contextmanager`` generator function, entered by ``with``:
+    its body runs to the ``yield`` on entry (the value yielded is what ``as`` binds) and
+    from there on exit, in the same frame. The yield is a statement of the body or of a
+    ``try`` at the body's top level, the two shapes SGLang's context managers have (a
+    global swapped in and restored in ``finally``); any other shape is unmodelled."""
+
+    __slots__ = ("func", "args", "kwargs", "frame", "at", "inner")
+
+    def __init__(self, func: Function, args: list[Any], kwargs: dict[str, Any]) -> None:
+        self.func, self.args, self.kwargs = func, args, kwargs
+        self.frame: Frame | None = None
+        self.at = -1  # index in the body of the yield statement, or of the try holding it
+        self.inner = -1  # index of the yield in that try's body (-1: the yield is at the top)
+
+
+@dataclass
+class PathState:
+    """What one path of an evaluation has decided and recorded: the truth of each unknown
+    input (``decisions``), the decisions it met first (``new_decisions``, in order), the ones
+    it took with the truth of each condition as written (``taken``) and the enclosing branch
+    conditions (``guards``). ``Interpreter.enter_path`` installs a fresh one and returns the
+    state it replaced; ``leave_path`` puts that back and returns the path that ran."""
+
+    decisions: dict[str, bool]
+    new_decisions: list[Decision]
+    taken: list[tuple[Decision, bool]]
+    guards: list[Guard]
 
 
 class Interpreter:
@@ -381,14 +435,132 @@ class Interpreter:
         # answers True where the caller made this evaluation take the other outcome instead
         # (it has then set ``decisions[key]``)
         self.on_decision: Callable[[Interpreter, Decision], bool] | None = None
+        # extension points (declared: the stages add to them through the methods below, never
+        # by replacing a method): conditions answered before a path decides them, observers of
+        # each import, the stage's call interception (``call_hook``, chained by ``hooked_calls``)
+        self.decision_filters: list[Callable[[Unknown, str, int, str], bool | None]] = []
+        self.import_watchers: list[Callable[[str], None]] = []
+        self._message_mode = False  # f-string parts rendered as SGLang's message text
+        world = natives.initial_state()
+        self.environ: Any = world.environ
+        self.hf_configs: dict[Any, Any] = world.hf_configs
+        self.loggers: dict[str, Any] = world.loggers
         self.builtins: dict[str, Any] = natives.builtins(self)
         self.exc_classes: dict[str, Class] = natives.exception_classes
+
+    # ---- paths: the state one assignment of decisions evaluates with --------------------
+    def enter_path(self, decisions: dict[str, bool]) -> PathState:
+        """Start a path that evaluates with ``decisions`` (copied) and nothing met or taken
+        yet; returns the state it replaces, for ``leave_path``."""
+        saved = PathState(self.decisions, self.new_decisions, self.taken, self.guards)
+        self.decisions, self.new_decisions, self.taken, self.guards = dict(decisions), [], [], []
+        self.guard_tuple = None
+        return saved
+
+    def leave_path(self, saved: PathState) -> PathState:
+        """End the path ``enter_path`` started: ``saved`` is in force again; returns the path
+        that ran (its decisions, what it met and took)."""
+        ran = PathState(self.decisions, self.new_decisions, self.taken, self.guards)
+        self.decisions, self.new_decisions, self.taken, self.guards = saved.decisions, saved.new_decisions, saved.taken, saved.guards
+        self.guard_tuple = None
+        return ran
+
+    # ---- extension points and policy: how a stage changes what the interpreter does ------
+    @contextlib.contextmanager
+    def hooked_calls(self, hook: Callable[[Any, list[Any], dict[str, Any]], Any]) -> Iterator[None]:
+        """Every call is offered to ``hook`` first while the block runs; NOT_HOOKED leaves it
+        to the hook installed before (then to the interpreter). Restored on exit."""
+        outer = self.call_hook
+        if outer is None:
+            self.call_hook = hook
+        else:
+            def chained(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+                got = hook(func, args, kwargs)
+                return outer(func, args, kwargs) if got is NOT_HOOKED else got
+            self.call_hook = chained
+        try:
+            yield
+        finally:
+            self.call_hook = outer
+
+    @contextlib.contextmanager
+    def filtered_decisions(self, answer: Callable[[Unknown, str, int, str], bool | None]) -> Iterator[None]:
+        """Branch conditions on unknowns are offered to ``answer`` (value, file, line, text)
+        before the path decides them; None leaves the decision to the path."""
+        self.decision_filters.append(answer)
+        try:
+            yield
+        finally:
+            self.decision_filters.remove(answer)
+
+    @contextlib.contextmanager
+    def watched_imports(self, watch: Callable[[str], None]) -> Iterator[None]:
+        """``watch`` is told the name of every module loaded (or looked up) while the block runs."""
+        self.import_watchers.append(watch)
+        try:
+            yield
+        finally:
+            self.import_watchers.remove(watch)
+
+    @contextlib.contextmanager
+    def unwatched_imports(self) -> Iterator[None]:
+        """No import watcher is told of the imports the block makes (an inner question whose
+        imports are not the stage's)."""
+        saved = self.import_watchers
+        self.import_watchers = []
+        try:
+            yield
+        finally:
+            self.import_watchers = saved
+
+    @contextlib.contextmanager
+    def message_mode(self) -> Iterator[None]:
+        """f-string parts rendered as the text SGLang's message would show."""
+        saved = self._message_mode
+        self._message_mode = True
+        try:
+            yield
+        finally:
+            self._message_mode = saved
+
+    def set_policy(self, *, deadline: Callable[[], bool] | None | object = _UNSET,
+                   on_decision: Callable[[Interpreter, Decision], bool] | None | object = _UNSET,
+                   tracked_keys: frozenset[str] | object = _UNSET) -> None:
+        """The evaluation's policy, each part optional: the CPU-time budget (``deadline``,
+        asked every 1,024 steps), the observer of each decision a path meets first
+        (``on_decision``: the resolver's forks) and the settings whose declarations are
+        evidence (``tracked_keys``)."""
+        if deadline is not _UNSET:
+            self.deadline = deadline  # type: ignore[assignment]
+        if on_decision is not _UNSET:
+            self.on_decision = on_decision  # type: ignore[assignment]
+        if tracked_keys is not _UNSET:
+            self.tracked_keys = tracked_keys  # type: ignore[assignment]
+
+    @contextlib.contextmanager
+    def budget(self, deadline: Callable[[], bool] | None) -> Iterator[None]:
+        """``deadline`` in force while the block runs (a stage's own CPU-time budget)."""
+        saved = self.deadline
+        self.deadline = deadline
+        try:
+            yield
+        finally:
+            self.deadline = saved
+
+    def replay_taken(self, taken: Iterable[tuple[Decision, bool]]) -> None:
+        """Record decisions a reused result took (a layer built once, copied for a later path)
+        as taken on this path."""
+        self.taken.extend(taken)
 
     # ---- decisions on unknowns --------------------------------------------------------
     def decide(self, value: Unknown, file: str, line: int, text: str) -> bool:
         """The truth of ``text`` on this path. A negated unknown (``not u``, ``u != "s"``) is
         its input decided the other way; ``taken`` records the input's key with the truth of
         the condition as written (``Decision.negated`` says which way they relate)."""
+        for answer in reversed(self.decision_filters):
+            truth_given = answer(value, file, line, text)
+            if truth_given is not None:
+                return truth_given
         key = value.key or f"{file}:{line}:{text}"
         negate = key.endswith(_NEGATION)
         if negate:
@@ -503,6 +675,8 @@ class Interpreter:
         return _find_module_file(self.root, name)
 
     def load_module(self, name: str) -> ModuleObj | External:
+        for watch in self.import_watchers:
+            watch(name)
         if name in self.modules:
             mod = self.modules[name]
             return mod
@@ -1056,8 +1230,30 @@ class Interpreter:
         return None
 
     def s_With(self, node: ir.Node, frame: Frame) -> None:
-        for expr, target in node.items:
+        self.with_items(node, 0, frame)
+
+    def with_items(self, node: ir.Node, first: int, frame: Frame) -> None:
+        """The items of a ``with`` from ``first`` on, then its body. A generator context
+        (``GeneratorContext``) is entered and exited around the rest; other context managers
+        are entered only when bound (``as``), as before."""
+        for i in range(first, len(node.items)):
+            expr, target = node.items[i]
             ctx = self.evaluate(expr, frame)
+            if isinstance(ctx, GeneratorContext):
+                entered = self.enter_generator(ctx)
+                if target is not None:
+                    self.assign(target, entered, frame, node.line, "with", [])
+                try:
+                    self.with_items(node, i + 1, frame)
+                except PyRaise as raised:
+                    if not self.exit_generator(ctx, raised):
+                        raise
+                    return  # suppressed by the generator's handler
+                except (_Return, _Break, _Continue):
+                    self.exit_generator(ctx, None)
+                    raise
+                self.exit_generator(ctx, None)
+                return
             if target is not None:
                 entered: Any = ctx
                 if isinstance(ctx, Instance):
@@ -1068,6 +1264,101 @@ class Interpreter:
                     entered = Unknown(f"value of `with {ctx.path}`", None)
                 self.assign(target, entered, frame, node.line, "with", [])
         self.exec_block(node.body, frame)
+
+    def enter_generator(self, ctx: GeneratorContext) -> Any:
+        """Run a generator context's body up to its yield; the value yielded."""
+        func = ctx.func
+        for k, stmt in enumerate(func.body):
+            if _yield_of(stmt) is not None:
+                ctx.at = k
+                break
+            if stmt.kind == "Try":
+                j = next((j for j, t in enumerate(stmt.body) if _yield_of(t) is not None), -1)
+                if j >= 0:
+                    ctx.at, ctx.inner = k, j
+                    break
+        if ctx.at < 0:
+            raise Unmodelled(f"a context manager generator whose yield is nested deeper ({func.qualname} at {func.module.file}:{func.line})")
+        scope = Scope(parent=func.closure, local_names=_function_locals(func.body))
+        frame = ctx.frame = Frame(module=func.module, scope=scope, func=func, depth=self.depth + 1)
+        self.bind_params(func, ctx.args, ctx.kwargs, scope)
+        stmt = func.body[ctx.at]
+        before = stmt.body[: ctx.inner] if ctx.inner >= 0 else []
+        yielded = _yield_of(stmt.body[ctx.inner] if ctx.inner >= 0 else stmt)
+        assert yielded is not None
+
+        def run() -> Any:
+            self.exec_block(func.body[: ctx.at], frame)
+            if before:
+                try:
+                    self.exec_block(before, frame)
+                except PyRaise:
+                    if stmt.handlers:
+                        raise Unmodelled(f"a raise before the yield of {func.qualname}, under a try with handlers") from None
+                    if stmt.finalbody:
+                        self.exec_block(stmt.finalbody, frame)
+                    raise
+            return None if yielded.value is None else self.evaluate(yielded.value, frame)
+
+        return self._in_generator(run)
+
+    def exit_generator(self, ctx: GeneratorContext, raised: PyRaise | None) -> bool:
+        """Resume a generator context after its yield (``raised``: the with-body's raise,
+        thrown in at the yield); True when the generator suppressed it."""
+        func, frame = ctx.func, ctx.frame
+        assert frame is not None
+        stmt = func.body[ctx.at]
+        point = stmt.body[ctx.inner] if ctx.inner >= 0 else stmt
+        after = func.body[ctx.at + 1:]
+
+        def run() -> bool:
+            if point.kind == "Assign":  # `v = yield x`: a context manager is sent None
+                for target in point.targets:
+                    self.assign(target, None, frame, point.line, point.text, [])
+            if ctx.inner < 0:
+                if raised is not None:
+                    raise raised  # thrown at a top-level yield: out of the generator
+                self.exec_block(after, frame)
+                return False
+            if raised is not None:
+                handler = self.match_handler(stmt.handlers, raised, frame) if stmt.handlers else None
+                if handler is None:
+                    if stmt.finalbody:
+                        self.exec_block(stmt.finalbody, frame)
+                    raise raised
+                self.handling.append(raised)
+                try:
+                    self.exec_block(handler.body, frame)
+                finally:
+                    self.handling.pop()
+                if stmt.finalbody:
+                    self.exec_block(stmt.finalbody, frame)
+                self.exec_block(after, frame)
+                return True
+            rest = ir.Try(stmt.line, stmt.body[ctx.inner + 1:], stmt.handlers, stmt.orelse, stmt.finalbody)
+            self.s_Try(rest, frame)
+            self.exec_block(after, frame)
+            return False
+
+        try:
+            return bool(self._in_generator(run))
+        except _Return:
+            return False  # the generator returned: done
+
+    def _in_generator(self, run: Callable[[], Any]) -> Any:
+        """A phase of a generator context, as ``call_function`` runs a body: one call deeper,
+        its reads its own."""
+        self.depth += 1
+        if self.depth > self.bounds.max_depth:
+            self.depth -= 1
+            raise AnalysisBound(f"analysis bound reached: call depth over {self.bounds.max_depth}")
+        saved_reads = self.reads
+        self.reads = []
+        try:
+            return run()
+        finally:
+            self.reads = saved_reads
+            self.depth -= 1
 
     def s_Raise(self, node: ir.Node, frame: Frame) -> None:
         if node.exc is None:
@@ -1098,12 +1389,8 @@ class Interpreter:
         raise raised
 
     def eval_message_expr(self, node: ir.Node, frame: Frame) -> Any:
-        saved = getattr(self, "_message_mode", False)
-        self._message_mode = True
-        try:
+        with self.message_mode():
             return self.evaluate(node, frame)
-        finally:
-            self._message_mode = saved
 
     # ---- expressions ------------------------------------------------------------------
     def evaluate(self, node: ir.Node, frame: Frame) -> Any:

@@ -452,7 +452,9 @@ class _Converter:
         return ir.Await(self.line(node), self.expr(node.expression))
 
     def e_Yield(self, node: cst.Yield) -> ir.Node:
-        return ir.Yield(self.line(node), None)
+        # the value a context manager generator yields (`yield stack`); `yield from` keeps none
+        value = node.value if isinstance(node.value, cst.BaseExpression) else None
+        return ir.Yield(self.line(node), None if value is None else self.expr(value))
 
     def e_StarredElement(self, node: cst.StarredElement) -> ir.Node:
         return ir.Starred(self.line(node), self.expr(node.value))

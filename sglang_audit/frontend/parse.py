@@ -37,7 +37,7 @@ from sglang_audit.frontend import ir
 from sglang_audit.frontend.limits import MAX_TEXT, ParseFailure  # noqa: F401 - callers import them from here
 
 # Bumped whenever the IR or the converter changes, so a cache never serves stale trees.
-IR_FORMAT = f"{__version__}-ir12"  # ir12: nodes as __newobj__ + slot state; ir11: checksummed entries
+IR_FORMAT = f"{__version__}-ir13"  # ir13: a yield's value; ir12: nodes as __newobj__ + slot state; ir11: checksummed entries
 MAX_SOURCE_BYTES = 8 * 1024 * 1024  # a config module is never this large; bounds the work
 
 

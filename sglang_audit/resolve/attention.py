@@ -85,8 +85,7 @@ def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any,
         return {}
     # the scheduler publishes the server args before the model runner builds the backend
     # (rules/layers.toml global_server_args): the MoE stage did so only for an MoE model
-    interp.layer_server_args = server_args  # type: ignore[attr-defined]
-    _publish_server_args(interp, load_toml("layers.toml"))
+    _publish_server_args(interp, load_toml("layers.toml"), server_args)
     out: dict[str, LayerValue] = {}
     roles = [("attention_backend", model_config, False)]
     if isinstance(draft_config, Instance):
@@ -113,7 +112,6 @@ def _has_method(interp: Interpreter, run: dict[str, Any]) -> bool:
 
 
 def _explore(interp: Interpreter, spec: dict[str, Any], server_args: Instance, mc: Instance, draft: bool) -> LayerValue:
-    saved = (interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook)
     base = dict(interp.decisions)
     outcomes: list[tuple[_Outcome, tuple[str, ...]]] = []
     pending: list[dict[str, bool]] = [{}]
@@ -122,47 +120,38 @@ def _explore(interp: Interpreter, spec: dict[str, Any], server_args: Instance, m
     logged: list[Any] = []
     watch = ImportWatch(interp, spec["backend"]["optional_packages"])
     assumed: set[str] = set()
-    real_decide = interp.decide
-
-    def decide(value: Unknown, file: str, line: int, text: str) -> bool:
+    def assert_on_runtime(value: Unknown, file: str, line: int, text: str) -> bool | None:
         # an assert the tool cannot decide (runtime state, tensor shapes) is not SGLang's
         # verdict here: assumed to hold and listed, never explored as a failure
         if _is_assert(interp, file, line):
             assumed.add(f"assert {text} at {file}:{line} (runtime state not known; assumed to hold)")
             return True
-        return real_decide(value, file, line, text)
+        return None
 
-    interp.load_module = watch.load_module  # type: ignore[method-assign]
-    interp.decide = decide  # type: ignore[method-assign]
-    try:
+    with interp.watched_imports(watch), interp.filtered_decisions(assert_on_runtime):
         while pending:
             if len(outcomes) >= MAX_ATTENTION_PATHS:
                 complete = False
                 break
             extra = pending.pop()
-            interp.decisions = {**base, **extra}
-            interp.new_decisions = []
-            interp.taken = []
-            interp.guards = []
-            interp.guard_tuple = None
+            saved = interp.enter_path({**base, **extra})
             start = len(interp.logs)
-            outcome = _run_once(interp, spec, server_args, mc, draft)
+            try:
+                outcome = _run_once(interp, spec, server_args, mc, draft)
+            finally:
+                ran = interp.leave_path(saved)
             if not extra:
                 # what SGLang logs while it builds the backend on the first branch (the linear-
                 # attention kernel choice, ...): evidence on the value, not the path's own logs
                 logged = [r for r in interp.logs[start:] if r.level in ("info", "warning")]
             del interp.logs[start:]
-            when = tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in interp.taken)
+            when = tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in ran.taken)
             outcomes.append((outcome, when))
             if not extra:
                 # branches on runtime state are flipped one at a time from the first run, not
                 # in every combination (a constructor has dozens; each run costs a second)
-                pending.extend({d.key: not d.first} for d in reversed(interp.new_decisions))
-                flipped = len(interp.new_decisions)
-    finally:
-        del interp.load_module
-        del interp.decide
-        interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook = saved
+                pending.extend({d.key: not d.first} for d in reversed(ran.new_decisions))
+                flipped = len(ran.new_decisions)
     value = _join(outcomes, complete)
     if flipped > 1:
         assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")
@@ -218,7 +207,12 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
 
 def _run_once(interp: Interpreter, spec: dict[str, Any], server_args: Instance, mc: Instance, draft: bool) -> _Outcome:
     state = _State()
-    interp.call_hook = _hook(interp, spec, state)
+    with interp.hooked_calls(_hook(interp, spec, state)):
+        return _run_hooked(interp, spec, server_args, mc, draft, state)
+
+
+def _run_hooked(interp: Interpreter, spec: dict[str, Any], server_args: Instance, mc: Instance, draft: bool,
+                state: _State) -> _Outcome:
     run = spec["runner"]
     try:
         mod = interp.load_module(run["module"])
@@ -250,8 +244,6 @@ def _run_once(interp: Interpreter, spec: dict[str, Any], server_args: Instance, 
         if strict_mode():  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
             raise
         return _Outcome(STATUS_UNKNOWN, f"internal evaluator error ({type(exc).__name__}: {exc})")
-    finally:
-        interp.call_hook = None
 
 
 def _is_verdict(spec: dict[str, Any], raised: PyRaise) -> bool:

@@ -13,10 +13,19 @@ process state (parallel groups) is unknown.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from sglang_audit.evaluate.interpreter import NOT_HOOKED, Interpreter, Unmodelled
+from sglang_audit.evaluate.explore import explore_paths
+from sglang_audit.evaluate.interpreter import (
+    NOT_HOOKED,
+    Interpreter,
+    PyRaise,
+    Unmodelled,
+    stop_reason,
+)
 from sglang_audit.evaluate.values import (
+    AnalysisBound,
     BoundMethod,
     Class,
     Function,
@@ -25,96 +34,196 @@ from sglang_audit.evaluate.values import (
     Native,
     Unknown,
 )
+from sglang_audit.resolve.stage_common import process_value, raise_message
 from sglang_audit.result import ChainStep
 
 
 class _Passed(Exception):
-    """The draft class built its model body: the quant config it passed (``value``), with the
-    events its argument read (for the step that produced it)."""
+    """A construction that received a quant config: the class (``body``), the value bound to
+    its ``quant_config`` (``value``), the call site, the events its arguments read (for the
+    step that produced the value) and, for the MoE layer, the constructions on the way to it
+    (``way``, outermost first)."""
 
-    def __init__(self, body: Class, value: Any, site: tuple[str, int], reads: list[Any]) -> None:
+    def __init__(self, body: Class, value: Any, site: tuple[str, int], reads: list[Any],
+                 way: tuple[_Passed, ...] = ()) -> None:
         super().__init__(body.name)
-        self.body, self.value, self.site, self.reads = body, value, site, reads
+        self.body, self.value, self.site, self.reads, self.way = body, value, site, reads, way
 
 
 _NO_ARG = object()
+MAX_DRAFT_PATHS = 64  # paths of the draft's constructor explored for its MoE layer's quant config
 
 
-def draft_quant_config(interp: Interpreter, reg: dict[str, Any], arch: Any, hf: Any, qc: Any, chain: list[ChainStep]) -> Any:
+def draft_quant_config(interp: Interpreter, reg: dict[str, Any], arch: Any, hf: Any, qc: Any, chain: list[ChainStep],
+                       moe_class: Class | None = None, server_args: Any = None) -> Any:
     """The quant config the draft model's MoE layers get: the draft class (found in the
     release's own model registry) is constructed as SGLang constructs it, with the draft's
-    config and this quant config, up to the first model body it builds (a class of the model
-    package taking ``quant_config``, e.g. ``Qwen3_5ForCausalLM(mtp_config, quant_config, ...)``):
-    the value bound to that parameter is what its layers receive, as the target's layers
-    receive the target's. Whatever the class does before (an inline ``quant_config = None``,
-    a helper such as 0.5.18's ``_mtp_quant_config``, a cast) is SGLang's code, evaluated.
+    config and this quant config, down to the first MoE layer it builds (a ``moe_class``
+    instance, e.g. ``FusedMoE(..., quant_config=...)``): the value bound to that parameter is
+    what the draft's experts are built with. Whatever the classes on the way do (an inline
+    ``quant_config = None`` in the draft class or in its body, e.g. 0.5.10's
+    ``DeepseekModelNextN`` dropping ``modelopt_fp4``; a helper such as 0.5.18's
+    ``_mtp_quant_config``; an override such as an Fp8Config for the MoE only) is SGLang's code,
+    evaluated. Model-package classes taking ``quant_config`` are built for real on the way;
+    other torch modules (norms, embeddings, linear layers) are stand-ins, and a model-package
+    class whose construction stops (an unknown the tool cannot follow) is a stand-in too: it
+    is off the way to the MoE layer, or the MoE layer is never reached and the value unknown.
 
     ``reg``: rules/layers.toml's ``[model_registry]``; ``arch``: the draft's architecture
     (config.json ``architectures[0]``); ``hf``: the draft's config; the step that made the
-    value differ from ``qc`` is appended to ``chain``."""
+    value differ from ``qc`` is appended to ``chain``. Without ``moe_class`` the first model
+    body's argument is taken (the older, shallower answer)."""
     cls = _registry_class(interp, reg, arch)
     found, init = cls.lookup("__init__")
     if not found or not isinstance(init, Function):
         raise Unmodelled(f"the draft model class {cls.name} has no __init__ the tool can read")
-    body_files = reg["body_files"]
+    body_files = tuple(reg["body_files"])
     process_state = tuple(reg["process_state_modules"])
-    outer = interp.call_hook
+    process_objects = reg.get("process_objects", {})
+    pure = set(reg.get("pure_functions", ()))
+    outer = interp.call_hook  # the layer stage's: it knows the sizes a worker has (process values)
     standin = Class(cls.name, (cls,), {"__getattr__": Native("Module.__getattr__", _unset_attribute)}, cls.module, cls.line,
                     external_bases=())
+    skipped: list[str] = []
+    way: list[_Passed] = []  # the model-package constructions being built, outermost first
+
+    def stub(func: Class) -> Instance:
+        return Instance(Class(func.name, (func,), {"__getattr__": Native("Module.__getattr__", _unset_attribute)},
+                              func.module, func.line, external_bases=()))
 
     def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if func.__class__ is Function and func.module.name.startswith(process_state):
+            # the sizes a worker knows from its server args come from the layer stage's hook
+            # (rules/layers.toml [moe.process_values]); other process state is unknown
+            if func.name in process_objects:
+                return _process_object(func.name, process_objects[func.name], server_args)
+            if func.name in pure:  # arithmetic on its arguments: SGLang's code, evaluated
+                return interp.call_function(func, args, kwargs)
+            known = outer(func, args, kwargs) if outer is not None else NOT_HOOKED
+            if known is not NOT_HOOKED:
+                return known
             return Unknown(f"{func.qualname}(): process state (parallel groups) is not modelled", f"proc:{func.qualname}")
         if func.__class__ is Class and func is not standin and not standin.is_subclass_of(func):
             ok, body_init = func.lookup("__init__")
-            if ok and isinstance(body_init, Function) and body_init.module.file.startswith(tuple(body_files)):
+            model_class = ok and isinstance(body_init, Function) and body_init.module.file.startswith(body_files)
+            if moe_class is not None and func.is_subclass_of(moe_class) and isinstance(body_init, Function):
                 passed = _bound_argument(body_init, args, kwargs, "quant_config")
                 if passed is not _NO_ARG:
-                    raise _Passed(func, passed, getattr(interp, "_call_site", ("?", 0)), list(interp.reads or ()))
+                    raise _Passed(func, passed, getattr(interp, "_call_site", ("?", 0)), list(interp.reads or ()), tuple(way))
+            if model_class and isinstance(body_init, Function):
+                passed = _bound_argument(body_init, args, kwargs, "quant_config")
+                if passed is not _NO_ARG:
+                    if moe_class is None:
+                        raise _Passed(func, passed, getattr(interp, "_call_site", ("?", 0)), list(interp.reads or ()))
+                    way.append(_Passed(func, passed, getattr(interp, "_call_site", ("?", 0)), list(interp.reads or ())))
+                    try:  # maybe on the way to the MoE layer: built for real (its calls come back here)
+                        return interp.instantiate(func, args, kwargs)
+                    except (Unmodelled, AnalysisBound, PyRaise) as exc:
+                        skipped.append(f"{func.name}: {_stop_text(interp, exc)}")
+                        return stub(func)
+                    finally:
+                        way.pop()
             if _is_torch_module(func):
-                # a submodule the draft builds before its body (norms, projections): its
-                # construction does not change the quant config and is not evaluated
-                stub = Instance(Class(func.name, (func,), {"__getattr__": Native("Module.__getattr__", _unset_attribute)},
-                                      func.module, func.line, external_bases=()))
-                return stub
-        return outer(func, args, kwargs) if outer is not None else NOT_HOOKED
+                # a submodule the draft builds that takes no quant config (norms,
+                # projections) or is not SGLang's model code: not evaluated
+                return stub(func)
+        return NOT_HOOKED  # the layer stage's hook, then the interpreter
 
-    interp.call_hook = hook
-    try:
-        interp.call(BoundMethod(init, Instance(standin)), [hf], {"quant_config": qc, "prefix": ""})
-    except _Passed as passed:
-        step = _draft_step(passed, qc)
-        if step is not None:
-            chain.append(step)
-        return passed.value
-    finally:
-        interp.call_hook = outer
-    raise Unmodelled(f"{cls.name}.__init__ built no model body taking quant_config "
-                     f"(a class of {', '.join(body_files)}): the draft's quant config is not known")
+    def build() -> _Passed | str:
+        skipped.clear()
+        try:
+            interp.call(BoundMethod(init, Instance(standin)), [hf], {"quant_config": qc, "prefix": ""})
+        except _Passed as passed:
+            return passed
+        except (Unmodelled, AnalysisBound, PyRaise) as exc:
+            return _stop_text(interp, exc)
+        what = f"MoE layer ({moe_class.name})" if moe_class is not None else \
+            f"model body taking quant_config (a class of {', '.join(body_files)})"
+        why = f" (not followed: {'; '.join(skipped[:3])})" if skipped else ""
+        return f"{cls.name}.__init__ built no {what}{why}"
+
+    with interp.hooked_calls(hook):
+        # its own branches (process state, sizes) are explored here, never on the layer's path
+        # the first path that builds the MoE layer answers (process state and sizes decide
+        # which submodules a rank builds, not the quant config passed down)
+        # what the model body imports and logs while it is built is not the MoE layer's: no
+        # package assumption of its own, no log line on the layer's value
+        logged = len(interp.logs)
+        with interp.unwatched_imports():
+            runs, complete = explore_paths(interp, build, MAX_DRAFT_PATHS, until=lambda r: isinstance(r, _Passed))
+        del interp.logs[logged:]
+    reached = [r for r, _ in runs if isinstance(r, _Passed)]
+    values = {id(p.value): p.value for p in reached}
+    if not reached or len(values) != 1:
+        stops = sorted({r for r, _ in runs if isinstance(r, str)})
+        why = ("its paths pass different quant configs to it" if len(values) > 1 else
+               f"more than {MAX_DRAFT_PATHS} paths of {cls.name}.__init__ (branches on "
+               f"{'; '.join(dict.fromkeys(f'{d.file}:{d.line} {d.text}' for _, ran in runs for d in ran.new_decisions[:1]))})"
+               if not complete else "; ".join(stops[:2]))
+        raise Unmodelled(f"the draft's quant config is not known: {why}")
+    step = _draft_step(reached[0], qc)
+    if step is not None:
+        if len(runs) > 1:
+            step = replace(step, code=f"{step.code} (path {len(runs)} of {cls.name}.__init__, the first to build its MoE "
+                                      f"layer; the {len(runs) - 1} before stop on process state or sizes the tool does not know)")
+        chain.append(step)
+    return reached[0].value
+
+
+def _process_object(name: str, attrs: dict[str, Any], server_args: Any) -> Instance:
+    """A process-state object (rules/layers.toml ``process_objects``): the listed attributes
+    as a worker with these server args has them, any other unknown."""
+    def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        return Unknown(f"{name}().{args[-1]}: process state (parallel groups) is not modelled", f"proc:{name}.{args[-1]}")
+
+    obj = Instance(Class(f"{name}()", (), {"__getattr__": Native("process state", missing)}, None, 0, external_bases=()))
+    for key, value in attrs.items():
+        obj.attrs[key] = _process_object(f"{name}().{key}", value, server_args) if isinstance(value, dict) \
+            else process_value(value, server_args)
+    return obj
+
+
+def _stop_text(interp: Interpreter, exc: BaseException) -> str:
+    if isinstance(exc, PyRaise):
+        name, message = raise_message(interp, exc)
+        return f"{name}: {message} at {exc.file}:{exc.line}"
+    return stop_reason(exc)
 
 
 def _draft_step(passed: _Passed, given: Any) -> ChainStep | None:
-    """The step that made the draft's quant config differ from the target's: the statement
-    that produced the value passed (``quant_config = None`` under its ``if``, a helper's
-    ``return None``), else the body's construction; None when the target's is passed on."""
+    """The step that made the draft's quant config differ from the target's: on the way
+    down to the MoE layer, the first construction passed another value than it was given;
+    the statement that produced that value (``quant_config = None`` under its ``if``, a
+    helper's ``return None``), else that construction's call. None when the target's quant
+    config reaches the MoE layer."""
     if passed.value is given:
         return None
+    prev = given
+    changed = passed
+    for rec in (*passed.way, passed):
+        if rec.value is not prev:
+            changed = rec
+            break
+        prev = rec.value
     from sglang_audit.resolve.provenance import trace
 
-    shown = None if passed.value is None else (passed.value.cls.name if isinstance(passed.value, Instance) else repr(passed.value))
-    for ev in reversed(passed.reads):
-        if ev.value is not passed.value:
-            continue
-        producer, _ = trace(ev, passed.value) if passed.value is None else (None, [])
+    value = changed.value
+    shown = None if value is None else (value.cls.name if isinstance(value, Instance) else repr(value))
+    carrying = [ev for ev in reversed(changed.reads) if ev.value is value]
+    # the argument bound to quant_config: its variable's write first (a sibling argument such
+    # as DeepSeek's moe_quant_config_override may hold the same None)
+    carrying.sort(key=lambda ev: str(ev.target).rsplit(".", 1)[-1] != "quant_config")
+    for ev in carrying:
+        producer, _ = trace(ev, value) if value is None else (None, [])
         if producer is not None:
             guard = next((g for g in reversed(producer.guards) if g.file == producer.file), None)
             code = f"{producer.target} returns {shown}" if producer.kind == "return" else producer.text
             if guard is not None:
-                return ChainStep(guard.file, guard.line, guard.text, shown, code, "layers", "draft")
+                return ChainStep(guard.file, guard.line, guard.describe(), shown, code, "layers", "draft")
             return ChainStep(producer.file, producer.line, "", shown, code, "layers", "draft")
         break
-    file, line = passed.site
-    return ChainStep(file, line, "", shown, f"{passed.body.name}(..., quant_config={shown})", "layers", "draft")
+    file, line = changed.site
+    return ChainStep(file, line, "", shown, f"{changed.body.name}(..., quant_config={shown})", "layers", "draft")
 
 
 def _bound_argument(init: Function, args: list[Any], kwargs: dict[str, Any], name: str) -> Any:

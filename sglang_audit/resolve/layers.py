@@ -48,7 +48,7 @@ from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.resolve.draft import draft_quant_config
 from sglang_audit.resolve.expected import missing_module
-from sglang_audit.resolve.stage_common import ImportWatch, raise_message
+from sglang_audit.resolve.stage_common import ImportWatch, process_value, raise_message
 from sglang_audit.result import (
     STATUS_RESOLVED,
     STATUS_UNKNOWN,
@@ -89,6 +89,7 @@ class _Role:
     setting: str
     model_config: Any
     draft: bool
+    server_args: Any  # the ServerArgs the worker builds the layers with (published, sizes)
 
 
 def evaluate_layers(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
@@ -96,10 +97,9 @@ def evaluate_layers(interp: Interpreter, server_args: Any, model_config: Any, dr
     (draft), for an MoE model; {} when the model has no MoE layers or the release lacks the
     classes named in rules/layers.toml."""
     spec = load_toml("layers.toml")
-    interp.layer_server_args = server_args  # type: ignore[attr-defined]
-    roles = [_Role("moe_runner_backend", model_config, False)]
+    roles = [_Role("moe_runner_backend", model_config, False, server_args)]
     if isinstance(draft_config, Instance):
-        roles.append(_Role("speculative_moe_runner_backend", draft_config, True))
+        roles.append(_Role("speculative_moe_runner_backend", draft_config, True, server_args))
     out: dict[str, LayerValue] = {}
     for role in roles:
         if not isinstance(role.model_config, Instance) or _moe_args(role.model_config, spec) is None:
@@ -120,7 +120,6 @@ def evaluate_layers(interp: Interpreter, server_args: Any, model_config: Any, dr
 def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerValue:
     """Run the layer once per assignment of its own unknown branches (depth-first, bounded);
     the resolver's decisions, taken and new lists are restored afterwards."""
-    saved = (interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook)
     base = dict(interp.decisions)
     outcomes: list[tuple[_Outcome, tuple[str, ...]]] = []
     pending: list[dict[str, bool]] = [{}]
@@ -133,41 +132,34 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
     defaults: dict[str, bool] = {}
     first_truth: dict[str, bool] = {}  # a tensor key's truth on the path that met it
     pairwise = False
-    real_decide = interp.decide
-
-    def decide(value: Unknown, file: str, line: int, text: str) -> bool:
+    def assert_on_tensors(value: Unknown, file: str, line: int, text: str) -> bool | None:
         # an assert on tensor data/metadata holds for a checkpoint SGLang can load: assumed,
         # reported, not explored (its failing side says nothing about the configuration)
         if _is_assert(interp, file, line) and _tensor_decided(value, spec):
             assumed.add(f"assert {text} at {file}:{line} (tensor data; assumed to hold)")
             return True
-        return real_decide(value, file, line, text)
+        return None
 
     watch = ImportWatch(interp, spec["moe"]["optional_packages"])
-    interp.load_module = watch.load_module  # type: ignore[method-assign]
-    try:
+    with interp.watched_imports(watch):
         while pending:
             if len(outcomes) >= MAX_LAYER_PATHS:
                 complete = False
                 break
             extra = pending.pop()
-            interp.decisions = {**base, **defaults, **extra}
-            interp.new_decisions = []
-            interp.taken = []
-            interp.guards = []
-            interp.guard_tuple = None
-            interp.decide = decide  # type: ignore[method-assign]
+            saved = interp.enter_path({**base, **defaults, **extra})
             try:
-                outcome = _run_once(interp, role, spec, built)
+                with interp.filtered_decisions(assert_on_tensors):
+                    outcome = _run_once(interp, role, spec, built)
             finally:
-                del interp.decide
-            when = tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in interp.taken)
+                ran = interp.leave_path(saved)
+            when = tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in ran.taken)
             outcomes.append((outcome, when))
             prefix = dict(extra)
             for key, truth in built.pop("data_keys", ()):
                 defaults.setdefault(key, not truth)
             flipped = any(k in tensor_keys and k not in defaults and v != first_truth.get(k, True) for k, v in extra.items())
-            for d in interp.new_decisions:
+            for d in ran.new_decisions:
                 if _tensor_decided(d, spec):
                     tensor_keys.add(d.key)
                     first_truth[d.key] = d.first
@@ -180,9 +172,6 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
                 alt[d.key] = not d.first
                 pending.append(alt)
                 prefix[d.key] = d.first
-    finally:
-        del interp.load_module
-        interp.decisions, interp.new_decisions, interp.taken, interp.guards, interp.guard_tuple, interp.call_hook = saved
     value = _join(outcomes, complete)
     if pairwise:
         assumed.add(f"branches on tensor data ({len(tensor_keys)}) explored one at a time, not in every combination")
@@ -223,8 +212,12 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
     """One branch assignment. ``built`` keeps the layer as FusedMoE.__init__ left it when
     building it took no decision: later branches start from a copy instead of rebuilding."""
     state: dict[str, Any] = {"weights_created": False, "method": "", "runner": "", "chain": []}
-    _publish_server_args(interp, spec)
-    interp.call_hook = _hook(interp, spec, state)
+    _publish_server_args(interp, spec, role.server_args)
+    with interp.hooked_calls(_hook(interp, spec, state, role.server_args)):
+        return _run_hooked(interp, role, spec, built, state)
+
+
+def _run_hooked(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dict[str, Any], state: dict[str, Any]) -> _Outcome:
     restore = None
     try:
         if role.draft:
@@ -234,7 +227,7 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
             layer = _copy_layer(hit[0])
             state.update(hit[1])
             state["chain"] = list(hit[1]["chain"])
-            interp.taken.extend(hit[2])
+            interp.replay_taken(hit[2])
         else:
             layer = _build_layer(interp, role, spec, state)
             if all(d.key for d, _ in interp.taken):
@@ -268,7 +261,6 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
             raise
         return _Outcome(STATUS_UNKNOWN, f"internal evaluator error ({type(exc).__name__}: {exc})", method=state["method"])
     finally:
-        interp.call_hook = None
         if restore is not None:
             restore()
 
@@ -298,7 +290,7 @@ def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], 
                     runner=state["runner"], method=state["method"])
 
 
-def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any]) -> Any:
+def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any], server_args: Any) -> Any:
     functions = {k["function"]: k["label"] for k in spec["kernel"] if "function" in k}
     externals = {k["external"]: k["label"] for k in spec["kernel"] if "external" in k}
     runner = spec["moe"]["runner"]
@@ -322,7 +314,7 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any]) -> A
                 raise _KernelReached(_Outcome(STATUS_RESOLVED, functions[qual], f"{file}:{line}", f"{func.name}(...)"))
             if func.module.name.startswith(process_state):
                 if func.name in process_values:
-                    return _process_value(interp, process_values[func.name])
+                    return process_value(process_values[func.name], server_args)
                 return Unknown(f"{func.qualname}(): process state (distributed groups) is not modelled", f"proc:{func.qualname}")
             if func.name == "create_weights":
                 file, line = site()
@@ -421,19 +413,6 @@ def _guards_text(guards: Any) -> str:
 
 def _made_outside(value: Any) -> bool:
     return isinstance(value, External) and value.path.endswith(")")
-
-
-def _process_value(interp: Interpreter, expr: Any) -> Any:
-    if isinstance(expr, int):
-        return expr
-    server_args = getattr(interp, "layer_server_args", None)
-    parts = [server_args.attrs.get(p) if isinstance(server_args, Instance) else None for p in str(expr).split("/")]
-    if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts) or any(p == 0 for p in parts[1:]):
-        return Unknown(f"{expr} (server args not known)", f"proc:{expr}")
-    value = parts[0]
-    for p in parts[1:]:
-        value //= p
-    return value
 
 
 def _runner_standin(interp: Interpreter, spec: dict[str, Any], cls: Class, backend: Any, value: Any) -> Instance:
@@ -627,13 +606,14 @@ def _quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any], state:
     qc = interp.call(interp.getattr(cls, "from_config"), [cfg], {})
     if role.draft:
         hf = role.model_config.attrs.get("hf_config")
-        qc = draft_quant_config(interp, spec["model_registry"], _architecture(role.model_config), hf, qc, state["chain"])
+        layer_cls = interp.getattr(interp.load_module(moe["layer_module"]), moe["layer_class"])
+        qc = draft_quant_config(interp, spec["model_registry"], _architecture(role.model_config), hf, qc, state["chain"],
+                                layer_cls if isinstance(layer_cls, Class) else None, role.server_args)
     return qc
 
 
-def _publish_server_args(interp: Interpreter, spec: dict[str, Any]) -> None:
+def _publish_server_args(interp: Interpreter, spec: dict[str, Any], server_args: Any) -> None:
     gsa = spec["moe"]["global_server_args"]
-    server_args = getattr(interp, "layer_server_args", None)
     if server_args is None or interp.find_module_file(gsa["module"]) is None:
         return
     mod = interp.load_module(gsa["module"])

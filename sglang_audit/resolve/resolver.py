@@ -322,13 +322,13 @@ class Resolver:
 
     def new_interpreter(self, decisions: dict[str, bool]) -> Interpreter:
         interp = Interpreter(self.root, self.cache, self.world, decisions, self.bounds)
-        interp.tracked_keys = frozenset(self.setting_names)
+        interp.set_policy(tracked_keys=frozenset(self.setting_names))
         return interp
 
     def run_path(self, decisions: dict[str, bool]) -> PathResult:
         interp = (self.take_snapshot() if not decisions else None) or self.new_interpreter(decisions)
-        interp.deadline = self.over_budget if self._cpu_mark is not None else None
-        interp.on_decision = self._forks.at_decision if self._forks is not None else None
+        interp.set_policy(deadline=self.over_budget if self._cpu_mark is not None else None,
+                          on_decision=self._forks.at_decision if self._forks is not None else None)
         result = PathResult(taken=interp.taken)
         with recursion_room():
             server_args = self.stage(interp, result, "config", lambda: self.build_server_args(interp))
@@ -341,9 +341,9 @@ class Resolver:
                 self.stage(interp, result, "runtime", lambda: self.run_runtime(interp, server_args, result))
                 if result.runtime_failed is None:
                     # the layer stages explore their own branches (never resolver paths)
-                    interp.on_decision = None
+                    interp.set_policy(on_decision=None)
                     self.run_layers(interp, server_args, result)
-        interp.on_decision = None
+        interp.set_policy(on_decision=None)
         result.logs = interp.logs
         result.parse_failures = dict(interp.parse_failures)
         result.new_decisions = list(interp.new_decisions)
@@ -422,11 +422,7 @@ class Resolver:
                 result.config[name] = ABSENT  # not a field of this release
                 result.config_events[name] = None
             elif read_fn is not None:
-                saved = interp.reads
-                interp.reads = []
-                value = interp.call(read_fn, [server_args, name], {})
-                reads = interp.reads
-                interp.reads = saved
+                value, reads = interp.collect(lambda name=name: interp.call(read_fn, [server_args, name], {}))
                 result.config[name] = value
                 result.config_events[name] = reads[-1] if reads else server_args.events.get(name)
             elif name in server_args.attrs:
@@ -521,7 +517,6 @@ class Resolver:
                         f"(renamed or moved?), though this release has the setting {setting}")
                 continue
             wanted = step.get("when_model_has")
-            saved = interp.reads
             init_reads: list[Event] = []
             has = _model_has(check, wanted) if wanted else True
             if isinstance(has, Unknown):
@@ -529,12 +524,9 @@ class Resolver:
                     result.runtime[setting] = Unknown(f"whether {step['initializer']} runs: {has.reason}", has.key)
                 continue
             if has:
-                interp.reads = []
                 init = interp.getattr(mod, step["initializer"])
                 positional = [p for p in getattr(init, "params", []) if p.star == ""]
-                interp.call(init, [server_args] if positional else [], {})
-                init_reads = interp.reads
-                interp.reads = saved
+                _, init_reads = interp.collect(lambda init=init, args=[server_args] if positional else []: interp.call(init, args, {}))
             # the getters run either way: they are what the layers read (without the
             # initialiser, SGLang's getters fall back to their own defaults)
             for setting, getter in step["getters"].items():
@@ -544,10 +536,7 @@ class Resolver:
                             f"runtime getter {getter} not found in {mod.file} (renamed or moved?), "
                             f"though this release has the setting {setting}")
                     continue
-                interp.reads = []
-                value = interp.call(interp.getattr(mod, getter), [], {})
-                reads = interp.reads
-                interp.reads = saved
+                value, reads = interp.collect(lambda mod=mod, getter=getter: interp.call(interp.getattr(mod, getter), [], {}))
                 if isinstance(value, Instance) and "enum" in value.cls.flags:
                     value = value.attrs.get("_value_")
                 result.runtime[setting] = value
@@ -587,11 +576,11 @@ class Resolver:
     def _run_attention(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
         # the attention backend's construction: its own CPU-time budget, outside the
         # resolution's (so it never turns the settings or the MoE layers unknown)
-        t0, parsed0, saved = time.process_time(), self.cache.parse_cpu, interp.deadline
-        interp.deadline = lambda: time.process_time() - t0 - (self.cache.parse_cpu - parsed0) > ATTENTION_CPU_SECONDS
+        t0, parsed0 = time.process_time(), self.cache.parse_cpu
         try:
-            result.layers.update(evaluate_attention(interp, server_args, result.model.get("model_config"),
-                                                    result.model.get("draft_model_config")))
+            with interp.budget(lambda: time.process_time() - t0 - (self.cache.parse_cpu - parsed0) > ATTENTION_CPU_SECONDS):
+                result.layers.update(evaluate_attention(interp, server_args, result.model.get("model_config"),
+                                                        result.model.get("draft_model_config")))
         except (PyRaise, Unmodelled, AnalysisBound, RecursionError, ArithmeticError, ValueError, TypeError, KeyError,
                 IndexError, AttributeError) as exc:
             if strict_mode() and not isinstance(exc, (PyRaise, Unmodelled, AnalysisBound, RecursionError)):
@@ -599,7 +588,6 @@ class Resolver:
             reason = f"attention backend evaluation failed ({type(exc).__name__}: {exc}); treated as unknown"
             result.layers["attention_backend"] = LayerValue(STATUS_UNKNOWN, None, reason=reason, stage="attention")
         finally:
-            interp.deadline = saved
             self.attention_seconds += time.process_time() - t0
 
     # ---- joining paths into a Resolution ----------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from sglang_audit.evaluate.interpreter import Interpreter, PyRaise
-from sglang_audit.evaluate.values import Instance
+from sglang_audit.evaluate.values import Instance, Unknown
 from sglang_audit.result import STATUS_UNSUPPORTED, LayerValue
 
 
@@ -20,15 +20,14 @@ class ImportWatch:
         self.interp = interp
         self.optional = set(optional)
         self.imported: dict[str, bool | None] = {}
-        self.real_load = interp.load_module
 
-    def load_module(self, name: str) -> Any:
+    def __call__(self, name: str) -> None:
+        """An import the stage's code makes (``Interpreter.watched_imports``)."""
         top = name.split(".")[0]
         if top not in self.imported:
             state = self.interp.natives.package_state(top)
             if top in self.optional or state is False:
                 self.imported[top] = state
-        return self.real_load(name)
 
     def assumptions(self, value: LayerValue) -> tuple[str, ...]:
         return tuple(package_assumption(self.interp, top, st) for top, st in sorted(self.imported.items())
@@ -71,9 +70,34 @@ def raise_message(interp: Interpreter, raised: PyRaise) -> tuple[str, str]:
     exc = raised.exc
     name = exc.cls.name if isinstance(exc, Instance) else "Exception"
     args = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
-    interp._message_mode = True  # type: ignore[attr-defined]  # f-string parts as text
-    try:
+    with interp.message_mode():  # f-string parts as text
         message = interp.to_str(args[0]) if len(args) == 1 else ", ".join(interp.to_str(a) for a in args)
-    finally:
-        interp._message_mode = False  # type: ignore[attr-defined]
     return name, message
+
+
+def process_value(expr: Any, server_args: Any) -> Any:
+    """A value a worker knows from its server args (rules/layers.toml): an int or bool
+    literal, a server-args field, ``a/b`` (integer division of fields) or ``a==N`` (a field
+    compared with an int); unknown when a field is not a known int."""
+    if isinstance(expr, (bool, int)):
+        return expr
+    text = str(expr)
+    if text.startswith("when "):  # "when a==N: value": known only for such a worker
+        cond, _, value = text[5:].partition(":")
+        holds = process_value(cond.strip(), server_args)
+        if holds is True:
+            return process_value(_literal(value.strip()), server_args)
+        return Unknown(f"{expr} (this worker: {cond.strip()} is {holds if isinstance(holds, bool) else 'not known'})",
+                       f"proc:{expr}")
+    left, eq, right = text.partition("==")
+    parts = [server_args.attrs.get(p) if isinstance(server_args, Instance) else None for p in left.split("/")]
+    if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts) or any(p == 0 for p in parts[1:]):
+        return Unknown(f"{expr} (server args not known)", f"proc:{expr}")
+    value = parts[0]
+    for p in parts[1:]:
+        value //= p
+    return value == int(right) if eq else value
+
+
+def _literal(text: str) -> Any:
+    return {"true": True, "false": False}.get(text, int(text) if text.isdigit() else text)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sglang_audit.evaluate.interpreter import call_identity, short_identity
+from sglang_audit.evaluate.interpreter import WorldState, call_identity, short_identity
 from sglang_audit.evaluate.overlays import OVERLAYS as PYTHON_OVERLAYS
 from sglang_audit.evaluate.overlays import classes, paths, stdlib, typeforms
 from sglang_audit.evaluate.overlays.builtins import (
@@ -66,13 +66,12 @@ class NativeWorld:
         self.target_reads: TargetReads | None = None
 
     # ---- per-interpreter state --------------------------------------------------------
-    def setup(self, interp: Interpreter) -> None:
-        interp.environ = Environ(self.environment.env_dict())
-        interp.hf_configs = {}
-        interp.loggers = {}
+    def initial_state(self) -> WorldState:
+        """A new interpreter's overlay state: the deployment's environment variables as
+        ``os.environ``, no transformers config or logger made yet."""
+        return WorldState(environ=Environ(self.environment.env_dict()))
 
     def builtins(self, interp: Interpreter) -> dict[str, Any]:
-        self.setup(interp)
         return self._builtins.table(interp)
 
     # ---- the overlays' host: the file system, only the model directories and the source --

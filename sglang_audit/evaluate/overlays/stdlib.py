@@ -29,6 +29,7 @@ from sglang_audit.evaluate.overlays.common import (
 from sglang_audit.evaluate.values import (
     Cached,
     External,
+    Function,
     HFConfig,
     Instance,
     Native,
@@ -355,7 +356,18 @@ def os_attrs(host: Host) -> dict[str, Any]:
 
 
 def contextlib_attrs(host: Host) -> dict[str, Any]:
-    return {"contextlib.contextmanager": Native("contextmanager", lambda i, a, k: Unknown("context manager"))}
+    return {"contextlib.contextmanager": Native("contextmanager", _contextmanager)}
+
+
+def _contextmanager(interp: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``@contextlib.contextmanager``: a function whose calls are generator contexts
+    (``Interpreter.with_items`` runs the body to its yield and on from there)."""
+    from sglang_audit.evaluate.interpreter import GeneratorContext
+
+    func = args[0] if args else None
+    if not isinstance(func, Function):
+        return Unknown("context manager")
+    return Native(f"contextmanager({func.qualname})", lambda i, a, k: GeneratorContext(func, list(a), dict(k)))
 
 
 def importlib_attrs(host: Host) -> dict[str, Any]:
