@@ -418,9 +418,19 @@ def test_draft_model_by_hf_id(release, tmp_path, monkeypatch):
     launch = ("python -m sglang.launch_server --model-path llama-3.1-8b-nvfp4 --speculative-algorithm EAGLE3 "
               "--speculative-draft-model-path someorg/Llama-3.1-8B-eagle3 --speculative-num-steps 3 "
               "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4")
-    # not locatable: an input error naming it, never a run of unknowns with exit 0
-    code, _out, err = cli("resolve", "-s", src, "-a", "sm90", "--launch", launch)
-    assert code == 2 and "draft model someorg/Llama-3.1-8B-eagle3" in err
+    # not fetchable (offline, not cached): a partial answer, never an input error nor exit 0 (issue 43):
+    # the draft's config reads are unknown, the target's layers built, and a note says why
+    code, out, err = cli("resolve", "-s", src, "-a", "sm90", "--launch", launch, "--format", "json")
+    assert code == 3 and "draft model someorg/Llama-3.1-8B-eagle3 not read" in err
+    partial = json.loads(out)
+    assert partial["analysis_notes"][0].startswith("draft model someorg/Llama-3.1-8B-eagle3 not read (")
+    assert "HF_HUB_OFFLINE is set" in partial["analysis_notes"][0]
+    assert partial["settings"]["speculative_moe_runner_backend"]["status"] == "unknown"
+    assert partial["settings"]["attention_backend"]["layer"]["status"] == "resolved"
+    # a local directory that is not a model stays an input error (a typo, not a fetch)
+    code, _out, err = cli("resolve", "-s", src, "-a", "sm90", "--launch",
+                          launch.replace("someorg/Llama-3.1-8B-eagle3", str(tmp_path)))
+    assert code == 2 and "no config.json in draft model directory" in err
     snap = fake_hub(hub_root, "someorg/Llama-3.1-8B-eagle3", "llama-3.1-8b-nvfp4")
     cfg = json.loads((snap / "config.json").read_text())
     cfg["architectures"] = ["LlamaForCausalLMEagle3"]

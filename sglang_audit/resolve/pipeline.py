@@ -401,9 +401,9 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
         raise InputError("no model: pass --model DIR|PROFILE|ORG/NAME (or --model-path inside --launch or --config)")
     model = placeholder if placeholder is not None and model_spec == request.model else locate_model(model_spec, progress=progress)
     extra = tuple(table.fields) if request.all_fields and table is not None else tuple(request.fields)
-    flags = _locate_draft(flags, progress)
+    flags, notes = _locate_draft(flags, progress)
     target = Target(tree, device, model, flags, env, frozenset(request.with_packages), frozenset(request.without_packages),
-                    extra_fields=extra, env_profile=request.env_profile)
+                    extra_fields=extra, env_profile=request.env_profile, input_notes=notes)
     return Prepared(tree, target, table)
 
 
@@ -428,15 +428,28 @@ def _redacted(env: dict[str, str]) -> dict[str, str]:
     return {k: ("<redacted>" if v and _SECRET.search(k) else v) for k, v in env.items()}
 
 
-def _locate_draft(flags: dict[str, Any], progress: Callable[[str], None] | None) -> dict[str, Any]:
+def _locate_draft(flags: dict[str, Any], progress: Callable[[str], None] | None) -> tuple[dict[str, Any], tuple[str, ...]]:
     """A draft model given by Hugging Face id or profile name → its local directory (the
-    release reads its config.json); a draft that cannot be located is an input error, not
-    a run where every setting is unknown."""
+    release reads its config.json), and what could not be read. A Hugging Face id that cannot
+    be fetched (offline, not in the cache, the hub unreachable) is not an input error: the id
+    stays the flag's value, the release's reads of its config are unknown (the settings that
+    depend on the draft, with the reason), the rest is answered, and a note says why (exit 3).
+    A local path that is not a model directory stays an input error (a typo, not a fetch)."""
+    from sglang_audit.target import hfhub
+
     draft = flags.get("speculative_draft_model_path")
     if not isinstance(draft, str) or not draft:
-        return flags
-    located = locate_model(draft, progress=progress, role="draft model")
-    return {**flags, "speculative_draft_model_path": str(located.path)}
+        return flags, ()
+    try:
+        located = locate_model(draft, progress=progress, role="draft model")
+    except InputError as exc:
+        if Path(draft).expanduser().exists() or (profiles_dir() / draft).is_dir() or not hfhub.looks_like_repo_id(draft):
+            raise
+        note = (f"draft model {draft} not read ({exc}): what SGLang reads of its config is unknown, and each "
+                "setting that depends on it says so; the rest is answered")
+        _warn(note)
+        return flags, (note,)
+    return {**flags, "speculative_draft_model_path": str(located.path)}, ()
 
 
 def resolve(request: Request, progress: Callable[[str], None] | None = None,
@@ -526,6 +539,8 @@ def _resolve_cached(target: Target, cache: SourceCache, results: ResultCache | N
 
     resolver = Resolver(target, cache)
     res = with_environment(resolver.resolve(), resolver.environment.profile)
+    if target.input_notes:  # what of the inputs could not be read (an unreachable draft): said first
+        res = dataclasses.replace(res, analysis_notes=(*target.input_notes, *res.analysis_notes))
     if results is not None:
         results.put(key, res)
     return res

@@ -51,3 +51,6 @@ class Target:
     # the environment profile (rules/env_profiles.toml, target/profiles.py): None, the
     # platform's default (ROCm: SGLang's image; CUDA: a plain pip install)
     env_profile: str | None = None
+    # what the answer could not read of its inputs, said in its analysis notes (a draft model
+    # given by Hugging Face id that cannot be fetched: its settings are unknown, the rest answered)
+    input_notes: tuple[str, ...] = ()
