@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sglang_audit.errors import strict_mode
+from sglang_audit.evaluate.explore import ONE_AT_A_TIME, explore_paths
 from sglang_audit.evaluate.interpreter import NOT_HOOKED, Frame, Interpreter, PyRaise, Unmodelled
 from sglang_audit.evaluate.values import (
     AnalysisBound,
@@ -112,14 +113,9 @@ def _has_method(interp: Interpreter, run: dict[str, Any]) -> bool:
 
 
 def _explore(interp: Interpreter, spec: dict[str, Any], server_args: Instance, mc: Instance, draft: bool) -> LayerValue:
-    base = dict(interp.decisions)
-    outcomes: list[tuple[_Outcome, tuple[str, ...]]] = []
-    pending: list[dict[str, bool]] = [{}]
-    complete = True
-    flipped = 0
-    logged: list[Any] = []
     watch = ImportWatch(interp, spec["backend"]["optional_packages"])
     assumed: set[str] = set()
+
     def assert_on_runtime(value: Unknown, file: str, line: int, text: str) -> bool | None:
         # an assert the tool cannot decide (runtime state, tensor shapes) is not SGLang's
         # verdict here: assumed to hold and listed, never explored as a failure
@@ -128,30 +124,23 @@ def _explore(interp: Interpreter, spec: dict[str, Any], server_args: Instance, m
             return True
         return None
 
+    def run() -> tuple[_Outcome, list[Any]]:
+        start = len(interp.logs)
+        outcome = _run_once(interp, spec, server_args, mc, draft)
+        # what SGLang logs while it builds the backend (the linear-attention kernel choice, ...)
+        # is evidence on the value (the first branch's), never the path's own logs
+        logs = interp.logs[start:]
+        del interp.logs[start:]
+        return outcome, logs
+
+    # branches on runtime state are flipped one at a time from the first run, not in every
+    # combination (a constructor has dozens; each run costs a second)
     with interp.watched_imports(watch), interp.filtered_decisions(assert_on_runtime):
-        while pending:
-            if len(outcomes) >= MAX_ATTENTION_PATHS:
-                complete = False
-                break
-            extra = pending.pop()
-            saved = interp.enter_path({**base, **extra})
-            start = len(interp.logs)
-            try:
-                outcome = _run_once(interp, spec, server_args, mc, draft)
-            finally:
-                ran = interp.leave_path(saved)
-            if not extra:
-                # what SGLang logs while it builds the backend on the first branch (the linear-
-                # attention kernel choice, ...): evidence on the value, not the path's own logs
-                logged = [r for r in interp.logs[start:] if r.level in ("info", "warning")]
-            del interp.logs[start:]
-            when = tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in ran.taken)
-            outcomes.append((outcome, when))
-            if not extra:
-                # branches on runtime state are flipped one at a time from the first run, not
-                # in every combination (a constructor has dozens; each run costs a second)
-                pending.extend({d.key: not d.first} for d in reversed(ran.new_decisions))
-                flipped = len(ran.new_decisions)
+        runs, complete = explore_paths(interp, run, MAX_ATTENTION_PATHS, ONE_AT_A_TIME)
+    outcomes = [(outcome, tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in ran.taken))
+                for (outcome, _), ran in runs]
+    logged = [r for r in runs[0][0][1] if r.level in ("info", "warning")] if runs else []
+    flipped = len(runs[0][1].new_decisions) if runs else 0
     value = _join(outcomes, complete)
     if flipped > 1:
         assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sglang_audit.errors import InputError
 from sglang_audit.shipped import load_toml
-
-if TYPE_CHECKING:
-    from sglang_audit.target.profiles import Profile
 
 # The devices --arch names, from rules/devices.toml: (major, minor), typical product, memory in
 # MiB per GPU (drives memory-derived settings only); SM_COUNT: torch's multi_processor_count.
@@ -115,8 +112,9 @@ class Environment:
     # (rules/packages.toml [namespace])
     namespaces: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # the environment profile applied (target/profiles.py: its packages are in ``installed``,
-    # its variables in ``env``); None: the release's own requirements alone
-    profile: Profile | None = None
+    # its variables in ``env``); None: the release's own requirements alone. A
+    # target.profiles.Profile, typed there: profiles.py imports this module, not the reverse
+    profile: Any = None
 
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
