@@ -277,3 +277,21 @@ def test_a_release_below_the_validated_floor_is_said(version, said):
     assert (note is not None) == said
     if said:
         assert note.startswith(f"SGLang {version} is older than 0.4.6") and "not validated" in note
+
+
+def test_a_model_the_release_could_not_read_is_an_incomplete_answer(tmp_path):
+    # item 6: 0.4.0 (no ModelConfig.from_server_args) resolved its flags and exited 0 with
+    # "— None, quantization None"; a release whose ModelConfig cannot be read for the model
+    # is an incomplete answer (exit 3) that says why
+    import shutil
+
+    root = tmp_path / "src"
+    shutil.copytree(MINI_E2, root)
+    mc = root / "python" / "sglang" / "srt" / "configs" / "model_config.py"
+    mc.write_text(mc.read_text().replace("def from_server_args(", "def from_args_renamed("))
+    code, out, _ = cli("resolve", "-s", str(root), "-a", "sm100", "-m", "deepseek-r1-nvfp4")
+    assert code == 3, out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("model: ")]
+    assert "— unknown (ModelConfig not read: " in line and "from_server_args" in line and "— None" not in line
+    code, _, _ = cli("resolve", "-s", str(MINI_E2), "-a", "sm100", "-m", "deepseek-r1-nvfp4")
+    assert code == 0  # the same flags with the release's ModelConfig readable

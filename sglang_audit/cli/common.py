@@ -20,9 +20,11 @@ from sglang_audit.target.device import ARCH_CHOICES, DEFAULT_CUDA
 EXIT_CODES = """\b
 Exit codes:
   0  resolved (every setting known, configuration accepted)
-  1  SGLang would reject this configuration (an assert/raise fires)
+  1  SGLang would reject this configuration (an assert/raise fires), or a
+     setting is unsupported (the layers built with it fail)
   2  usage or input error (bad --arch, missing source, bad config.json, ...)
-  3  resolution incomplete: some setting is unknown (see its reason)
+  3  resolution incomplete: some setting is unknown (see its reason), or the
+     release's ModelConfig could not be read for the model
 """
 
 

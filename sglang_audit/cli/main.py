@@ -83,8 +83,16 @@ def resolve_cmd(fmt: str, verbose: bool, **kw: Any) -> None:
         click.echo(for_reader(render_resolution(res, verbose=verbose, requested_model=kw.get("model"))), nl=False)
     if res.rejected is not None or any(s.status == "unsupported" for s in res.settings.values()):
         sys.exit(1)  # rejected by ServerArgs, or the layers built with a setting fail
-    if any(s.status == "unknown" for s in res.settings.values()):
-        sys.exit(3)
+    if any(s.status == "unknown" for s in res.settings.values()) or _model_unread(res):
+        sys.exit(3)  # incomplete: a setting, or the model itself (ModelConfig not read)
+
+
+def _model_unread(res: Any) -> bool:
+    """No path read the model's ModelConfig (the release has none the tool can follow): what
+    the release makes of the model is not known, however the flags resolved."""
+    from sglang_audit.result import UnknownValue
+
+    return isinstance(res.model.architecture, UnknownValue) and "ModelConfig not read" in res.model.architecture.reason
 
 
 resolve_cmd.name = "resolve"
