@@ -22,10 +22,10 @@ import hashlib
 import operator
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from sglang_audit.evaluate.bounds import Bounds  # noqa: F401 - the evaluator's bounds, imported from here too
 from sglang_audit.evaluate.values import NEGATION as _NEGATION
@@ -138,7 +138,7 @@ _BIN = {
     "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "<<": operator.lshift,
     ">>": operator.rshift, "|": operator.or_, "&": operator.and_, "^": operator.xor,
 }
-_IBIN = {
+_IBIN: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv,
     "//": operator.ifloordiv, "%": operator.imod, "**": operator.ipow, "<<": operator.ilshift,
     ">>": operator.irshift, "|": operator.ior, "&": operator.iand, "^": operator.ixor,
@@ -321,10 +321,12 @@ class World(Protocol):
     package_name: str  # the analysed top-level package; imports outside it are External
     object_class: Class
     exception_classes: dict[str, Class]
+    # what the stages outside evaluate/ ask of it through an interpreter (interp.natives)
+    environment: Any  # the deployment modelled (the target's own type); never read here
 
     def initial_state(self) -> WorldState: ...  # the state its overlays keep, per interpreter
     def builtins(self, interp: Interpreter) -> dict[str, Any]: ...
-    def native_module(self, interp: Interpreter, name: str) -> Any: ...  # None: not the world's
+    def native_module(self, interp: Interpreter, name: str) -> ModuleObj | External | None: ...  # None: not the world's
     def boundary_for(self, interp: Interpreter, module: str, name: str) -> Any: ...
     # classes and instances
     def class_created(self, interp: Interpreter, cls: Class) -> None: ...
@@ -350,6 +352,9 @@ class World(Protocol):
     def iterate_native(self, interp: Interpreter, value: Any) -> list[Any] | None: ...
     def is_environ(self, obj: Any) -> bool: ...
     def environ_contains(self, interp: Interpreter, item: Any) -> Any: ...
+    # read by the stages (resolve/), not by the interpreter
+    def package_state(self, top: str) -> bool | None: ...  # an optional package: installed, absent, None (not modelled)
+    def external_value(self, interp: Interpreter, path: str) -> Any: ...  # the overlays' value of an outside path
 
 
 _UNSET = object()  # set_policy: a part not given keeps its value
@@ -357,7 +362,7 @@ _UNSET = object()  # set_policy: a part not given keeps its value
 
 def _yield_of(stmt: ir.Node) -> ir.Node | None:
     """The Yield of ``yield x`` / ``v = yield x`` as a statement of its own, else None."""
-    value = getattr(stmt, "value", None)
+    value: ir.Node | None = getattr(stmt, "value", None)
     if stmt.kind in ("ExprStmt", "Assign") and value is not None and getattr(value, "kind", "") == "Yield":
         return value
     return None
@@ -613,7 +618,7 @@ class Interpreter:
         if isinstance(value, External):
             known = self.natives.external_truth(value)
             if known is not _NOT_NATIVE:
-                return known
+                return cast(bool, known)  # the world's answer, when it has one: a bool
             return Unknown(f"value of {value.path} (outside the analysed source)", f"truth:{value.identity}")
         if isinstance(value, Instance):
             found, meth = value.cls.lookup("__bool__")
@@ -636,7 +641,7 @@ class Interpreter:
             guards = self.guard_tuple = tuple(self.guards)
         return Event(self.seq, kind, target, value, file, line, text, guards, tuple(sources), form)
 
-    def note_keyed(self, key: str, value: Any, frame: Frame, line: int, reads: list[Event], form: str = "copy",
+    def note_keyed(self, key: str, value: Any, frame: Frame, line: int, reads: Iterable[Event], form: str = "copy",
                    node: ir.Node | None = None, text: str | None = None) -> None:
         """A tracked setting named as a dict key or keyword (a declaration such as
         ``declare_resolution(sa, src, moe_runner_backend=...)`` or a pass's ``return {...}``):
@@ -804,7 +809,8 @@ class Interpreter:
             except (Unmodelled, AnalysisBound) as exc:
                 # the innermost statement names where evaluation stopped (free unless raised)
                 if getattr(exc, "where", None) is None:
-                    exc.where = f"{frame.module.file}:{stmt.line}"  # type: ignore[attr-defined]
+                    # an attribute of this exception object only, read back with getattr (stop_reason)
+                    exc.where = f"{frame.module.file}:{stmt.line}"  # type: ignore[union-attr]
                 raise
 
     def s_ExprStmt(self, node: ir.Node, frame: Frame) -> None:
@@ -842,7 +848,7 @@ class Interpreter:
                 obj = self.evaluate(target.value, frame)
                 key = self.evaluate(target.index, frame)
                 if isinstance(obj, (dict, list)) and not isinstance(key, Unknown):
-                    self.data_op(lambda o=obj, k=key: o.__delitem__(k))
+                    self.data_op(functools.partial(obj.__delitem__, key))
             elif isinstance(target, ir.Attribute):
                 obj = self.evaluate(target.value, frame)
                 if isinstance(obj, (Instance, HFConfig)):
@@ -871,7 +877,7 @@ class Interpreter:
             self._call_site = saved
 
     def s_ImportFrom(self, node: ir.Node, frame: Frame) -> None:
-        module = self.absolute_module(node.module, node.level, frame.module)
+        module = self.absolute_module(cast(str, node.module), node.level, frame.module)  # "" for `from . import x`
         if node.names == "*":
             mod = self.load_module(module)
             if isinstance(mod, ModuleObj):
@@ -988,7 +994,7 @@ class Interpreter:
                 found, set_name = attr_value.cls.lookup("__set_name__")
                 if found:
                     self.call(self.bind(set_name, attr_value, attr_value.cls), [cls, attr_name], {})
-        value: Any = cls
+        value = cls
         for dec_node in reversed(node.decorators):
             dec = self.evaluate(dec_node, frame)
             value = self.apply_decorator(dec, value, frame, node.line)
@@ -1255,7 +1261,7 @@ class Interpreter:
                 self.exit_generator(ctx, None)
                 return
             if target is not None:
-                entered: Any = ctx
+                entered = ctx
                 if isinstance(ctx, Instance):
                     found, enter = ctx.cls.lookup("__enter__")
                     if found:
@@ -1503,7 +1509,7 @@ class Interpreter:
         if spec and isinstance(spec, str) and is_plain(value):
             # as CPython: f"{x!r:>8}" formats the converted text, f"{None:>3}" is a TypeError
             subject = text if conversion in ("r", "s", "a") else value
-            return self.data_op(lambda: format(subject, spec))
+            return cast(str, self.data_op(lambda: format(subject, spec)))
         return text
 
     def repr_of(self, value: Any) -> str:
@@ -1607,7 +1613,7 @@ class Interpreter:
                 value = self.evaluate(value_node, frame)
             if isinstance(key, Unknown):
                 raise Unmodelled(f"dict with an unknown key at {frame.module.file}:{node.line}")
-            self.data_op(lambda k=key, v=value: out.__setitem__(k, v))
+            self.data_op(functools.partial(out.__setitem__, key, value))
         return out
 
     def e_BinOp(self, node: ir.Node, frame: Frame) -> Any:
@@ -1682,7 +1688,8 @@ class Interpreter:
         if isinstance(value, Unknown):
             return value
         if is_plain(value):
-            fn = {"-": operator.neg, "+": operator.pos, "~": operator.invert}[node.op]
+            unary: dict[str, Callable[[Any], Any]] = {"-": operator.neg, "+": operator.pos, "~": operator.invert}
+            fn = unary[node.op]
             return self.data_op(lambda: fn(value))
         return Unknown(f"unary {node.op}")
 
@@ -1829,6 +1836,7 @@ class Interpreter:
                 return _in_unknown(item, container)
             if contains_unknown(item):
                 return Unknown("membership of a value that contains an unknown")
+            keys: Collection[Any]
             if isinstance(container, dict):
                 keys = container.keys()
             else:
@@ -1878,7 +1886,8 @@ class Interpreter:
             return self.natives.environ_contains(self, item)
         if isinstance(container, _SCALARS):
             # `x in None`: CPython's own TypeError (the item is never looked at)
-            return self.data_op(lambda: operator.contains(container, None))
+            # a scalar on purpose: CPython's own TypeError for it
+            return self.data_op(lambda: operator.contains(container, None))  # type: ignore[arg-type]
         return Unknown(f"membership in {type(container).__name__} is not modelled")
 
     def e_IfExp(self, node: ir.Node, frame: Frame) -> Any:
@@ -2441,7 +2450,7 @@ class Interpreter:
             return Unknown("subscript of a config object")
         if isinstance(obj, (*_SCALARS, set, frozenset)):
             # `None[0]`: CPython's own TypeError (the index is never looked at)
-            return self.data_op(lambda: operator.getitem(obj, 0))
+            return self.data_op(lambda: operator.getitem(obj, 0))  # type: ignore[call-overload]  # CPython's TypeError
         return self.natives.native_item(self, obj, index)
 
     def setitem(self, obj: Any, key: Any, value: Any) -> None:
@@ -2487,7 +2496,8 @@ class Interpreter:
         if native is not None:
             return native
         if isinstance(value, _SCALARS):
-            self.data_op(lambda: iter(value))  # TypeError: 'int' object is not iterable
+            # a scalar on purpose: CPython's own TypeError for it
+            self.data_op(lambda: iter(value))  # type: ignore[call-overload]  # TypeError: 'int' object is not iterable
         # a native caller has no line (0): the stop reason names where evaluation stopped
         raise Unmodelled(f"iteration over {type(value).__name__} ({value!r})" + (f" at line {line}" if line else ""))
 

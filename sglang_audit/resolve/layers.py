@@ -125,7 +125,9 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
     pending: list[dict[str, bool]] = [{}]
     complete = True
     assumed: set[str] = set()
-    built: dict[str, Any] = {}
+    # the decisions taken, as (key, truth) pairs -> the layer FusedMoE.__init__ left; and
+    # "data_keys" -> the tensor keys of the raise that ended the last run
+    built: dict[Any, Any] = {}
     tensor_keys: set[str] = set()
     # a tensor branch whose side ends in an assert on data: its other side is the default
     # (a loadable checkpoint takes it), and flipping it does not count as a combination
@@ -208,7 +210,7 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
 
 
 # ---- one evaluation of the layer ----------------------------------------------------------
-def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dict[str, Any]) -> _Outcome:
+def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dict[Any, Any]) -> _Outcome:
     """One branch assignment. ``built`` keeps the layer as FusedMoE.__init__ left it when
     building it took no decision: later branches start from a copy instead of rebuilding."""
     state: dict[str, Any] = {"weights_created": False, "method": "", "runner": "", "chain": []}
@@ -217,7 +219,7 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
         return _run_hooked(interp, role, spec, built, state)
 
 
-def _run_hooked(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dict[str, Any], state: dict[str, Any]) -> _Outcome:
+def _run_hooked(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dict[Any, Any], state: dict[str, Any]) -> _Outcome:
     restore = None
     try:
         if role.draft:

@@ -16,6 +16,7 @@ order in one class; the chains are built in provenance.py and the layers in laye
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import hashlib
 import json
@@ -25,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sglang_audit.errors import InputError, strict_mode
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled, stop_reason
@@ -170,7 +171,7 @@ class Resolver:
             paths, explored_all, budget = self._explore({}, Budget())
             self.steps_used = budget.steps
             return self.join(paths, explored_all)
-        paths: list[PathResult] = []
+        paths = []
         pending: list[dict[str, bool]] = [{}]
         explored_all = True
         while pending:
@@ -311,7 +312,8 @@ class Resolver:
 
     def cpu_used(self) -> float:
         """CPU seconds of this resolution so far, parsing and the attention stage excluded."""
-        t, parsed, attention, used = self._cpu_mark
+        # set by _cpu_from when the resolution starts, before any path runs
+        t, parsed, attention, used = cast("tuple[float, float, float, float]", self._cpu_mark)
         return used + time.process_time() - t - (self.cache.parse_cpu - parsed) - (self.attention_seconds - attention)
 
     def _cpu_from(self, used: float) -> None:
@@ -383,7 +385,7 @@ class Resolver:
     def rejection(self, interp: Interpreter, raised: PyRaise, stage: str) -> Rejection:
         exc = raised.exc
         name = exc.cls.name if isinstance(exc, Instance) else "Exception"
-        args = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
+        args: tuple[Any, ...] = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
         message = interp.to_str(args[0]) if len(args) == 1 else ", ".join(interp.to_str(a) for a in args)
         return Rejection(message, raised.file, raised.line, name, stage, raised.text)
 
@@ -422,7 +424,7 @@ class Resolver:
                 result.config[name] = ABSENT  # not a field of this release
                 result.config_events[name] = None
             elif read_fn is not None:
-                value, reads = interp.collect(lambda name=name: interp.call(read_fn, [server_args, name], {}))
+                value, reads = interp.collect(functools.partial(interp.call, read_fn, [server_args, name], {}))
                 result.config[name] = value
                 result.config_events[name] = reads[-1] if reads else server_args.events.get(name)
             elif name in server_args.attrs:
@@ -526,7 +528,7 @@ class Resolver:
             if has:
                 init = interp.getattr(mod, step["initializer"])
                 positional = [p for p in getattr(init, "params", []) if p.star == ""]
-                _, init_reads = interp.collect(lambda init=init, args=[server_args] if positional else []: interp.call(init, args, {}))
+                _, init_reads = interp.collect(functools.partial(interp.call, init, [server_args] if positional else [], {}))
             # the getters run either way: they are what the layers read (without the
             # initialiser, SGLang's getters fall back to their own defaults)
             for setting, getter in step["getters"].items():
@@ -536,7 +538,7 @@ class Resolver:
                             f"runtime getter {getter} not found in {mod.file} (renamed or moved?), "
                             f"though this release has the setting {setting}")
                     continue
-                value, reads = interp.collect(lambda mod=mod, getter=getter: interp.call(interp.getattr(mod, getter), [], {}))
+                value, reads = interp.collect(functools.partial(_call_getter, interp, mod, getter))
                 if isinstance(value, Instance) and "enum" in value.cls.flags:
                     value = value.attrs.get("_value_")
                 result.runtime[setting] = value
@@ -557,7 +559,7 @@ class Resolver:
                             f"the {stage} layers were not built in this resolution ({asked})"))
         # the draft's MoE layers are built after the target's, on the interpreter they left
         draft = stages is None or "moe_draft" in stages
-        if draft or "moe" in stages:
+        if draft or (stages is not None and "moe" in stages):  # not draft: stages is not None
             self._run_moe(interp, server_args, result, draft)
         if stages is None or "attention" in stages:
             self._run_attention(interp, server_args, result)
@@ -607,7 +609,7 @@ class Resolver:
         all_rejected = bool(paths) and all(p.rejected is not None for p in paths)
         rejected = None
         conditional: list[Rejection] = []
-        if all_rejected and len({(p.rejected.message, p.rejected.file, p.rejected.line) for p in paths}) == 1:
+        if all_rejected and len({(r.message, r.file, r.line) for p in paths if (r := p.rejected) is not None}) == 1:
             rejected = paths[0].rejected
         else:
             for p in paths:
@@ -1172,6 +1174,11 @@ def _torch_version(env: Environment) -> str:
         if dist.lower() == "torch":
             return ver
     return "2.9.1"
+
+
+def _call_getter(interp: Interpreter, mod: ModuleObj, getter: str) -> Any:
+    """A runtime getter's value: its lookup and its call, both read inside the caller's collect."""
+    return interp.call(interp.getattr(mod, getter), [], {})
 
 
 def _model_has(check: Any, wanted: list[str]) -> bool | Unknown:

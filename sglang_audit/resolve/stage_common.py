@@ -4,7 +4,7 @@ and the message of the raise they stop at."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from sglang_audit.evaluate.interpreter import Interpreter, PyRaise
 from sglang_audit.evaluate.values import Instance, Unknown
@@ -69,7 +69,7 @@ def raise_message(interp: Interpreter, raised: PyRaise) -> tuple[str, str]:
     """The exception class name and SGLang's message of a raise, f-string parts as text."""
     exc = raised.exc
     name = exc.cls.name if isinstance(exc, Instance) else "Exception"
-    args = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
+    args: tuple[Any, ...] = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
     with interp.message_mode():  # f-string parts as text
         message = interp.to_str(args[0]) if len(args) == 1 else ", ".join(interp.to_str(a) for a in args)
     return name, message
@@ -93,10 +93,11 @@ def process_value(expr: Any, server_args: Any) -> Any:
     parts = [server_args.attrs.get(p) if isinstance(server_args, Instance) else None for p in left.split("/")]
     if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts) or any(p == 0 for p in parts[1:]):
         return Unknown(f"{expr} (server args not known)", f"proc:{expr}")
-    value = parts[0]
-    for p in parts[1:]:
-        value //= p
-    return value == int(right) if eq else value
+    ints = cast("list[int]", parts)  # each a known int: checked above
+    quotient = ints[0]
+    for p in ints[1:]:
+        quotient //= p
+    return quotient == int(right) if eq else quotient
 
 
 def _literal(text: str) -> Any:
