@@ -21,10 +21,12 @@ unsupported only when ``create_weights`` ran to its end; otherwise the outcome i
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from sglang_audit.errors import strict_mode
+from sglang_audit.evaluate.explore import explore_paths
 from sglang_audit.evaluate.interpreter import (
     NOT_HOOKED,
     Interpreter,
@@ -36,6 +38,7 @@ from sglang_audit.evaluate.values import (
     AnalysisBound,
     BoundMethod,
     Class,
+    Decision,
     External,
     Function,
     HFConfig,
@@ -117,23 +120,55 @@ def evaluate_layers(interp: Interpreter, server_args: Any, model_config: Any, dr
     return out
 
 
+class _TensorBranches:
+    """The layer's paths (``evaluate/explore.py`` strategy): every combination of its own
+    branches, except on tensor data. A tensor branch whose side ends in an assert on data
+    has the other side as its default (a loadable checkpoint takes it), forced on later
+    paths and never counted as a combination; once a tensor branch is flipped, the tensor
+    branches it meets are flipped one at a time, not in every combination."""
+
+    def __init__(self, spec: dict[str, Any], built: dict[Any, Any]) -> None:
+        self.spec = spec
+        self.built = built  # _run_once leaves "data_keys" there: the tensor keys of its raise
+        self.defaults: dict[str, bool] = {}
+        self.tensor_keys: set[str] = set()
+        self.first_truth: dict[str, bool] = {}  # a tensor key's truth on the path that met it
+        self.pairwise = False
+
+    def forced(self) -> dict[str, bool]:
+        return dict(self.defaults)
+
+    def alternatives(self, extra: dict[str, bool], new: Sequence[Decision]) -> list[dict[str, bool]]:
+        for key, truth in self.built.pop("data_keys", ()):
+            self.defaults.setdefault(key, not truth)
+        flipped = any(k in self.tensor_keys and k not in self.defaults and v != self.first_truth.get(k, True)
+                      for k, v in extra.items())
+        out: list[dict[str, bool]] = []
+        prefix = dict(extra)
+        for d in new:
+            if _tensor_decided(d, self.spec):
+                self.tensor_keys.add(d.key)
+                self.first_truth[d.key] = d.first
+                if flipped:
+                    prefix[d.key] = d.first
+                    self.pairwise = True
+                    continue
+            alt = dict(prefix)
+            alt[d.key] = not d.first
+            out.append(alt)
+            prefix[d.key] = d.first
+        return out
+
+
 def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerValue:
     """Run the layer once per assignment of its own unknown branches (depth-first, bounded);
     the resolver's decisions, taken and new lists are restored afterwards."""
-    base = dict(interp.decisions)
-    outcomes: list[tuple[_Outcome, tuple[str, ...]]] = []
-    pending: list[dict[str, bool]] = [{}]
-    complete = True
     assumed: set[str] = set()
     # the decisions taken, as (key, truth) pairs -> the layer FusedMoE.__init__ left; and
     # "data_keys" -> the tensor keys of the raise that ended the last run
     built: dict[Any, Any] = {}
-    tensor_keys: set[str] = set()
-    # a tensor branch whose side ends in an assert on data: its other side is the default
-    # (a loadable checkpoint takes it), and flipping it does not count as a combination
-    defaults: dict[str, bool] = {}
-    first_truth: dict[str, bool] = {}  # a tensor key's truth on the path that met it
-    pairwise = False
+    branches = _TensorBranches(spec, built)
+
     def assert_on_tensors(value: Unknown, file: str, line: int, text: str) -> bool | None:
         # an assert on tensor data/metadata holds for a checkpoint SGLang can load: assumed,
         # reported, not explored (its failing side says nothing about the configuration)
@@ -142,41 +177,18 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
             return True
         return None
 
+    def run() -> _Outcome:
+        with interp.filtered_decisions(assert_on_tensors):
+            return _run_once(interp, role, spec, built)
+
     watch = ImportWatch(interp, spec["moe"]["optional_packages"])
     with interp.watched_imports(watch):
-        while pending:
-            if len(outcomes) >= MAX_LAYER_PATHS:
-                complete = False
-                break
-            extra = pending.pop()
-            saved = interp.enter_path({**base, **defaults, **extra})
-            try:
-                with interp.filtered_decisions(assert_on_tensors):
-                    outcome = _run_once(interp, role, spec, built)
-            finally:
-                ran = interp.leave_path(saved)
-            when = tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in ran.taken)
-            outcomes.append((outcome, when))
-            prefix = dict(extra)
-            for key, truth in built.pop("data_keys", ()):
-                defaults.setdefault(key, not truth)
-            flipped = any(k in tensor_keys and k not in defaults and v != first_truth.get(k, True) for k, v in extra.items())
-            for d in ran.new_decisions:
-                if _tensor_decided(d, spec):
-                    tensor_keys.add(d.key)
-                    first_truth[d.key] = d.first
-                    if flipped:
-                        # tensor branches are flipped one at a time, not in every combination
-                        prefix[d.key] = d.first
-                        pairwise = True
-                        continue
-                alt = dict(prefix)
-                alt[d.key] = not d.first
-                pending.append(alt)
-                prefix[d.key] = d.first
+        runs, complete = explore_paths(interp, run, MAX_LAYER_PATHS, branches)
+    outcomes = [(outcome, tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in ran.taken))
+                for outcome, ran in runs]
     value = _join(outcomes, complete)
-    if pairwise:
-        assumed.add(f"branches on tensor data ({len(tensor_keys)}) explored one at a time, not in every combination")
+    if branches.pairwise:
+        assumed.add(f"branches on tensor data ({len(branches.tensor_keys)}) explored one at a time, not in every combination")
     return replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent, assumptions=watch.assumptions(value))
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from sglang_audit.errors import InputError, strict_mode
+from sglang_audit.evaluate.explore import EXHAUSTIVE, explore
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled, stop_reason
 from sglang_audit.evaluate.overlays.classes import dataclass_fields
 from sglang_audit.evaluate.stack import deep_call, recursion_room
@@ -171,27 +172,14 @@ class Resolver:
             paths, explored_all, budget = self._explore({}, Budget())
             self.steps_used = budget.steps
             return self.join(paths, explored_all)
-        paths = []
-        pending: list[dict[str, bool]] = [{}]
-        explored_all = True
-        while pending:
-            decisions = pending.pop()
-            if len(paths) >= self.max_paths:
-                explored_all = False
-                break
+        def run(decisions: dict[str, bool]) -> tuple[PathResult, list[Decision]]:
             result = self.run_path(decisions)
-            paths.append(result)
             self.steps_used += result.steps
-            if self.steps_used > self.total_steps and pending:
-                explored_all = False  # one budget for all paths: a pathological tree stops here
-                break
-            # every decision first taken on this path opens the other outcome
-            prefix = dict(decisions)
-            for d in result.new_decisions:
-                alt = dict(prefix)
-                alt[d.key] = not d.first
-                pending.append(alt)
-                prefix[d.key] = d.first
+            return result, result.new_decisions
+
+        # every decision first taken on a path opens the other outcome; one budget for all
+        # paths: a pathological tree stops when it is spent
+        paths, explored_all = explore(run, self.max_paths, EXHAUSTIVE, stop=lambda _: self.steps_used > self.total_steps)
         return self.join(paths, explored_all)
 
     # ---- exploring from the branch (pathforks.py) -------------------------------------
