@@ -1,11 +1,16 @@
-"""The one frontier loop every stage explores its paths with (evaluate/explore.py)."""
+"""The one frontier loop every stage explores its paths with (evaluate/explore.py), and the one
+classifier of how an evaluation ended (evaluate/ending.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
+from sglang_audit.evaluate.ending import BOUND, INTERNAL, RAISE, RECURSION, UNMODELLED, ending
 from sglang_audit.evaluate.explore import EXHAUSTIVE, ONE_AT_A_TIME, explore
-from sglang_audit.evaluate.values import Decision
+from sglang_audit.evaluate.interpreter import PyRaise, Unmodelled
+from sglang_audit.evaluate.values import AnalysisBound, Decision
 
 
 def _d(key: str) -> Decision:
@@ -71,3 +76,28 @@ class _ForceA:
 def test_a_strategys_forced_decisions_start_every_path() -> None:
     paths, complete = explore(_tree, 10, _ForceA())
     assert paths == ["Ac", "AC"] and complete
+
+
+# ---- how an evaluation ended (evaluate/ending.py), the one classifier of every stage -------
+
+
+def test_ending_tells_a_raise_a_stop_and_a_defect_apart() -> None:
+    raised = PyRaise("exc", "sglang/srt/server_args.py", 12)
+    end = ending(raised)
+    assert (end.kind, end.raised, end.stopped) == (RAISE, raised, False)
+    stop = Unmodelled("iteration over an unknown")
+    stop.where = "sglang/srt/x.py:3"  # type: ignore[attr-defined]
+    end = ending(stop)
+    assert (end.kind, end.stopped) == (UNMODELLED, True)
+    assert end.reason == "iteration over an unknown (evaluation stopped at sglang/srt/x.py:3)"
+    assert ending(AnalysisBound("more than 64 paths")).kind == BOUND
+    end = ending(RecursionError())
+    assert (end.kind, end.reason) == (RECURSION, "analysis bound reached: recursion too deep")
+    end = ending(KeyError("k"))
+    assert (end.kind, end.reason, end.stopped) == (INTERNAL, "internal evaluator error (KeyError: 'k')", False)
+
+
+def test_strict_mode_lets_an_evaluator_defect_fail() -> None:
+    with pytest.raises(TypeError, match="defect"):
+        ending(TypeError("defect"), strict=True)
+    assert ending(Unmodelled("x"), strict=True).kind == UNMODELLED  # a stop is no defect

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sglang_audit.errors import strict_mode
+from sglang_audit.evaluate.ending import BOUND, EVALUATION_ENDS, ending
 from sglang_audit.evaluate.explore import ONE_AT_A_TIME, explore_paths
 from sglang_audit.evaluate.interpreter import NOT_HOOKED, Frame, Interpreter, PyRaise, Unmodelled
 from sglang_audit.evaluate.values import (
@@ -220,19 +221,16 @@ def _run_hooked(interp: Interpreter, spec: dict[str, Any], server_args: Instance
                             chain=tuple(state.built), partial=tuple(state.partial))
         return _Outcome(STATUS_RESOLVED, state.names[id(result)], state.built[-1].file + f":{state.built[-1].line}" if state.built else "",
                         chain=tuple(state.built), partial=tuple(state.partial))
-    except PyRaise as raised:
-        return _raise_outcome(interp, spec, raised, state)
-    except (Unmodelled, AnalysisBound) as exc:
+    except EVALUATION_ENDS as exc:
+        end = ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
+        if end.raised is not None:
+            return _raise_outcome(interp, spec, end.raised, state)
+        if not end.stopped:
+            return _Outcome(STATUS_UNKNOWN, end.reason)
         reason = str(exc)
-        if isinstance(exc, AnalysisBound) and "CPU-time budget" in reason:
+        if end.kind == BOUND and "CPU-time budget" in reason:
             reason = f"analysis bound reached: the attention stage's CPU-time budget of {ATTENTION_CPU_SECONDS:.0f} s"
         return _Outcome(STATUS_UNKNOWN, reason, chain=tuple(state.built), partial=tuple(state.partial))
-    except RecursionError:
-        return _Outcome(STATUS_UNKNOWN, "analysis bound reached: recursion too deep")
-    except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-        if strict_mode():  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
-            raise
-        return _Outcome(STATUS_UNKNOWN, f"internal evaluator error ({type(exc).__name__}: {exc})")
 
 
 def _is_verdict(spec: dict[str, Any], raised: PyRaise) -> bool:

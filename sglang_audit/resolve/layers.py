@@ -26,16 +26,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sglang_audit.errors import strict_mode
+from sglang_audit.evaluate.ending import EVALUATION_ENDS, ending
 from sglang_audit.evaluate.explore import explore_paths
 from sglang_audit.evaluate.interpreter import (
     NOT_HOOKED,
     Interpreter,
     PyRaise,
     Unmodelled,
-    stop_reason,
 )
 from sglang_audit.evaluate.values import (
-    AnalysisBound,
     BoundMethod,
     Class,
     Decision,
@@ -261,19 +260,15 @@ def _run_hooked(interp: Interpreter, role: _Role, spec: dict[str, Any], built: d
     except _KernelReached as hit:
         o = hit.outcome
         return _Outcome(o.status, o.value, o.site, o.code, o.exception, state["runner"], state["method"], (*state["chain"], *o.chain))
-    except PyRaise as raised:
-        out = _raise_outcome(interp, raised, state, spec)
-        if "data_keys" in state:
-            built["data_keys"] = state["data_keys"]
-        return out
-    except (Unmodelled, AnalysisBound) as exc:
-        return _Outcome(STATUS_UNKNOWN, stop_reason(exc), runner=state["runner"], method=state["method"])
-    except RecursionError:
-        return _Outcome(STATUS_UNKNOWN, "analysis bound reached: recursion too deep", method=state["method"])
-    except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-        if strict_mode():  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
-            raise
-        return _Outcome(STATUS_UNKNOWN, f"internal evaluator error ({type(exc).__name__}: {exc})", method=state["method"])
+    except EVALUATION_ENDS as exc:
+        end = ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
+        if end.raised is not None:
+            out = _raise_outcome(interp, end.raised, state, spec)
+            if "data_keys" in state:
+                built["data_keys"] = state["data_keys"]
+            return out
+        # the runner create_moe_runner built is named only where the evaluator stopped in it
+        return _Outcome(STATUS_UNKNOWN, end.reason, runner=state["runner"] if end.stopped else "", method=state["method"])
     finally:
         if restore is not None:
             restore()

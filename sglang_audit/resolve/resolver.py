@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from sglang_audit.errors import InputError, strict_mode
+from sglang_audit.evaluate.ending import EVALUATION_ENDS, INTERNAL, ending
 from sglang_audit.evaluate.explore import EXHAUSTIVE, explore
-from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled, stop_reason
+from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled
 from sglang_audit.evaluate.overlays.classes import dataclass_fields
 from sglang_audit.evaluate.stack import deep_call, recursion_room
 from sglang_audit.evaluate.values import (
-    AnalysisBound,
     Decision,
     Event,
     HFConfig,
@@ -346,22 +346,19 @@ class Resolver:
         reason: str | None = None
         try:
             return fn()
-        except PyRaise as raised:
-            r = self.rejection(interp, raised, stage)
-            if raised.explicit and stage != "model":
-                result.rejected = r
-                return None
-            reason = f"evaluation stopped: {r.exception}: {r.message} at {r.file}:{r.line} (not an explicit raise or assert in SGLang; treated as unknown)"
-        except (Unmodelled, AnalysisBound) as exc:
-            reason = stop_reason(exc)
-        except RecursionError:
-            reason = "analysis bound reached: recursion too deep"
-        except (ArithmeticError, MemoryError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        except EVALUATION_ENDS as exc:
             # an evaluator defect costs this path, never the run and never a verdict; in strict
             # mode (the tests) it is a failure, so a defect cannot hide behind `unknown`
-            if strict_mode():
-                raise
-            reason = f"internal evaluator error ({type(exc).__name__}: {exc}); treated as unknown"
+            end = ending(exc, strict_mode())
+            raised = end.raised
+            if raised is not None:
+                r = self.rejection(interp, raised, stage)
+                if raised.explicit and stage != "model":
+                    result.rejected = r
+                    return None
+                reason = f"evaluation stopped: {r.exception}: {r.message} at {r.file}:{r.line} (not an explicit raise or assert in SGLang; treated as unknown)"
+            else:
+                reason = end.reason + ("; treated as unknown" if end.kind == INTERNAL else "")
         if stage == "config":
             result.aborted = reason
         elif stage == "runtime":
@@ -556,10 +553,8 @@ class Resolver:
         try:
             result.layers.update(evaluate_layers(interp, server_args, result.model.get("model_config"),
                                                  result.model.get("draft_model_config") if draft else None))
-        except (PyRaise, Unmodelled, AnalysisBound, RecursionError, ArithmeticError, ValueError, TypeError, KeyError,
-                IndexError, AttributeError) as exc:
-            if strict_mode() and not isinstance(exc, (PyRaise, Unmodelled, AnalysisBound, RecursionError)):
-                raise  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
+        except EVALUATION_ENDS as exc:
+            ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
             reason = f"layer evaluation failed ({type(exc).__name__}: {exc}); treated as unknown"
             result.layers["moe_runner_backend"] = LayerValue(STATUS_UNKNOWN, None, reason=reason)
 
@@ -571,10 +566,8 @@ class Resolver:
             with interp.budget(lambda: time.process_time() - t0 - (self.cache.parse_cpu - parsed0) > ATTENTION_CPU_SECONDS):
                 result.layers.update(evaluate_attention(interp, server_args, result.model.get("model_config"),
                                                         result.model.get("draft_model_config")))
-        except (PyRaise, Unmodelled, AnalysisBound, RecursionError, ArithmeticError, ValueError, TypeError, KeyError,
-                IndexError, AttributeError) as exc:
-            if strict_mode() and not isinstance(exc, (PyRaise, Unmodelled, AnalysisBound, RecursionError)):
-                raise  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
+        except EVALUATION_ENDS as exc:
+            ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
             reason = f"attention backend evaluation failed ({type(exc).__name__}: {exc}); treated as unknown"
             result.layers["attention_backend"] = LayerValue(STATUS_UNKNOWN, None, reason=reason, stage="attention")
         finally:
