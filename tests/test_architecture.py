@@ -1,7 +1,7 @@
 """The pipeline is visible in the folders: a stage imports only from the stages before it.
 
 source → frontend → evaluate → target → resolve → rules → analyses → render → cli; the data
-model (`result`), `errors`, `shipped` (the tool's own data), `cachedir` and `userfiles` from anywhere.
+model (`result`), `errors`, `shipped` and `factfiles` (the tool's own data), `cachedir` and `userfiles` from anywhere.
 Every import counts, at module level or inside a function, so a cycle cannot hide behind a
 deferred import.
 """
@@ -16,7 +16,8 @@ import networkx as nx
 
 PACKAGE = Path(__file__).resolve().parent.parent / "sglang_audit"
 STAGES = ["source", "frontend", "evaluate", "target", "resolve", "rules", "analyses", "render", "cli"]
-BASE = {"sglang_audit", "sglang_audit.errors", "sglang_audit.result", "sglang_audit.shipped", "sglang_audit.cachedir",
+BASE = {"sglang_audit", "sglang_audit.errors", "sglang_audit.result", "sglang_audit.shipped", "sglang_audit.factfiles",
+        "sglang_audit.cachedir",
         "sglang_audit.userfiles"}
 # the evaluator knows no SGLang, no torch, no command line: nothing of these names in its code
 EVALUATE_FORBIDDEN_WORDS = ("sglang.", "torch", "click", "server_args")

@@ -265,23 +265,24 @@ def test_0510_forced_choices_without_the_attention_stage_explain_the_same(releas
     from sglang_audit.analyses import explain as ex
     from sglang_audit.resolve import layers as layers_module
     from sglang_audit.resolve import resolver as resolver_module
+    from sglang_audit.resolve.attention import evaluate_attention
 
     req = replace(real_req(release, "sm120", "qwen3.5-397b-a17b-nvfp4",
                            ["tp_size=8", "speculative_algorithm=NEXTN", "disable_radix_cache=true"]),
                   use_cache=False, flashinfer_source="none")
     built = process_log
-    real = resolver_module.evaluate_attention
     real_explore = layers_module._explore
 
     def counted(*args, **kwargs):
         built.append("attention")
-        return real(*args, **kwargs)
+        return evaluate_attention(*args, **kwargs)
 
     def explored(interp, role, spec):
         built.append(role.setting)  # pickled: a forced choice runs in a process forked for it
         return real_explore(interp, role, spec)
 
-    monkeypatch.setattr(resolver_module, "evaluate_attention", counted)
+    monkeypatch.setattr(resolver_module, "STAGES", tuple(
+        replace(s, evaluate=counted) if s.name == "attention" else s for s in resolver_module.STAGES))
     monkeypatch.setattr(layers_module, "_explore", explored)
     fewer = explain(req, "moe_runner_backend")
     forced = len([c for c in fewer.choices if c.choice != fewer.setting.config])

@@ -101,3 +101,53 @@ def test_strict_mode_lets_an_evaluator_defect_fail() -> None:
     with pytest.raises(TypeError, match="defect"):
         ending(TypeError("defect"), strict=True)
     assert ending(Unmodelled("x"), strict=True).kind == UNMODELLED  # a stop is no defect
+
+
+# ---- the layer stages, one table (resolve/stages.py) -----------------------------------------
+
+
+def test_the_stage_table_gives_each_setting_to_one_stage_in_order() -> None:
+    from sglang_audit.resolve.stages import LAYER_STAGES, STAGES
+
+    assert [s.name for s in STAGES] == ["moe", "moe_draft", "attention"]
+    owned = [name for s in STAGES for name in s.settings]
+    assert len(owned) == len(set(owned)) and list(LAYER_STAGES) == [s.name for s in STAGES]
+
+
+def _stage(evaluate, models: str = "target"):  # type: ignore[no-untyped-def]
+    from sglang_audit.resolve.stages import LayerStage
+
+    return LayerStage("s", ("x_backend", "y_backend"), "moe", evaluate, "layer evaluation", models=models)
+
+
+def test_a_stage_that_stops_costs_only_its_own_first_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    def stops(interp, sa, mc, dc):  # type: ignore[no-untyped-def]
+        raise Unmodelled("iteration over an unknown")
+
+    out = _stage(stops).run(None, None, {"model_config": object()}, lambda: 0.0)  # type: ignore[arg-type]
+    assert list(out) == ["x_backend"] and out["x_backend"].status == "unknown"
+    assert out["x_backend"].reason == "layer evaluation failed (Unmodelled: iteration over an unknown); treated as unknown"
+
+    def defect(interp, sa, mc, dc):  # type: ignore[no-untyped-def]
+        raise KeyError("k")
+
+    with pytest.raises(KeyError):  # the suite runs strict: a defect fails the tests
+        _stage(defect).run(None, None, {"model_config": object()}, lambda: 0.0)  # type: ignore[arg-type]
+    monkeypatch.setenv("SGLANG_AUDIT_STRICT", "0")
+    out = _stage(defect).run(None, None, {"model_config": object()}, lambda: 0.0)  # type: ignore[arg-type]
+    assert out["x_backend"].reason.startswith("layer evaluation failed (KeyError")
+
+
+def test_a_stage_gets_the_configs_it_names_and_a_draft_stage_needs_a_draft() -> None:
+    seen: list[tuple[object, object]] = []
+
+    def record(interp, sa, mc, dc):  # type: ignore[no-untyped-def]
+        seen.append((mc, dc))
+        return {}
+
+    target, draft = object(), object()
+    for models in ("target", "draft", "both"):
+        _stage(record, models).run(None, None, {"model_config": target, "draft_model_config": draft}, lambda: 0.0)  # type: ignore[arg-type]
+    assert seen == [(target, None), (None, draft), (target, draft)]
+    assert _stage(record, "draft").run(None, None, {"model_config": target}, lambda: 0.0) == {}  # type: ignore[arg-type]
+    assert len(seen) == 3

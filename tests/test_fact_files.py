@@ -3,7 +3,11 @@ consistent, and the code reads it (devices, the matrix's default sweep, the grap
 
 from __future__ import annotations
 
+import pytest
+
+from sglang_audit import factfiles
 from sglang_audit.analyses import graph, matrix
+from sglang_audit.factfiles import FactFileError, SettingsFacts, convert
 from sglang_audit.resolve.pipeline import bundled_profiles
 from sglang_audit.shipped import load_toml
 from sglang_audit.target.device import ARCH_CHOICES, SM_COUNT, parse_device
@@ -38,3 +42,62 @@ def test_the_graph_layout_comes_from_the_data() -> None:
     assert graph.ARG_BASES == frozenset(layout["names"]["arg_bases"])
     assert graph.VIEW_CALLS == frozenset(layout["names"]["view_calls"])
     assert all(d.startswith("sglang/") for d in layout["layout"]["config_dirs"])
+
+
+# ---- typed fact files (sglang_audit/factfiles.py): validated once, one-line errors ---------
+
+
+def test_settings_toml_loads_typed_and_frozen() -> None:
+    facts = factfiles.settings()
+    raw = load_toml("settings.toml")
+    assert facts.settings == tuple(raw["settings"])
+    assert (facts.entry.module, facts.entry.class_) == (raw["entry"]["module"], raw["entry"]["class"])
+    assert facts.entry.model_config.factory == raw["entry"]["model_config"]["factory"]
+    assert [r.initializer for r in facts.runtime] == [r["initializer"] for r in raw["runtime"]]
+    assert dict(facts.runtime[0].getters) == raw["runtime"][0]["getters"]
+    assert facts.publish is not None and facts.publish.constructed["ranks"] == ("SpawnRanks", 0, "__none__", 0)
+    with pytest.raises(AttributeError):
+        facts.settings = ()  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        facts.renamed["x"] = "y"  # type: ignore[index]
+    assert factfiles.settings() is facts  # loaded once
+
+
+def _bad(mutate) -> str:  # type: ignore[no-untyped-def]
+    raw = load_toml("settings.toml")
+    mutate(raw)
+    with pytest.raises(FactFileError) as err:
+        convert(SettingsFacts, raw, "rules/settings.toml", "")
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("rules/settings.toml: ")
+    return msg
+
+
+def test_each_kind_of_bad_fact_file_names_the_file_and_field() -> None:
+    assert _bad(lambda r: r["entry"].__setitem__("class", 3)) == \
+        "rules/settings.toml: entry.class: expected a string, got 3"
+    assert _bad(lambda r: r["entry"].pop("module")) == "rules/settings.toml: entry.module: missing"
+    assert _bad(lambda r: r.__setitem__("setings", [])).startswith(
+        "rules/settings.toml: setings: not a known key (known: ")
+    assert _bad(lambda r: r.__setitem__("settings", "moe_runner_backend")) == \
+        "rules/settings.toml: settings: expected a list, got 'moe_runner_backend'"
+    assert _bad(lambda r: r["settings"].append(7)).endswith(
+        f"settings[{len(load_toml('settings.toml')['settings'])}]: expected a string, got 7")
+    assert _bad(lambda r: r["runtime"][1].__setitem__("getters", ["x"])) == \
+        "rules/settings.toml: runtime[1].getters: expected a table, got ['x']"
+    assert _bad(lambda r: r["runtime"][0]["getters"].__setitem__("moe_runner_backend", True)) == \
+        "rules/settings.toml: runtime[0].getters.moe_runner_backend: expected a string, got True"
+    assert _bad(lambda r: r.__setitem__("entry", "x")) == "rules/settings.toml: entry: expected a table, got 'x'"
+    # a cross-reference: every setting named elsewhere in the file is in `settings`
+    assert _bad(lambda r: r["moe_layer_settings"].append("moe_typo_backend")) == \
+        "rules/settings.toml: moe_typo_backend: named outside `settings`, which does not list it"
+
+
+def test_a_fact_file_that_is_not_toml_is_one_line(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "settings.toml").write_text("settings = [\n", encoding="utf-8")
+    monkeypatch.setattr(factfiles, "rules_dir", lambda: tmp_path)
+    with pytest.raises(FactFileError, match=r"^rules/settings.toml: not valid TOML \(") as err:
+        factfiles.load(SettingsFacts, "settings.toml")
+    assert "\n" not in str(err.value)
+    with pytest.raises(FactFileError, match=r"^rules/absent.toml: cannot be read"):
+        factfiles.load(SettingsFacts, "absent.toml")

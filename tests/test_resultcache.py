@@ -48,6 +48,19 @@ def test_second_resolution_is_a_hit_with_the_same_answer(setup):
     assert _moe(again) == "flashinfer_trtllm"
 
 
+def test_a_hit_shows_the_flags_in_this_request_s_order(setup):
+    # the key holds the flags as a set: the same deployment asked with its flags in another
+    # order is a hit, and its answer lists them as asked, not as the stored request did
+    checkout, model = setup
+    results = ResultCache()
+    first = _resolve(checkout, model, results, sets=("tp_size=8", "moe_runner_backend=triton"))
+    again = _resolve(checkout, model, results, sets=("moe_runner_backend=triton", "tp_size=8"))
+    assert results.hits == 1
+    assert list(first.flags) == ["tp_size", "moe_runner_backend"]
+    assert list(again.flags) == ["moe_runner_backend", "tp_size"]
+    assert again.to_json()["flags"] == {"moe_runner_backend": "triton", "tp_size": 8}
+
+
 @pytest.mark.parametrize("change", ["arch", "flag"])
 def test_another_target_misses(setup, change):
     checkout, model = setup

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sglang_audit import factfiles
 from sglang_audit.analyses.deployments import Deployment, load_deployments
 from sglang_audit.analyses.guards import GuardFact
 from sglang_audit.analyses.guards import guards_for as run_guards
@@ -62,7 +63,6 @@ from sglang_audit.result import (
     UnknownValue,
 )
 from sglang_audit.rules.knownbad import Finding, Rule, check_resolution, load_rules
-from sglang_audit.shipped import load_toml
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.flags import FlagTable
 
@@ -664,9 +664,9 @@ def diff_releases(old_source: str | None, new_source: str | None, deployments: l
     old = _Release(old_source, use_cache, progress)
     # a release against itself: one analysis serves both sides
     new = old if new_source == old_source else _Release(new_source, use_cache, progress, new_cache)
-    spec = load_toml("settings.toml")
-    settings: list[str] = spec["settings"]
-    renamed: dict[str, str] = spec.get("renamed", {})
+    spec = factfiles.settings()
+    settings = spec.settings
+    renamed = spec.renamed
     rules = load_rules()
     releases = (old, new) if new is not old else (old,)
     prepared: list[list[Prepared | SideOutcome | Exception]] = []

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sglang_audit import factfiles
 from sglang_audit.analyses.graph import (
     UNKNOWN,
     DecisionGraph,
@@ -37,7 +38,8 @@ from sglang_audit.resolve.pipeline import (
 )
 from sglang_audit.resolve.resolver import Resolver
 from sglang_audit.resolve.resultcache import ResultCache
-from sglang_audit.resolve.targets import LAYER_STAGES, Target
+from sglang_audit.resolve.stages import LAYER_STAGES
+from sglang_audit.resolve.targets import Target
 from sglang_audit.resolve.workers import Batch, run_all
 from sglang_audit.result import (
     STATUS_RESOLVED,
@@ -50,7 +52,7 @@ from sglang_audit.result import (
     Setting,
     UnknownValue,
 )
-from sglang_audit.shipped import known_bad_dir, load_toml
+from sglang_audit.shipped import known_bad_dir
 
 OUTCOME_ACCEPTED = "accepted"
 OUTCOME_REWRITTEN = "rewritten"
@@ -434,7 +436,7 @@ def _explain_fields(request: Request, fields: list[str], cache: SourceCache, pro
     prep = prepare(request, cache, progress, want_table=True)
     table = prep.table
     assert table is not None  # prepare(want_table=True) always builds it
-    settings: list[str] = load_toml("settings.toml")["settings"]
+    settings = factfiles.settings().settings
     out: dict[str, Explanation | AuditError] = {}
     resolved: list[tuple[Target, Resolution | AuditError]] = list(bases)  # Target is not hashable
     plans: list[_Field] = []

@@ -26,6 +26,7 @@ from typing import Any
 
 import networkx as nx
 
+from sglang_audit import factfiles
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import flatten_targets
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
@@ -406,11 +407,11 @@ class _Builder:
         self.formulas: dict[str, Formula] = {}
         self.strings: dict[str, frozenset[str]] = {}
         self.notes: list[str] = []
-        settings = load_toml("settings.toml")
-        self.entry_module: str = settings["entry"]["module"]
-        self.entry_class: str = settings["entry"]["class"]
-        self.settings: list[str] = list(settings["settings"])
-        self.runtime_specs: list[dict[str, Any]] = list(settings.get("runtime", []))
+        settings = factfiles.settings()
+        self.entry_module: str = settings.entry.module
+        self.entry_class: str = settings.entry.class_
+        self.settings: list[str] = list(settings.settings)
+        self.runtime_specs: tuple[factfiles.RuntimeInitialiser, ...] = settings.runtime
         preds = load_toml("predicates.toml")
         self.predicate_names: list[str] = list(preds["names"])
         self.predicate_modules: list[str] = list(preds["modules"])
@@ -488,11 +489,11 @@ class _Builder:
                 if t.kind == "Attribute" and t.value.kind == "Name" and t.value.id in ARG_BASES - {"self"}:
                     self.written_attrs.add(t.attr)
 
-    def runtime_global_map(self, module: ir.Node, spec: dict[str, Any]) -> dict[str, str]:
+    def runtime_global_map(self, module: ir.Node, spec: factfiles.RuntimeInitialiser) -> dict[str, str]:
         """Module globals a runtime getter returns → the setting the getter reads."""
         funcs = {s.name: s for s in module.body if s.kind == "FunctionDef"}
         out: dict[str, str] = {}
-        for setting, getter in spec.get("getters", {}).items():
+        for setting, getter in spec.getters.items():
             fn = funcs.get(getter)
             if fn is None:
                 continue
@@ -1093,9 +1094,9 @@ def build_graph(package_dir: Path, cache: SourceCache | None = None) -> Decision
     root = package_dir.parent
     b = _Builder(root, cache or SourceCache())
     config = b.config_files()
-    runtime: list[tuple[Path, dict[str, Any]]] = []
+    runtime: list[tuple[Path, factfiles.RuntimeInitialiser]] = []
     for spec in b.runtime_specs:
-        path = b.module_file(spec["module"])
+        path = b.module_file(spec.module)
         if path is not None and path not in config and all(path != p for p, _ in runtime):
             runtime.append((path, spec))
     trees: list[tuple[str, ir.Node]] = []

@@ -7,8 +7,8 @@ only a partial tree with neither is read as a release without that layer."""
 
 from __future__ import annotations
 
+from sglang_audit import factfiles
 from sglang_audit.evaluate.interpreter import Interpreter
-from sglang_audit.shipped import load_toml
 
 _SERVING: tuple[str, ...] | None = None
 
@@ -16,7 +16,7 @@ _SERVING: tuple[str, ...] | None = None
 def serving_modules() -> tuple[str, ...]:
     global _SERVING
     if _SERVING is None:
-        _SERVING = tuple(load_toml("settings.toml").get("expected", {}).get("serving_modules", ()))
+        _SERVING = factfiles.settings().expected.serving_modules
     return _SERVING
 
 

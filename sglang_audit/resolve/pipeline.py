@@ -222,18 +222,18 @@ def _flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
     from sglang_audit.evaluate.values import AnalysisBound, Class, ModuleObj
     from sglang_audit.target.flags import extract_flags
 
-    entry = resolver.settings_spec["entry"]
-    rel = entry["module"].replace(".", "/") + ".py"
+    entry = resolver.settings_spec.entry
+    rel = entry.module.replace(".", "/") + ".py"
     interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
     with recursion_room():
         try:
-            mod = deep_call(interp.load_module, entry["module"])  # evaluate/stack.py
+            mod = deep_call(interp.load_module, entry.module)  # evaluate/stack.py
             if not isinstance(mod, ModuleObj) or mod.failed:
                 where = interp.parse_failures.get(rel) or getattr(mod, "failed", "missing")
                 raise SourceError(f"cannot read {rel} in {tree.package_dir}: {where}")
-            cls = mod.globals.get(entry["class"])
+            cls = mod.globals.get(entry.class_)
             if not isinstance(cls, Class):
-                raise SourceError(f"no {entry['class']} class in {tree.package_dir.parent / rel}: unsupported layout")
+                raise SourceError(f"no {entry.class_} class in {tree.package_dir.parent / rel}: unsupported layout")
             return deep_call(extract_flags, interp, cls)
         except (PyRaise, Unmodelled, AnalysisBound) as exc:
             # the module body itself stops (a raise at import, a bound): its flags are unknowable
@@ -282,8 +282,8 @@ def check_entry(tree: SourceTree, resolver: Resolver) -> None:
     release itself is unusable, whatever the flags (diff must not read it as "this
     release refuses the flags").  A structural check on the parsed module (no
     evaluation); the parse is cached for the resolution that follows."""
-    entry = resolver.settings_spec["entry"]
-    rel = entry["module"].replace(".", "/") + ".py"
+    entry = resolver.settings_spec.entry
+    rel = entry.module.replace(".", "/") + ".py"
     path = resolver.root / rel
     if not path.is_file():
         raise SourceError(f"no {rel} in {resolver.root}: unsupported layout")
@@ -292,8 +292,8 @@ def check_entry(tree: SourceTree, resolver: Resolver) -> None:
     except ParseFailure as exc:
         where = f"{rel}:{exc.line}" if exc.line else rel
         raise SourceError(f"cannot analyse {where}: {exc.message} ({tree.package_dir})") from None
-    if not _may_bind(module.body, entry["class"]):
-        raise SourceError(f"no {entry['class']} class in {rel} ({tree.package_dir}): unsupported or future layout")
+    if not _may_bind(module.body, entry.class_):
+        raise SourceError(f"no {entry.class_} class in {rel} ({tree.package_dir}): unsupported or future layout")
 
 
 def _may_bind(body: list[ir.Node], name: str) -> bool:
@@ -534,7 +534,9 @@ def _resolve_cached(target: Target, cache: SourceCache, results: ResultCache | N
     key = results.key(target, DEFAULT_MAX_PATHS, Bounds()) if results is not None else None
     hit = results.get(key) if results is not None else None
     if hit is not None:
-        return hit
+        # the key holds the flags and env as sets; the answer shows them in this request's
+        # order, never in that of whichever request stored it
+        return dataclasses.replace(hit, flags=dict(target.flags), env=dict(target.env))
     from sglang_audit.resolve.resolver import Resolver
 
     resolver = Resolver(target, cache)

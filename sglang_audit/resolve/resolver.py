@@ -22,12 +22,13 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from sglang_audit import factfiles
 from sglang_audit.errors import InputError, strict_mode
 from sglang_audit.evaluate.ending import EVALUATION_ENDS, INTERNAL, ending
 from sglang_audit.evaluate.explore import EXHAUSTIVE, explore
@@ -43,9 +44,7 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend.parse import SourceCache
-from sglang_audit.resolve.attention import ATTENTION_CPU_SECONDS, evaluate_attention
 from sglang_audit.resolve.expected import missing_module
-from sglang_audit.resolve.layers import evaluate_layers
 from sglang_audit.resolve.pathforks import Answer, Budget, PathForks, can_fork_paths
 from sglang_audit.resolve.provenance import (
     Declaration,
@@ -54,10 +53,9 @@ from sglang_audit.resolve.provenance import (
     field_declarations,
     reachable_field_event,
 )
+from sglang_audit.resolve.stages import STAGES
 from sglang_audit.resolve.targets import (  # noqa: F401 - callers import them from here
     DEFAULT_MAX_PATHS,
-    LAYER_STAGES,
-    STAGE_KIND,
     ModelInput,
     Target,
 )
@@ -128,12 +126,12 @@ class Resolver:
         self.cache = cache or SourceCache()
         self.max_paths = max_paths
         self.bounds = bounds or Bounds()
-        self.settings_spec = load_toml("settings.toml")
-        base = list(self.settings_spec["settings"])
+        self.settings_spec = factfiles.settings()
+        base = list(self.settings_spec.settings)
         self.setting_names = base + [f for f in dict.fromkeys(target.extra_fields) if f not in base]
         self.steps_used = 0
         self.total_steps = 2 * self.bounds.max_steps
-        self.runtime_settings = {k for step in self.settings_spec["runtime"] for k in step["getters"]}
+        self.runtime_settings = {k for step in self.settings_spec.runtime for k in step.getters}
         self.root = target.source.package_dir.parent
         self.environment = build_environment(target)
         # the draft model's directory is read too (its config.json decides the draft runner)
@@ -154,7 +152,7 @@ class Resolver:
         self.fork_paths = fork_paths
         self._forks: PathForks | None = None  # the running path's
         self._cpu_mark: tuple[float, float, float, float] | None = None  # cpu_used's origin
-        self.attention_seconds = 0.0
+        self.own_budget_seconds = 0.0
 
     # ---- exploring paths --------------------------------------------------------------
     def resolve(self) -> Resolution:
@@ -165,7 +163,7 @@ class Resolver:
         # one CPU-time budget for the whole resolution, parsing excluded (a cold cache must not
         # turn answers unknown, nor a busy machine); the deterministic bounds come first.
         # The attention stage has its own budget (run_layers): its time is not the resolution's
-        self.attention_seconds = 0.0
+        self.own_budget_seconds = 0.0
         self._cpu_from(0.0)
         self._files_start = len(self.cache.files_read)  # the cache may serve several resolutions
         if self.fork_paths:
@@ -299,13 +297,14 @@ class Resolver:
         )
 
     def cpu_used(self) -> float:
-        """CPU seconds of this resolution so far, parsing and the attention stage excluded."""
+        """CPU seconds of this resolution so far, parsing and the stages with a budget of their
+        own (the attention stage) excluded."""
         # set by _cpu_from when the resolution starts, before any path runs
-        t, parsed, attention, used = cast("tuple[float, float, float, float]", self._cpu_mark)
-        return used + time.process_time() - t - (self.cache.parse_cpu - parsed) - (self.attention_seconds - attention)
+        t, parsed, own, used = cast("tuple[float, float, float, float]", self._cpu_mark)
+        return used + time.process_time() - t - (self.cache.parse_cpu - parsed) - (self.own_budget_seconds - own)
 
     def _cpu_from(self, used: float) -> None:
-        self._cpu_mark = (time.process_time(), self.cache.parse_cpu, self.attention_seconds, used)
+        self._cpu_mark = (time.process_time(), self.cache.parse_cpu, self.own_budget_seconds, used)
 
     def over_budget(self) -> bool:
         return self.cpu_used() > self.bounds.cpu_seconds
@@ -376,33 +375,33 @@ class Resolver:
 
     # ---- building ServerArgs ----------------------------------------------------------
     def entry_module(self, interp: Interpreter) -> ModuleObj:
-        entry = self.settings_spec["entry"]
-        mod = interp.load_module(entry["module"])
+        entry = self.settings_spec.entry
+        mod = interp.load_module(entry.module)
         if not isinstance(mod, ModuleObj):
-            raise InputError(f"{entry['module']} not found in the source tree")
+            raise InputError(f"{entry.module} not found in the source tree")
         return mod
 
     def build_server_args(self, interp: Interpreter) -> Instance:
-        entry = self.settings_spec["entry"]
+        entry = self.settings_spec.entry
         mod = self.entry_module(interp)
-        cls = interp.getattr(mod, entry["class"])
+        cls = interp.getattr(mod, entry.class_)
         kwargs = {"model_path": str(self.target.model.path), **self.target.flags}
         server_args = interp.call(cls, [], kwargs)
         if not isinstance(server_args, Instance):
-            raise Unmodelled(f"{entry['class']}(...) did not produce an instance ({server_args!r})")
-        for method in entry["after_init"]:
+            raise Unmodelled(f"{entry.class_}(...) did not produce an instance ({server_args!r})")
+        for method in entry.after_init:
             found, _ = server_args.cls.lookup(method)
             if found:
                 interp.call(interp.getattr(server_args, method), [], {})
         return server_args
 
     def read_config(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
-        reader = self.settings_spec["entry"]["resolution_reader"]
+        reader = self.settings_spec.entry.resolution_reader
         read_fn = None
-        if interp.find_module_file(reader["module"]) is not None:
-            mod = interp.load_module(reader["module"])
-            if isinstance(mod, ModuleObj) and reader["function"] in mod.globals:
-                read_fn = interp.getattr(mod, reader["function"])
+        if interp.find_module_file(reader.module) is not None:
+            mod = interp.load_module(reader.module)
+            if isinstance(mod, ModuleObj) and reader.function in mod.globals:
+                read_fn = interp.getattr(mod, reader.function)
         declared = {f for f, _line, _owner in dataclass_fields(server_args.cls)}
         for name in self.setting_names:
             if declared and name not in declared and name not in server_args.attrs:
@@ -420,16 +419,16 @@ class Resolver:
                 result.config_events[name] = None
 
     def read_model(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
-        spec = self.settings_spec["entry"]["model_config"]
+        spec = self.settings_spec.entry.model_config
         model_config = server_args.attrs.get("model_config")
         if not isinstance(model_config, Instance):
             found, _ = server_args.cls.lookup("get_model_config")
             if found:
                 model_config = interp.call(interp.getattr(server_args, "get_model_config"), [], {})
             else:
-                mod = interp.load_module(spec["module"])
-                mc_cls = interp.getattr(mod, spec["class"])
-                model_config = interp.call(interp.getattr(mc_cls, spec["factory"]), [server_args], {})
+                mod = interp.load_module(spec.module)
+                mc_cls = interp.getattr(mod, spec.class_)
+                model_config = interp.call(interp.getattr(mc_cls, spec.factory), [server_args], {})
         if isinstance(model_config, Instance):
             hf = model_config.attrs.get("hf_config")
             archs = hf.attrs.get("architectures") if isinstance(hf, HFConfig) else None
@@ -440,9 +439,9 @@ class Resolver:
         if spec_algo not in (None, ABSENT) and not isinstance(spec_algo, Unknown):
             draft_path = server_args.attrs.get("speculative_draft_model_path") or str(self.target.model.path)
             try:
-                mod = interp.load_module(spec["module"])
-                mc_cls = interp.getattr(mod, spec["class"])
-                draft = interp.call(interp.getattr(mc_cls, spec["factory"]), [server_args], {"model_path": draft_path, "is_draft_model": True})
+                mod = interp.load_module(spec.module)
+                mc_cls = interp.getattr(mod, spec.class_)
+                draft = interp.call(interp.getattr(mc_cls, spec.factory), [server_args], {"model_path": draft_path, "is_draft_model": True})
             except PyRaise as raised:
                 result.model["draft_error"] = self.rejection(interp, raised, "model").message
                 return
@@ -454,16 +453,16 @@ class Resolver:
                 result.model["draft_model_config"] = draft
 
     def publish(self, interp: Interpreter, server_args: Instance) -> None:
-        spec = self.settings_spec.get("publish")
-        if not spec or interp.find_module_file(spec["module"]) is None:
+        spec = self.settings_spec.publish
+        if spec is None or interp.find_module_file(spec.module) is None:
             return
-        mod = interp.load_module(spec["module"])
-        if not isinstance(mod, ModuleObj) or spec["function"] not in mod.globals:
+        mod = interp.load_module(spec.module)
+        if not isinstance(mod, ModuleObj) or spec.function not in mod.globals:
             return
-        fn = interp.getattr(mod, spec["function"])
+        fn = interp.getattr(mod, spec.function)
         params = {p.name for p in getattr(fn, "params", [])}
-        kwargs: dict[str, Any] = {k: v for k, v in spec.get("kwargs", {}).items() if k in params}
-        for key, (cls_name, *args) in spec.get("constructed", {}).items():
+        kwargs: dict[str, Any] = {k: v for k, v in spec.kwargs.items() if k in params}
+        for key, (cls_name, *args) in spec.constructed.items():
             if key in params and cls_name in mod.globals:
                 kwargs[key] = interp.call(interp.getattr(mod, cls_name), [None if a == "__none__" else a for a in args], {})
         interp.call(fn, [server_args], kwargs)
@@ -473,50 +472,50 @@ class Resolver:
         model_config = result.model.get("model_config")
         hf = model_config.attrs.get("hf_config") if isinstance(model_config, Instance) else None
         check = hf.attrs.get("text_config", hf) if isinstance(hf, HFConfig) else None
-        for step in self.settings_spec["runtime"]:
+        for step in self.settings_spec.runtime:
             # a release whose config has one of these settings has the initialiser too (every
             # release since the settings exist); one the tool cannot find -- renamed, moved,
             # unreadable -- leaves the runtime value unknown, never the config value unchanged.
             # A module missing with its whole package counts too when the tree has the
             # scheduler that runs these initialisers (expected.py); only a partial tree with
             # neither (the small fixture trees) is read as a release without that layer.
-            expected = [s for s in step["getters"] if result.config.get(s, ABSENT) is not ABSENT]
-            rel = step["module"].replace(".", "/") + ".py"
-            if interp.find_module_file(step["module"]) is None:
-                missing = missing_module(interp, step["module"])
+            expected = [s for s in step.getters if result.config.get(s, ABSENT) is not ABSENT]
+            rel = step.module.replace(".", "/") + ".py"
+            if interp.find_module_file(step.module) is None:
+                missing = missing_module(interp, step.module)
                 if missing is None:
                     continue
                 for setting in expected:
                     result.runtime[setting] = Unknown(
-                        f"runtime initialiser {step['initializer']} not found: {missing}, "
+                        f"runtime initialiser {step.initializer} not found: {missing}, "
                         f"which has the setting {setting}")
                 continue
-            mod = interp.load_module(step["module"])
+            mod = interp.load_module(step.module)
             if isinstance(mod, ModuleObj) and mod.failed:
-                for setting in step["getters"]:
+                for setting in step.getters:
                     result.runtime[setting] = Unknown(f"runtime initialiser not analysed: {interp.parse_failures.get(mod.file, mod.failed)}")
                 continue
-            if not isinstance(mod, ModuleObj) or step["initializer"] not in mod.globals:
+            if not isinstance(mod, ModuleObj) or step.initializer not in mod.globals:
                 where = mod.file if isinstance(mod, ModuleObj) else rel
                 for setting in expected:
                     result.runtime[setting] = Unknown(
-                        f"runtime initialiser {step['initializer']} not found in {where} "
+                        f"runtime initialiser {step.initializer} not found in {where} "
                         f"(renamed or moved?), though this release has the setting {setting}")
                 continue
-            wanted = step.get("when_model_has")
+            wanted = step.when_model_has
             init_reads: list[Event] = []
             has = _model_has(check, wanted) if wanted else True
             if isinstance(has, Unknown):
-                for setting in step["getters"]:
-                    result.runtime[setting] = Unknown(f"whether {step['initializer']} runs: {has.reason}", has.key)
+                for setting in step.getters:
+                    result.runtime[setting] = Unknown(f"whether {step.initializer} runs: {has.reason}", has.key)
                 continue
             if has:
-                init = interp.getattr(mod, step["initializer"])
+                init = interp.getattr(mod, step.initializer)
                 positional = [p for p in getattr(init, "params", []) if p.star == ""]
                 _, init_reads = interp.collect(functools.partial(interp.call, init, [server_args] if positional else [], {}))
             # the getters run either way: they are what the layers read (without the
             # initialiser, SGLang's getters fall back to their own defaults)
-            for setting, getter in step["getters"].items():
+            for setting, getter in step.getters.items():
                 if getter not in mod.globals:
                     if setting in expected:
                         result.runtime[setting] = Unknown(
@@ -530,48 +529,25 @@ class Resolver:
                 result.runtime_events[setting] = [*init_reads, *reads]
 
     def run_layers(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
-        """The MoE layers built with the published settings (layers.py); its own branches
-        never become resolver paths, and a failure there costs only the layer value. A stage
-        the target leaves out (``Target.layer_stages``) gives its settings an unknown layer
-        value that says so, never one that reads as "no layer re-decides it"."""
+        """The layers built with the published settings: each stage of ``stages.STAGES`` the
+        target selects, in order, on this interpreter. A stage the target leaves out
+        (``Target.layer_stages``) gives its settings an unknown layer value that says so, never
+        one that reads as "no layer re-decides it"."""
         stages = self.target.layer_stages
-        if stages is not None:
-            asked = f"asked for the {', '.join(stages)} stage only" if stages else "asked for no layer stage"
-            for stage, names in LAYER_STAGES.items():
-                if stage not in stages:
-                    for name in names:
-                        result.layers[name] = LayerValue(STATUS_UNKNOWN, None, stage=STAGE_KIND[stage], reason=(
-                            f"the {stage} layers were not built in this resolution ({asked})"))
-        # the draft's MoE layers are built after the target's, on the interpreter they left
-        draft = stages is None or "moe_draft" in stages
-        if draft or (stages is not None and "moe" in stages):  # not draft: stages is not None
-            self._run_moe(interp, server_args, result, draft)
-        if stages is None or "attention" in stages:
-            self._run_attention(interp, server_args, result)
-
-    def _run_moe(self, interp: Interpreter, server_args: Instance, result: PathResult, draft: bool = True) -> None:
-        try:
-            result.layers.update(evaluate_layers(interp, server_args, result.model.get("model_config"),
-                                                 result.model.get("draft_model_config") if draft else None))
-        except EVALUATION_ENDS as exc:
-            ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
-            reason = f"layer evaluation failed ({type(exc).__name__}: {exc}); treated as unknown"
-            result.layers["moe_runner_backend"] = LayerValue(STATUS_UNKNOWN, None, reason=reason)
-
-    def _run_attention(self, interp: Interpreter, server_args: Instance, result: PathResult) -> None:
-        # the attention backend's construction: its own CPU-time budget, outside the
-        # resolution's (so it never turns the settings or the MoE layers unknown)
-        t0, parsed0 = time.process_time(), self.cache.parse_cpu
-        try:
-            with interp.budget(lambda: time.process_time() - t0 - (self.cache.parse_cpu - parsed0) > ATTENTION_CPU_SECONDS):
-                result.layers.update(evaluate_attention(interp, server_args, result.model.get("model_config"),
-                                                        result.model.get("draft_model_config")))
-        except EVALUATION_ENDS as exc:
-            ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
-            reason = f"attention backend evaluation failed ({type(exc).__name__}: {exc}); treated as unknown"
-            result.layers["attention_backend"] = LayerValue(STATUS_UNKNOWN, None, reason=reason, stage="attention")
-        finally:
-            self.attention_seconds += time.process_time() - t0
+        asked = "" if stages is None else (
+            f"asked for the {', '.join(stages)} stage only" if stages else "asked for no layer stage")
+        for stage in STAGES:
+            if stages is not None and stage.name not in stages:
+                for name in stage.settings:
+                    result.layers[name] = LayerValue(STATUS_UNKNOWN, None, stage=stage.kind, reason=(
+                        f"the {stage.name} layers were not built in this resolution ({asked})"))
+                continue
+            t0 = time.process_time()
+            try:
+                result.layers.update(stage.run(interp, server_args, result.model, lambda: self.cache.parse_cpu))
+            finally:
+                if stage.cpu_budget is not None:  # its own budget: not the resolution's time
+                    self.own_budget_seconds += time.process_time() - t0
 
     # ---- joining paths into a Resolution ----------------------------------------------
     def join(self, paths: list[PathResult], explored_all: bool) -> Resolution:
@@ -811,7 +787,7 @@ class Resolver:
             flag=flag,
             declaration=self.declarations().get(name),
             default_event=reachable_field_event(starts, name),
-            others=frozenset(self.settings_spec["settings"]),
+            others=frozenset(self.settings_spec.settings),
         )
         return list(build_chain(inputs))
 
@@ -1162,7 +1138,7 @@ def _call_getter(interp: Interpreter, mod: ModuleObj, getter: str) -> Any:
     return interp.call(interp.getattr(mod, getter), [], {})
 
 
-def _model_has(check: Any, wanted: list[str]) -> bool | Unknown:
+def _model_has(check: Any, wanted: Sequence[str]) -> bool | Unknown:
     """``hasattr(config, w)`` for any ``w``, as SGLang sees the config object: a key of
     config.json or a default of its config class (issue #23), unknown when the class is."""
     if not isinstance(check, HFConfig):

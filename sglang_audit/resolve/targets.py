@@ -15,19 +15,6 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_PATHS = 24  # decision paths explored per resolution (part of the result-cache key)
 
-# the layer stages that build SGLang's layers with the resolved settings, in the order they
-# run on one interpreter, and the settings whose layer value each produces (resolver.run_layers):
-# the target model's MoE layers, then the draft model's (after the target's, on the interpreter
-# they left), then the attention backends
-LAYER_STAGES: dict[str, tuple[str, ...]] = {
-    "moe": ("moe_runner_backend",),
-    "moe_draft": ("speculative_moe_runner_backend",),
-    "attention": ("attention_backend",),
-}
-# the kind of layer each stage builds (LayerValue.stage)
-STAGE_KIND = {"moe": "moe", "moe_draft": "moe", "attention": "attention"}
-
-
 @dataclass
 class ModelInput:
     name: str
@@ -44,7 +31,7 @@ class Target:
     with_packages: frozenset[str] = frozenset()
     without_packages: frozenset[str] = frozenset()
     extra_fields: tuple[str, ...] = ()  # ServerArgs fields asked for besides settings.toml's (--field)
-    # the LAYER_STAGES evaluated; None: all. A caller that reads only some settings' layer
+    # the layer stages (resolve/stages.py STAGES, by name) evaluated; None: all. A caller that reads only some settings' layer
     # values (explain's forced choices) leaves the others out; their settings then carry an
     # unknown layer value saying so, and the result-cache key holds the choice
     layer_stages: tuple[str, ...] | None = None

@@ -28,6 +28,7 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from sglang_audit import factfiles
 from sglang_audit.result import (
     STATUS_UNKNOWN,
     STATUS_UNSUPPORTED,
@@ -61,7 +62,7 @@ from sglang_audit.rules.model import (
     RuleError,
     Undecided,
 )
-from sglang_audit.shipped import known_bad_dir, load_toml
+from sglang_audit.shipped import known_bad_dir
 from sglang_audit.target.flagnames import cli_flag
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
@@ -92,7 +93,7 @@ REQUIRED_KEYS = ("id", "slug", "severity", "confidence", "title", "message", "fi
 
 
 def known_settings() -> tuple[str, ...]:
-    return tuple(load_toml("settings.toml")["settings"])
+    return factfiles.settings().settings
 
 
 def load_rules(extra_dirs: Iterable[Path] = (), shipped: bool = True) -> tuple[Rule, ...]:
@@ -465,7 +466,7 @@ def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
     facts = Facts.from_resolution(res)
     findings.extend(kernel_findings(res))
     findings.extend(layer_findings(res))
-    moe_only = frozenset(load_toml("settings.toml").get("moe_layer_settings", ()))
+    moe_only = frozenset(factfiles.settings().moe_layer_settings)
     dense = facts.values.get("model.num_experts", 0) is None  # no routed experts declared
     for rule in rules:
         for subject in rule.subjects:

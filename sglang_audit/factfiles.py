@@ -1,0 +1,180 @@
+"""The TOML fact files under `rules/`, each loaded once into frozen, validated dataclasses.
+
+A fact file's shape is a dataclass here; `load(schema, name)` parses `rules/NAME` once per
+process and checks every key against the dataclass's annotations (str, int, float, bool,
+tuple[X, ...], dict[str, X], `X | None`, nested dataclasses, a list of tables as a tuple of
+dataclasses). A key the schema does not know, a missing one without a default, or a value of
+the wrong type is a `FactFileError` whose one line names the file and the field
+(`rules/settings.toml: entry.class: expected a string, got 3`). TOML keys that are Python
+keywords (`class`) are fields with a trailing underscore (`class_`).
+
+To add a fact file: a frozen dataclass (its fields are the file's keys, defaults where a key
+may be omitted), a `functools.cache`d accessor calling `load`, and a test of one bad value in
+`tests/test_fact_files.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import keyword
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sglang_audit.errors import AuditError
+from sglang_audit.shipped import rules_dir
+
+T = TypeVar("T")
+
+
+class FactFileError(AuditError):
+    """A shipped fact file that does not have its schema's shape: a broken build or edit."""
+
+
+def load(schema: type[T], name: str) -> T:
+    """`rules/NAME` as ``schema``, validated (`FactFileError` naming the file and field)."""
+    path = rules_dir() / name
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise FactFileError(f"rules/{name}: cannot be read ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise FactFileError(f"rules/{name}: not valid TOML ({exc})") from None
+    return convert(schema, data, f"rules/{name}", "")
+
+
+def convert(schema: type[T], data: Any, file: str, where: str) -> T:
+    """``data`` (parsed TOML) as the dataclass ``schema``; ``where`` is the dotted key so far."""
+    if not isinstance(data, dict):
+        raise FactFileError(f"{file}: {where or 'the file'}: expected a table, got {_shown(data)}")
+    hints = typing.get_type_hints(schema)
+    fields = {_key(f.name): f for f in dataclasses.fields(schema)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        known = ", ".join(sorted(fields))
+        raise FactFileError(f"{file}: {_at(where, unknown[0])}: not a known key (known: {known})")
+    kwargs: dict[str, Any] = {}
+    for key, f in fields.items():
+        if key not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise FactFileError(f"{file}: {_at(where, key)}: missing")
+            continue
+        kwargs[f.name] = _value(hints[f.name], data[key], file, _at(where, key))
+    return schema(**kwargs)
+
+
+def _value(tp: Any, value: Any, file: str, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _value(inner[0], value, file, where)
+    if dataclasses.is_dataclass(tp):
+        return convert(tp, value, file, where)  # type: ignore[arg-type]
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise FactFileError(f"{file}: {where}: expected a list, got {_shown(value)}")
+        return tuple(_value(args[0], v, file, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise FactFileError(f"{file}: {where}: expected a table, got {_shown(value)}")
+        return types.MappingProxyType({k: _value(args[1], v, file, _at(where, k)) for k, v in value.items()})
+    if tp is Any:
+        return value
+    want = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}[tp]
+    ok = isinstance(value, tp) and not (tp is int and isinstance(value, bool))
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not ok:
+        raise FactFileError(f"{file}: {where}: expected {want}, got {_shown(value)}")
+    return value
+
+
+def _key(name: str) -> str:
+    base = name[:-1] if name.endswith("_") else name
+    return base if keyword.iskeyword(base) else name
+
+
+def _at(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# ---- rules/settings.toml ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModuleClass:
+    module: str
+    class_: str
+    factory: str = ""
+
+
+@dataclass(frozen=True)
+class ModuleFunction:
+    module: str
+    function: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    module: str
+    class_: str
+    resolution_reader: ModuleFunction
+    model_config: ModuleClass
+    after_init: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Publish:
+    module: str
+    function: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    # keyword -> [class in the same module, positional args...]; "__none__" is None
+    constructed: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RuntimeInitialiser:
+    module: str
+    initializer: str
+    getters: dict[str, str]
+    when_model_has: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Expected:
+    serving_modules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SettingsFacts:
+    settings: tuple[str, ...]
+    entry: Entry
+    moe_layer_settings: tuple[str, ...] = ()
+    renamed: dict[str, str] = field(default_factory=dict)
+    publish: Publish | None = None
+    runtime: tuple[RuntimeInitialiser, ...] = ()
+    expected: Expected = Expected()
+
+    def __post_init__(self) -> None:
+        for name in (*self.moe_layer_settings, *self.renamed,
+                     *(k for r in self.runtime for k in r.getters)):
+            if name not in self.settings:
+                raise FactFileError(f"rules/settings.toml: {name}: named outside `settings`, which does not list it")
+
+
+@functools.cache
+def settings() -> SettingsFacts:
+    """rules/settings.toml: the settings resolved, the entry points, the runtime initialisers."""
+    return load(SettingsFacts, "settings.toml")
