@@ -178,3 +178,109 @@ class SettingsFacts:
 def settings() -> SettingsFacts:
     """rules/settings.toml: the settings resolved, the entry points, the runtime initialisers."""
     return load(SettingsFacts, "settings.toml")
+
+
+# ---- rules/packages.toml ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BasePackages:
+    installed: tuple[str, ...]  # what every install has (the release's own hard requirements' imports)
+    default_extras: tuple[str, ...]  # the extras `pip install sglang` takes
+
+
+@dataclass(frozen=True)
+class Namespace:
+    by: str  # the distribution that installs only part of the import name
+    full: tuple[str, ...]  # the distributions that install all of it
+    submodules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OptionalPackages:
+    absent: tuple[str, ...]  # optional packages a plain install lacks
+
+
+@dataclass(frozen=True)
+class PackagesFacts:
+    import_names: dict[str, str]  # distribution name -> import name
+    base: BasePackages
+    optional: OptionalPackages
+    namespace: dict[str, Namespace] = field(default_factory=dict)
+
+
+@functools.cache
+def packages() -> PackagesFacts:
+    """rules/packages.toml: distribution → import names, what every install has, what a plain
+    install lacks."""
+    return load(PackagesFacts, "packages.toml")
+
+
+# ---- rules/eras.toml ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """One condition on the tree: a path that exists or is missing, or a file's text."""
+
+    exists: str = ""
+    missing: str = ""
+    file: str = ""
+    contains: str = ""
+    regex: str = ""
+
+    def __post_init__(self) -> None:
+        kinds = [k for k in ("exists", "missing", "file") if getattr(self, k)]
+        if len(kinds) != 1 or bool(self.file) != bool(self.contains or self.regex) or (self.contains and self.regex):
+            raise FactFileError("rules/eras.toml: a condition is one of {exists}, {missing}, "
+                                f"{{file, contains}} or {{file, regex}}, not {self}")
+
+
+@dataclass(frozen=True)
+class Era:
+    name: str
+    conditions: tuple[Fingerprint, ...] = ()  # all hold
+    any: tuple[tuple[Fingerprint, ...], ...] = ()  # or: one of these groups holds entirely
+
+    def __post_init__(self) -> None:
+        if not self.conditions and not self.any:
+            raise FactFileError(f"rules/eras.toml: era {self.name!r}: neither conditions nor any")
+
+    @property
+    def alternatives(self) -> tuple[tuple[Fingerprint, ...], ...]:
+        return self.any or (self.conditions,)
+
+
+@dataclass(frozen=True)
+class ErasFacts:
+    era: tuple[Era, ...]  # probed in order, newest first
+    oldest_validated: str = ""
+
+
+@functools.cache
+def eras() -> ErasFacts:
+    """rules/eras.toml: the resolution structures, recognised by fingerprints of the tree."""
+    return load(ErasFacts, "eras.toml")
+
+
+# ---- rules/predicates.toml ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlatformFacts:
+    module: str
+    accessor: str  # get_platform()
+    tables: tuple[str, ...]  # the module's dict literals of fact name -> probe name
+
+
+@dataclass(frozen=True)
+class PredicatesFacts:
+    modules: tuple[str, ...]
+    names: tuple[str, ...]  # the hardware predicates
+    platform: PlatformFacts | None = None
+
+
+@functools.cache
+def predicates() -> PredicatesFacts:
+    """rules/predicates.toml: the hardware predicates and where they live."""
+    return load(PredicatesFacts, "predicates.toml")

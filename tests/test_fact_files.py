@@ -101,3 +101,41 @@ def test_a_fact_file_that_is_not_toml_is_one_line(tmp_path, monkeypatch: pytest.
     assert "\n" not in str(err.value)
     with pytest.raises(FactFileError, match=r"^rules/absent.toml: cannot be read"):
         factfiles.load(SettingsFacts, "absent.toml")
+
+
+def test_packages_eras_and_predicates_load_typed() -> None:
+    raw = load_toml("packages.toml")
+    pk = factfiles.packages()
+    assert dict(pk.import_names) == raw["import_names"] and pk.optional.absent == tuple(raw["optional"]["absent"])
+    assert {n: ns.submodules for n, ns in pk.namespace.items()} == \
+        {n: tuple(ns["submodules"]) for n, ns in raw["namespace"].items()}
+    eras = factfiles.eras()
+    assert [e.name for e in eras.era] == [e["name"] for e in load_toml("eras.toml")["era"]]
+    # an era given by `any` groups is probed by them, one given by `conditions` by its list
+    assert all(len(e.alternatives) == (len(e.any) or 1) for e in eras.era)
+    pr = factfiles.predicates()
+    assert pr.names == tuple(load_toml("predicates.toml")["names"]) and pr.platform is not None
+
+
+def _bad_file(schema: type, name: str, mutate) -> str:  # type: ignore[no-untyped-def]
+    raw = load_toml(name)
+    mutate(raw)
+    with pytest.raises(FactFileError) as err:
+        convert(schema, raw, f"rules/{name}", "")
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def test_a_bad_era_fingerprint_or_package_list_names_what_is_wrong() -> None:
+    from sglang_audit.factfiles import ErasFacts, PackagesFacts
+
+    msg = _bad_file(ErasFacts, "eras.toml", lambda r: r["era"][0]["conditions"].append({"file": "x.py"}))
+    assert msg.startswith("rules/eras.toml: a condition is one of {exists}, {missing}, {file, contains} or {file, regex}")
+    msg = _bad_file(ErasFacts, "eras.toml", lambda r: r["era"][1].pop("conditions"))
+    assert msg == f"rules/eras.toml: era {load_toml('eras.toml')['era'][1]['name']!r}: neither conditions nor any"
+    msg = _bad_file(ErasFacts, "eras.toml", lambda r: r["era"][0]["conditions"][0].__setitem__("exist", "x"))
+    assert msg.startswith("rules/eras.toml: era[0].conditions[0].exist: not a known key")
+    msg = _bad_file(PackagesFacts, "packages.toml", lambda r: r["optional"].__setitem__("absent", "aiter"))
+    assert msg == "rules/packages.toml: optional.absent: expected a list, got 'aiter'"
+    msg = _bad_file(PackagesFacts, "packages.toml", lambda r: r["namespace"]["flash_attn"].pop("by"))
+    assert msg == "rules/packages.toml: namespace.flash_attn.by: missing"

@@ -412,10 +412,10 @@ class _Builder:
         self.entry_class: str = settings.entry.class_
         self.settings: list[str] = list(settings.settings)
         self.runtime_specs: tuple[factfiles.RuntimeInitialiser, ...] = settings.runtime
-        preds = load_toml("predicates.toml")
-        self.predicate_names: list[str] = list(preds["names"])
-        self.predicate_modules: list[str] = list(preds["modules"])
-        self.platform_spec: dict[str, Any] = dict(preds.get("platform", {}))
+        preds = factfiles.predicates()
+        self.predicate_names: list[str] = list(preds.names)
+        self.predicate_modules: list[str] = list(preds.modules)
+        self.platform_spec = preds.platform
         self.platform_facts: dict[str, str] = {}  # get_platform().<fact> -> predicate name
         self.fields: dict[str, dict[str, Any]] = {}  # name -> declaration attrs
         self.written_attrs: set[str] = set()
@@ -559,13 +559,13 @@ class _Builder:
         """``get_platform().<fact>`` (0.5.19+) → the predicate it calls, from the release's
         own fact tables (dict literals of fact name → probe name)."""
         spec = self.platform_spec
-        path = self.module_file(spec["module"]) if spec else None
+        path = self.module_file(spec.module) if spec is not None else None
         tree = self.load(path) if path is not None else None
-        if tree is None:
+        if tree is None or spec is None:
             return
         for stmt in tree.body:
             target = stmt.targets[0] if stmt.kind == "Assign" and len(stmt.targets) == 1 else stmt.target if stmt.kind == "AnnAssign" else None
-            if target is None or target.kind != "Name" or target.id not in spec["tables"] or stmt.value is None or stmt.value.kind != "DictExpr":
+            if target is None or target.kind != "Name" or target.id not in spec.tables or stmt.value is None or stmt.value.kind != "DictExpr":
                 continue
             for key, value in stmt.value.items:
                 if key is not None and key.kind == "Const" and value.kind == "Const" and isinstance(value.value, str):
@@ -577,7 +577,7 @@ class _Builder:
         if node.kind != "Attribute" or node.value.kind != "Call" or node.value.args:
             return None
         func = node.value.func
-        if func.kind != "Name" or func.id != self.platform_spec.get("accessor"):
+        if func.kind != "Name" or self.platform_spec is None or func.id != self.platform_spec.accessor:
             return None
         return self.platform_facts.get(node.attr)
 

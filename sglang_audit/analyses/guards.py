@@ -8,6 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from sglang_audit import factfiles
 from sglang_audit.analyses.graph import DecisionGraph, build_graph, predicate_controls
 from sglang_audit.evaluate.interpreter import Interpreter, PyRaise, Unmodelled
 from sglang_audit.evaluate.values import (
@@ -21,7 +22,6 @@ from sglang_audit.evaluate.values import (
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.pipeline import Request, parse_env
 from sglang_audit.resolve.resolver import ModelInput, Resolver, Target
-from sglang_audit.shipped import load_toml
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import parse_device
 
@@ -66,16 +66,16 @@ def _where(value: Any, mod: ModuleObj, name: str) -> tuple[str, int]:
 
 
 def list_guards(resolver: Resolver, graph: DecisionGraph | None = None) -> list[GuardFact]:
-    spec = load_toml("predicates.toml")
+    spec = factfiles.predicates()
     interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
     mods = []
-    for m in spec["modules"]:
+    for m in spec.modules:
         if interp.find_module_file(m) is not None:
             loaded = interp.load_module(m)
             if isinstance(loaded, ModuleObj):
                 mods.append(loaded)
     out: list[GuardFact] = []
-    for name in spec["names"]:
+    for name in spec.names:
         mod = next((m for m in mods if name in m.globals), None)
         if mod is None:
             continue
@@ -84,7 +84,7 @@ def list_guards(resolver: Resolver, graph: DecisionGraph | None = None) -> list[
         file, line = _where(fn, mod, name)
         controls = predicate_controls(graph, name) if graph is not None else ()
         out.append(GuardFact(name, shown, file, line, _describe(fn), controls))
-    out.extend(_platform_facts(interp, spec.get("platform")))
+    out.extend(_platform_facts(interp, spec.platform))
     return out
 
 
@@ -106,24 +106,24 @@ def _platform_fact(interp: Interpreter, accessor: Any, fact: str) -> Any:
     return interp.getattr(interp.call(accessor, [], {}), fact)
 
 
-def _platform_facts(interp: Interpreter, spec: dict[str, Any] | None) -> list[GuardFact]:
+def _platform_facts(interp: Interpreter, spec: factfiles.PlatformFacts | None) -> list[GuardFact]:
     """0.5.19+: ``get_platform().<fact>`` as the release evaluates it, each naming the
     predicate behind it (the decisions it controls are listed under that predicate)."""
-    if not spec or interp.find_module_file(spec["module"]) is None:
+    if spec is None or interp.find_module_file(spec.module) is None:
         return []
-    mod = interp.load_module(spec["module"])
-    if not isinstance(mod, ModuleObj) or spec["accessor"] not in mod.globals:
+    mod = interp.load_module(spec.module)
+    if not isinstance(mod, ModuleObj) or spec.accessor not in mod.globals:
         return []
-    accessor = interp.getattr(mod, spec["accessor"])
+    accessor = interp.getattr(mod, spec.accessor)
     out: list[GuardFact] = []
-    for table in spec["tables"]:
+    for table in spec.tables:
         probes = mod.globals.get(table)
         if not isinstance(probes, dict):
             continue
         ev = mod.events.get(table)
         for fact, probe in probes.items():
             shown = _fact_value(interp, partial(_platform_fact, interp, accessor, fact))
-            out.append(GuardFact(f"{spec['accessor']}().{fact}", shown, ev.file if ev else mod.file,
+            out.append(GuardFact(f"{spec.accessor}().{fact}", shown, ev.file if ev else mod.file,
                                  ev.line if ev else 0, f"{table}[{fact!r}] → {probe}()"))
     return out
 

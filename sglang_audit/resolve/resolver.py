@@ -980,23 +980,22 @@ def detect_structure(root: Path) -> str:
     fingerprints in rules/eras.toml."""
     texts: dict[str, str] = {}
 
-    def holds(cond: dict[str, str]) -> bool:
-        if "exists" in cond:
-            return (root / cond["exists"]).exists()
-        if "missing" in cond:
-            return not (root / cond["missing"]).exists()
-        rel = cond["file"]
+    def holds(cond: factfiles.Fingerprint) -> bool:
+        if cond.exists:
+            return (root / cond.exists).exists()
+        if cond.missing:
+            return not (root / cond.missing).exists()
+        rel = cond.file
         if rel not in texts:
             path = root / rel
             texts[rel] = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
-        if "contains" in cond:
-            return cond["contains"] in texts[rel]
-        return re.search(cond["regex"], texts[rel]) is not None
+        if cond.contains:
+            return cond.contains in texts[rel]
+        return re.search(cond.regex, texts[rel]) is not None
 
-    for era in load_toml("eras.toml")["era"]:
-        alternatives = era.get("any") or [era["conditions"]]
-        if any(all(holds(c) for c in conds) for conds in alternatives):
-            return era["name"]
+    for era in factfiles.eras().era:
+        if any(all(holds(c) for c in conds) for conds in era.alternatives):
+            return era.name
     return "unrecognised"
 
 
@@ -1005,8 +1004,8 @@ def _below_validated(version: Any) -> str | None:
     ``oldest_validated``); None for a newer one or a version that does not parse (a checkout)."""
     from packaging.version import InvalidVersion, Version
 
-    floor = load_toml("eras.toml").get("oldest_validated")
-    if not isinstance(version, str) or not isinstance(floor, str):
+    floor = factfiles.eras().oldest_validated
+    if not isinstance(version, str) or not floor:
         return None
     try:
         below = Version(version) < Version(floor)
@@ -1062,10 +1061,10 @@ _REQ = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*([^;]*)(
 
 def build_environment(target: Target) -> Environment:
     """Installed import names and versions: the release's own unconditional requirements."""
-    spec = load_toml("packages.toml")
-    import_names: dict[str, str] = spec["import_names"]
-    installed: set[str] = set(spec["base"]["installed"])
-    default_extras = set(spec["base"]["default_extras"])
+    spec = factfiles.packages()
+    import_names = spec.import_names
+    installed: set[str] = set(spec.base.installed)
+    default_extras = set(spec.base.default_extras)
     versions: list[tuple[str, str]] = []
     dists: set[str] = set()
     for dist, _extra, version_spec, marker in _requirements(target.source.package_dir):
@@ -1084,9 +1083,9 @@ def build_environment(target: Target) -> Environment:
         # GPU-vendor packages pinned for CUDA are not what a ROCm/NPU/XPU/CPU image carries
         installed -= {"flashinfer", "sgl_kernel", "flash_attn", "deep_gemm", "cutlass", "cuda", "quack"}
     namespaces = tuple(
-        (name, tuple(ns["submodules"])) for name, ns in sorted(spec.get("namespace", {}).items())
-        if name in installed and ns["by"] in dists and name not in target.with_packages
-        and not dists & {d.lower().replace("_", "-") for d in ns["full"]})
+        (name, ns.submodules) for name, ns in sorted(spec.namespace.items())
+        if name in installed and ns.by in dists and name not in target.with_packages
+        and not dists & {d.lower().replace("_", "-") for d in ns.full})
     from sglang_audit.target import profiles
 
     # the environment profile (rules/env_profiles.toml): its packages and variables, under the user's

@@ -7,8 +7,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from sglang_audit import factfiles
 from sglang_audit.evaluate.values import External, Native, Unknown
-from sglang_audit.shipped import load_toml
 
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter
@@ -28,8 +28,9 @@ class Packages:
         self.environment = environment
         self.torch_version = torch_version
         self.stdlib = set(sys.stdlib_module_names) | {"typing_extensions", "__future__"}
-        self.import_names: dict[str, str] = load_toml("packages.toml")["import_names"]
-        self.absent_packages = set(load_toml("packages.toml")["optional"]["absent"]) - set(environment.extra)
+        spec = factfiles.packages()
+        self.import_names = spec.import_names
+        self.absent_packages = set(spec.optional.absent) - set(environment.extra)
 
     def package_state(self, top: str) -> bool | None:
         """True installed, False known absent, None: not modelled (a transitive dependency)."""
