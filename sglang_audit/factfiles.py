@@ -284,3 +284,98 @@ class PredicatesFacts:
 def predicates() -> PredicatesFacts:
     """rules/predicates.toml: the hardware predicates and where they live."""
     return load(PredicatesFacts, "predicates.toml")
+
+
+# ---- rules/devices.toml -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    major: int
+    minor: int
+    name: str  # the typical product torch names
+    memory_mib: int  # per GPU: drives memory-derived settings only
+    sm_count: int  # torch's multi_processor_count
+
+
+@dataclass(frozen=True)
+class DevicesFacts:
+    cuda: dict[str, DeviceFacts]  # --arch name -> device, in --help's order
+    hip: dict[str, DeviceFacts]
+
+
+@functools.cache
+def devices() -> DevicesFacts:
+    """rules/devices.toml: the devices --arch names."""
+    return load(DevicesFacts, "devices.toml")
+
+
+# ---- rules/graph.toml ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GraphLayout:
+    config_dirs: tuple[str, ...]  # where SGLang's configuration code lives
+    field_packages: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GraphNames:
+    arg_bases: tuple[str, ...]  # names that hold a ServerArgs
+    view_calls: tuple[str, ...]  # calls that return one
+
+
+@dataclass(frozen=True)
+class GraphFacts:
+    layout: GraphLayout
+    names: GraphNames
+
+
+@functools.cache
+def graph() -> GraphFacts:
+    """rules/graph.toml: where the decision graph looks and the names that hold a ServerArgs."""
+    return load(GraphFacts, "graph.toml")
+
+
+# ---- rules/matrix.toml --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RejectionHintFacts:
+    id: str
+    message_contains: str  # a substring of SGLang's message (whitespace-normalised when matched)
+    set: tuple[str, ...]  # KEY=VALUE to add, as for --set
+    why: str
+    alternative: str = ""
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MatrixFacts:
+    archs: tuple[str, ...]
+    models: tuple[str, ...]
+    model_sets: dict[str, tuple[str, ...]]  # model -> the flags it is deployed with
+    flag_sets: dict[str, tuple[str, ...]]  # name -> KEY=VALUE items
+    rejection_hints: tuple[RejectionHintFacts, ...] = ()
+
+
+@functools.cache
+def matrix() -> MatrixFacts:
+    """rules/matrix.toml: the matrix's default sweep and the known-rejection hints."""
+    return load(MatrixFacts, "matrix.toml")
+
+
+# ---- rules/attention_support.toml ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttentionSupportFacts:
+    source: str  # the document the lists come from
+    kinds: dict[str, tuple[str, ...]]  # attention kind (mha, mla) -> backends that serve it
+    platforms: dict[str, tuple[str, ...]]  # non-CUDA platform -> backends only it has
+
+
+@functools.cache
+def attention_support() -> AttentionSupportFacts:
+    """rules/attention_support.toml: which attention backends serve which kind of model."""
+    return load(AttentionSupportFacts, "attention_support.toml")

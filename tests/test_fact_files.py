@@ -139,3 +139,17 @@ def test_a_bad_era_fingerprint_or_package_list_names_what_is_wrong() -> None:
     assert msg == "rules/packages.toml: optional.absent: expected a list, got 'aiter'"
     msg = _bad_file(PackagesFacts, "packages.toml", lambda r: r["namespace"]["flash_attn"].pop("by"))
     assert msg == "rules/packages.toml: namespace.flash_attn.by: missing"
+
+
+def test_a_bad_device_or_matrix_hint_names_the_table_and_field() -> None:
+    from sglang_audit.factfiles import DevicesFacts, MatrixFacts
+
+    msg = _bad_file(DevicesFacts, "devices.toml", lambda r: r["cuda"]["sm120"].__setitem__("major", "12"))
+    assert msg == "rules/devices.toml: cuda.sm120.major: expected an integer, got '12'"
+    msg = _bad_file(DevicesFacts, "devices.toml", lambda r: r["hip"]["gfx942"].pop("sm_count"))
+    assert msg == "rules/devices.toml: hip.gfx942.sm_count: missing"
+    msg = _bad_file(MatrixFacts, "matrix.toml", lambda r: r["rejection_hints"][0].pop("message_contains"))
+    assert msg == "rules/matrix.toml: rejection_hints[0].message_contains: missing"
+    msg = _bad_file(MatrixFacts, "matrix.toml", lambda r: r["flag_sets"].__setitem__("x", "moe_runner_backend=triton"))
+    assert msg == "rules/matrix.toml: flag_sets.x: expected a list, got 'moe_runner_backend=triton'"
+    assert factfiles.devices().cuda["sm120"].major == 12

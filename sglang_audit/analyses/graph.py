@@ -30,15 +30,14 @@ from sglang_audit import factfiles
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import flatten_targets
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
-from sglang_audit.shipped import load_toml
 from sglang_audit.source.locate import SourceTree, locate_source
 
 GRAPH_SCHEMA = "sglang-audit-graph/1"
 
 # Where SGLang's config code lives and the names that hold a ServerArgs: rules/graph.toml
-_LAYOUT = load_toml("graph.toml")
-ARG_BASES = frozenset(_LAYOUT["names"]["arg_bases"])
-VIEW_CALLS = frozenset(_LAYOUT["names"]["view_calls"])
+_LAYOUT = factfiles.graph()
+ARG_BASES = frozenset(_LAYOUT.names.arg_bases)
+VIEW_CALLS = frozenset(_LAYOUT.names.view_calls)
 
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -447,7 +446,7 @@ class _Builder:
     def config_files(self) -> list[Path]:
         entry = self.root.joinpath(*self.entry_module.split(".")).with_suffix(".py")
         files = [entry] if entry.is_file() else []
-        for rel_dir in _LAYOUT["layout"]["config_dirs"]:
+        for rel_dir in _LAYOUT.layout.config_dirs:
             groups = self.root / rel_dir
             if groups.is_dir():
                 files.extend(sorted(p for p in groups.rglob("*.py") if p.is_file()))
@@ -464,7 +463,7 @@ class _Builder:
 
     # -- pass 1: declarations -------------------------------------------------------------
     def declare_fields(self, rel: str, module: ir.Node) -> None:
-        in_fields_pkg = any(part in rel for part in _LAYOUT["layout"]["field_packages"])
+        in_fields_pkg = any(part in rel for part in _LAYOUT.layout.field_packages)
         for stmt in module.body:
             if stmt.kind != "ClassDef" or not (stmt.name == self.entry_class or in_fields_pkg):
                 continue

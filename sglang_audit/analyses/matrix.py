@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sglang_audit import factfiles
 from sglang_audit.errors import AuditError, InputError
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.pipeline import (
@@ -37,7 +38,6 @@ from sglang_audit.result import (
     Setting,
     UnknownValue,
 )
-from sglang_audit.shipped import load_toml
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import DEFAULT_CUDA, parse_device
 
@@ -53,11 +53,11 @@ class FlagSet:
 
 # The default sweep (rules/matrix.toml): architectures, bundled models, the flags each model
 # is deployed with, and the named flag sets.
-_DEFAULTS = load_toml("matrix.toml")
-DEFAULT_ARCHS: tuple[str, ...] = tuple(_DEFAULTS["archs"])
-DEFAULT_MODELS: tuple[str, ...] = tuple(_DEFAULTS["models"])
-MODEL_DEFAULT_SETS: dict[str, tuple[str, ...]] = {m: tuple(v) for m, v in _DEFAULTS["model_sets"].items()}
-DEFAULT_FLAG_SETS: tuple[FlagSet, ...] = tuple(FlagSet(name, tuple(items)) for name, items in _DEFAULTS["flag_sets"].items())
+_DEFAULTS = factfiles.matrix()
+DEFAULT_ARCHS: tuple[str, ...] = _DEFAULTS.archs
+DEFAULT_MODELS: tuple[str, ...] = _DEFAULTS.models
+MODEL_DEFAULT_SETS: dict[str, tuple[str, ...]] = dict(_DEFAULTS.model_sets)
+DEFAULT_FLAG_SETS: tuple[FlagSet, ...] = tuple(FlagSet(name, items) for name, items in _DEFAULTS.flag_sets.items())
 
 
 @dataclass(frozen=True)
@@ -79,9 +79,8 @@ class RejectionHint:
 
 
 REJECTION_HINTS: tuple[RejectionHint, ...] = tuple(
-    RejectionHint(h["id"], h["message_contains"], tuple(h["set"]), " ".join(h["why"].split()),
-                  h.get("alternative", ""), tuple(h.get("sources", ())))
-    for h in _DEFAULTS.get("rejection_hints", ())
+    RejectionHint(h.id, h.message_contains, h.set, " ".join(h.why.split()), h.alternative, h.sources)
+    for h in _DEFAULTS.rejection_hints
 )
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from sglang_audit import factfiles
 from sglang_audit.errors import InputError
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.pipeline import (
@@ -628,12 +629,10 @@ def _attention_choices(name: str, choices: list[str], base: Resolution, model_di
     """The cheapest check (no resolution): SGLang's support matrix (rules/attention_support.toml).
     A choice it lists only for the other kind of model or another platform is removed with
     that source; one it does not list is not explored (said in a note)."""
-    from sglang_audit.shipped import load_toml
-
-    data = load_toml("attention_support.toml")
-    source = str(data["source"])
-    kinds: dict[str, list[str]] = data["kinds"]
-    platforms: dict[str, list[str]] = data["platforms"]
+    data = factfiles.attention_support()
+    source = data.source
+    kinds = data.kinds
+    platforms = data.platforms
     kind = attention_kind(model_dir)
     platform = str(base.device.get("platform") or "cuda")
     listed = {c for cs in kinds.values() for c in cs}

@@ -11,17 +11,17 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from sglang_audit import factfiles
 from sglang_audit.errors import InputError
-from sglang_audit.shipped import load_toml
 
 # The devices --arch names, from rules/devices.toml: (major, minor), typical product, memory in
 # MiB per GPU (drives memory-derived settings only); SM_COUNT: torch's multi_processor_count.
-_DEVICES = load_toml("devices.toml")
+_DEVICES = factfiles.devices()
 CUDA_ARCHS: dict[str, tuple[int, int, str, int]] = {
-    arch: (d["major"], d["minor"], d["name"], d["memory_mib"]) for arch, d in _DEVICES["cuda"].items()}
+    arch: (d.major, d.minor, d.name, d.memory_mib) for arch, d in _DEVICES.cuda.items()}
 HIP_ARCHS: dict[str, tuple[int, int, str, int]] = {
-    arch: (d["major"], d["minor"], d["name"], d["memory_mib"]) for arch, d in _DEVICES["hip"].items()}
-SM_COUNT: dict[str, int] = {arch: d["sm_count"] for table in ("cuda", "hip") for arch, d in _DEVICES[table].items()}
+    arch: (d.major, d.minor, d.name, d.memory_mib) for arch, d in _DEVICES.hip.items()}
+SM_COUNT: dict[str, int] = {arch: d.sm_count for table in (_DEVICES.cuda, _DEVICES.hip) for arch, d in table.items()}
 OTHER_PLATFORMS = ("npu", "xpu", "cpu")
 ARCH_CHOICES = (*CUDA_ARCHS, *HIP_ARCHS, *OTHER_PLATFORMS)
 
