@@ -91,3 +91,22 @@ def test_rocm_image_by_default_and_without_aiter_on_real_releases(release) -> No
     res = run("0.5.23", "gfx942", "qwen3-30b-a3b", env_profile="pip")
     assert res.rejected is not None and res.rejected.message == "No module named 'aiter.ops.shuffle'"
     assert res.environment["name"] == "pip"
+
+
+@pytest.mark.real_release
+def test_a_failure_resting_on_an_assumed_absence_depends_on_it(release) -> None:
+    # issue 43: GPT-OSS MXFP4 on SM90 fails to import triton_kernels, which a plain install
+    # lacks and SGLang's image ships. Nobody said which: the answer depends on it (exit 3),
+    # with both outcomes; --env-profile pip or --without decide it (unsupported, exit 1)
+    def run(**kw):
+        return pipeline.resolve(pipeline.Request(source=str(release("0.5.23").package_dir), arch="sm90",
+                                                 model="gpt-oss-120b", flashinfer_source="none", **kw))
+
+    s = run().settings["moe_runner_backend"]
+    assert s.status == "unknown" and s.layer.status == "unsupported"
+    assert s.layer.exception == "ModuleNotFoundError" and "triton_kernels" in s.layer.value
+    assert s.note.startswith("depends on triton_kernels: absent (assumed: a plain install lacks it) → unsupported; "
+                             "triton_kernels installed: ")
+    for kw in ({"env_profile": "pip"}, {"without_packages": ["triton_kernels"]}):
+        decided = run(**kw).settings["moe_runner_backend"]
+        assert (decided.status, decided.note) == ("unsupported", "")

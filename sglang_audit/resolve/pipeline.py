@@ -22,7 +22,13 @@ from sglang_audit.frontend.bindings import bound_names
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.resolve.targets import DEFAULT_MAX_PATHS, ModelInput, Target
-from sglang_audit.result import LayerValue, Resolution
+from sglang_audit.result import (
+    KERNEL_UNSUPPORTED,
+    STATUS_UNKNOWN,
+    STATUS_UNSUPPORTED,
+    LayerValue,
+    Resolution,
+)
 from sglang_audit.shipped import profiles_dir
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import DEFAULT_CUDA, parse_device
@@ -501,7 +507,7 @@ def resolve_target(target: Target, cache: SourceCache, results: ResultCache | No
     ``forks``, the optional packages a layer value assumed are evaluated in their other state
     too (``with_package_forks``)."""
     res = _resolve_cached(target, cache, results)
-    return with_package_forks(res, target, cache, results) if forks else res
+    return with_package_forks(res, target, cache, results) if forks else settle_absences(res, target)
 
 
 @contextmanager
@@ -584,7 +590,7 @@ def with_package_forks(res: Resolution, target: Target, cache: SourceCache, resu
     (``--with``/``--without``) and the layer outcome there is stated beside the assumption."""
     forks = package_forks(res, target)
     if not forks:
-        return res
+        return settle_absences(res, target)
     settings = dict(res.settings)
     for pkg, installed in forks.items():
         other_target = dataclasses.replace(
@@ -599,6 +605,31 @@ def with_package_forks(res: Resolution, target: Target, cache: SourceCache, resu
             theirs = o.layer if o is not None and isinstance(o.layer, LayerValue) else None
             line = f"{how}: {_layer_outcome(theirs)}" + (" (the same outcome)" if _layer_outcome(theirs) == _layer_outcome(s.layer) else "")
             settings[name] = dataclasses.replace(s, layer=dataclasses.replace(s.layer, forks=(*s.layer.forks, line)))
+    return settle_absences(dataclasses.replace(res, settings=settings), target)
+
+
+def settle_absences(res: Resolution, target: Target) -> Resolution:
+    """A setting whose layers fail only because an optional package was taken as absent that
+    nobody decided is not ``unsupported``: the answer depends on the package (issue 43), so
+    its status is ``unknown`` (exit 3) with a note naming the package and both outcomes. A
+    package is decided by the user (``--with``/``--without``, or an environment profile named
+    with ``--env-profile``) or by the release; the default profile's absence (a plain
+    install lacks it, SGLang's images often ship it) is an assumption
+    (``LayerValue.unsettled_absences``: a fork that gave the same outcome settles it)."""
+    if target.env_profile is not None:
+        return res  # the user named the environment: its absences are decided
+    settings = dict(res.settings)
+    for name, s in res.settings.items():
+        if s.status != STATUS_UNSUPPORTED or (s.kernel is not None and s.kernel.status == KERNEL_UNSUPPORTED):
+            continue
+        failing = [lv for lv in _layer_values(s.layer) if lv.status == STATUS_UNSUPPORTED]
+        pending = sorted({p for lv in failing for p in lv.unsettled_absences})
+        if not failing or not all(lv.unsettled_absences for lv in failing):
+            continue  # a layer fails whatever the packages: a verdict
+        sides = "; ".join(f"{p} installed: {failing[0].fork_outcome(p) or f'not evaluated (--with {p})'}" for p in pending)
+        note = (f"depends on {', '.join(pending)}: absent (assumed: a plain install lacks it) → unsupported; "
+                f"{sides} (--with/--without or --env-profile decide it)")
+        settings[name] = dataclasses.replace(s, status=STATUS_UNKNOWN, note=f"{s.note}; {note}" if s.note else note)
     return dataclasses.replace(res, settings=settings)
 
 
