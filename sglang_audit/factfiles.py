@@ -30,6 +30,22 @@ from sglang_audit.shipped import rules_dir
 T = TypeVar("T")
 
 
+class FrozenDict(dict[str, Any]):
+    """A fact file's table: read like a dict (and pickled like one, so a value that holds it can
+    cross to a worker process), never changed: the loaded facts are shared by every caller."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a fact file's table is read-only")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = __ior__ = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (dict(self),))
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items(), key=lambda kv: kv[0])))
+
+
 class FactFileError(AuditError):
     """A shipped fact file that does not have its schema's shape: a broken build or edit."""
 
@@ -84,7 +100,7 @@ def _value(tp: Any, value: Any, file: str, where: str) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise FactFileError(f"{file}: {where}: expected a table, got {_shown(value)}")
-        return types.MappingProxyType({k: _value(args[1], v, file, _at(where, k)) for k, v in value.items()})
+        return FrozenDict({k: _value(args[1], v, file, _at(where, k)) for k, v in value.items()})
     if tp is Any:
         return value
     want = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}[tp]
@@ -379,3 +395,96 @@ class AttentionSupportFacts:
 def attention_support() -> AttentionSupportFacts:
     """rules/attention_support.toml: which attention backends serve which kind of model."""
     return load(AttentionSupportFacts, "attention_support.toml")
+
+
+# ---- rules/attention.toml -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunnerStamp:
+    """A release's resolver of the (prefill, decode) pair, stamped on the runner as it does."""
+
+    module: str
+    function: str
+    runner_kwarg: str
+    attrs: dict[str, str]  # field of its result -> runner attribute
+
+
+@dataclass(frozen=True)
+class AttentionRunner:
+    module: str
+    class_: str
+    method: str  # the runner's method that builds the backend
+    init_attrs: tuple[str, ...]  # runner attributes evaluated from its own assignments
+    stamp: tuple[RunnerStamp, ...] = ()
+    params: dict[str, int] = field(default_factory=dict)  # runner __init__ parameters: this rank's
+    params_from_server_args: dict[str, str] = field(default_factory=dict)  # parameter -> server args field
+
+
+@dataclass(frozen=True)
+class AttentionBackendFacts:
+    base_module: str
+    base_class: str  # every attention backend subclasses it
+    verdict_files: tuple[str, ...]  # an explicit raise in these files is SGLang's verdict
+    process_state_modules: tuple[str, ...]
+    optional_packages: tuple[str, ...]
+    warn_only: tuple[str, ...] = ()  # functions that only warn: not evaluated
+
+
+@dataclass(frozen=True)
+class AttentionFacts:
+    runner: AttentionRunner
+    backend: AttentionBackendFacts
+
+
+@functools.cache
+def attention() -> AttentionFacts:
+    """rules/attention.toml: the model runner that builds the attention backend, and the backends."""
+    return load(AttentionFacts, "attention.toml")
+
+
+# ---- rules/boundaries.toml ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Boundary:
+    function: str  # a function of SGLang answered from the device or config.json, not evaluated
+    module: str  # fnmatch pattern of the modules defining it
+    kind: str  # how it is answered (target/overlays/boundaries.py)
+
+
+@dataclass(frozen=True)
+class BoundariesFacts:
+    boundary: tuple[Boundary, ...]
+
+
+@functools.cache
+def boundaries() -> BoundariesFacts:
+    """rules/boundaries.toml: SGLang's functions answered from the device or the model's config."""
+    return load(BoundariesFacts, "boundaries.toml")
+
+
+# ---- rules/hf_config.toml -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TransformersRope:
+    converter: str  # PreTrainedConfig's rope conversion method (transformers 5)
+    checks: tuple[str, ...]
+    plain_getattribute: tuple[str, ...]
+    self_passed_to: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HFConfigFacts:
+    subconfig_keys: tuple[str, ...]
+    release_config_modules: tuple[str, ...]  # fnmatch patterns of the release's config modules
+    text_config_keys: tuple[str, ...]
+    defaults: dict[str, Any]  # PretrainedConfig's defaults; "__none__" is None
+    transformers_rope: TransformersRope
+
+
+@functools.cache
+def hf_config() -> HFConfigFacts:
+    """rules/hf_config.toml: how a model's config.json is read as transformers would."""
+    return load(HFConfigFacts, "hf_config.toml")

@@ -3,6 +3,8 @@ consistent, and the code reads it (devices, the matrix's default sweep, the grap
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from sglang_audit import factfiles
@@ -61,6 +63,11 @@ def test_settings_toml_loads_typed_and_frozen() -> None:
     with pytest.raises(TypeError):
         facts.renamed["x"] = "y"  # type: ignore[index]
     assert factfiles.settings() is facts  # loaded once
+    # a table pickles (a value holding it can cross to a worker process) and stays read-only
+    back = pickle.loads(pickle.dumps(facts))
+    assert back == facts and back.renamed == facts.renamed
+    with pytest.raises(TypeError):
+        back.renamed.update(x="y")
 
 
 def _bad(mutate) -> str:  # type: ignore[no-untyped-def]
@@ -153,3 +160,17 @@ def test_a_bad_device_or_matrix_hint_names_the_table_and_field() -> None:
     msg = _bad_file(MatrixFacts, "matrix.toml", lambda r: r["flag_sets"].__setitem__("x", "moe_runner_backend=triton"))
     assert msg == "rules/matrix.toml: flag_sets.x: expected a list, got 'moe_runner_backend=triton'"
     assert factfiles.devices().cuda["sm120"].major == 12
+
+
+def test_attention_toml_loads_typed_and_a_bad_stamp_names_its_field() -> None:
+    from sglang_audit.factfiles import AttentionFacts
+
+    att = factfiles.attention()
+    raw = load_toml("attention.toml")
+    assert (att.runner.class_, att.runner.method) == (raw["runner"]["class"], raw["runner"]["method"])
+    assert att.runner.stamp[0].attrs == raw["runner"]["stamp"][0]["attrs"]
+    assert att.backend.verdict_files == tuple(raw["backend"]["verdict_files"])
+    msg = _bad_file(AttentionFacts, "attention.toml", lambda r: r["runner"]["stamp"][0].pop("runner_kwarg"))
+    assert msg == "rules/attention.toml: runner.stamp[0].runner_kwarg: missing"
+    msg = _bad_file(AttentionFacts, "attention.toml", lambda r: r["runner"]["params"].__setitem__("tp_rank", "0"))
+    assert msg == "rules/attention.toml: runner.params.tp_rank: expected an integer, got '0'"

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sglang_audit import factfiles
 from sglang_audit.errors import strict_mode
 from sglang_audit.evaluate.ending import BOUND, EVALUATION_ENDS, ending
 from sglang_audit.evaluate.explore import ONE_AT_A_TIME, explore_paths
@@ -82,8 +83,8 @@ class _State:
 def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
     """The layer value of ``attention_backend`` (target) and ``speculative_draft_attention_backend``
     (the draft worker's runner); {} when the release has no ``_get_attention_backend``."""
-    spec = load_toml("attention.toml")
-    if not isinstance(server_args, Instance) or not _has_method(interp, spec["runner"]):
+    spec = factfiles.attention()
+    if not isinstance(server_args, Instance) or not _has_method(interp, spec.runner):
         return {}
     # the scheduler publishes the server args before the model runner builds the backend
     # (rules/layers.toml global_server_args): the MoE stage did so only for an MoE model
@@ -98,23 +99,23 @@ def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any,
     return out
 
 
-def _has_method(interp: Interpreter, run: dict[str, Any]) -> bool:
+def _has_method(interp: Interpreter, run: factfiles.AttentionRunner) -> bool:
     """Read structurally (the module is loaded, i.e. its imports evaluated, only inside the
     stage, whose decisions never become resolver paths)."""
-    found = interp.find_module_file(run["module"])
+    found = interp.find_module_file(run.module)
     if found is None:
         return False
     try:
         tree = interp.cache.load(found[0])
     except (ParseFailure, OSError):
         return False
-    return any(isinstance(n, ir.ClassDef) and n.name == run["class"]
-               and any(isinstance(f, ir.FunctionDef) and f.name == run["method"] for f in n.body)
+    return any(isinstance(n, ir.ClassDef) and n.name == run.class_
+               and any(isinstance(f, ir.FunctionDef) and f.name == run.method for f in n.body)
                for n in tree.body)
 
 
-def _explore(interp: Interpreter, spec: dict[str, Any], server_args: Instance, mc: Instance, draft: bool) -> LayerValue:
-    watch = ImportWatch(interp, spec["backend"]["optional_packages"])
+def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool) -> LayerValue:
+    watch = ImportWatch(interp, spec.backend.optional_packages)
     assumed: set[str] = set()
 
     def assert_on_runtime(value: Unknown, file: str, line: int, text: str) -> bool | None:
@@ -195,29 +196,29 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
                       data_dependent=partial, stage=STAGE)
 
 
-def _run_once(interp: Interpreter, spec: dict[str, Any], server_args: Instance, mc: Instance, draft: bool) -> _Outcome:
+def _run_once(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool) -> _Outcome:
     state = _State()
     with interp.hooked_calls(_hook(interp, spec, state)):
         return _run_hooked(interp, spec, server_args, mc, draft, state)
 
 
-def _run_hooked(interp: Interpreter, spec: dict[str, Any], server_args: Instance, mc: Instance, draft: bool,
+def _run_hooked(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool,
                 state: _State) -> _Outcome:
-    run = spec["runner"]
+    run = spec.runner
     try:
-        mod = interp.load_module(run["module"])
-        cls = interp.getattr(mod, run["class"]) if isinstance(mod, ModuleObj) else None
+        mod = interp.load_module(run.module)
+        cls = interp.getattr(mod, run.class_) if isinstance(mod, ModuleObj) else None
         if not isinstance(cls, Class):
-            return _Outcome(STATUS_UNKNOWN, f"{run['class']} is not a class in {run['module']}")
+            return _Outcome(STATUS_UNKNOWN, f"{run.class_} is not a class in {run.module}")
         runner = _runner(interp, spec, cls, server_args, mc, draft)
         _stamp(interp, spec, runner)
         pending = _unchosen(interp, runner, server_args, draft)
         if pending is not None:
             return _Outcome(STATUS_UNKNOWN, pending)
-        _, method = cls.lookup(spec["runner"]["method"])
+        _, method = cls.lookup(spec.runner.method)
         result = interp.call(BoundMethod(method, runner), [], {})
         if not isinstance(result, Instance) or id(result) not in state.names:
-            return _Outcome(STATUS_UNKNOWN, f"{spec['runner']['method']}() returned no attention backend the tool built ({result!r})",
+            return _Outcome(STATUS_UNKNOWN, f"{spec.runner.method}() returned no attention backend the tool built ({result!r})",
                             chain=tuple(state.built), partial=tuple(state.partial))
         return _Outcome(STATUS_RESOLVED, state.names[id(result)], state.built[-1].file + f":{state.built[-1].line}" if state.built else "",
                         chain=tuple(state.built), partial=tuple(state.partial))
@@ -233,11 +234,11 @@ def _run_hooked(interp: Interpreter, spec: dict[str, Any], server_args: Instance
         return _Outcome(STATUS_UNKNOWN, reason, chain=tuple(state.built), partial=tuple(state.partial))
 
 
-def _is_verdict(spec: dict[str, Any], raised: PyRaise) -> bool:
-    return raised.explicit and any(raised.file.startswith(p) for p in spec["backend"]["verdict_files"])
+def _is_verdict(spec: factfiles.AttentionFacts, raised: PyRaise) -> bool:
+    return raised.explicit and any(raised.file.startswith(p) for p in spec.backend.verdict_files)
 
 
-def _raise_outcome(interp: Interpreter, spec: dict[str, Any], raised: PyRaise, state: _State) -> _Outcome:
+def _raise_outcome(interp: Interpreter, spec: factfiles.AttentionFacts, raised: PyRaise, state: _State) -> _Outcome:
     name, message = raise_message(interp, raised)
     site = f"{raised.file}:{raised.line}"
     if _at_module_level(interp, raised.file, raised.line):
@@ -258,14 +259,14 @@ def _guard_steps_any(guards: Any) -> tuple[ChainStep, ...]:
     return extra + steps
 
 
-def _is_backend(cls: Class, spec: dict[str, Any]) -> bool:
-    be = spec["backend"]
-    return any(k.name == be["base_class"] and k.module is not None and k.module.name == be["base_module"] for k in cls.mro()[1:])
+def _is_backend(cls: Class, spec: factfiles.AttentionFacts) -> bool:
+    be = spec.backend
+    return any(k.name == be.base_class and k.module is not None and k.module.name == be.base_module for k in cls.mro()[1:])
 
 
-def _hook(interp: Interpreter, spec: dict[str, Any], state: _State) -> Any:
-    process_state = tuple(spec["backend"]["process_state_modules"])
-    warn_only = set(spec["backend"]["warn_only"])
+def _hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: _State) -> Any:
+    process_state = spec.backend.process_state_modules
+    warn_only = set(spec.backend.warn_only)
 
     def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if isinstance(func, Class) and _is_backend(func, spec):
@@ -301,7 +302,7 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: _State) -> Any:
 
 
 # ---- the stand-in runner ----------------------------------------------------------------
-def _runner(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args: Instance, mc: Instance, draft: bool) -> Instance:
+def _runner(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Class, server_args: Instance, mc: Instance, draft: bool) -> Instance:
     def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
         name = str(args[-1])
         return Unknown(f"ModelRunner.{name} (runtime state of the model runner is not modelled)", f"runner:{name}")
@@ -313,8 +314,8 @@ def _runner(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args: 
     found, init = cls.lookup("__init__")
     if not found or not isinstance(init, Function):
         return runner
-    run = spec["runner"]
-    wanted = set(run["init_attrs"])
+    run = spec.runner
+    wanted = set(run.init_attrs)
     # __init__ first, then the other methods (0.5.2x sets `self.dtype` in load_model): the first
     # assignment in source order of each attribute, evaluated with that method's parameters
     methods = [init] + [f for n, f in cls.ns.items() if isinstance(f, Function) and n != "__init__"]
@@ -324,8 +325,8 @@ def _runner(interp: Interpreter, spec: dict[str, Any], cls: Class, server_args: 
         bound: dict[str, Any] = {"self": runner}
         if func is init:
             bound.update(server_args=server_args, model_config=mc, is_draft_worker=draft)
-            bound.update({k: v for k, v in run["params"].items() if k in params})
-            bound.update({k: server_args.attrs.get(v, Unknown(f"server args {v}")) for k, v in run["params_from_server_args"].items()
+            bound.update({k: v for k, v in run.params.items() if k in params})
+            bound.update({k: server_args.attrs.get(v, Unknown(f"server args {v}")) for k, v in run.params_from_server_args.items()
                           if k in params})
         for p in params:
             scope.vars[p] = bound.get(p, Unknown(f"ModelRunner.{func.name} argument {p} (not modelled)", f"runner-arg:{p}"))
@@ -360,18 +361,18 @@ def _self_assigns(interp: Interpreter, body: list[ir.Node]) -> list[ir.Assign]:
     return known[1]
 
 
-def _stamp(interp: Interpreter, spec: dict[str, Any], runner: Instance) -> None:
+def _stamp(interp: Interpreter, spec: factfiles.AttentionFacts, runner: Instance) -> None:
     """Releases whose runner resolves the (prefill, decode) pair before building
     (init_attention_backends: `self.prefill_attention_backend_str = resolved.prefill`): the
     release's own resolver function, its result stamped on the runner as the release does."""
-    for st in spec["runner"].get("stamp", []):
-        if interp.find_module_file(st["module"]) is None:
+    for st in spec.runner.stamp:
+        if interp.find_module_file(st.module) is None:
             continue
-        mod = interp.load_module(st["module"])
-        if not isinstance(mod, ModuleObj) or st["function"] not in mod.globals:
+        mod = interp.load_module(st.module)
+        if not isinstance(mod, ModuleObj) or st.function not in mod.globals:
             continue
-        resolved = interp.call(interp.getattr(mod, st["function"]), [], {st["runner_kwarg"]: runner})
-        for field_name, attr in st["attrs"].items():
+        resolved = interp.call(interp.getattr(mod, st.function), [], {st.runner_kwarg: runner})
+        for field_name, attr in st.attrs.items():
             runner.attrs[attr] = interp.getattr(resolved, field_name)
         return
 

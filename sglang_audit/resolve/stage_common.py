@@ -4,6 +4,7 @@ and the message of the raise they stop at."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
 from sglang_audit.evaluate.interpreter import Interpreter, PyRaise
@@ -16,7 +17,7 @@ class ImportWatch:
     always; any other only when a plain install lacks it (deep_ep, mooncake, ...), kept as an
     assumption when the outcome's raise names it (``names_package``)."""
 
-    def __init__(self, interp: Interpreter, optional: list[str]) -> None:
+    def __init__(self, interp: Interpreter, optional: Sequence[str]) -> None:
         self.interp = interp
         self.optional = set(optional)
         self.imported: dict[str, bool | None] = {}

@@ -26,10 +26,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
+from sglang_audit import factfiles
 from sglang_audit.errors import SourceError
 from sglang_audit.evaluate.values import Class, Function, ModuleObj, Unknown
 from sglang_audit.frontend import ir
-from sglang_audit.shipped import load_toml
 from sglang_audit.target.configbody import (
     NOT_LITERAL,
     PLAIN,
@@ -688,7 +688,7 @@ def _inherited_initialiser(node: Any, file: str, method: str, defaults: Mapping[
 def rope_base(wheel: Any, load: Callable[[str], Any]) -> RopeBase | None:
     """PreTrainedConfig's rope conversion in this wheel (``rules/hf_config.toml
     [transformers_rope]``); None when the version has none (transformers 4)."""
-    facts = load_toml("hf_config.toml")["transformers_rope"]
+    facts = factfiles.hf_config().transformers_rope
     file = "transformers/configuration_utils.py"
     found = _wheel_class(wheel, load, file, "PreTrainedConfig")
     if found is None:
@@ -699,7 +699,7 @@ def rope_base(wheel: Any, load: Callable[[str], Any]) -> RopeBase | None:
     if func is None:
         return None
     selfname = func.params[0].name if func.params else "self"
-    at = next((i for i, stmt in enumerate(func.body) if facts["converter"] in _self_calls(stmt, selfname)), None)
+    at = next((i for i, stmt in enumerate(func.body) if facts.converter in _self_calls(stmt, selfname)), None)
     if at is None:
         return None
     where = f"transformers=={wheel.version} {file}:{func.line} PreTrainedConfig.{func.name}"
@@ -709,8 +709,8 @@ def rope_base(wheel: Any, load: Callable[[str], Any]) -> RopeBase | None:
     members = Members()
     for cls, cfile in reversed(mro):
         members = members.then(_class_members(cls, cfile))
-    plain_hooks = tuple(facts["plain_getattribute"])
-    rope = RopeBase(where, file, func, func.body[at], members, tuple(facts["checks"]), plain_hooks)
+    plain_hooks = facts.plain_getattribute
+    rope = RopeBase(where, file, func, func.body[at], members, facts.checks, plain_hooks)
     hooks = [h for h in members.getattr_hooks if h not in plain_hooks]
     kwargs = next((p.name for p in func.params if p.star == "**"), None)
     reached = _reachable(func.body[at], members.methods, selfname)
@@ -719,7 +719,7 @@ def rope_base(wheel: Any, load: Callable[[str], Any]) -> RopeBase | None:
     why = (f"{hooks[0]} defines its own attribute lookup" if hooks else
            _touches(func.body[:at], selfname, kwargs, names, set(), after=False) or
            _touches(_reachable(func.body[at + 1:], members.methods, selfname), selfname, kwargs, set(_ROPE_NAMES),
-                    set(facts["self_passed_to"]), after=True))
+                    set(facts.self_passed_to), after=True))
     return replace(rope, why_not=f"{where}: {why}") if why else rope
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from sglang_audit import factfiles
 from sglang_audit.evaluate.overlays.common import plain_deep
 from sglang_audit.evaluate.values import (
     Class,
@@ -23,7 +24,6 @@ from sglang_audit.evaluate.values import (
     Property,
     Unknown,
 )
-from sglang_audit.shipped import load_toml
 
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter
@@ -101,23 +101,23 @@ class Boundaries:
         self.analysed_package = package  # the analysed package's directory, once the resolver sets it
         self.config_classes: Any = None  # target/configclass.ConfigClasses, built on first get_config
         self.assumptions: list[str] = []  # what reading the model's config assumed (shown with the model)
-        hf = load_toml("hf_config.toml")
-        self.subconfig_keys: list[str] = hf["subconfig_keys"]
-        self.text_config_keys: list[str] = hf["text_config_keys"]
-        self.config_modules: list[str] = hf["release_config_modules"]
+        hf = factfiles.hf_config()
+        self.subconfig_keys = hf.subconfig_keys
+        self.text_config_keys = hf.text_config_keys
+        self.config_modules = hf.release_config_modules
         self._config_module_names: dict[str, bool] = {}
         # (the interpreter, how many of its modules were looked at, the config modules among them)
         self._config_scan: tuple[Any, list[int], list[ModuleObj]] | None = None
         # id(module) -> (the module, its globals' version, the classes it defines)
         self._own_classes_memo: dict[int, tuple[ModuleObj, int | None, list[Class]]] = {}
         self._config_classes_memo: tuple[list[ModuleObj], tuple[int, int] | None, list[Class]] | None = None
-        self.hf_defaults: dict[str, Any] = {k: _none_marker(v) for k, v in hf["defaults"].items()}
-        self.boundary_rules = load_toml("boundaries.toml")["boundary"]
+        self.hf_defaults: dict[str, Any] = {k: _none_marker(copy.deepcopy(v)) for k, v in hf.defaults.items()}  # its own copies: config values may be changed in place
+        self.boundary_rules = factfiles.boundaries().boundary
 
     def boundary_for(self, interp: Interpreter, module: str, name: str) -> Native | None:
         for rule in self.boundary_rules:
-            if rule["function"] == name and fnmatch.fnmatchcase(module, rule["module"]):
-                return Native(f"{module}.{name}", self._boundary_fn(rule["kind"]))
+            if rule.function == name and fnmatch.fnmatchcase(module, rule.module):
+                return Native(f"{module}.{name}", self._boundary_fn(rule.kind))
         return None
 
     def _boundary_fn(self, kind: str) -> Any:
