@@ -52,3 +52,4 @@ def write_sharded(model_dir: Path, shards: dict[str, dict[str, tuple[str, list[i
         write_safetensors(model_dir / file, tensors)
         weight_map.update(dict.fromkeys(tensors, file))
     write_index(model_dir, weight_map)
+

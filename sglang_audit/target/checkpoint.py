@@ -144,6 +144,12 @@ def _read_prefix(path: Path, shown: str, limit: int) -> tuple[bytes, int]:
 
 def read_header(model_dir: Path, name: str, max_header: int = MAX_HEADER) -> SafetensorsHeader:
     """The header of the safetensors file ``name`` inside ``model_dir``."""
+    return read_header_raw(model_dir, name, max_header)[0]
+
+
+def read_header_raw(model_dir: Path, name: str, max_header: int = MAX_HEADER) -> tuple[SafetensorsHeader, bytes]:
+    """The header of the safetensors file ``name`` inside ``model_dir``, and the file's bytes
+    it was read from (the length prefix and the header: nothing of the tensor data)."""
     path = contained(model_dir, name)
     with _open_regular(path, name) as (fh, size):
         prefix = fh.read(PREFIX)
@@ -158,7 +164,7 @@ def read_header(model_dir: Path, name: str, max_header: int = MAX_HEADER) -> Saf
     if len(raw) < length:
         raise CheckpointError(f"{name}: the file ended inside its header")
     data_size = size - PREFIX - length
-    return _parse_header(name, length, raw, data_size)
+    return _parse_header(name, length, raw, data_size), prefix + raw
 
 
 def _parse_header(name: str, length: int, raw: bytes, data_size: int) -> SafetensorsHeader:
