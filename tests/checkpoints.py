@@ -53,3 +53,30 @@ def write_sharded(model_dir: Path, shards: dict[str, dict[str, tuple[str, list[i
         weight_map.update(dict.fromkeys(tensors, file))
     write_index(model_dir, weight_map)
 
+
+# The DeepSeek-V4-style fixture (tests/data/models/deepseek-v4-mxfp4): the routed experts'
+# precision shows only in the expert weights' safetensors dtype ("U8": MXFP4 packed two per
+# byte, with F8_E8M0 block scales; "F8_E4M3": converted FP8 with F32 block scales).
+DSV4_EXPERT = "layers.1.ffn.experts.0.w1.weight"
+
+
+def dsv4_shards(expert_dtype: str = "U8") -> dict[str, dict[str, tuple[str, list[int]]]]:
+    packed = expert_dtype in ("U8", "I8")
+    experts: dict[str, tuple[str, list[int]]] = {}
+    for e in range(2):
+        for w, shape in (("w1", [2048, 4096]), ("w2", [4096, 2048]), ("w3", [2048, 4096])):
+            cols = shape[1] // 2 if packed else shape[1]
+            experts[f"layers.1.ffn.experts.{e}.{w}.weight"] = (expert_dtype, [shape[0], cols])
+            experts[f"layers.1.ffn.experts.{e}.{w}.scale"] = (
+                ("F8_E8M0", [shape[0], shape[1] // 32]) if packed else ("F32", [shape[0] // 128, shape[1] // 128]))
+    return {
+        "model-00001-of-00002.safetensors": {
+            "embed.weight": ("BF16", [129280, 4096]),
+            "layers.0.attn.wq_a.weight": ("F8_E4M3", [1024, 4096]),
+            "layers.0.attn.wq_a.scale": ("F32", [8, 32]),
+        },
+        "model-00002-of-00002.safetensors": {
+            "layers.1.ffn.gate.weight": ("BF16", [256, 4096]),
+            **experts,
+        },
+    }
