@@ -53,6 +53,21 @@ def test_0523_megamoe_on_fp8_expert_headers_is_rejected_by_sglang(release, tmp_p
 
 
 @pytest.mark.real_release
+def test_0523_megamoe_on_mxfp4_expert_headers_is_accepted(release, tmp_path):
+    res = _resolve(release, _model(tmp_path, "U8"))
+    assert res.rejected is None
+    assert res.model.architecture == "DeepseekV4ForCausalLM"
+    a2a = res.settings["moe_a2a_backend"]
+    assert (a2a.config, a2a.status) == ("flashinfer_megamoe", "resolved")
+    moe = res.settings["moe_runner_backend"]
+    assert moe.config == "flashinfer_megamoe"
+    # the layer's Fp8Config took is_fp4_experts from the ModelConfig as the loader does
+    # (model_loader/loader.py): no "standard FP8 MoE weights" verdict on an FP4 checkpoint
+    assert moe.status != "unsupported", moe.layer
+    assert "standard FP8 MoE" not in f"{moe.layer.value} {moe.layer.reason}"
+
+
+@pytest.mark.real_release
 def test_0523_megamoe_without_the_headers_is_unknown_with_the_reason(release, tmp_path):
     res = _resolve(release, _model(tmp_path, None))
     assert res.rejected is None
