@@ -103,6 +103,18 @@ def test_device_properties_name_and_sm_count() -> None:
     assert _run(src, "sm120") == ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 188)
 
 
+def test_re_compile_without_flags_matches_as_the_module_functions() -> None:
+    src = ("import re\nP = re.compile(r'experts\\.\\d+\\.w2')\n"
+           "def f():\n    m = P.search('a.experts.12.w2.weight')\n"
+           "    return m.group(0), P.match('a.experts.1.w2') is None, P.pattern\n")
+    assert _run(src) == ("experts.12.w2", True, r"experts\.\d+\.w2")
+
+
+def test_re_compile_with_flags_stays_an_outside_object() -> None:
+    outcome = evaluate_function("import re\ndef f():\n    return re.compile('a', re.I).search('A')\n", "f", [])
+    assert outcome.kind == "value" and type(outcome.value).__name__ == "External"
+
+
 # ---- the tables -------------------------------------------------------------------------------
 def _world() -> NativeWorld:
     return NativeWorld(parse_device("sm120"), Environment(), [])

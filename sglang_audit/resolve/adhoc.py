@@ -25,14 +25,17 @@ class Outcome:
 
 
 def evaluate_function(source: str, func: str, args: list[Any], kwargs: dict[str, Any] | None = None,
-                      bounds: Bounds | None = None, arch: str = "sm120") -> Outcome:
+                      bounds: Bounds | None = None, arch: str = "sm120",
+                      model_dirs: list[Path] | None = None) -> Outcome:
+    """``func`` of ``source`` called with ``args``; ``model_dirs``: the directories its file
+    probes may read (as a target's model directory)."""
     with tempfile.TemporaryDirectory(prefix="sga-adhoc-") as tmp:
         root = Path(tmp)
         pkg = root / "sglang"
         pkg.mkdir()
         (pkg / "__init__.py").write_text("")
         (pkg / "adhoc_module.py").write_text(source, encoding="utf-8")
-        world = NativeWorld(parse_device(arch), Environment(), [])
+        world = NativeWorld(parse_device(arch), Environment(), list(model_dirs or []))
         interp = Interpreter(root, SourceCache(use_disk=False), world, {}, bounds or Bounds())
         try:
             mod = interp.load_module("sglang.adhoc_module")

@@ -30,6 +30,7 @@ from sglang_audit.evaluate.ending import EVALUATION_ENDS, ending
 from sglang_audit.evaluate.explore import explore_paths
 from sglang_audit.evaluate.interpreter import (
     NOT_HOOKED,
+    Frame,
     Interpreter,
     PyRaise,
     Unmodelled,
@@ -44,6 +45,7 @@ from sglang_audit.evaluate.values import (
     Instance,
     ModuleObj,
     Native,
+    Scope,
     Unknown,
 )
 from sglang_audit.frontend import ir
@@ -613,12 +615,71 @@ def _quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any], state:
     if not isinstance(cfg, dict):
         raise Unmodelled("the model's quantization_config is not in config.json (hf_quant_config.json is not modelled)")
     qc = interp.call(interp.getattr(cls, "from_config"), [cfg], {})
+    qc = _loader_quant_config(interp, moe, role.model_config, qc)
     if role.draft:
         hf = role.model_config.attrs.get("hf_config")
         layer_cls = interp.getattr(interp.load_module(moe["layer_module"]), moe["layer_class"])
         qc = draft_quant_config(interp, spec["model_registry"], _architecture(role.model_config), hf, qc, state["chain"],
                                 layer_cls if isinstance(layer_cls, Class) else None, role.server_args)
     return qc
+
+
+def _loader_quant_config(interp: Interpreter, moe: dict[str, Any], model_config: Any, qc: Any) -> Any:
+    """The quant config as the release's model loader hands it to the model: the loader
+    function's imports and its ``if`` statements on the config (``isinstance(quant_config,
+    Fp8Config)``: ``is_fp4_experts`` from the ModelConfig, ...) evaluated with the config
+    built and the ModelConfig bound (``[moe] loader_quant_config``), when the ModelConfig
+    carries a fact the loader hands on (``when_model_config``)."""
+    spec = moe.get("loader_quant_config")
+    if not spec or qc is None or interp.find_module_file(spec["module"]) is None:
+        return qc
+    attrs = model_config.attrs if isinstance(model_config, Instance) else {}
+    if not any(attrs.get(name) not in (None, False) for name in spec["when_model_config"]):
+        return qc  # no checkpoint layout fact for the loader to hand on
+    mod = interp.load_module(spec["module"])
+    func = mod.globals.get(spec["function"]) if isinstance(mod, ModuleObj) else None
+    if not isinstance(func, Function):
+        return qc
+    var = spec["variable"]
+    bound = _assigned_names(func.body) | {p.name for p in func.params}
+    stmts = _loader_statements(func.body, var, frozenset(bound - {var, "model_config"}))
+    scope = Scope(parent=func.closure, local_names=frozenset(_assigned_names(func.body)))
+    for p in func.params:
+        scope.vars[p.name] = Unknown(f"{func.name} argument {p.name} (not modelled)", f"loader-arg:{p.name}")
+    scope.vars["model_config"] = model_config
+    scope.vars[var] = qc
+    frame = Frame(module=func.module, scope=scope, func=func, depth=interp.depth)
+    interp.exec_block(stmts, frame)
+    return scope.vars[var]
+
+
+def _loader_statements(body: list[ir.Node], var: str, others: frozenset[str]) -> list[ir.Node]:
+    """In source order, at any depth of ``body``: its imports, and the ``if`` statements whose
+    test reads ``var`` and no other local (``others``: not bound here) and whose body holds no
+    return (the statements enclosing them are not run: the config they would build is the
+    one given)."""
+    found: list[ir.Node] = []
+    for node in body:
+        if isinstance(node, (ir.Import, ir.ImportFrom)):
+            found.append(node)
+        elif (isinstance(node, ir.If) and _reads_name(node.test, var)
+              and not any(isinstance(n, ir.Name) and n.id in others for n in ir.walk(node.test))):
+            if not any(isinstance(x, ir.Return) for x in ir.walk([*node.body, *node.orelse])):
+                found.append(node)
+        else:
+            for block in ("body", "orelse", "finalbody"):
+                inner = getattr(node, block, None)
+                if isinstance(inner, list):
+                    found.extend(_loader_statements(inner, var, others))
+    return found
+
+
+def _reads_name(node: Any, name: str) -> bool:
+    return any(isinstance(n, ir.Name) and n.id == name for n in ir.walk(node))
+
+
+def _assigned_names(body: Any) -> set[str]:
+    return {t.id for n in ir.walk(body) if isinstance(n, ir.Assign) for t in n.targets if isinstance(t, ir.Name)}
 
 
 def _publish_server_args(interp: Interpreter, spec: dict[str, Any], server_args: Any) -> None:

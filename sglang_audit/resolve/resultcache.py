@@ -16,7 +16,9 @@ the evaluator would give again; anything that changes misses:
   against it (``source.extracted``: the same content, without a second walk);
 * the model directory, by content the same way: every name with its type, the content of
   every file the evaluator may read (all files up to its 16 MB read cap, every ``*.json``
-  whatever its size) and the size of the rest (the evaluator only sees their size);
+  whatever its size) and the size of the rest (the evaluator only sees their size), with,
+  for a larger ``*.safetensors``, the digest of its length prefix and header (the evaluator
+  reads those: ``target/checkpoint.py``);
 * the model path itself (SGLang reads it: ``"llama-2" in model_path.lower()``), the package
   path and the source origin (reported in the result);
 * the target (device, flags by type and value, env, packages) and the analysis bounds.
@@ -368,9 +370,10 @@ def tool_digest() -> str:
 
 
 def _walk(root: str, hashes: StampIndex, h: Any, should_hash: Callable[[str, int], bool], scope: str | None = None,
-          seen_files: dict[str, str] | None = None) -> None:
+          seen_files: dict[str, str] | None = None, big: Callable[[str, str], tuple[str, ...]] | None = None) -> None:
     """Feed ``h`` every entry under ``root``: its relative path, type, link target and
-    content hash (``should_hash(name, size)``) or size. Directory links are followed
+    content hash (``should_hash(name, size)``) or size (and ``big(name, path)``'s fields: what
+    the evaluator may read of a file too large to hash). Directory links are followed
     (each real directory once, so a link cycle ends). ``seen_files``: filled with each
     hashed file's path and sha256."""
     seen_dirs: set[tuple[int, int]] = set()
@@ -422,6 +425,8 @@ def _walk(root: str, hashes: StampIndex, h: Any, should_hash: Callable[[str, int
                 if seen_files is not None:
                     seen_files[full] = sha
                 emit("f", rel, link, real if link else "", st.st_size, sha)
+            elif big is not None:
+                emit("big", rel, link, real if link else "", st.st_size, *big(name, real))
             else:
                 emit("big", rel, link, real if link else "", st.st_size)
 
@@ -446,5 +451,16 @@ def _tree_digest(package_dir: str, hashes: StampIndex, seen_files: dict[str, str
 
 def _model_digest(model_dir: str, hashes: StampIndex) -> str:
     h = hashlib.sha256()
-    _walk(model_dir, hashes, h, lambda name, size: size <= MODEL_READ_CAP or name.endswith(".json"))
+    _walk(model_dir, hashes, h, lambda name, size: size <= MODEL_READ_CAP or name.endswith(".json"),
+          big=_checkpoint_header)
     return h.hexdigest()
+
+
+def _checkpoint_header(name: str, path: str) -> tuple[str, ...]:
+    """A large safetensors file: the digest of its length prefix and header (the evaluator
+    reads them, ``target/checkpoint.py``); nothing more of another large file."""
+    if not name.endswith(".safetensors"):
+        return ()
+    from sglang_audit.target.checkpoint import header_digest
+
+    return ("header", header_digest(path))

@@ -24,6 +24,7 @@ from sglang_audit.evaluate.overlays.builtins import (
 from sglang_audit.evaluate.overlays.common import MISSING, Environ, PathValue
 from sglang_audit.evaluate.values import Class, External, HFConfig, Instance, Native, Unknown
 from sglang_audit.shipped import load_toml  # re-exported: older call sites import it from here
+from sglang_audit.target.checkpoint import SafetensorsHeader
 from sglang_audit.target.device import Device, Environment
 from sglang_audit.target.overlays import OVERLAYS as TARGET_OVERLAYS
 from sglang_audit.target.overlays import device as device_overlay
@@ -64,6 +65,7 @@ class NativeWorld:
         # one whose reads give the same answers on another target holds there too
         # (pipeline.flag_table shares the flag table that way).
         self.target_reads: TargetReads | None = None
+        self._headers: dict[Path, SafetensorsHeader | Unknown] = {}  # checkpoint_header's answers
 
     # ---- per-interpreter state --------------------------------------------------------
     def initial_state(self) -> WorldState:
@@ -94,6 +96,21 @@ class NativeWorld:
 
     def path_probe(self, interp: Interpreter, fn_name: str, path: Any) -> Any:
         return files.path_probe(self._roots(), fn_name, path)
+
+    def path_glob(self, interp: Interpreter, pattern: str) -> Any:
+        return files.path_glob(self._roots(), self.model_dirs, interp, pattern)
+
+    def checkpoint_header(self, path: str) -> SafetensorsHeader | Unknown:
+        """The header of a safetensors file inside a model directory (read once per world),
+        or Unknown with the reason."""
+        self.note_target("model")
+        found = files.inside(self.model_dirs, path)
+        if found is not None and found in self._headers:
+            return self._headers[found]
+        header = files.checkpoint_header(self.model_dirs, path)
+        if found is not None:
+            self._headers[found] = header
+        return header
 
     # ---- packages -----------------------------------------------------------------------
     def package_state(self, top: str) -> bool | None:
@@ -238,7 +255,7 @@ class NativeWorld:
         for name, target_overlay in TARGET_OVERLAYS.items():
             made = target_overlay(self)
             # importlib's answers come from the packages (a key of their own where it matters)
-            what = {"importlib": "packages", "transformers": "model"}.get(name, "device")
+            what = {"importlib": "packages", "transformers": "model", "safetensors": "model"}.get(name, "device")
             self._target_paths.update(dict.fromkeys(made, what))
             values.update(made)
         return values
@@ -288,6 +305,8 @@ class NativeWorld:
         return typeforms.external_item(interp, obj, index)
 
     def native_item(self, interp: Interpreter, obj: Any, index: Any) -> Any:
+        if hasattr(obj, "native_item"):  # tool-side stand-ins (a checkpoint's tensor)
+            return obj.native_item(interp, index)
         value = stdlib.value_item(interp, obj, index)
         if value is not MISSING:
             return value

@@ -40,6 +40,7 @@ OVERLAYS: dict[str, Overlay] = {
     "packaging.version": stdlib.packaging_attrs,
     "pathlib": paths.pathlib_attrs,
     "re": stdlib.re_attrs,
+    "struct": stdlib.struct_attrs,
     "sys": stdlib.sys_attrs,
     "types": typeforms.types_attrs,
     "typing": typeforms.typing_attrs,

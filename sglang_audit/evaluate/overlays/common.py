@@ -79,6 +79,12 @@ class PathValue:
     def __repr__(self) -> str:
         return f"Path({self.text!r})"
 
+    def __lt__(self, other: object) -> bool:
+        # pathlib orders paths by their parts (sorted(Path(d).glob(...)))
+        if not isinstance(other, PathValue):
+            return NotImplemented
+        return self.text.split("/") < other.text.split("/")
+
 
 class OpenFile:
     def __init__(self, text: str) -> None:
@@ -95,6 +101,13 @@ class VersionValue:
 class RegexMatch:
     def __init__(self, groups: list[Any]) -> None:
         self.groups = groups
+
+
+class RegexPattern:
+    """``re.compile(pattern)`` (no flags): its methods run the module functions' guard."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
 
 
 class Environ:

@@ -64,6 +64,14 @@ def path_attr(host: Host, interp: Interpreter, obj: PathValue, name: str) -> Any
         return Native(f"Path.{name}", lambda i, a, k: host.path_probe(i, probe, text))
     if name in ("resolve", "absolute", "expanduser"):
         return Native(f"Path.{name}", lambda i, a, k: obj)
+    if name == "glob":
+        def glob(i: Interpreter, a: list[Any], k: dict[str, Any]) -> Any:
+            pattern = a[0] if a else k.get("pattern")
+            if not isinstance(pattern, str) or pattern.startswith("/") or "**" in pattern:
+                return Unknown("Path.glob of a pattern the tool does not follow")
+            found = host.path_glob(i, posix_join(text, pattern))
+            return found if isinstance(found, Unknown) else [PathValue(p) for p in found]
+        return Native("Path.glob", glob)
     if name == "joinpath":
         return Native("Path.joinpath", lambda i, a, k: PathValue(posix_join(text, *[path_text(i, x) for x in a])))
     if name == "read_text":

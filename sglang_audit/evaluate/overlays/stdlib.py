@@ -12,6 +12,7 @@ import functools
 import json
 import math
 import re
+import struct
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from sglang_audit.evaluate.overlays.common import (
     Environ,
     OpenFile,
     RegexMatch,
+    RegexPattern,
     VersionValue,
     path_text,
     plain_call,
@@ -289,6 +291,36 @@ def re_attrs(host: Host) -> dict[str, Any]:
         "re.fullmatch": Native("re.fullmatch", lambda i, a, k: regex(i, "fullmatch", a)),
         "re.search": Native("re.search", lambda i, a, k: regex(i, "search", a)),
         "re.sub": Native("re.sub", lambda i, a, k: _regex_sub(i, a)),
+        "re.compile": Native("re.compile", _regex_compile),
+    }
+
+
+def _regex_compile(interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """A pattern without flags is a ``RegexPattern`` (its match/search/... as ``re``'s
+    functions); with flags, or not a string, an outside object as before."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], str):
+        return RegexPattern(args[0])
+    from sglang_audit.evaluate.interpreter import call_identity
+
+    func = External("re.compile")
+    return External("re.compile()", call_identity(interp, func, args, kwargs))
+
+
+def _struct(interp: Interpreter, fn: Any, args: list[Any]) -> Any:
+    """``struct.unpack``/``calcsize`` on plain data (a format string, bytes); struct.error
+    (an Exception) raised as the analysed code would see it."""
+    if not args or not isinstance(args[0], str) or not all(isinstance(a, (bytes, int)) for a in args[1:]):
+        return Unknown(f"struct.{fn.__name__} of unknown data")
+    try:
+        return fn(*args)
+    except struct.error as exc:
+        raise interp.make_raise("Exception", str(exc)) from None
+
+
+def struct_attrs(host: Host) -> dict[str, Any]:
+    return {
+        "struct.unpack": Native("struct.unpack", lambda i, a, k: _struct(i, struct.unpack, a)),
+        "struct.calcsize": Native("struct.calcsize", lambda i, a, k: _struct(i, struct.calcsize, a)),
     }
 
 
@@ -442,6 +474,14 @@ def value_attr(interp: Interpreter, obj: Any, name: str) -> Any:
     if isinstance(obj, VersionValue):
         if name in ("release", "major", "minor", "micro", "base_version", "public"):
             return getattr(obj.version, name)
+    if isinstance(obj, RegexPattern):
+        if name in ("match", "fullmatch", "search"):
+            return Native(f"Pattern.{name}", lambda i, a, k: regex(i, name, [obj.pattern, *a]) if len(a) == 1 and not k else Unknown(f"Pattern.{name} with a position"))
+        if name == "sub":
+            return Native("Pattern.sub", lambda i, a, k: _regex_sub(i, [obj.pattern, *a]) if len(a) == 2 and not k else Unknown("Pattern.sub with a count"))
+        if name == "pattern":
+            return obj.pattern
+        return External(f"re.compile().{name}")  # not modelled: an outside object, as before
     if isinstance(obj, RegexMatch):
         if name == "group":
             return Native("group", lambda i, a, k: obj.groups[a[0] if a else 0])

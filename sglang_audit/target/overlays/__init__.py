@@ -3,7 +3,9 @@
 ``device.py`` (torch.cuda/torch.version/pynvml/platform/triton's driver from the ``Device``), ``packages.py``
 (importlib's view of the installed packages, from the ``Environment``), ``files.py`` (file
 probes, only inside the model directories and the source tree), ``boundaries.py`` (SGLang's
-I/O functions answered from config.json and the device, ``rules/boundaries.toml``).
+I/O functions answered from config.json and the device, ``rules/boundaries.toml``),
+``checkpoint.py`` (safetensors' ``safe_open`` and a binary read of a safetensors file,
+answered from the checkpoint's headers, ``target/checkpoint.py``).
 ``OVERLAYS`` maps a module name to its attribute lister; ``NativeWorld`` composes these with
 the pure Python ones of ``evaluate/overlays``.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sglang_audit.target.overlays import boundaries, device, packages
+from sglang_audit.target.overlays import boundaries, checkpoint, device, packages
 from sglang_audit.target.overlays.host import TargetHost
 
 TargetOverlay = Callable[[TargetHost], dict[str, Any]]
@@ -22,6 +24,7 @@ OVERLAYS: dict[str, TargetOverlay] = {
     "importlib": packages.importlib_attrs,
     "platform": device.platform_attrs,
     "pynvml": device.pynvml_attrs,
+    "safetensors": checkpoint.safetensors_attrs,
     "torch": device.torch_attrs,
     "transformers": boundaries.transformers_attrs,
     "triton": device.triton_attrs,

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter
+    from sglang_audit.evaluate.values import Unknown
+    from sglang_audit.target.checkpoint import SafetensorsHeader
     from sglang_audit.target.device import Device, Environment
 
 
@@ -16,6 +18,7 @@ class TargetHost(Protocol):
     environment: Environment
     torch_version: str
 
+    def checkpoint_header(self, path: str) -> SafetensorsHeader | Unknown: ...
     def load_hf_config(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any: ...
     def find_spec(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any: ...
     def dist_version(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any: ...
