@@ -171,13 +171,19 @@ def _cache() -> click.Command:
     return cache
 
 
+def _env() -> click.Command:
+    from sglang_audit.cli.env import env
+
+    return env
+
+
 def _recommend() -> click.Command:
     from sglang_audit.cli.recommend import recommend
 
     return recommend
 
 
-for _loader in (_explain, _graph, _check, _report, _diff, _matrix, _cache, _recommend):
+for _loader in (_explain, _graph, _check, _report, _diff, _matrix, _cache, _recommend, _env):
     main.add_lazy_command(_loader.__name__[1:], _loader)
 
 
