@@ -76,8 +76,9 @@ def test_every_torch_row_is_sourced() -> None:
 
 
 @pytest.mark.real_release
-def test_the_table_agrees_with_the_index() -> None:
+def test_the_table_agrees_with_the_index(monkeypatch) -> None:
     """Each row equals what torch's metadata says when the index answers (skipped offline)."""
+    monkeypatch.delenv(pins.OFFLINE_ENV, raising=False)
     for version, row in TABLE.items():
         try:
             lines, read = pins.requires_dist("torch", version)
@@ -190,12 +191,71 @@ def test_torch_metadata_without_the_wheel(with_metadata_file, isolated_cache, mo
                             f'and platform_machine == "x86_64"; read from {where}')
     read = sum(len(index.get(u, 1 << 30, None, r)) for u, r in list(index.asked) if u == index.url)
     assert read < len(index.wheel) / 2  # the wheel's directory and one member, not the wheel
-    # cached per (package, version): a second answer asks nothing, even offline
+    # cached per (package, version): a second answer asks nothing
     index.asked.clear()
-    monkeypatch.setenv(pins.OFFLINE_ENV, "1")
     assert pins.cudnn_pin(torch) == cudnn and index.asked == []
+    # offline: the shipped table only (no row for 9.9.9), never the cache, whose content differs by machine
+    monkeypatch.setenv(pins.OFFLINE_ENV, "1")
+    offline = pins.cudnn_pin(torch)
+    assert offline.version is None and offline.fallback and index.asked == []
 
 
 def test_cudnn_number_as_torch_reports_it() -> None:
     assert pins.torch_cudnn_number("9.10.2.21") == 91002
     assert pins.torch_cudnn_number("8.9.2.26") == 8902
+
+
+# ---- item 2: the device's cuDNN from the pins when --cudnn is not given --------------------
+
+@pytest.mark.real_release
+def test_059_decides_the_cudnn_check_from_the_pip_pin(release) -> None:
+    """0.5.9's check_torch_2_9_1_cudnn_compatibility reads torch.backends.cudnn.version() for a
+    multimodal model: with no --cudnn, the pip profile's cuDNN (torch 2.9.1's pin) decides it."""
+    tree = release("0.5.9")
+    torch = _metadata_pins(tree.package_dir)["torch"]
+    row = TABLE[torch]
+    args = ("resolve", "-s", "sglang==0.5.9", "-a", "sm120", "-m", "qwen3.5-397b-a17b-nvfp4", "--set", "tp_size=8")
+    code, out, _ = cli(*args, "--format", "json")
+    doc = json.loads(out)
+    assert doc["device"]["cudnn"] == pins.torch_cudnn_number(row["cudnn"])
+    source = doc["device"]["cudnn_source"]
+    assert source.startswith(f"the pip profile: torch {torch} Requires-Dist {row['dist']}=={row['cudnn']}; {row['marker']}")
+    assert source.endswith("; from rules/torch_pins.toml (SGLANG_AUDIT_OFFLINE=1); --cudnn overrides")
+    rejected = doc["rejected"]
+    assert rejected is not None and code == 1
+    assert rejected["exception"] == "RuntimeError" and "CuDNN 9.10" in rejected["message"]
+    line = (tree.package_dir.parent / rejected["file"]).read_text().splitlines()[rejected["line"] - 1]
+    assert "raise RuntimeError(msg)" in line
+    before = (tree.package_dir.parent / rejected["file"]).read_text().splitlines()[:rejected["line"]]
+    assert any("torch.backends.cudnn.version()" in ln for ln in before[-40:])
+    code, text, _ = cli(*args)
+    version = ".".join(row["cudnn"].split(".")[:3])
+    assert f", cuDNN {version} (the pip profile: torch {torch} Requires-Dist {row['dist']}=={row['cudnn']}" in text.splitlines()[1]
+    # a cuDNN at or above 9.15 given by the user passes the check; the image profile leaves it unknown
+    code, out, _ = cli(*args, "--cudnn", "9.16.0", "--format", "json")
+    doc = json.loads(out)
+    assert doc["rejected"] is None and doc["device"]["cudnn_source"] == "given with --cudnn"
+    code, out, _ = cli(*args, "--env-profile", "image", "--format", "json")
+    doc = json.loads(out)
+    assert doc["device"]["cudnn"] is None and code == 3
+    assert any("the cuDNN version (pass --cudnn)" in json.dumps(s) for s in doc["settings"].values())
+
+
+def test_device_for_applies_only_to_pip_on_cuda_without_cudnn(tmp_path, monkeypatch) -> None:
+    from sglang_audit.target.device import parse_device
+
+    monkeypatch.setenv(pins.OFFLINE_ENV, "1")
+    wheel_dir = tmp_path / "tree"
+    for name, data in wheel_members("0.5.9", ("torch==2.9.1",)).items():
+        (wheel_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (wheel_dir / name).write_bytes(data)
+    package = wheel_dir / "sglang"
+    row = TABLE["2.9.1"]
+    got = pins.device_for(parse_device("sm120"), package, "0.5.9", None)
+    assert got.cudnn == pins.torch_cudnn_number(row["cudnn"])
+    assert got.cudnn_source == (f"the pip profile: torch 2.9.1 Requires-Dist {row['dist']}=={row['cudnn']}; {row['marker']}; "
+                                "from rules/torch_pins.toml (SGLANG_AUDIT_OFFLINE=1); --cudnn overrides")
+    given = parse_device("sm120", cudnn="9.16.0")
+    assert pins.device_for(given, package, "0.5.9", None) == given and given.cudnn_source == "given with --cudnn"
+    assert pins.device_for(parse_device("sm120"), package, "0.5.9", "image").cudnn is None
+    assert pins.device_for(parse_device("gfx942"), package, "0.5.9", "pip").cudnn is None

@@ -40,6 +40,7 @@ from sglang_audit.result import (
 from sglang_audit.shipped import load_toml
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import DEFAULT_CUDA, parse_device
+from sglang_audit.target.pins import device_for
 
 
 @dataclass(frozen=True)
@@ -273,7 +274,8 @@ class Worker:
 
     def run(self, case: Case, flags: dict[str, Any]) -> CaseResult:
         try:
-            device = parse_device(case.arch, self.cuda, cudnn=self.cudnn)
+            device = device_for(parse_device(case.arch, self.cuda, cudnn=self.cudnn), self.tree.package_dir,
+                                self.tree.version, None)
             model = locate_model(case.model)
             # as pipeline.prepare builds it, with the flags already typed by the parent
             target = Target(self.tree, device, model, dict(flags), dict(self.env))

@@ -26,6 +26,7 @@ from sglang_audit.result import LayerValue, Resolution
 from sglang_audit.shipped import profiles_dir
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import DEFAULT_CUDA, parse_device
+from sglang_audit.target.pins import device_for
 from sglang_audit.userfiles import UserFileError, read_user_file
 
 # The evaluator (interpreter, resolver, flag parser) is imported where it runs: a request
@@ -335,6 +336,7 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
     tree = located(request.source, cache, progress)
     release = release_name(tree)
     device = parse_device(request.arch, request.cuda, cudnn=request.cudnn)
+    device = device_for(device, tree.package_dir, getattr(tree, "version", None), request.env_profile)
     launch: LaunchCommand | None = None
     if request.launch:  # shlex and the launch grammar: only for a pasted command
         from sglang_audit.target.launch import split_launch

@@ -39,6 +39,8 @@ class Device:
     gpu_count: int = 8
     driver: str = "580.95.05"
     cudnn: int | None = None  # torch.backends.cudnn.version(), e.g. 91002; None: not known
+    # where ``cudnn`` came from: "--cudnn", or the pip profile's pin (target/pins.py device_for)
+    cudnn_source: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -72,7 +74,7 @@ def parse_device(arch: str, cuda: str = DEFAULT_CUDA, gpus: int = 8, cudnn: str 
         value = int(m.group(1)) * 10000 + int(m.group(2)) * 100 + int(m.group(3) or 0)
     else:
         raise InputError(f"bad --cudnn {cudnn!r}: expected a version such as 9.10.2 or 91002")
-    return replace(device, cudnn=value)
+    return replace(device, cudnn=value, cudnn_source="given with --cudnn")
 
 
 def _parse_arch(arch: str, cuda: str, gpus: int) -> Device:

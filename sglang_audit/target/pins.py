@@ -19,13 +19,16 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang_audit.errors import AuditError
 from sglang_audit.shipped import load_toml
 from sglang_audit.source.metadata import requirements
+
+if TYPE_CHECKING:
+    from sglang_audit.target.device import Device
 
 OFFLINE_ENV = "SGLANG_AUDIT_OFFLINE"  # =1: never ask the package index
 INDEX_ENV = "SGLANG_AUDIT_INDEX_URL"  # the PEP 691 simple index (default: PIP_INDEX_URL, else PyPI)
@@ -66,6 +69,8 @@ class Pin:
     note: str = ""  # "a range: ...", "fallback: ..."
     fallback: bool = False  # read from rules/torch_pins.toml, not from the index
     dist: str = ""  # the distribution as the release names it (sglang-kernel, nvidia-cudnn-cu13)
+    requirement: str = ""  # cuDNN: the Requires-Dist line of torch that pins it
+    why_fallback: str = ""  # cuDNN from the table: why the index was not read
 
     def to_json(self) -> dict[str, Any]:
         return {"package": self.package, "dist": self.dist, "version": self.version, "source": self.source,
@@ -258,6 +263,8 @@ def requires_dist(package: str, version: str) -> tuple[list[str], str]:
     the index."""
     from sglang_audit.cachedir import EntryRejected, read_entry, writable_subdir, write_entry
 
+    if offline():  # the shipped table only (cudnn_pin): what a cache holds differs between machines
+        raise MetadataUnavailable(f"{OFFLINE_ENV}=1")
     key = f"{_norm(package)}-{version}.json"
     cached = writable_subdir("metadata")
     path = cached / key if cached is not None else None
@@ -269,8 +276,6 @@ def requires_dist(package: str, version: str) -> tuple[list[str], str]:
                 return [str(r) for r in entry["requires_dist"]], entry["read"]
         except (EntryRejected, ValueError, RecursionError):
             pass  # absent or damaged: a miss
-    if offline():
-        raise MetadataUnavailable(f"{OFFLINE_ENV}=1")
     meta, read, url = _core_metadata(package, version)
     head_name = re.search(r"^Name:\s*(\S+)", meta, re.M)
     head_version = re.search(r"^Version:\s*(\S+)", meta, re.M)
@@ -298,7 +303,8 @@ def cudnn_pin(torch: Pin) -> Pin:
     for line in lines:
         m = _CUDNN.match(line)
         if m and _marker_holds(m.group(3) or ""):
-            return Pin("cuDNN", m.group(2), f"torch {version} Requires-Dist {line}; read from {read}", dist=m.group(1))
+            return Pin("cuDNN", m.group(2), f"torch {version} Requires-Dist {line}; read from {read}", dist=m.group(1),
+                       requirement=line)
     return Pin("cuDNN", None, f"torch {version} Requires-Dist pins no nvidia-cudnn for {PLATFORM_TEXT} (read from {read})")
 
 
@@ -310,7 +316,8 @@ def _fallback(version: str, why: str) -> Pin:
                    note="give --cudnn", fallback=True)
     line = f"{row['dist']}=={row['cudnn']}; {row['marker']}"
     return Pin("cuDNN", row["cudnn"], f"torch {version} Requires-Dist {line}; rules/{TABLE}, read from {row['read']}",
-               note=f"fallback: torch's metadata not read from the package index ({why})", fallback=True, dist=row["dist"])
+               note=f"fallback: torch's metadata not read from the package index ({why})", fallback=True, dist=row["dist"],
+               requirement=line, why_fallback=why)
 
 
 def torch_cudnn_number(version: str) -> int | None:
@@ -357,3 +364,29 @@ def profile_for(package_dir: Path, release: str, platform: str = "cuda") -> PipP
                 for p in pins]
         return PipProfile(release, platform, (*pins, Pin("cuDNN", None, f"torch on {platform}", note=NOT_HERE)))
     return PipProfile(release, platform, (*pins, cudnn_pin(pins[0])))
+
+
+def device_for(device: Device, package_dir: Path, release: str | None, env_profile: str | None) -> Device:
+    """``device`` with the cuDNN a plain pip install gets (issue 43 item 2): when no --cudnn was
+    given, the platform is CUDA and the environment profile is ``pip``, the pinned torch's
+    ``nvidia-cudnn-cu*`` pin as torch reports it (9.10.2.21 -> 91002), with its source. Else
+    ``device`` unchanged (the version stays unknown where SGLang reads it)."""
+    if device.platform != "cuda" or device.cudnn is not None:
+        return device
+    from sglang_audit.errors import InputError
+    from sglang_audit.target import profiles
+
+    try:
+        profile = profiles.select(env_profile, device.platform, release)
+    except InputError:
+        return device  # the bad --env-profile is reported where the environment is built
+    if profile.name != "pip":
+        return device
+    torch = release_pins(package_dir, release or "unknown")[0]
+    pin = cudnn_pin(torch)
+    number = torch_cudnn_number(pin.version) if pin.version else None
+    if number is None:
+        return device
+    table = f"; from rules/{TABLE} ({pin.why_fallback})" if pin.fallback else ""
+    source = f"the pip profile: torch {torch.version} Requires-Dist {pin.requirement}{table}; --cudnn overrides"
+    return replace(device, cudnn=number, cudnn_source=source)
