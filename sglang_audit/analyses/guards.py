@@ -132,7 +132,7 @@ def _platform_facts(interp: Interpreter, spec: dict[str, Any] | None) -> list[Gu
 def guards_for(request: Request, progress: Callable[[str], None] | None = None,
            cache: SourceCache | None = None) -> tuple[SourceTree, list[Any]]:
     tree = locate_source(request.source, progress=progress)
-    device = device_for(parse_device(request.arch, request.cuda, cudnn=request.cudnn), tree.package_dir,
+    device = device_for(parse_device(request.arch, request.cuda, cudnn=request.cudnn, driver=request.driver), tree.package_dir,
                         tree.version, request.env_profile)
     target = Target(tree, device, ModelInput("-", Path(".").resolve()), {}, parse_env(request.env),
                     frozenset(request.with_packages), frozenset(request.without_packages))

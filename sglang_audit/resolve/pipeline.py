@@ -44,6 +44,7 @@ class Request:
     model: str | None
     cuda: str = DEFAULT_CUDA
     cudnn: str | None = None
+    driver: str | None = None  # --driver; None: DEFAULT_DRIVER, said to be assumed
     sets: list[str] = field(default_factory=list)
     launch: str | None = None
     env: list[str] = field(default_factory=list)
@@ -335,7 +336,7 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
     watch_parsing(cache, progress)
     tree = located(request.source, cache, progress)
     release = release_name(tree)
-    device = parse_device(request.arch, request.cuda, cudnn=request.cudnn)
+    device = parse_device(request.arch, request.cuda, cudnn=request.cudnn, driver=request.driver)
     device = device_for(device, tree.package_dir, getattr(tree, "version", None), request.env_profile)
     launch: LaunchCommand | None = None
     if request.launch:  # shlex and the launch grammar: only for a pasted command
