@@ -194,6 +194,9 @@ def test_torch_metadata_without_the_wheel(with_metadata_file, isolated_cache, mo
     # cached per (package, version): a second answer asks nothing
     index.asked.clear()
     assert pins.cudnn_pin(torch) == cudnn and index.asked == []
+    entry = isolated_cache / "metadata" / "torch-9.9.9.json"
+    assert entry.is_file()
+    assert cli("cache", "clear")[0] == 0 and not entry.exists()  # `cache clear` takes metadata/ too
     # offline: the shipped table only (no row for 9.9.9), never the cache, whose content differs by machine
     monkeypatch.setenv(pins.OFFLINE_ENV, "1")
     offline = pins.cudnn_pin(torch)
