@@ -36,7 +36,8 @@ def writable_subdir(name: str) -> Path | None:
 
 # ---- inspection and clearing (`sglang-audit cache info|clear`) ------------------------
 
-CACHE_PARTS = ("ir", "results", "sources", "wheels")  # parsed IR, resolutions, extracted archives, downloaded wheels
+# parsed IR, package metadata read from the index (target/pins.py), resolutions, extracted archives, downloaded wheels
+CACHE_PARTS = ("ir", "metadata", "results", "sources", "wheels")
 
 
 def tree_size(path: Path) -> tuple[int, int]:

@@ -45,6 +45,9 @@ def pytest_configure(config):
     os.environ.setdefault("PYTHONHASHSEED", "0")
     # strict mode: an internal evaluator error fails the test instead of becoming `unknown`
     os.environ.setdefault("SGLANG_AUDIT_STRICT", "1")
+    # the pip profile's cuDNN from rules/torch_pins.toml, never the package index: the same
+    # answer (and source text) on every machine; tests of the index path unset it
+    os.environ.setdefault("SGLANG_AUDIT_OFFLINE", "1")
 
 
 class ProcessLog:

@@ -99,7 +99,7 @@ def test_info_on_an_empty_cache(isolated_cache):
     code, out, _ = cli("cache", "info", "--format", "json")
     data = json.loads(out)
     assert data["dir"] == str(isolated_cache) and data["ir_format"] == frontend.IR_FORMAT
-    assert data["parts"] == {k: {"bytes": 0, "files": 0} for k in ("ir", "results", "sources", "wheels")}
+    assert data["parts"] == {k: {"bytes": 0, "files": 0} for k in ("ir", "metadata", "results", "sources", "wheels")}
 
 
 def test_info_then_clear_keeps_wheels_unless_all(isolated_cache):

@@ -13,6 +13,9 @@ import pytest
 import yaml
 from clirun import cli
 
+from sglang_audit.shipped import load_toml
+from sglang_audit.target.pins import torch_cudnn_number
+
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
@@ -62,11 +65,12 @@ def test_fail_on_with_an_error(fresh_cache, fail_on, expected):
 
 @pytest.mark.parametrize("fail_on, expected", [("error", 0), ("warning", 1), ("never", 0)])
 def test_fail_on_with_warnings_only(fresh_cache, fail_on, expected):
-    # default flags on sm120: FP4 GEMM auto → flashinfer_cudnn (SGA104 environment warning)
+    # default flags on sm120: FP4 GEMM auto → flashinfer_cudnn (SGA303: FlashInfer's mm_fp4 on
+    # SM12x); no SGA104: the fixture pins torch 2.9.1, whose cuDNN pin (9.10.2) the pip profile has
     code, out, _ = mini("--fail-on", fail_on, "--format", "json")
     data = json.loads(out)
     assert {f["severity"] for f in data["findings"]} == {"warning"}
-    assert "SGA104" in {f["rule"] for f in data["findings"]}
+    assert "SGA303" in {f["rule"] for f in data["findings"]} and data["device"]["cudnn"] == 91002
     assert code == expected == data["exit_code"]
 
 
@@ -297,9 +301,18 @@ def test_0510_same_deployment_has_no_cutlass_finding(release):
     rules = {f["rule"] for f in data["findings"]}
     assert "SGA101" not in rules and "SGA102" not in rules
     assert {f["severity"] for f in data["findings"]} <= {"warning", "info"}
+    # the pip profile's cuDNN (torch 2.9.1's nvidia-cudnn-cu12 pin, rules/torch_pins.toml under the
+    # tests) is known: SGA105 judges it (>= 9.10.2: nothing), SGA104's reminder is not needed
+    row = load_toml("torch_pins.toml")["torch"]["2.9.1"]
+    assert data["device"]["cudnn"] == torch_cudnn_number(row["cudnn"])
+    assert data["device"]["cudnn_source"].startswith(f"the pip profile: torch 2.9.1 Requires-Dist {row['dist']}=={row['cudnn']}")
+    assert not {"SGA104", "SGA105"} & {f["rule"] for f in data["findings"]}
+    assert code == 0 and data["undecided"] == []
+    # in SGLang's image (no pip pin read) the version is not known: the reminder stands
+    code, data = real(release, "0.5.10", *sets("tp_size=8"), "--env-profile", "image")
+    assert data["device"]["cudnn"] is None
     (cudnn,) = [f for f in data["findings"] if f["rule"] == "SGA104"]
     assert cudnn["value"] == "flashinfer_cudnn" and cudnn["deciding"]["file"].endswith("fp4_utils.py")
-    assert code == 0 and data["undecided"] == []
 
 
 @pytest.mark.real_release

@@ -234,8 +234,9 @@ def test_an_error_on_a_forked_path_is_raised_in_the_resolution(checkout: Path, m
 
 @pytest.mark.real_release
 @pytest.mark.parametrize("version, arch, model, sets", [
-    # 0.5.9: three paths on SM120 (Qwen3.5 NVFP4); 0.5.23 on ROCm: two (whether the image's
-    # flash_attn is the full package, hf_transformers_patches.py)
+    # 0.5.9: three paths on SM120 (Qwen3.5 NVFP4) while the cuDNN version its torch-2.9.1 check
+    # reads is unknown (SGLang's image: the pip profile would pin it); 0.5.23 on ROCm: two
+    # (whether the image's flash_attn is the full package, hf_transformers_patches.py)
     ("0.5.9", "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"]),
     ("0.5.23", "gfx942", str(ROOT / "tests" / "field" / "models" / "granite-4.0-h-tiny"), ["attention_backend=triton"]),
 ])
@@ -243,7 +244,7 @@ def test_real_releases_forked_equal_rerun(release, version, arch, model, sets) -
     tree = release(version)
     cache = SourceCache(use_disk=True)
     request = pipeline.Request(source=str(tree.package_dir), arch=arch, use_cache=False, flashinfer_source="none",
-                               model=model, sets=sets)
+                               model=model, sets=sets, env_profile="image")
     target = pipeline.prepare(request, cache).target
     rerun = Resolver(target, cache, fork_paths=False).resolve()
     forked = Resolver(target, cache, fork_paths=True).resolve()

@@ -132,7 +132,9 @@ def test_fixture_report_has_every_section(checkout):
     assert "If you force it" in page and "flashinfer_trtllm" in page
     assert "must be false, but is true on sm120" in page  # the blocked cutlass branch
     # findings with their sources linked
-    assert "SGA104" in page and 'href="https://github.com/sgl-project/sglang/issues/8519"' in page
+    assert "SGA303" in page and 'href="https://github.com/flashinfer-ai/flashinfer/issues/2577"' in page
+    # the device's cuDNN with its source (the fixture pins torch 2.9.1: the pip profile's pin)
+    assert "<dt>cuDNN</dt><dd>9.10.2 (the pip profile: torch 2.9.1 Requires-Dist nvidia-cudnn-cu12==9.10.2.21" in page
     # the graph: inline SVG with the predicate and the fired decision
     assert "<svg" in page and "is_sm120_supported() = True" in page and "fp4_utils.py:22 → &#39;flashinfer_cudnn&#39;" in page
     no_external_loads(page)
@@ -386,7 +388,9 @@ def test_browser_real_release_report(tmp_path, open_page):
     assert table.location["y"] < 1000  # on the first screen
     rows = {r.find_element(By.TAG_NAME, "td").text.split()[0]: r.text for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")}
     assert "flashinfer_cudnn" in rows["fp4_gemm_runner_backend"]
-    assert "SGA104" in rows["fp4_gemm_runner_backend"]
+    # no SGA104 cuDNN reminder: a plain install of 0.5.10 has torch 2.9.1's cuDNN pin (9.10.2), shown
+    assert rows["fp4_gemm_runner_backend"].endswith(" ok")
+    assert "cuDNN" in table.find_element(By.XPATH, "/html/body").text
     assert d.find_element(By.CSS_SELECTOR, "#graph svg").is_displayed()
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "report-0.5.10-sm120.png"

@@ -494,8 +494,6 @@ def _check_at_edge(release, rule_id, version, arch, model, launch, fires, env=()
         ("SGA213", "0.5.16", "sm100", "deepseek-r1-nvfp4", "--tp 8 --ep 8 --moe-runner-backend flashinfer_cutedsl --moe-a2a-backend deepep", True),
         ("SGA213", "0.5.17", "sm100", "deepseek-r1-nvfp4", "--tp 8 --ep 8 --moe-runner-backend flashinfer_cutedsl --moe-a2a-backend deepep", False),
         ("SGA213", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --ep 8 --moe-runner-backend flashinfer_cutedsl --moe-a2a-backend deepep", False),
-        # 0.5.9 names ModelOpt NVFP4 plain `modelopt`: SGA101 still applies through model.quant_algo
-        ("SGA101", "0.5.9", "sm120", "qwen3.5-397b-a17b-nvfp4", "--tp 8", True),
         ("SGA101", "0.5.10", "sm120", "qwen3.5-397b-a17b-nvfp4", "--tp 8", False),
         # code-derived (model-runner asserts present 0.5.5-0.5.23): first and last release
         ("SGA405", "0.5.5", "sm100", "qwen3-30b-a3b", "--attention-backend fa3", True),
@@ -527,6 +525,20 @@ def test_new_rules_at_release_edges(release, rule_id, version, arch, model, laun
     result = check_resolution(res, [_rule(rule_id)])
     assert bool(_rule_ids(result)) is fires, (result.findings, result.undecided)  # SGA003/SGK aside
     assert _by_rules(result) == []  # the rule decided; SGA002 (another setting unknown) aside
+
+
+@pytest.mark.real_release
+def test_sga101_on_059_through_the_quant_algo(release):
+    """0.5.9 names ModelOpt NVFP4 plain `modelopt`: SGA101 still applies through model.quant_algo.
+    A plain install of 0.5.9 (torch 2.9.1, its cuDNN pin 9.10.2) is rejected by SGLang's own
+    check_torch_2_9_1_cudnn_compatibility for this multimodal model; the env variable its message
+    names lets the rule be checked on the accepted configuration."""
+    rejected = _resolve_launch(release, "0.5.9", "sm120", "qwen3.5-397b-a17b-nvfp4", "--tp 8")
+    assert rejected.rejected is not None and "CuDNN" in rejected.rejected.message
+    res = _resolve_launch(release, "0.5.9", "sm120", "qwen3.5-397b-a17b-nvfp4", "--tp 8", env=("SGLANG_DISABLE_CUDNN_CHECK=1",))
+    assert res.rejected is None, res.rejected
+    result = check_resolution(res, [_rule("SGA101")])
+    assert _rule_ids(result) and _by_rules(result) == []
 
 
 # ---- rules2 (#18, second round): each rule at its release edges ------------------------------

@@ -65,6 +65,7 @@ CANARY_RUNS: dict[str, list[list[str]]] = {
     "matrix": [["matrix", "-s", "CANARY", "-a", "sm100,sm120", "-m", "deepseek-r1-nvfp4", "--flags-set", "none=",
                 "-j", "2", "--format", "json"]],
     "cache": [["cache", "info"]],  # reads no source; listed so the coverage check passes
+    "env": [["env", "-s", "CANARY", "--format", "json"]],  # reads the release's metadata only
 }
 GENERIC_RUN = ["-s", "CANARY", "-a", "sm120", "-m", "deepseek-r1-nvfp4"]
 

@@ -36,13 +36,14 @@ class Deployment:
     without_packages: tuple[str, ...] = ()
     # values the file gives as lists/mappings (no KEY=VALUE spelling); field names only
     typed_flags: tuple[tuple[str, Any], ...] = ()
+    driver: str | None = None  # the NVIDIA driver; None: DEFAULT_DRIVER, said to be assumed
 
     def request(self, source: str | None, use_cache: bool) -> Request:
         return Request(
             source=source, arch=self.arch, model=self.model, cuda=self.cuda, sets=list(self.sets),
             launch=self.launch, env=list(self.env), with_packages=list(self.with_packages),
             without_packages=list(self.without_packages), use_cache=use_cache,
-            flags=dict(self.typed_flags),
+            flags=dict(self.typed_flags), driver=self.driver,
         )
 
     def label(self) -> str:
@@ -54,13 +55,14 @@ class Deployment:
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name, "arch": self.arch, "model": self.model, "cuda": self.cuda,
+            **({"driver": self.driver} if self.driver is not None else {}),
             "set": list(self.sets), "launch": self.launch, "env": list(self.env),
             "with": list(self.with_packages), "without": list(self.without_packages),
             "flags": {k: v for k, v in self.typed_flags},
         }
 
 
-_DEPLOYMENT_KEYS = ("name", "arch", "model", "cuda", "flags", "launch", "env", "with", "without")
+_DEPLOYMENT_KEYS = ("name", "arch", "model", "cuda", "driver", "flags", "launch", "env", "with", "without")
 
 
 def load_deployments(path: Path) -> list[Deployment]:
@@ -127,8 +129,12 @@ def _deployment(entry: Any, idx: int, fail: Callable[[str], InputError]) -> Depl
     if isinstance(cuda, bool) or not isinstance(cuda, (str, int, float)):
         raise fail(f"{where}: 'cuda' must be a string such as \"12.9\"")
     cuda = str(cuda)
+    driver = entry.get("driver")
+    if driver is not None and (isinstance(driver, bool) or not isinstance(driver, (str, int, float))):
+        raise fail(f"{where}: 'driver' must be a string such as \"580.95.05\"")
+    driver = None if driver is None else str(driver)
     try:
-        parse_device(arch, cuda)  # bad arch/cuda: say so now, naming the file
+        parse_device(arch, cuda, driver=driver)  # bad arch/cuda/driver: say so now, naming the file
     except InputError as exc:
         raise fail(f"{where}: {exc}") from None
     model = entry.get("model")
@@ -174,7 +180,7 @@ def _deployment(entry: Any, idx: int, fail: Callable[[str], InputError]) -> Depl
             raise fail(f"{where}: '{key}' must be a package name or a list of them")
         packs[key] = tuple(val)
     return Deployment(name.strip(), arch.strip(), model, cuda, tuple(sets), launch, tuple(env_items),
-                      packs["with"], packs["without"], tuple(typed))
+                      packs["with"], packs["without"], tuple(typed), driver)
 
 
 def _flag_text(value: Any) -> str:

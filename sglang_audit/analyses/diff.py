@@ -635,16 +635,17 @@ class _Release:
         """The flag table when no deployment prepared on this release (its flags failed)."""
         if self.table is not None:
             return
-        bare = Request(source=self.source, arch=dep.arch, model=dep.model, cuda=dep.cuda, use_cache=self.use_cache)
+        bare = Request(source=self.source, arch=dep.arch, model=dep.model, cuda=dep.cuda, driver=dep.driver,
+                       use_cache=self.use_cache)
         try:
             self.table = prepare(bare, self.cache, self.progress, want_table=True).table
         except AuditError:
             pass  # reported as "flag table unavailable"
 
     def predicates(self, dep: Deployment) -> list[GuardFact]:
-        key = (dep.arch, dep.cuda, dep.env, dep.with_packages, dep.without_packages)
+        key = (dep.arch, dep.cuda, dep.driver, dep.env, dep.with_packages, dep.without_packages)
         if key not in self._guards:
-            req = Request(source=self.source, arch=dep.arch, model=None, cuda=dep.cuda, env=list(dep.env),
+            req = Request(source=self.source, arch=dep.arch, model=None, cuda=dep.cuda, driver=dep.driver, env=list(dep.env),
                           with_packages=list(dep.with_packages), without_packages=list(dep.without_packages),
                           use_cache=self.use_cache)
             self._guards[key] = run_guards(req, cache=self.cache)[1]

@@ -40,6 +40,7 @@ from sglang_audit.result import (
 )
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import DEFAULT_CUDA, parse_device
+from sglang_audit.target.pins import device_for
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,7 @@ class Matrix:
     rules_note: str
     columns: tuple[Column, ...]
     results: tuple[CaseResult, ...] = field(default=())
+    driver: str | None = None  # --driver; None: DEFAULT_DRIVER assumed
 
 
 # ---- rules, integrated lazily -----------------------------------------------------------
@@ -260,8 +262,9 @@ class Worker:
     (made in the parent; each worker process runs on its own copy)."""
 
     def __init__(self, tree: SourceTree, cuda: str, cudnn: str | None, env: dict[str, str],
-                 use_cache: bool, rules: tuple[Any, ...] | None) -> None:
+                 use_cache: bool, rules: tuple[Any, ...] | None, driver: str | None = None) -> None:
         self.tree = tree
+        self.driver = driver
         self.cuda = cuda
         self.cudnn = cudnn
         self.env = env
@@ -272,7 +275,8 @@ class Worker:
 
     def run(self, case: Case, flags: dict[str, Any]) -> CaseResult:
         try:
-            device = parse_device(case.arch, self.cuda, cudnn=self.cudnn)
+            device = device_for(parse_device(case.arch, self.cuda, cudnn=self.cudnn, driver=self.driver), self.tree.package_dir,
+                                self.tree.version, None)
             model = locate_model(case.model)
             # as pipeline.prepare builds it, with the flags already typed by the parent
             target = Target(self.tree, device, model, dict(flags), dict(self.env))
@@ -310,12 +314,13 @@ class Plan:
     flags: dict[tuple[str, str], dict[str, Any]]  # (model, flag set) -> typed flags
     model_sets: dict[str, tuple[str, ...]]
     skipped: dict[tuple[str, str], str] = field(default_factory=dict)  # (model, flag set) -> why
+    driver: str | None = None
 
 
 def plan(source: str | None, archs: Sequence[str] = (), models: Sequence[str] = (),
          flag_sets: Sequence[FlagSet] = (), common_sets: Sequence[str] = (), cuda: str = DEFAULT_CUDA,
          env: Sequence[str] = (), use_cache: bool = True, cudnn: str | None = None,
-         progress: Callable[[str], None] | None = None) -> Plan:
+         progress: Callable[[str], None] | None = None, driver: str | None = None) -> Plan:
     archs = tuple(archs) or DEFAULT_ARCHS
     models = tuple(models) or DEFAULT_MODELS
     defaults = not flag_sets
@@ -325,7 +330,7 @@ def plan(source: str | None, archs: Sequence[str] = (), models: Sequence[str] = 
     if dup is not None:
         raise InputError(f"flag set {dup!r} given twice")
     for arch in archs:
-        parse_device(arch, cuda, cudnn=cudnn)  # a bad --arch fails here, not once per case
+        parse_device(arch, cuda, cudnn=cudnn, driver=driver)  # a bad --arch fails here, not once per case
     for model in models:
         locate_model(model)
     env_map = parse_env(list(env))
@@ -359,7 +364,7 @@ def plan(source: str | None, archs: Sequence[str] = (), models: Sequence[str] = 
         )
     ]
     return Plan(tree, archs, models, flag_sets, tuple(common_sets), cuda, cudnn, env_map, cases,
-                flags, model_sets, skipped)
+                flags, model_sets, skipped, driver)
 
 
 def run(p: Plan, jobs: int = 1, use_cache: bool = True, rule_dirs: Sequence[Path] = (),
@@ -376,7 +381,7 @@ def run(p: Plan, jobs: int = 1, use_cache: bool = True, rule_dirs: Sequence[Path
         results[case.index] = r = CaseResult(case, {}, STATUS_SKIPPED, error=why)
         if on_result is not None:
             on_result(r)
-    worker = Worker(p.tree, p.cuda, p.cudnn, p.env, use_cache, rules)
+    worker = Worker(p.tree, p.cuda, p.cudnn, p.env, use_cache, rules, p.driver)
 
     def one(case: Case) -> CaseResult:
         return worker.run(case, p.flags[(case.model, case.flag_set)])
@@ -398,7 +403,7 @@ def run(p: Plan, jobs: int = 1, use_cache: bool = True, rule_dirs: Sequence[Path
         source=p.tree.to_json() | {"package_dir": None},
         archs=p.archs, models=p.models, flag_sets=p.flag_sets, common_sets=p.common_sets,
         model_sets=p.model_sets, cuda=p.cuda, cudnn=p.cudnn, rules=None if rules is None else len(rules),
-        rules_note=note, columns=COLUMNS, results=finished,
+        rules_note=note, columns=COLUMNS, results=finished, driver=p.driver,
     )
 
 

@@ -11,6 +11,7 @@ from sglang_audit.cachedir import CACHE_PARTS, cache_root, remove_part, tree_siz
 
 _WHAT = {
     "ir": "parsed files (IR), by content hash and tool version",
+    "metadata": "torch's Requires-Dist read from the package index (sglang-audit env)",
     "results": "resolutions, by the content of the tool, source tree, model and target",
     "sources": "extracted wheels/sdists",
     "wheels": "downloaded SGLang wheels",
@@ -34,7 +35,7 @@ def cache() -> None:
 @cache.command("info")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def info(fmt: str) -> None:
-    """Show the cache dir and the size of ir/, results/, sources/ and wheels/."""
+    """Show the cache dir and the size of ir/, metadata/, results/, sources/ and wheels/."""
     from sglang_audit.frontend.parse import IR_FORMAT
 
     root = cache_root()
@@ -59,7 +60,7 @@ def info(fmt: str) -> None:
 @cache.command("clear")
 @click.option("--all", "everything", is_flag=True, help="Also remove the downloaded wheels (wheels/).")
 def clear(everything: bool) -> None:
-    """Remove ir/, results/ and sources/ (and wheels/ with --all); they are rebuilt on demand."""
+    """Remove ir/, metadata/, results/ and sources/ (and wheels/ with --all); they are rebuilt on demand."""
     parts = CACHE_PARTS if everything else tuple(p for p in CACHE_PARTS if p != "wheels")
     failed = False
     for name in parts:

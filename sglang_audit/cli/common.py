@@ -135,7 +135,8 @@ _TARGET_OPTIONS: dict[str, Callable[[bool], Any]] = {
     "source": lambda required: click.option("--source", "-s", help="SGLang source: a checkout dir, a wheel/sdist file, sglang==X (downloaded into the cache, never installed), or omitted for the installed sglang (found, not imported)."),
     "arch": lambda required: click.option("--arch", "-a", required=required, help=f"GPU architecture: {', '.join(ARCH_CHOICES)}, or a compute capability like 12.0."),
     "cuda": lambda required: click.option("--cuda", default=None, help=f"CUDA version that torch reports (torch.version.cuda).  [default: {DEFAULT_CUDA}]"),
-    "cudnn": lambda required: click.option("--cudnn", default=None, metavar="VERSION", help="cuDNN version torch reports (e.g. 9.10.2); unset: unknown, which matters only where SGLang checks it."),
+    "driver": lambda required: click.option("--driver", default=None, metavar="VERSION", help="NVIDIA driver version (nvidia-smi, NVML's nvmlSystemGetDriverVersion), e.g. 580.95.05. Unset: 580.95.05 is assumed, and the device line says so."),
+    "cudnn": lambda required: click.option("--cudnn", default=None, metavar="VERSION", help="cuDNN version torch reports (e.g. 9.10.2). Unset: on CUDA with the pip environment profile, the nvidia-cudnn pin of the torch the release pins (see `sglang-audit env`), else unknown; it matters only where SGLang checks it."),
     "model": lambda required: click.option("--model", "-m", help=f"Model: a directory with config.json (and hf_quant_config.json); a Hugging Face id ORG/NAME (config files from the local HF cache, else the bundled profile imitating it, else downloaded alone unless HF_HUB_OFFLINE; HF_TOKEN and HF_ENDPOINT apply; never weights); or a bundled profile: {_profile_list()}."),
     "sets": lambda required: click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A server flag, by field or flag name (e.g. --set moe_runner_backend=flashinfer_cutlass), typed by the release's own parser. Repeatable."),
     "launch": lambda required: click.option("--launch", metavar="COMMAND", help='A pasted launch command, as in SGLang\'s docs and issues: "python -m sglang.launch_server --model-path M --tp 8 ...", "sglang serve ...", "docker run ... IMAGE python3 -m sglang.launch_server ...", with \\-continuations, comments and NAME=VALUE / env / export prefixes (these become --env).'),
@@ -149,7 +150,7 @@ _TARGET_OPTIONS: dict[str, Callable[[bool], Any]] = {
 }
 ALL_TARGET_OPTIONS = tuple(_TARGET_OPTIONS)
 # what a deployment file (``--deployment``, diff's format) describes: given with the file, refused
-DEPLOYMENT_OPTIONS = ("arch", "model", "sets", "launch", "config", "env", "cuda")
+DEPLOYMENT_OPTIONS = ("arch", "model", "sets", "launch", "config", "env", "cuda", "driver")
 _SPELLING = {"sets": "set", "with_packages": "with", "without_packages": "without", "no_cache": "no-cache", "env_profile": "env-profile",
              "flashinfer_source": "flashinfer-source"}
 
@@ -175,6 +176,7 @@ class TargetOptions:
     arch: str | None = None
     cuda: str | None = None  # None: not given; DEFAULT_CUDA applies
     cudnn: str | None = None
+    driver: str | None = None
     model: str | None = None
     sets: tuple[str, ...] = ()
     launch: str | None = None
@@ -218,7 +220,7 @@ class TargetOptions:
 
     def request(self, **extra: Any) -> Request:
         return Request(
-            source=self.source, arch=self.arch or "", model=self.model, cuda=self.cuda_version, cudnn=self.cudnn,
+            source=self.source, arch=self.arch or "", model=self.model, cuda=self.cuda_version, cudnn=self.cudnn, driver=self.driver,
             sets=list(self.sets), launch=self.launch, env=list(self.env),
             with_packages=list(self.with_packages), without_packages=list(self.without_packages), env_profile=self.env_profile,
             use_cache=not self.no_cache, flashinfer_source=self.flashinfer_source, config=self.config, **extra,

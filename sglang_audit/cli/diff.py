@@ -61,7 +61,7 @@ Example (exits 1: 0.5.13 changes the FP4 GEMM runtime backend on SM120):
 @click.option("--from", "from_source", required=True, metavar="SOURCE",
               help="The release you run now: a checkout dir, a wheel/sdist, sglang==X, or 'installed'.")
 @click.option("--to", "to_source", required=True, metavar="SOURCE", help="The release you would upgrade to (same forms).")
-@target_options(only=("arch", "cuda", "model", "sets", "launch", "config", "env", "with_packages", "without_packages", "no_cache"),
+@target_options(only=("arch", "cuda", "driver", "model", "sets", "launch", "config", "env", "with_packages", "without_packages", "no_cache"),
                 arch_required=False)
 @click.option("--deployment", "deployment_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="A YAML/TOML file of deployments to audit in one run (instead of --arch/--model/--set/--launch/--env/--cuda); ends with a summary table.")
@@ -104,7 +104,7 @@ def diff(from_source: str, to_source: str, deployment_file: Path | None, fail_on
                                                 launch=launch, config=target.config))
         deployments = [Deployment(
             "", target.require_arch(), target.model, target.cuda_version, target.sets, launch,
-            target.env, target.with_packages, target.without_packages)]
+            target.env, target.with_packages, target.without_packages, driver=target.driver)]
     result = run_or_exit(lambda: diff_releases(
         source(from_source), source(to_source), deployments, use_cache=not target.no_cache,
         progress=progress, from_file=deployment_file is not None, jobs=jobs_of(jobs)))

@@ -99,7 +99,7 @@ resolve_cmd.name = "resolve"
 
 
 @main.command(epilog="Exit codes: 0 listed, 2 usage or input error.")
-@target_options(only=("source", "arch", "cuda", "env"))
+@target_options(only=("source", "arch", "cuda", "driver", "env"))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def guards(fmt: str, **kw: Any) -> None:
     """List the hardware predicates of a release and their value on a device.
@@ -114,9 +114,12 @@ def guards(fmt: str, **kw: Any) -> None:
     tree, facts = run_or_exit(lambda: run_guards(req, progress=progress))
     if fmt == "json":
         click.echo(json.dumps({"source": tree.to_json() | {"package_dir": None}, "arch": arch, "cuda": cuda,
-                               "guards": [f.to_json() for f in facts]}, indent=2))
+                               "driver": target.driver, "guards": [f.to_json() for f in facts]}, indent=2))
         return
-    click.echo(f"SGLang {tree.version}: hardware predicates on {arch} (CUDA {cuda})")
+    from sglang_audit.target.device import DEFAULT_DRIVER
+
+    driver = f"driver {target.driver}" if target.driver else f"driver {DEFAULT_DRIVER} assumed"
+    click.echo(f"SGLang {tree.version}: hardware predicates on {arch} (CUDA {cuda}, {driver})")
     width = max((len(f.name) for f in facts), default=10)
     for f in facts:
         click.echo(f"  {f.name:{width}}  {str(f.value):6}  {f.file}:{f.line}  {f.definition}")
@@ -171,13 +174,19 @@ def _cache() -> click.Command:
     return cache
 
 
+def _env() -> click.Command:
+    from sglang_audit.cli.env import env
+
+    return env
+
+
 def _recommend() -> click.Command:
     from sglang_audit.cli.recommend import recommend
 
     return recommend
 
 
-for _loader in (_explain, _graph, _check, _report, _diff, _matrix, _cache, _recommend):
+for _loader in (_explain, _graph, _check, _report, _diff, _matrix, _cache, _recommend, _env):
     main.add_lazy_command(_loader.__name__[1:], _loader)
 
 

@@ -62,7 +62,7 @@ Exit codes:
               help="Models (bundled profiles or directories), comma-separated or repeated.")
 @click.option("--flags-set", "flag_sets", multiple=True, metavar="NAME=K=V,K=V",
               help="A named set of flags (NAME= for none). Repeatable; replaces the default sets.")
-@target_options(only=("cuda", "cudnn", "sets", "env"))  # --set: applied to every case, after the flag set
+@target_options(only=("cuda", "driver", "cudnn", "sets", "env"))  # --set: applied to every case, after the flag set
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Extra rule files (*.yaml) added to the shipped known-bad rules. Repeatable.")
@@ -89,7 +89,8 @@ def matrix(archs: tuple[str, ...], models: tuple[str, ...], flag_sets: tuple[str
     def build() -> Any:
         fsets = [parse_flag_set(f) for f in flag_sets]
         return plan(target.source, split_list(archs), split_list(models), fsets, list(target.sets), target.cuda_version,
-                    list(target.env), use_cache=not no_cache, cudnn=target.cudnn, progress=progress)
+                    list(target.env), use_cache=not no_cache, cudnn=target.cudnn, progress=progress,
+                    driver=target.driver)
 
     p = run_or_exit(build)
     n_jobs = jobs_of(jobs)

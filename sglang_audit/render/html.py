@@ -35,6 +35,7 @@ from sglang_audit.analyses.explain import (
     final_value,
 )
 from sglang_audit.analyses.report_graph import deployment_graph
+from sglang_audit.render.text import cudnn_text, driver_text
 from sglang_audit.result import ChainStep, LayerValue, Rejection, Resolution, Setting, UnknownValue
 
 PRIMARY = ("moe_runner_backend", "speculative_moe_runner_backend", "fp4_gemm_runner_backend")
@@ -606,6 +607,8 @@ class _View:
             "base": {"version": base.source.get("version"), "origin": base.source.get("origin"),
                      "flashinfer": base.source.get("flashinfer")} if base is not None else None,
             "device": res.device,
+            "cudnn": cudnn_text(res.device).removeprefix(", cuDNN "),
+            "driver": driver_text(res.device).removeprefix(", driver "),
             "model": {"name": m.name, "architecture": fmt(m.architecture), "quantization": fmt(m.quantization),
                       "config_quant_method": fmt(m.config_quant_method),
                       "draft_architecture": fmt(m.draft_architecture) if m.draft_architecture is not None else None,

@@ -30,6 +30,7 @@ from sglang_audit.analyses.matrix import (
     value_text,
 )
 from sglang_audit.result import STATUS_REJECTED, STATUS_UNKNOWN, UnknownValue
+from sglang_audit.target.device import DEFAULT_DRIVER
 
 JSON_SCHEMA = "sglang-audit-matrix/1"
 HINT_WIDTH = 100  # columns of a rejection hint's explanation
@@ -113,7 +114,8 @@ def _header(m: Matrix) -> str:
     src = m.source
     n = len(m.results)
     cudnn = f", cuDNN {m.cudnn}" if m.cudnn else ""
-    return (f"SGLang {src.get('version')} (flashinfer {src.get('flashinfer')}) · CUDA {m.cuda}{cudnn} · "
+    driver = f", driver {m.driver}" if m.driver else f", driver {DEFAULT_DRIVER} (assumed; --driver sets it)"
+    return (f"SGLang {src.get('version')} (flashinfer {src.get('flashinfer')}) · CUDA {m.cuda}{driver}{cudnn} · "
             f"{n} cases: {len(m.archs)} archs × {len(m.models)} models × {len(m.flag_sets)} flag sets · "
             f"{m.rules_note}")
 
@@ -249,6 +251,7 @@ def render_json(m: Matrix) -> str:
         "source": {k: m.source.get(k) for k in ("version", "flashinfer", "origin")},
         "cuda": m.cuda,
         "cudnn": m.cudnn,
+        "driver": m.driver,  # null: DEFAULT_DRIVER assumed
         "archs": list(m.archs),
         "models": list(m.models),
         "flag_sets": {fs.name: list(fs.items) for fs in m.flag_sets},

@@ -119,6 +119,26 @@ def env_line(res: Resolution) -> str | None:
     return "env: " + " ".join(f"{k}={v}" for k, v in _redacted(dict(res.env)).items())
 
 
+def driver_text(dev: dict[str, Any]) -> str:
+    """The NVIDIA driver on CUDA: given (--driver) or assumed (the default), said which."""
+    if dev.get("platform") != "cuda" or not dev.get("driver"):
+        return ""
+    if dev.get("driver_source") == "given with --driver":
+        return f", driver {dev['driver']} (given with --driver)"
+    return f", driver {dev['driver']} (assumed; --driver sets it)"
+
+
+def cudnn_text(dev: dict[str, Any]) -> str:
+    """The device's cuDNN with where it came from (``--cudnn``, or the pip profile's pin)."""
+    from sglang_audit.rules.facts import cudnn_version
+
+    version = cudnn_version(dev.get("cudnn"))
+    if version is None:
+        return ""
+    source = dev.get("cudnn_source")
+    return f", cuDNN {version}" + (f" ({source})" if source else "")
+
+
 def environment_lines(res: Resolution) -> list[str]:
     """The environment profile the answer assumed (``Resolution.environment``): its name,
     what it is and why it applies, the packages it installs or leaves out, its variables."""
@@ -174,7 +194,8 @@ def render_resolution(res: Resolution, verbose: bool = False, requested_model: s
     out: list[str] = []
     dev = res.device
     out.append(release_line(res, verbose))
-    out.append(f"device: {dev['arch']} {dev['name']}, platform {dev['platform']}" + (f", CUDA {dev['cuda']}" if dev.get("cuda") else ""))
+    out.append(f"device: {dev['arch']} {dev['name']}, platform {dev['platform']}" + (f", CUDA {dev['cuda']}" if dev.get("cuda") else "")
+               + driver_text(dev) + cudnn_text(dev))
     m = res.model
     out.append(f"model: {model_label(m, requested_model)} — {_value(m.architecture)}, quantization {_value(m.quantization, unknown_reason(m.architecture))} (config.json quant_method {m.config_quant_method})")
     out += [f"  assuming: {a}" for a in m.assumptions]

@@ -75,6 +75,7 @@ from sglang_audit.result import (
     UnknownValue,
 )
 from sglang_audit.shipped import load_toml
+from sglang_audit.source.metadata import requirements
 from sglang_audit.target.device import Environment
 from sglang_audit.target.overlays.boundaries import NO_DEFAULT, class_default
 from sglang_audit.target.world import NativeWorld
@@ -1056,9 +1057,6 @@ def _config_quant_method(model_dir: Path) -> Any:
     return q.get("quant_method") if isinstance(q, dict) else None
 
 
-_REQ = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*([^;]*)(;\s*(.*))?$")
-
-
 def build_environment(target: Target) -> Environment:
     """Installed import names and versions: the release's own unconditional requirements."""
     spec = factfiles.packages()
@@ -1067,7 +1065,7 @@ def build_environment(target: Target) -> Environment:
     default_extras = set(spec.base.default_extras)
     versions: list[tuple[str, str]] = []
     dists: set[str] = set()
-    for dist, _extra, version_spec, marker in _requirements(target.source.package_dir):
+    for dist, _extra, version_spec, marker in requirements(target.source.package_dir):
         extra_name = re.search(r"extra\s*==\s*[\"']([^\"']+)", marker or "")
         if extra_name and extra_name.group(1) not in default_extras:
             continue
@@ -1099,30 +1097,6 @@ def build_environment(target: Target) -> Environment:
         missing=target.without_packages,
         namespaces=namespaces,
     ), profile, dict(target.env))
-
-
-def _requirements(package_dir: Path) -> list[tuple[str, str, str, str]]:
-    parent = package_dir.parent
-    out: list[tuple[str, str, str, str]] = []
-    for meta in sorted(parent.glob("sglang-*.dist-info/METADATA")) + sorted(parent.glob("*/METADATA")):
-        if not meta.is_file() or meta.stat().st_size > 4 * 1024 * 1024:
-            continue  # a FIFO or a huge file is not package metadata
-        for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
-            m = _REQ.match(line.strip())
-            if m:
-                out.append((m.group(1), m.group(2) or "", m.group(3) or "", m.group(5) or ""))
-        if out:
-            return out
-    pyproject = parent / "pyproject.toml"
-    if pyproject.is_file() and pyproject.stat().st_size <= 4 * 1024 * 1024:
-        text = pyproject.read_text(encoding="utf-8", errors="replace")
-        block = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, re.S | re.M)
-        if block:
-            for item in re.findall(r'"([^"]+)"', block.group(1)):
-                m = re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*([^;]*)(;\s*(.*))?", item)
-                if m:
-                    out.append((m.group(1), m.group(2) or "", m.group(3) or "", m.group(5) or ""))
-    return out
 
 
 def _torch_version(env: Environment) -> str:

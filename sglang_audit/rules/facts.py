@@ -23,8 +23,10 @@ BASE_FACTS: dict[str, str] = {
     "arch_family": "sm8x, sm9x, sm10x, sm11x, sm12x; gfx9 on ROCm; else the platform",
     "platform": "cuda, hip, npu, xpu, cpu",
     "cuda": "CUDA version torch reports",
-    "cudnn": "cuDNN version given with --cudnn (e.g. 9.10.2); null when not given (test with is_set)",
-    "driver": "NVIDIA driver version assumed",
+    "cudnn": "cuDNN version torch reports (e.g. 9.10.2): --cudnn, else on CUDA with the pip profile the pinned torch's nvidia-cudnn pin; null when neither (test with is_set)",
+    "cudnn_source": "where cudnn came from: 'given with --cudnn' or 'the pip profile: torch X Requires-Dist nvidia-cudnn-cuNN==V; ...'; null when cudnn is",
+    "driver": "NVIDIA driver version: --driver, else 580.95.05 assumed (driver_source says which)",
+    "driver_source": "'given with --driver' or 'assumed'",
     "gpu_count": "GPUs assumed",
     "release": "SGLang release version",
     "flashinfer": "pinned flashinfer_python version",
@@ -188,7 +190,7 @@ def _group_algo(spec: Any) -> str | None:
 
 def cudnn_version(number: Any) -> str | None:
     """torch.backends.cudnn.version()'s integer (91002) as a version (9.10.2); None stays
-    None: the user did not say, and a rule must not guess it."""
+    None: neither the user nor the pip profile's torch pin says, and a rule must not guess it."""
     if not isinstance(number, int) or number <= 0:
         return None
     if number < 10000:  # cuDNN 8 encodes major * 1000 + minor * 100 + patch (8907)
@@ -222,7 +224,8 @@ class Facts:
         values: dict[str, Any] = {
             "arch": dev.get("arch"), "arch_family": arch_family(dev), "platform": dev.get("platform"),
             "cuda": dev.get("cuda"), "cudnn": cudnn_version(dev.get("cudnn")),
-            "driver": dev.get("driver"), "gpu_count": dev.get("gpu_count"),
+            "cudnn_source": dev.get("cudnn_source") if dev.get("cudnn") else None,
+            "driver": dev.get("driver"), "driver_source": dev.get("driver_source"), "gpu_count": dev.get("gpu_count"),
             "release": res.source.get("version"), "flashinfer": res.source.get("flashinfer"),
             "structure": res.structure, "model.name": m.name,
             "model.architecture": _fact_value(m.architecture), "model.quantization": _fact_value(m.quantization),

@@ -137,3 +137,32 @@ def read_metadata(
     version = next((v for v, _ in found if v), None)
     flashinfer = next((p for _, p in found if p), None)
     return version, flashinfer
+
+
+_REQ = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*([^;]*)(;\s*(.*))?$")
+
+
+def requirements(package_dir: Path) -> list[tuple[str, str, str, str]]:
+    """(dist, [extras], version spec, marker) of each Requires-Dist of the release's METADATA
+    (beside its package dir), else of its pyproject.toml's dependencies."""
+    parent = package_dir.parent
+    out: list[tuple[str, str, str, str]] = []
+    for meta in sorted(parent.glob("sglang-*.dist-info/METADATA")) + sorted(parent.glob("*/METADATA")):
+        if not meta.is_file() or meta.stat().st_size > 4 * 1024 * 1024:
+            continue  # a FIFO or a huge file is not package metadata
+        for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
+            m = _REQ.match(line.strip())
+            if m:
+                out.append((m.group(1), m.group(2) or "", m.group(3) or "", m.group(5) or ""))
+        if out:
+            return out
+    pyproject = parent / "pyproject.toml"
+    if pyproject.is_file() and pyproject.stat().st_size <= 4 * 1024 * 1024:
+        text = pyproject.read_text(encoding="utf-8", errors="replace")
+        block = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, re.S | re.M)
+        if block:
+            for item in re.findall(r'"([^"]+)"', block.group(1)):
+                m = re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*([^;]*)(;\s*(.*))?", item)
+                if m:
+                    out.append((m.group(1), m.group(2) or "", m.group(3) or "", m.group(5) or ""))
+    return out

@@ -37,8 +37,11 @@ class Device:
     name: str
     memory_mib: int
     gpu_count: int = 8
-    driver: str = "580.95.05"
+    driver: str = "580.95.05"  # DEFAULT_DRIVER (below) unless --driver
+    driver_source: str = "assumed"  # "assumed" (DEFAULT_DRIVER) or "given with --driver"
     cudnn: int | None = None  # torch.backends.cudnn.version(), e.g. 91002; None: not known
+    # where ``cudnn`` came from: "--cudnn", or the pip profile's pin (target/pins.py device_for)
+    cudnn_source: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -58,11 +61,23 @@ def parse_cuda(text: str) -> str:
 
 # The CUDA version torch reports when the user names none (one place for every command).
 DEFAULT_CUDA = "12.9"
+# The NVIDIA driver assumed when the user names none (--driver): what nvidia-smi and NVML's
+# nvmlSystemGetDriverVersion would report; the output says it is assumed.
+DEFAULT_DRIVER = "580.95.05"
 
 
-def parse_device(arch: str, cuda: str = DEFAULT_CUDA, gpus: int = 8, cudnn: str | None = None) -> Device:
+def parse_driver(text: str) -> str:
+    if not re.fullmatch(r"\d{2,4}\.\d{1,3}(?:\.\d{1,3})?", text.strip()):
+        raise InputError(f"bad --driver {text!r}: expected the NVIDIA driver version nvidia-smi shows, such as 580.95.05 or 575.57")
+    return text.strip()
+
+
+def parse_device(arch: str, cuda: str = DEFAULT_CUDA, gpus: int = 8, cudnn: str | None = None,
+                 driver: str | None = None) -> Device:
     """``--arch`` accepts sm80…sm121, a pair like ``12.0``, gfx942/gfx950, npu, xpu, cpu."""
     device = _parse_arch(arch, cuda, gpus)
+    if driver is not None:
+        device = replace(device, driver=parse_driver(driver), driver_source="given with --driver")
     if cudnn is None:
         return device
     m = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?", cudnn.strip())
@@ -72,7 +87,7 @@ def parse_device(arch: str, cuda: str = DEFAULT_CUDA, gpus: int = 8, cudnn: str 
         value = int(m.group(1)) * 10000 + int(m.group(2)) * 100 + int(m.group(3) or 0)
     else:
         raise InputError(f"bad --cudnn {cudnn!r}: expected a version such as 9.10.2 or 91002")
-    return replace(device, cudnn=value)
+    return replace(device, cudnn=value, cudnn_source="given with --cudnn")
 
 
 def _parse_arch(arch: str, cuda: str, gpus: int) -> Device:
