@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sglang_audit import factfiles
 from sglang_audit.errors import AuditError
 from sglang_audit.shipped import load_toml
 from sglang_audit.source.metadata import requirements
@@ -97,8 +98,7 @@ def _marker_holds(marker: str) -> bool:
 def release_pins(package_dir: Path, release: str) -> list[Pin]:
     """torch, flashinfer-python and sgl-kernel as the release's Requires-Dist pins them (the
     unconditional requirements and those whose marker holds on Linux x86_64; default extras)."""
-    spec = load_toml("packages.toml")
-    default_extras = set(spec["base"]["default_extras"])
+    default_extras = set(factfiles.packages().base.default_extras)
     reqs = requirements(package_dir)
     out: list[Pin] = []
     for package, names in PACKAGES:
