@@ -84,3 +84,25 @@ def test_cutoff_rule() -> None:
     assert M.held_out("sgl-project/sglang#33604", "unknown")
     assert not M.held_out("sgl-project/sglang#33603", "unknown")
     assert not M.held_out("other/repo#99999", "unknown")
+
+
+def test_a_held_out_model_named_outside_the_set_contaminates_its_cases(tmp_path, monkeypatch) -> None:
+    # a held-out model directory copied into a fixture (or named in code, docs or tests) was
+    # seen while writing them: its cases are left out of the figures, mechanically
+    here = tmp_path / "tests" / "field" / "heldout"
+    (here / "models" / "seen-model").mkdir(parents=True)
+    (here / "models" / "unseen-model").mkdir()
+    (here / "cases").mkdir()
+    (here / "cases" / "c.yaml").write_text("model: seen-model and unseen-model\n", encoding="utf-8")  # inside: no effect
+    (tmp_path / "tests" / "data").mkdir()
+    (tmp_path / "tests" / "data" / "README.md").write_text("config.json is heldout/models/seen-model's\n", encoding="utf-8")
+    monkeypatch.setattr(M, "HERE", here)
+    monkeypatch.setattr(M, "ROOT", tmp_path)
+    assert M.models_used_outside() == {"seen-model"}
+
+    class C:
+        def __init__(self, model: str) -> None:
+            self.model = model
+
+    kept, dropped = M.drop_model_contaminated([C("seen-model"), C("unseen-model")])
+    assert [c.model for c in kept] == ["unseen-model"] and dropped == 1
