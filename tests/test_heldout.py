@@ -96,6 +96,8 @@ def test_a_held_out_model_named_outside_the_set_contaminates_its_cases(tmp_path,
     (here / "cases" / "c.yaml").write_text("model: seen-model and unseen-model\n", encoding="utf-8")  # inside: no effect
     (tmp_path / "tests" / "data").mkdir()
     (tmp_path / "tests" / "data" / "README.md").write_text("config.json is heldout/models/seen-model's\n", encoding="utf-8")
+    (tmp_path / "docs").mkdir()  # the same name as a bundled profile's, not the held-out copy: no effect
+    (tmp_path / "docs" / "x.md").write_text("the unseen-model profile\n", encoding="utf-8")
     monkeypatch.setattr(M, "HERE", here)
     monkeypatch.setattr(M, "ROOT", tmp_path)
     assert M.models_used_outside() == {"seen-model"}
