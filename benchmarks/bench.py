@@ -214,7 +214,9 @@ def phase_instr_child(arg: str) -> dict[str, Any]:
 
     from sglang_audit.evaluate.bounds import Bounds
     from sglang_audit.frontend.parse import SourceCache
-    from sglang_audit.resolve import attention, pipeline
+    from dataclasses import replace
+
+    from sglang_audit.resolve import pipeline, resolver
     from sglang_audit.resolve.resolver import Resolver
 
     version, flag = arg.split(":", 1)
@@ -223,7 +225,8 @@ def phase_instr_child(arg: str) -> dict[str, Any]:
                                sets=list(RESOLVE_CASE["sets"]), use_cache=False, flashinfer_source="none")
     target = pipeline.prepare(request, cache).target
     Resolver(target, cache).resolve()
-    attention.ATTENTION_CPU_SECONDS = 1e9
+    # the stages' own budgets (the attention stage's) lifted too: the resolver runs its table
+    resolver.STAGES = tuple(replace(st, cpu_budget=1e9) if st.cpu_budget is not None else st for st in resolver.STAGES)
     gc.collect()
     gc.freeze()
     print("READY", file=sys.stderr, flush=True)
