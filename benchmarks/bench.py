@@ -211,11 +211,10 @@ def phase_instr_child(arg: str) -> dict[str, Any]:
     resolution takes ~50x its CPU time, and a budget hit would measure less work."""
     import gc
     import hashlib
+    from dataclasses import replace
 
     from sglang_audit.evaluate.bounds import Bounds
     from sglang_audit.frontend.parse import SourceCache
-    from dataclasses import replace
-
     from sglang_audit.resolve import pipeline, resolver
     from sglang_audit.resolve.resolver import Resolver
 
