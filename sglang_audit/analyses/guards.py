@@ -23,8 +23,7 @@ from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.pipeline import Request, parse_env
 from sglang_audit.resolve.resolver import ModelInput, Resolver, Target
 from sglang_audit.source.locate import SourceTree, locate_source
-from sglang_audit.target.device import parse_device
-from sglang_audit.target.pins import device_for
+from sglang_audit.target.pins import target_device
 
 
 @dataclass(frozen=True)
@@ -132,8 +131,8 @@ def _platform_facts(interp: Interpreter, spec: factfiles.PlatformFacts | None) -
 def guards_for(request: Request, progress: Callable[[str], None] | None = None,
            cache: SourceCache | None = None) -> tuple[SourceTree, list[Any]]:
     tree = locate_source(request.source, progress=progress)
-    device = device_for(parse_device(request.arch, request.cuda, cudnn=request.cudnn, driver=request.driver), tree.package_dir,
-                        tree.version, request.env_profile)
+    device = target_device(request.arch, request.cuda, request.cudnn, request.driver, tree.package_dir,
+                           tree.version, request.env_profile)
     target = Target(tree, device, ModelInput("-", Path(".").resolve()), {}, parse_env(request.env),
                     frozenset(request.with_packages), frozenset(request.without_packages))
     # a shared cache lets callers that also resolve (diff) parse each file once

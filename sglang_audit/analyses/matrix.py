@@ -40,7 +40,7 @@ from sglang_audit.result import (
 )
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import DEFAULT_CUDA, parse_device
-from sglang_audit.target.pins import device_for
+from sglang_audit.target.pins import target_device
 
 
 @dataclass(frozen=True)
@@ -275,8 +275,8 @@ class Worker:
 
     def run(self, case: Case, flags: dict[str, Any]) -> CaseResult:
         try:
-            device = device_for(parse_device(case.arch, self.cuda, cudnn=self.cudnn, driver=self.driver), self.tree.package_dir,
-                                self.tree.version, None)
+            device = target_device(case.arch, self.cuda, self.cudnn, self.driver, self.tree.package_dir,
+                                   self.tree.version, None)
             model = locate_model(case.model)
             # as pipeline.prepare builds it, with the flags already typed by the parent
             target = Target(self.tree, device, model, dict(flags), dict(self.env))

@@ -31,8 +31,8 @@ from sglang_audit.result import (
 )
 from sglang_audit.shipped import profiles_dir
 from sglang_audit.source.locate import SourceTree, locate_source
-from sglang_audit.target.device import DEFAULT_CUDA, parse_device
-from sglang_audit.target.pins import device_for
+from sglang_audit.target.device import DEFAULT_CUDA
+from sglang_audit.target.pins import target_device
 from sglang_audit.userfiles import UserFileError, read_user_file
 
 # The evaluator (interpreter, resolver, flag parser) is imported where it runs: a request
@@ -342,8 +342,8 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
     watch_parsing(cache, progress)
     tree = located(request.source, cache, progress)
     release = release_name(tree)
-    device = parse_device(request.arch, request.cuda, cudnn=request.cudnn, driver=request.driver)
-    device = device_for(device, tree.package_dir, getattr(tree, "version", None), request.env_profile)
+    device = target_device(request.arch, request.cuda, request.cudnn, request.driver, tree.package_dir,
+                           getattr(tree, "version", None), request.env_profile)
     launch: LaunchCommand | None = None
     if request.launch:  # shlex and the launch grammar: only for a pasted command
         from sglang_audit.target.launch import split_launch

@@ -16,6 +16,7 @@ answer is cached per (package, version) in the user cache dir (``metadata/``). O
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -364,6 +365,17 @@ def profile_for(package_dir: Path, release: str, platform: str = "cuda") -> PipP
                 for p in pins]
         return PipProfile(release, platform, (*pins, Pin("cuDNN", None, f"torch on {platform}", note=NOT_HERE)))
     return PipProfile(release, platform, (*pins, cudnn_pin(pins[0])))
+
+
+@functools.lru_cache(maxsize=64)
+def target_device(arch: str, cuda: str, cudnn: str | None, driver: str | None, package_dir: Path,
+                  release: str | None, env_profile: str | None) -> Device:
+    """The device a target runs on: ``--arch``/``--cuda``/``--cudnn``/``--driver`` as given, the
+    cuDNN a plain install gets where none was (``device_for``). One per process and input: the
+    matrix asks it for every case of an arch."""
+    from sglang_audit.target.device import parse_device
+
+    return device_for(parse_device(arch, cuda, cudnn=cudnn, driver=driver), package_dir, release, env_profile)
 
 
 def device_for(device: Device, package_dir: Path, release: str | None, env_profile: str | None) -> Device:
