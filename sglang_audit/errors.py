@@ -24,3 +24,8 @@ def strict_mode() -> bool:
     """SGLANG_AUDIT_STRICT=1 (set by the test suite): an internal evaluator error raises
     instead of becoming `unknown`, so the tests see every defect the tool would hide."""
     return os.environ.get("SGLANG_AUDIT_STRICT") == "1"
+
+
+class FactFileError(AuditError):
+    """A shipped fact file (`rules/*.toml`) that does not have its schema's shape
+    (`factfiles.py`, `factschema.py`): a broken build or edit."""

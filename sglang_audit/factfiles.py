@@ -1,6 +1,7 @@
 """The TOML fact files under `rules/`, each loaded once into frozen, validated dataclasses.
 
-A fact file's shape is a dataclass here; `load(schema, name)` parses `rules/NAME` once per
+A fact file's shape is a dataclass (`factschema.py`; the device and package tables' here, read by
+every command at start); `load(schema, name)` parses `rules/NAME` once per
 process and checks every key against the dataclass's annotations (str, int, float, bool,
 tuple[X, ...], dict[str, X], `X | None`, nested dataclasses, a list of tables as a tuple of
 dataclasses). A key the schema does not know, a missing one without a default, or a value of
@@ -8,9 +9,9 @@ the wrong type is a `FactFileError` whose one line names the file and the field
 (`rules/settings.toml: entry.class: expected a string, got 3`). TOML keys that are Python
 keywords (`class`) are fields with a trailing underscore (`class_`).
 
-To add a fact file: a frozen dataclass (its fields are the file's keys, defaults where a key
-may be omitted), a `functools.cache`d accessor calling `load`, and a test of one bad value in
-`tests/test_fact_files.py`.
+To add a fact file: a frozen dataclass in `factschema.py` (its fields are the file's keys,
+defaults where a key may be omitted), a `functools.cache`d accessor here calling `load`, and a
+test of one bad value in `tests/test_fact_files.py`.
 """
 
 from __future__ import annotations
@@ -22,12 +23,26 @@ import tomllib
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sglang_audit.errors import AuditError
+from sglang_audit.errors import FactFileError
 from sglang_audit.shipped import rules_dir
 
+if TYPE_CHECKING:
+    from sglang_audit import factschema as fs
+    from sglang_audit.factschema import *  # noqa: F403 - the shapes, as factfiles.<Name>
+
 T = TypeVar("T")
+
+
+def __getattr__(name: str) -> Any:
+    """The shapes declared in factschema.py, as ``factfiles.<Name>``, imported on first use."""
+    from sglang_audit import factschema
+
+    try:
+        return getattr(factschema, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
 class FrozenDict(dict[str, Any]):
@@ -46,8 +61,6 @@ class FrozenDict(dict[str, Any]):
         return hash(tuple(sorted(self.items(), key=lambda kv: kv[0])))
 
 
-class FactFileError(AuditError):
-    """A shipped fact file that does not have its schema's shape: a broken build or edit."""
 
 
 def load(schema: type[T], name: str) -> T:
@@ -126,76 +139,6 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-# ---- rules/settings.toml ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModuleClass:
-    module: str
-    class_: str
-    factory: str = ""
-
-
-@dataclass(frozen=True)
-class ModuleFunction:
-    module: str
-    function: str
-
-
-@dataclass(frozen=True)
-class Entry:
-    module: str
-    class_: str
-    resolution_reader: ModuleFunction
-    model_config: ModuleClass
-    after_init: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Publish:
-    module: str
-    function: str
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    # keyword -> [class in the same module, positional args...]; "__none__" is None
-    constructed: dict[str, tuple[Any, ...]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RuntimeInitialiser:
-    module: str
-    initializer: str
-    getters: dict[str, str]
-    when_model_has: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Expected:
-    serving_modules: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class SettingsFacts:
-    settings: tuple[str, ...]
-    entry: Entry
-    moe_layer_settings: tuple[str, ...] = ()
-    renamed: dict[str, str] = field(default_factory=dict)
-    publish: Publish | None = None
-    runtime: tuple[RuntimeInitialiser, ...] = ()
-    expected: Expected = Expected()
-
-    def __post_init__(self) -> None:
-        for name in (*self.moe_layer_settings, *self.renamed,
-                     *(k for r in self.runtime for k in r.getters)):
-            if name not in self.settings:
-                raise FactFileError(f"rules/settings.toml: {name}: named outside `settings`, which does not list it")
-
-
-@functools.cache
-def settings() -> SettingsFacts:
-    """rules/settings.toml: the settings resolved, the entry points, the runtime initialisers."""
-    return load(SettingsFacts, "settings.toml")
-
-
 # ---- rules/packages.toml ------------------------------------------------------------------
 
 
@@ -232,76 +175,6 @@ def packages() -> PackagesFacts:
     return load(PackagesFacts, "packages.toml")
 
 
-# ---- rules/eras.toml ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Fingerprint:
-    """One condition on the tree: a path that exists or is missing, or a file's text."""
-
-    exists: str = ""
-    missing: str = ""
-    file: str = ""
-    contains: str = ""
-    regex: str = ""
-
-    def __post_init__(self) -> None:
-        kinds = [k for k in ("exists", "missing", "file") if getattr(self, k)]
-        if len(kinds) != 1 or bool(self.file) != bool(self.contains or self.regex) or (self.contains and self.regex):
-            raise FactFileError("rules/eras.toml: a condition is one of {exists}, {missing}, "
-                                f"{{file, contains}} or {{file, regex}}, not {self}")
-
-
-@dataclass(frozen=True)
-class Era:
-    name: str
-    conditions: tuple[Fingerprint, ...] = ()  # all hold
-    any: tuple[tuple[Fingerprint, ...], ...] = ()  # or: one of these groups holds entirely
-
-    def __post_init__(self) -> None:
-        if not self.conditions and not self.any:
-            raise FactFileError(f"rules/eras.toml: era {self.name!r}: neither conditions nor any")
-
-    @property
-    def alternatives(self) -> tuple[tuple[Fingerprint, ...], ...]:
-        return self.any or (self.conditions,)
-
-
-@dataclass(frozen=True)
-class ErasFacts:
-    era: tuple[Era, ...]  # probed in order, newest first
-    oldest_validated: str = ""
-
-
-@functools.cache
-def eras() -> ErasFacts:
-    """rules/eras.toml: the resolution structures, recognised by fingerprints of the tree."""
-    return load(ErasFacts, "eras.toml")
-
-
-# ---- rules/predicates.toml ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PlatformFacts:
-    module: str
-    accessor: str  # get_platform()
-    tables: tuple[str, ...]  # the module's dict literals of fact name -> probe name
-
-
-@dataclass(frozen=True)
-class PredicatesFacts:
-    modules: tuple[str, ...]
-    names: tuple[str, ...]  # the hardware predicates
-    platform: PlatformFacts | None = None
-
-
-@functools.cache
-def predicates() -> PredicatesFacts:
-    """rules/predicates.toml: the hardware predicates and where they live."""
-    return load(PredicatesFacts, "predicates.toml")
-
-
 # ---- rules/devices.toml -------------------------------------------------------------------
 
 
@@ -326,165 +199,105 @@ def devices() -> DevicesFacts:
     return load(DevicesFacts, "devices.toml")
 
 
-# ---- rules/graph.toml ---------------------------------------------------------------------
+# ---- the other files: their shapes in factschema.py, imported on first use -------------
 
 
-@dataclass(frozen=True)
-class GraphLayout:
-    config_dirs: tuple[str, ...]  # where SGLang's configuration code lives
-    field_packages: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class GraphNames:
-    arg_bases: tuple[str, ...]  # names that hold a ServerArgs
-    view_calls: tuple[str, ...]  # calls that return one
-
-
-@dataclass(frozen=True)
-class GraphFacts:
-    layout: GraphLayout
-    names: GraphNames
+# ---- rules/settings.toml ------------------------------------------------------------------
 
 
 @functools.cache
-def graph() -> GraphFacts:
+def settings() -> fs.SettingsFacts:
+    """rules/settings.toml: the settings resolved, the entry points, the runtime initialisers."""
+    from sglang_audit import factschema as fs
+
+    return load(fs.SettingsFacts, "settings.toml")
+
+
+
+
+# ---- rules/eras.toml ----------------------------------------------------------------------
+
+
+@functools.cache
+def eras() -> fs.ErasFacts:
+    """rules/eras.toml: the resolution structures, recognised by fingerprints of the tree."""
+    from sglang_audit import factschema as fs
+
+    return load(fs.ErasFacts, "eras.toml")
+
+
+# ---- rules/predicates.toml ----------------------------------------------------------------
+
+
+@functools.cache
+def predicates() -> fs.PredicatesFacts:
+    """rules/predicates.toml: the hardware predicates and where they live."""
+    from sglang_audit import factschema as fs
+
+    return load(fs.PredicatesFacts, "predicates.toml")
+
+
+# ---- rules/graph.toml ---------------------------------------------------------------------
+
+
+@functools.cache
+def graph() -> fs.GraphFacts:
     """rules/graph.toml: where the decision graph looks and the names that hold a ServerArgs."""
-    return load(GraphFacts, "graph.toml")
+    from sglang_audit import factschema as fs
+
+    return load(fs.GraphFacts, "graph.toml")
 
 
 # ---- rules/matrix.toml --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RejectionHintFacts:
-    id: str
-    message_contains: str  # a substring of SGLang's message (whitespace-normalised when matched)
-    set: tuple[str, ...]  # KEY=VALUE to add, as for --set
-    why: str
-    alternative: str = ""
-    sources: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class MatrixFacts:
-    archs: tuple[str, ...]
-    models: tuple[str, ...]
-    model_sets: dict[str, tuple[str, ...]]  # model -> the flags it is deployed with
-    flag_sets: dict[str, tuple[str, ...]]  # name -> KEY=VALUE items
-    rejection_hints: tuple[RejectionHintFacts, ...] = ()
-
-
 @functools.cache
-def matrix() -> MatrixFacts:
+def matrix() -> fs.MatrixFacts:
     """rules/matrix.toml: the matrix's default sweep and the known-rejection hints."""
-    return load(MatrixFacts, "matrix.toml")
+    from sglang_audit import factschema as fs
+
+    return load(fs.MatrixFacts, "matrix.toml")
 
 
 # ---- rules/attention_support.toml ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class AttentionSupportFacts:
-    source: str  # the document the lists come from
-    kinds: dict[str, tuple[str, ...]]  # attention kind (mha, mla) -> backends that serve it
-    platforms: dict[str, tuple[str, ...]]  # non-CUDA platform -> backends only it has
-
-
 @functools.cache
-def attention_support() -> AttentionSupportFacts:
+def attention_support() -> fs.AttentionSupportFacts:
     """rules/attention_support.toml: which attention backends serve which kind of model."""
-    return load(AttentionSupportFacts, "attention_support.toml")
+    from sglang_audit import factschema as fs
+
+    return load(fs.AttentionSupportFacts, "attention_support.toml")
 
 
 # ---- rules/attention.toml -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RunnerStamp:
-    """A release's resolver of the (prefill, decode) pair, stamped on the runner as it does."""
-
-    module: str
-    function: str
-    runner_kwarg: str
-    attrs: dict[str, str]  # field of its result -> runner attribute
-
-
-@dataclass(frozen=True)
-class AttentionRunner:
-    module: str
-    class_: str
-    method: str  # the runner's method that builds the backend
-    init_attrs: tuple[str, ...]  # runner attributes evaluated from its own assignments
-    stamp: tuple[RunnerStamp, ...] = ()
-    params: dict[str, int] = field(default_factory=dict)  # runner __init__ parameters: this rank's
-    params_from_server_args: dict[str, str] = field(default_factory=dict)  # parameter -> server args field
-
-
-@dataclass(frozen=True)
-class AttentionBackendFacts:
-    base_module: str
-    base_class: str  # every attention backend subclasses it
-    verdict_files: tuple[str, ...]  # an explicit raise in these files is SGLang's verdict
-    process_state_modules: tuple[str, ...]
-    optional_packages: tuple[str, ...]
-    warn_only: tuple[str, ...] = ()  # functions that only warn: not evaluated
-
-
-@dataclass(frozen=True)
-class AttentionFacts:
-    runner: AttentionRunner
-    backend: AttentionBackendFacts
-
-
 @functools.cache
-def attention() -> AttentionFacts:
+def attention() -> fs.AttentionFacts:
     """rules/attention.toml: the model runner that builds the attention backend, and the backends."""
-    return load(AttentionFacts, "attention.toml")
+    from sglang_audit import factschema as fs
+
+    return load(fs.AttentionFacts, "attention.toml")
 
 
 # ---- rules/boundaries.toml ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Boundary:
-    function: str  # a function of SGLang answered from the device or config.json, not evaluated
-    module: str  # fnmatch pattern of the modules defining it
-    kind: str  # how it is answered (target/overlays/boundaries.py)
-
-
-@dataclass(frozen=True)
-class BoundariesFacts:
-    boundary: tuple[Boundary, ...]
-
-
 @functools.cache
-def boundaries() -> BoundariesFacts:
+def boundaries() -> fs.BoundariesFacts:
     """rules/boundaries.toml: SGLang's functions answered from the device or the model's config."""
-    return load(BoundariesFacts, "boundaries.toml")
+    from sglang_audit import factschema as fs
+
+    return load(fs.BoundariesFacts, "boundaries.toml")
 
 
 # ---- rules/hf_config.toml -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TransformersRope:
-    converter: str  # PreTrainedConfig's rope conversion method (transformers 5)
-    checks: tuple[str, ...]
-    plain_getattribute: tuple[str, ...]
-    self_passed_to: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class HFConfigFacts:
-    subconfig_keys: tuple[str, ...]
-    release_config_modules: tuple[str, ...]  # fnmatch patterns of the release's config modules
-    text_config_keys: tuple[str, ...]
-    defaults: dict[str, Any]  # PretrainedConfig's defaults; "__none__" is None
-    transformers_rope: TransformersRope
-
-
 @functools.cache
-def hf_config() -> HFConfigFacts:
+def hf_config() -> fs.HFConfigFacts:
     """rules/hf_config.toml: how a model's config.json is read as transformers would."""
-    return load(HFConfigFacts, "hf_config.toml")
+    from sglang_audit import factschema as fs
+
+    return load(fs.HFConfigFacts, "hf_config.toml")

@@ -17,6 +17,7 @@ import networkx as nx
 PACKAGE = Path(__file__).resolve().parent.parent / "sglang_audit"
 STAGES = ["source", "frontend", "evaluate", "target", "resolve", "rules", "analyses", "render", "cli"]
 BASE = {"sglang_audit", "sglang_audit.errors", "sglang_audit.result", "sglang_audit.shipped", "sglang_audit.factfiles",
+        "sglang_audit.factschema",
         "sglang_audit.cachedir",
         "sglang_audit.userfiles"}
 # the evaluator knows no SGLang, no torch, no command line: nothing of these names in its code

@@ -1,0 +1,263 @@
+"""The shapes of the TOML fact files under `rules/` (`factfiles.py` loads and validates them).
+
+Declared apart from `factfiles` and imported only when a file other than `devices.toml` is
+first loaded: building ~30 frozen dataclasses costs ~25 ms, which every command would pay at
+start-up (`target/device.py` reads the device table at import, the pip profile's cuDNN the
+package table), a result-cache hit included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sglang_audit.errors import FactFileError
+
+# ---- rules/settings.toml ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModuleClass:
+    module: str
+    class_: str
+    factory: str = ""
+
+
+@dataclass(frozen=True)
+class ModuleFunction:
+    module: str
+    function: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    module: str
+    class_: str
+    resolution_reader: ModuleFunction
+    model_config: ModuleClass
+    after_init: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Publish:
+    module: str
+    function: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    # keyword -> [class in the same module, positional args...]; "__none__" is None
+    constructed: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RuntimeInitialiser:
+    module: str
+    initializer: str
+    getters: dict[str, str]
+    when_model_has: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Expected:
+    serving_modules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SettingsFacts:
+    settings: tuple[str, ...]
+    entry: Entry
+    moe_layer_settings: tuple[str, ...] = ()
+    renamed: dict[str, str] = field(default_factory=dict)
+    publish: Publish | None = None
+    runtime: tuple[RuntimeInitialiser, ...] = ()
+    expected: Expected = Expected()
+
+    def __post_init__(self) -> None:
+        for name in (*self.moe_layer_settings, *self.renamed,
+                     *(k for r in self.runtime for k in r.getters)):
+            if name not in self.settings:
+                raise FactFileError(f"rules/settings.toml: {name}: named outside `settings`, which does not list it")
+
+
+# ---- rules/eras.toml ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """One condition on the tree: a path that exists or is missing, or a file's text."""
+
+    exists: str = ""
+    missing: str = ""
+    file: str = ""
+    contains: str = ""
+    regex: str = ""
+
+    def __post_init__(self) -> None:
+        kinds = [k for k in ("exists", "missing", "file") if getattr(self, k)]
+        if len(kinds) != 1 or bool(self.file) != bool(self.contains or self.regex) or (self.contains and self.regex):
+            raise FactFileError("rules/eras.toml: a condition is one of {exists}, {missing}, "
+                                f"{{file, contains}} or {{file, regex}}, not {self}")
+
+
+@dataclass(frozen=True)
+class Era:
+    name: str
+    conditions: tuple[Fingerprint, ...] = ()  # all hold
+    any: tuple[tuple[Fingerprint, ...], ...] = ()  # or: one of these groups holds entirely
+
+    def __post_init__(self) -> None:
+        if not self.conditions and not self.any:
+            raise FactFileError(f"rules/eras.toml: era {self.name!r}: neither conditions nor any")
+
+    @property
+    def alternatives(self) -> tuple[tuple[Fingerprint, ...], ...]:
+        return self.any or (self.conditions,)
+
+
+@dataclass(frozen=True)
+class ErasFacts:
+    era: tuple[Era, ...]  # probed in order, newest first
+    oldest_validated: str = ""
+
+
+# ---- rules/predicates.toml ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlatformFacts:
+    module: str
+    accessor: str  # get_platform()
+    tables: tuple[str, ...]  # the module's dict literals of fact name -> probe name
+
+
+@dataclass(frozen=True)
+class PredicatesFacts:
+    modules: tuple[str, ...]
+    names: tuple[str, ...]  # the hardware predicates
+    platform: PlatformFacts | None = None
+
+
+# ---- rules/graph.toml ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GraphLayout:
+    config_dirs: tuple[str, ...]  # where SGLang's configuration code lives
+    field_packages: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GraphNames:
+    arg_bases: tuple[str, ...]  # names that hold a ServerArgs
+    view_calls: tuple[str, ...]  # calls that return one
+
+
+@dataclass(frozen=True)
+class GraphFacts:
+    layout: GraphLayout
+    names: GraphNames
+
+
+# ---- rules/matrix.toml --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RejectionHintFacts:
+    id: str
+    message_contains: str  # a substring of SGLang's message (whitespace-normalised when matched)
+    set: tuple[str, ...]  # KEY=VALUE to add, as for --set
+    why: str
+    alternative: str = ""
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MatrixFacts:
+    archs: tuple[str, ...]
+    models: tuple[str, ...]
+    model_sets: dict[str, tuple[str, ...]]  # model -> the flags it is deployed with
+    flag_sets: dict[str, tuple[str, ...]]  # name -> KEY=VALUE items
+    rejection_hints: tuple[RejectionHintFacts, ...] = ()
+
+
+# ---- rules/attention_support.toml ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttentionSupportFacts:
+    source: str  # the document the lists come from
+    kinds: dict[str, tuple[str, ...]]  # attention kind (mha, mla) -> backends that serve it
+    platforms: dict[str, tuple[str, ...]]  # non-CUDA platform -> backends only it has
+
+
+# ---- rules/attention.toml -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunnerStamp:
+    """A release's resolver of the (prefill, decode) pair, stamped on the runner as it does."""
+
+    module: str
+    function: str
+    runner_kwarg: str
+    attrs: dict[str, str]  # field of its result -> runner attribute
+
+
+@dataclass(frozen=True)
+class AttentionRunner:
+    module: str
+    class_: str
+    method: str  # the runner's method that builds the backend
+    init_attrs: tuple[str, ...]  # runner attributes evaluated from its own assignments
+    stamp: tuple[RunnerStamp, ...] = ()
+    params: dict[str, int] = field(default_factory=dict)  # runner __init__ parameters: this rank's
+    params_from_server_args: dict[str, str] = field(default_factory=dict)  # parameter -> server args field
+
+
+@dataclass(frozen=True)
+class AttentionBackendFacts:
+    base_module: str
+    base_class: str  # every attention backend subclasses it
+    verdict_files: tuple[str, ...]  # an explicit raise in these files is SGLang's verdict
+    process_state_modules: tuple[str, ...]
+    optional_packages: tuple[str, ...]
+    warn_only: tuple[str, ...] = ()  # functions that only warn: not evaluated
+
+
+@dataclass(frozen=True)
+class AttentionFacts:
+    runner: AttentionRunner
+    backend: AttentionBackendFacts
+
+
+# ---- rules/boundaries.toml ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Boundary:
+    function: str  # a function of SGLang answered from the device or config.json, not evaluated
+    module: str  # fnmatch pattern of the modules defining it
+    kind: str  # how it is answered (target/overlays/boundaries.py)
+
+
+@dataclass(frozen=True)
+class BoundariesFacts:
+    boundary: tuple[Boundary, ...]
+
+
+# ---- rules/hf_config.toml -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TransformersRope:
+    converter: str  # PreTrainedConfig's rope conversion method (transformers 5)
+    checks: tuple[str, ...]
+    plain_getattribute: tuple[str, ...]
+    self_passed_to: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HFConfigFacts:
+    subconfig_keys: tuple[str, ...]
+    release_config_modules: tuple[str, ...]  # fnmatch patterns of the release's config modules
+    text_config_keys: tuple[str, ...]
+    defaults: dict[str, Any]  # PretrainedConfig's defaults; "__none__" is None
+    transformers_rope: TransformersRope
