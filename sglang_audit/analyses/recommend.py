@@ -52,6 +52,7 @@ from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.resolve.workers import run_all
 from sglang_audit.result import ChainStep, LayerValue, Resolution, Setting, UnknownValue
 from sglang_audit.shipped import rules_dir
+from sglang_audit.target.modeldir import model_checkpoint
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
 SCHEMA = "sglang-audit-recommend/1"
@@ -443,13 +444,11 @@ def _ep_size(res: Resolution) -> int:
 
 
 def _has_experts(model_dir: Path) -> bool:
-    try:
-        cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    found = model_checkpoint(model_dir)
+    if found.config_file.error is not None:
         return True  # cannot tell: explore it (a resolution, not a claim)
     keys = ("num_experts", "n_routed_experts", "num_local_experts", "moe_intermediate_size")
-    parts = [cfg, cfg.get("text_config") or {}] if isinstance(cfg, dict) else []
-    return any(isinstance(p, dict) and any(p.get(k) for k in keys) for p in parts)
+    return found.first_key(keys, bool) is not None
 
 
 def recommend(request: Request, bench: str | None = None, max_resolutions: int = DEFAULT_MAX_RESOLUTIONS,
@@ -616,12 +615,10 @@ def _attention_fields(base: Resolution, table: Any) -> tuple[str, ...]:
 def attention_kind(model_dir: Path) -> str:
     """mla | mha, from the model's config.json: MLA models carry ``kv_lora_rank`` (DeepSeek
     V2/V3, Kimi K2); a hybrid model's full-attention layers are MHA."""
-    try:
-        cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    found = model_checkpoint(model_dir)
+    if found.config_file.error is not None:
         return "unknown"
-    parts = [cfg, cfg.get("text_config") or {}] if isinstance(cfg, dict) else []
-    return "mla" if any(isinstance(p, dict) and p.get("kv_lora_rank") for p in parts) else "mha"
+    return "mla" if found.first_key(("kv_lora_rank",), bool) is not None else "mha"
 
 
 def _attention_choices(name: str, choices: list[str], base: Resolution, model_dir: Path,

@@ -4,7 +4,6 @@ resolve → (rules, render elsewhere).  Knows nothing of output formats."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import sys
@@ -32,8 +31,8 @@ from sglang_audit.result import (
 from sglang_audit.shipped import profiles_dir
 from sglang_audit.source.locate import SourceTree, locate_source
 from sglang_audit.target.device import DEFAULT_CUDA
+from sglang_audit.target.modeldir import HF_QUANT_CONFIG, model_checkpoint
 from sglang_audit.target.pins import target_device
-from sglang_audit.userfiles import UserFileError, read_user_file
 
 # The evaluator (interpreter, resolver, flag parser) is imported where it runs: a request
 # answered from the result cache never loads it (~0.15 s of a CLI start).
@@ -151,32 +150,23 @@ def _locate_model(spec: str, progress: Callable[[str], None] | None = None, role
     config = path / "config.json"
     if not config.is_file():
         raise InputError(f"no config.json in {role} directory {path}")
-    data = _read_json(config)
+    found = model_checkpoint(path)
+    if found.config_file.error is not None:
+        raise InputError(found.config_file.error)
+    data = found.config_file.data
     if not isinstance(data, dict):
         raise InputError(f"{config}: expected a JSON object, found {type(data).__name__}")
-    archs = data.get("architectures")
-    if not (isinstance(archs, list) and archs and isinstance(archs[0], str)):
+    if found.architectures is None:
         raise InputError(f"{config}: no \"architectures\" list naming the model class")
-    hfq = path / "hf_quant_config.json"
-    if hfq.exists() or hfq.is_symlink():
+    hfq = path / HF_QUANT_CONFIG
+    if found.hf_quant_file.present:
         if not hfq.is_file():
             raise InputError(f"{hfq}: not a regular file")
-        if not isinstance(_read_json(hfq), dict):
+        if found.hf_quant_file.error is not None:
+            raise InputError(found.hf_quant_file.error)
+        if found.hf_quant is None:
             raise InputError(f"{hfq}: expected a JSON object")
     return ModelInput(label or path.name, path.resolve())
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(read_user_file(path, "model file").decode("utf-8"))
-    except UserFileError as exc:
-        raise InputError(exc.message) from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: not valid JSON ({exc})") from None
-    except RecursionError:
-        raise InputError(f"{path}: JSON nested too deeply") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def parse_env(items: list[str]) -> dict[str, str]:

@@ -19,7 +19,6 @@ import dataclasses
 import functools
 import gc
 import hashlib
-import json
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -77,6 +76,7 @@ from sglang_audit.result import (
 from sglang_audit.shipped import load_toml
 from sglang_audit.source.metadata import requirements
 from sglang_audit.target.device import Environment
+from sglang_audit.target.modeldir import model_checkpoint
 from sglang_audit.target.overlays.boundaries import NO_DEFAULT, class_default
 from sglang_audit.target.world import NativeWorld
 
@@ -582,7 +582,7 @@ class Resolver:
             path=str(self.target.model.path),
             architecture=self.join_model_value(paths, "architecture"),
             quantization=self.join_model_value(paths, "quantization"),
-            config_quant_method=_config_quant_method(self.target.model.path),
+            config_quant_method=model_checkpoint(self.target.model.path).config_quant_method,
             draft_architecture=self.join_model_value(paths, "draft_architecture"),
             draft_quantization=self.join_model_value(paths, "draft_quantization"),
             assumptions=tuple(self.world.boundaries.assumptions),
@@ -1027,11 +1027,7 @@ def _unregistered_architecture(root: Path, model_dir: Path, architecture: Any, e
     claimed to be registered (the layer stage derives that by evaluation)."""
     arch = architecture if isinstance(architecture, str) else None
     if arch is None:
-        try:
-            archs = json.loads((model_dir / "config.json").read_text(encoding="utf-8")).get("architectures")
-        except (OSError, ValueError, AttributeError):
-            return None
-        arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+        arch = model_checkpoint(model_dir).architecture
     models = root / "sglang" / "srt" / "models"
     spec = load_toml("layers.toml").get("model_registry", {})
     if arch is None or not models.is_dir() or spec.get("external_env", "") in env:
@@ -1046,15 +1042,6 @@ def _unregistered_architecture(root: Path, model_dir: Path, architecture: Any, e
     return (f"model architecture {arch}: no module of sglang/srt/models defines it, so this release's model "
             "registry cannot load it natively (a fallback such as the Transformers backend, where the release has "
             "one, or a failure at model load)")
-
-
-def _config_quant_method(model_dir: Path) -> Any:
-    try:
-        data = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    q = data.get("quantization_config") if isinstance(data, dict) else None
-    return q.get("quant_method") if isinstance(q, dict) else None
 
 
 def build_environment(target: Target) -> Environment:

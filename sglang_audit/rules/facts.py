@@ -5,7 +5,6 @@ text, never imported). Nothing here looks at evaluator internals or at rule file
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import Any
 
 from sglang_audit.result import LayerValue, Resolution, Setting, UnknownValue
 from sglang_audit.rules.model import CodeEvidence, Fingerprint, Rule
+from sglang_audit.target.modeldir import model_checkpoint
 
 # Facts the rules may name besides settings.*, flags.*, env.*, code.*, subject.*.
 # Those marked "not provided" are not (yet) in the Resolution: a rule that needs one is
@@ -97,21 +97,15 @@ def checkpoint_quant(model_dir: Path) -> dict[str, Any]:
     quantization_config, else hf_quant_config.json's quantization block), read as data.
     ModelOpt's compressed-tensors form (config_groups) is named only when every group agrees
     (4-bit float groups of 16 = NVFP4, 8-bit float = FP8). Unreadable → Unknown."""
-    try:
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    found = model_checkpoint(model_dir)
+    if found.config is None:
         why = Unknown(f"the model's config.json at {model_dir} could not be read")
         return dict.fromkeys(CHECKPOINT_FACTS, why)
-    qc = config.get("quantization_config") if isinstance(config, dict) else None
-    if not isinstance(qc, dict) and isinstance(config.get("text_config"), dict):
-        qc = config["text_config"].get("quantization_config")
+    qc = found.first_key(("quantization_config",), lambda q: isinstance(q, dict))
     if not isinstance(qc, dict):
-        try:
-            hfq = json.loads((model_dir / "hf_quant_config.json").read_text(encoding="utf-8"))
-            qc = hfq.get("quantization") if isinstance(hfq, dict) else None
-            qc = dict(qc, quant_method="modelopt") if isinstance(qc, dict) else None
-        except (OSError, ValueError):
-            qc = None
+        hfq = found.hf_quant
+        qc = hfq.get("quantization") if hfq is not None else None
+        qc = dict(qc, quant_method="modelopt") if isinstance(qc, dict) else None
     if not isinstance(qc, dict):
         return dict.fromkeys(CHECKPOINT_FACTS, None)  # an unquantized checkpoint
     block = qc.get("weight_block_size")
@@ -151,16 +145,10 @@ def checkpoint_dtype(model_dir: Path) -> Any:
 def _config_key(model_dir: Path, keys: tuple[str, ...], accept: Callable[[Any], bool]) -> Any:
     """The first accepted value of ``keys`` in config.json (top level, else text_config), None
     when there is none, Unknown when config.json cannot be read."""
-    try:
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    found = model_checkpoint(model_dir)
+    if found.config is None:
         return Unknown(f"the model's config.json at {model_dir} could not be read")
-    for block in (config, config.get("text_config") if isinstance(config, dict) else None):
-        if isinstance(block, dict):
-            for key in keys:
-                if accept(block.get(key)):
-                    return block[key]
-    return None
+    return found.first_key(keys, accept)
 
 
 def layer_fact(layer: Any) -> Any:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-import json
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from sglang_audit.evaluate.values import (
     Property,
     Unknown,
 )
+from sglang_audit.target.modeldir import model_checkpoint
 
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter
@@ -147,12 +147,11 @@ class Boundaries:
         if key in interp.hf_configs:
             cfg = interp.hf_configs[key]
         else:
-            from sglang_audit.userfiles import UserFileError, read_user_file
-
-            try:
-                data = json.loads(read_user_file(inside / "config.json", "model config").decode("utf-8"))
-            except (UserFileError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-                return Unknown(f"config of model {path!r} not read ({getattr(exc, 'message', exc)})")
+            found = model_checkpoint(inside)
+            data = found.config_copy()
+            if data is None:
+                why = found.config_file.error or "config.json is not a JSON object"
+                return Unknown(f"config of model {path!r} not read ({why})")
             cfg = self.make_hf_config(data, str(inside))
             interp.hf_configs[key] = cfg
             self.attach_config_class(interp, cfg, kwargs.get("trust_remote_code", args[1] if len(args) > 1 else False), inside)

@@ -12,9 +12,9 @@ from sglang_audit.evaluate.values import Unknown
 from sglang_audit.target.checkpoint import (
     CheckpointError,
     SafetensorsHeader,
-    read_header,
     read_header_raw,
 )
+from sglang_audit.target.modeldir import model_checkpoint
 from sglang_audit.target.overlays.checkpoint import NEEDS, BinaryFile
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def checkpoint_header(model_dirs: list[Path], path: str) -> SafetensorsHeader | 
     if not (root / rel).exists():
         return Unknown(f"{path}: {NEEDS} ({rel} is not in the model directory)")
     try:
-        return read_header(root, rel)
+        return model_checkpoint(root).header(rel)
     except CheckpointError as exc:
         return Unknown(f"{path}: {NEEDS} ({exc})")
 
