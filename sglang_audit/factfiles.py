@@ -301,3 +301,25 @@ def hf_config() -> fs.HFConfigFacts:
     from sglang_audit import factschema as fs
 
     return load(fs.HFConfigFacts, "hf_config.toml")
+
+
+# ---- rules/env_profiles.toml --------------------------------------------------------------
+
+
+@functools.cache
+def env_profiles() -> fs.EnvProfilesFacts:
+    """rules/env_profiles.toml: the named environment profiles (pip, the platform's image)."""
+    from sglang_audit import factschema as fs
+
+    return load(fs.EnvProfilesFacts, "env_profiles.toml")
+
+
+# ---- rules/torch_pins.toml ----------------------------------------------------------------
+
+
+@functools.cache
+def torch_pins() -> fs.TorchPinsFacts:
+    """rules/torch_pins.toml: the cuDNN each torch version pins (the offline fallback)."""
+    from sglang_audit import factschema as fs
+
+    return load(fs.TorchPinsFacts, "torch_pins.toml")

@@ -261,3 +261,93 @@ class HFConfigFacts:
     text_config_keys: tuple[str, ...]
     defaults: dict[str, Any]  # PretrainedConfig's defaults; "__none__" is None
     transformers_rope: TransformersRope
+
+
+# ---- rules/env_profiles.toml --------------------------------------------------------------
+
+
+def _release_bound(file: str, what: str, value: str | None) -> None:
+    """A `since`/`until` bound parses as a release version (compared with the release's)."""
+    if value is None:
+        return
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise FactFileError(f"rules/{file}: {what}: not a release version: {value!r}") from None
+
+
+@dataclass(frozen=True)
+class ProfileEntry:
+    summary: str
+    why: str = ""
+    default_for: tuple[str, ...] = ()  # the device platforms this profile is the default of
+
+
+@dataclass(frozen=True)
+class ImagePackage:
+    name: str  # an import name
+    installed: bool
+    source: str  # the Dockerfile line that installs it (or leaves it out)
+    since: str | None = None  # first release the fact holds for
+    until: str | None = None  # first release it no longer holds for
+
+    def __post_init__(self) -> None:
+        _release_bound("env_profiles.toml", f"package {self.name}.since", self.since)
+        _release_bound("env_profiles.toml", f"package {self.name}.until", self.until)
+
+
+@dataclass(frozen=True)
+class ImageEnv:
+    name: str
+    value: str
+    source: str
+    since: str | None = None
+    until: str | None = None
+
+    def __post_init__(self) -> None:
+        _release_bound("env_profiles.toml", f"env {self.name}.since", self.since)
+        _release_bound("env_profiles.toml", f"env {self.name}.until", self.until)
+
+
+@dataclass(frozen=True)
+class Image:
+    name: str
+    dockerfile: str
+    read: tuple[str, ...]  # the stored versions of the Dockerfile read
+    flavour: str = ""
+    since: str | None = None
+    until: str | None = None
+    package: tuple[ImagePackage, ...] = ()
+    env: tuple[ImageEnv, ...] = ()
+
+    def __post_init__(self) -> None:
+        _release_bound("env_profiles.toml", f"image {self.name!r}.since", self.since)
+        _release_bound("env_profiles.toml", f"image {self.name!r}.until", self.until)
+
+
+@dataclass(frozen=True)
+class EnvProfilesFacts:
+    profile: dict[str, ProfileEntry]  # "pip", "image"
+    image: dict[str, Image] = field(default_factory=dict)  # device platform -> its image
+
+    def __post_init__(self) -> None:
+        if "pip" not in self.profile:
+            raise FactFileError("rules/env_profiles.toml: profile.pip: missing (the fallback of every platform)")
+
+
+# ---- rules/torch_pins.toml ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TorchPin:
+    dist: str  # the nvidia-cudnn distribution torch's metadata requires
+    cudnn: str  # its pinned version
+    marker: str  # the requirement's environment marker, as written
+    read: str  # the metadata file it was read from
+
+
+@dataclass(frozen=True)
+class TorchPinsFacts:
+    torch: dict[str, TorchPin]  # torch version -> its cuDNN pin

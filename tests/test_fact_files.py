@@ -174,3 +174,23 @@ def test_attention_toml_loads_typed_and_a_bad_stamp_names_its_field() -> None:
     assert msg == "rules/attention.toml: runner.stamp[0].runner_kwarg: missing"
     msg = _bad_file(AttentionFacts, "attention.toml", lambda r: r["runner"]["params"].__setitem__("tp_rank", "0"))
     assert msg == "rules/attention.toml: runner.params.tp_rank: expected an integer, got '0'"
+
+
+def test_env_profiles_and_torch_pins_load_typed_and_bad_values_name_their_field() -> None:
+    from sglang_audit.factfiles import EnvProfilesFacts, TorchPinsFacts
+
+    raw = load_toml("env_profiles.toml")
+    hip = factfiles.env_profiles().image["hip"]
+    assert hip.dockerfile == raw["image"]["hip"]["dockerfile"]
+    assert [p.name for p in hip.package] == [p["name"] for p in raw["image"]["hip"]["package"]]
+    assert factfiles.torch_pins().torch["2.9.1"].cudnn == load_toml("torch_pins.toml")["torch"]["2.9.1"]["cudnn"]
+    msg = _bad_file(EnvProfilesFacts, "env_profiles.toml", lambda r: r["image"]["hip"]["package"][0].pop("installed"))
+    assert msg == "rules/env_profiles.toml: image.hip.package[0].installed: missing"
+    # a bound that is not a release version would compare wrongly (or raise) at resolve time
+    msg = _bad_file(EnvProfilesFacts, "env_profiles.toml",
+                    lambda r: r["image"]["hip"]["env"][0].__setitem__("since", "v0.5.x"))
+    assert msg == f"rules/env_profiles.toml: env {raw['image']['hip']['env'][0]['name']}.since: not a release version: 'v0.5.x'"
+    msg = _bad_file(EnvProfilesFacts, "env_profiles.toml", lambda r: r["profile"].pop("pip"))
+    assert msg.startswith("rules/env_profiles.toml: profile.pip: missing")
+    msg = _bad_file(TorchPinsFacts, "torch_pins.toml", lambda r: r["torch"]["2.9.1"].pop("cudnn"))
+    assert msg == "rules/torch_pins.toml: torch.2.9.1.cudnn: missing"

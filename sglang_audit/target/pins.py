@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from sglang_audit import factfiles
 from sglang_audit.errors import AuditError
-from sglang_audit.shipped import load_toml
 from sglang_audit.source.metadata import requirements
 
 if TYPE_CHECKING:
@@ -310,14 +309,13 @@ def cudnn_pin(torch: Pin) -> Pin:
 
 
 def _fallback(version: str, why: str) -> Pin:
-    rows = load_toml(TABLE).get("torch", {})
-    row = rows.get(version)
+    row = factfiles.torch_pins().torch.get(version)
     if row is None:
         return Pin("cuDNN", None, f"torch {version}'s metadata could not be read ({why}) and rules/{TABLE} has no row for it",
                    note="give --cudnn", fallback=True)
-    line = f"{row['dist']}=={row['cudnn']}; {row['marker']}"
-    return Pin("cuDNN", row["cudnn"], f"torch {version} Requires-Dist {line}; rules/{TABLE}, read from {row['read']}",
-               note=f"fallback: torch's metadata not read from the package index ({why})", fallback=True, dist=row["dist"],
+    line = f"{row.dist}=={row.cudnn}; {row.marker}"
+    return Pin("cuDNN", row.cudnn, f"torch {version} Requires-Dist {line}; rules/{TABLE}, read from {row.read}",
+               note=f"fallback: torch's metadata not read from the package index ({why})", fallback=True, dist=row.dist,
                requirement=line, why_fallback=why)
 
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
+from sglang_audit import factfiles
 from sglang_audit.errors import InputError
-from sglang_audit.shipped import load_toml
 
 if TYPE_CHECKING:
     from sglang_audit.target.device import Environment
@@ -47,15 +47,16 @@ class Profile:
 
 
 def profile_names() -> list[str]:
-    return sorted(load_toml(RULES)["profile"])
+    return sorted(factfiles.env_profiles().profile)
 
 
-def _in_bounds(fact: dict[str, Any], version: Version | None) -> bool:
+def _in_bounds(fact: Any, version: Version | None) -> bool:
+    """Whether a fact with ``since``/``until`` (validated release versions) holds for ``version``."""
     if version is None:
-        return "since" not in fact and "until" not in fact
-    if "since" in fact and version < Version(fact["since"]):
+        return fact.since is None and fact.until is None
+    if fact.since is not None and version < Version(fact.since):
         return False
-    return not ("until" in fact and version >= Version(fact["until"]))
+    return not (fact.until is not None and version >= Version(fact.until))
 
 
 def _version(release: str | None) -> Version | None:
@@ -69,8 +70,8 @@ def select(name: str | None, platform: str, release: str | None) -> Profile:
     """The profile ``name`` (None: the platform's default) for ``release`` on ``platform``.
     An image with no sourced facts for the release: an input error when asked for by name,
     the pip profile (saying why) when it is the default."""
-    spec = load_toml(RULES)
-    profiles: dict[str, Any] = spec["profile"]
+    spec = factfiles.env_profiles()
+    profiles = spec.profile
     if name is not None and name not in profiles:
         import difflib  # for the message only
 
@@ -79,26 +80,26 @@ def select(name: str | None, platform: str, release: str | None) -> Profile:
         raise InputError(f"unknown --env-profile {name!r}{hint}: choose one of {', '.join(sorted(profiles))}")
     chosen = f"--env-profile {name}" if name is not None else f"the default for {platform}"
     if name is None:
-        name = next((n for n, p in profiles.items() if platform in p.get("default_for", ())), "pip")
+        name = next((n for n, p in profiles.items() if platform in p.default_for), "pip")
     version = _version(release)
-    pip = Profile("pip", platform, profiles["pip"]["summary"], chosen)
+    pip = Profile("pip", platform, profiles["pip"].summary, chosen)
     if name == "pip":
         return pip
-    image = spec.get("image", {}).get(platform)
+    image = spec.image.get(platform)
     if image is None or not _in_bounds(image, version):
         reason = (f"no SGLang image for platform {platform} is recorded in rules/{RULES}" if image is None else
-                  f"rules/{RULES} records {image['name']} for releases {image['since']}+ (read: {image['dockerfile']}), not {release}")
+                  f"rules/{RULES} records {image.name} for releases {image.since}+ (read: {image.dockerfile}), not {release}")
         if chosen.startswith("--env-profile"):
             raise InputError(f"--env-profile {name}: {reason}")
         return dataclasses.replace(pip, note=f"{reason}, so a plain pip install")
-    where = image["dockerfile"]
-    facts = [f for f in image.get("package", ()) if _in_bounds(f, version)]
+    where = image.dockerfile
+    facts = [f for f in image.package if _in_bounds(f, version)]
     return Profile(
-        name, platform, f"{image['name']}, {where}", chosen,
-        installed=tuple((f["name"], f"{where}: {f['source']}") for f in facts if f["installed"]),
-        absent=tuple((f["name"], f"{where}: {f['source']}") for f in facts if not f["installed"]),
-        env=tuple((f["name"], f["value"], f"{where}: {f['source']}") for f in image.get("env", ()) if _in_bounds(f, version)),
-        read=tuple(image.get("read", ())),
+        name, platform, f"{image.name}, {where}", chosen,
+        installed=tuple((f.name, f"{where}: {f.source}") for f in facts if f.installed),
+        absent=tuple((f.name, f"{where}: {f.source}") for f in facts if not f.installed),
+        env=tuple((f.name, f.value, f"{where}: {f.source}") for f in image.env if _in_bounds(f, version)),
+        read=image.read,
     )
 
 
