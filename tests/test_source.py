@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sglang_audit.errors import SourceError
-from sglang_audit.source import download_watch
+from sglang_audit.source import archives, download_watch
 from sglang_audit.source import locate as source
 from sglang_audit.source.locate import SourceTree, locate_source
 
@@ -474,7 +474,7 @@ def test_refuse_high_compression_ratio(inputs: Path, guard: None) -> None:
 def test_refuse_total_size(
     kind: str, inputs: Path, guard: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(source, "MAX_TOTAL_BYTES", 1000)  # stands in for 2 GiB
+    monkeypatch.setattr(archives, "MAX_TOTAL_BYTES", 1000)  # stands in for 2 GiB
     members = {**GOOD, **{f"sglang/data{i}.txt": os.urandom(300) for i in range(5)}}
     archive = (
         write_zip(inputs / "a.whl", members)
@@ -487,7 +487,7 @@ def test_refuse_total_size(
 def test_refuse_tar_member_bigger_than_limit_before_reading_it(
     inputs: Path, guard: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(source, "MAX_MEMBER_BYTES", 2**20)
+    monkeypatch.setattr(archives, "MAX_MEMBER_BYTES", 2**20)
     members = {**GOOD, "pkg/unrelated.bin": b"\0" * (2 * 2**20)}  # outside sglang/: still counted
     refused(
         write_tar(inputs / "a.tar.gz", members),

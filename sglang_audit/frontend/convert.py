@@ -564,7 +564,7 @@ def _error_line(exc: cst.ParserSyntaxError) -> int:
     return int(found.group(1)) if found else exc.raw_line
 
 
-def _convert(source: str) -> ir.Node:
+def module_from_source(source: str) -> ir.Node:
     try:
         # before libcst: too deep a nesting overflows its native parser's C stack (SIGSEGV)
         check_source(source)

@@ -49,12 +49,12 @@ PARSE_RECURSION_LIMIT = 20_000
 
 def convert_source(source: str) -> ir.Node:
     """Parse ``source`` with libcst and convert it to an ``ir.Module``."""
-    from sglang_audit.frontend.convert import _convert
+    from sglang_audit.frontend.convert import module_from_source
 
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, PARSE_RECURSION_LIMIT))
     try:
-        return _convert(source)
+        return module_from_source(source)
     finally:
         sys.setrecursionlimit(old_limit)
 

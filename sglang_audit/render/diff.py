@@ -34,7 +34,7 @@ from sglang_audit.analyses.diff import (
     SettingDiff,
     SideOutcome,
 )
-from sglang_audit.render.text import _value
+from sglang_audit.render.text import value_text
 from sglang_audit.result import ChainStep, LayerValue, Setting, UnknownValue
 
 _CELL = {
@@ -64,9 +64,9 @@ def _values(s: Setting | None) -> str:
         return "(no such setting)"
     rt = ""
     if s.runtime is not None and s.runtime != s.config:
-        rt = f" → runtime {_value(s.runtime)}"
+        rt = f" → runtime {value_text(s.runtime)}"
     note = f"  [{s.note}]" if s.note else ""
-    return f"{_value(s.config)}{rt}  ({s.status}){note}"
+    return f"{value_text(s.config)}{rt}  ({s.status}){note}"
 
 
 def _chain_lines(s: Setting | None, deciding: ChainStep | None, indent: str, full: bool) -> list[str]:

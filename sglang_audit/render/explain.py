@@ -20,12 +20,12 @@ from sglang_audit.analyses.explain import (
     Explanation,
 )
 from sglang_audit.render.text import (
-    _value,
     describe_step,
     env_line,
     hint_lines,
     model_label,
     unknown_reason,
+    value_text,
 )
 from sglang_audit.result import ChainStep
 
@@ -73,7 +73,7 @@ def render_text(exp: Explanation, requested_model: str | None = None) -> str:
     m = res.model
     out.append(f"SGLang {res.source.get('version')} — explain {exp.field}")
     out.append(f"device: {dev['arch']} {dev['name']}" + (f", CUDA {dev['cuda']}" if dev.get("cuda") else "")
-               + f"; model: {model_label(m, requested_model)} ({_value(m.architecture)}, quantization {_value(m.quantization, unknown_reason(m.architecture))})")
+               + f"; model: {model_label(m, requested_model)} ({value_text(m.architecture)}, quantization {value_text(m.quantization, unknown_reason(m.architecture))})")
     if res.flags:
         out.append("flags: " + " ".join(f"{k}={v}" for k, v in res.flags.items()))
     env = env_line(res)
@@ -119,8 +119,8 @@ def _resolved(exp: Explanation, out: list[str], device: str) -> None:
         return
     rt = ""
     if s.runtime is not None and s.runtime != s.config:
-        rt = f" → runtime {_value(s.runtime)}"
-    out.append(f"Resolved: {exp.field} = {_value(s.config)}{rt}  ({s.status})" + (f"  [{s.note}]" if s.note else ""))
+        rt = f" → runtime {value_text(s.runtime)}"
+    out.append(f"Resolved: {exp.field} = {value_text(s.config)}{rt}  ({s.status})" + (f"  [{s.note}]" if s.note else ""))
     if exp.user_set:
         if exp.overridden:
             out.append(f"  OVERRIDDEN: you set {exp.user_value!r}; SGLang rewrote it" + (f" at {_where(exp.deciding)}" if exp.deciding else ""))
@@ -150,7 +150,7 @@ def _choice_lines(c: ChoiceOutcome, width: int, device: str) -> list[str]:
         r = c.rejection
         return [f"{pad}REJECTED  {r.exception}: {_clip(r.message)}", f"  {'':{width}}    at {r.file}:{r.line}"]
     if c.outcome in (OUTCOME_ACCEPTED, OUTCOME_KNOWN_BAD):
-        rt = f" (runtime {_value(c.runtime)})" if c.runtime is not None and c.runtime != c.config else ""
+        rt = f" (runtime {value_text(c.runtime)})" if c.runtime is not None and c.runtime != c.config else ""
         bad = ", ".join(f"{r} ({sev}: {title})" for r, sev, title in c.known_bad)
         lines = [f"{pad}accepted by SGLang, but known-bad: {bad}{rt}" if bad else f"{pad}accepted{rt}"]
         if c.note:  # e.g. what its MoE layers do cannot be told
@@ -158,7 +158,7 @@ def _choice_lines(c: ChoiceOutcome, width: int, device: str) -> list[str]:
     elif c.outcome == OUTCOME_REWRITTEN:
         final = c.config if c.layer == "config" else c.runtime
         label = "OVERRIDDEN" if c.overridden else "resolved"
-        lines = [f"{pad}{label} → {_value(final)} ({c.layer})" + (f" at {_where(c.where)}" if c.where else "")]
+        lines = [f"{pad}{label} → {value_text(final)} ({c.layer})" + (f" at {_where(c.where)}" if c.where else "")]
         for cond in c.reason:
             if cond.predicates:
                 lines.append(f"  {'':{width}}    because {_condition_text(cond, device, taken=True)}")

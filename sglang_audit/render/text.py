@@ -24,7 +24,7 @@ def unknown_reason(v: Any) -> str | None:
     return v.reason if isinstance(v, UnknownValue) else None
 
 
-def _value(v: Any, shown_reason: str | None = None) -> str:
+def value_text(v: Any, shown_reason: str | None = None) -> str:
     """A value for a text line; an unknown's reason is printed once per line (a candidate
     that is that same unknown, or a runtime value unknown for the same reason, says so
     without repeating it)."""
@@ -114,9 +114,9 @@ def env_line(res: Resolution) -> str | None:
     export / docker -e), credentials redacted as in the reports."""
     if not res.env:
         return None
-    from sglang_audit.resolve.pipeline import _redacted
+    from sglang_audit.resolve.pipeline import redacted
 
-    return "env: " + " ".join(f"{k}={v}" for k, v in _redacted(dict(res.env)).items())
+    return "env: " + " ".join(f"{k}={v}" for k, v in redacted(dict(res.env)).items())
 
 
 def driver_text(dev: dict[str, Any]) -> str:
@@ -197,10 +197,10 @@ def render_resolution(res: Resolution, verbose: bool = False, requested_model: s
     out.append(f"device: {dev['arch']} {dev['name']}, platform {dev['platform']}" + (f", CUDA {dev['cuda']}" if dev.get("cuda") else "")
                + driver_text(dev) + cudnn_text(dev))
     m = res.model
-    out.append(f"model: {model_label(m, requested_model)} — {_value(m.architecture)}, quantization {_value(m.quantization, unknown_reason(m.architecture))} (config.json quant_method {m.config_quant_method})")
+    out.append(f"model: {model_label(m, requested_model)} — {value_text(m.architecture)}, quantization {value_text(m.quantization, unknown_reason(m.architecture))} (config.json quant_method {m.config_quant_method})")
     out += [f"  assuming: {a}" for a in m.assumptions]
     if m.draft_architecture is not None:
-        out.append(f"draft: {_value(m.draft_architecture)}, quantization {_value(m.draft_quantization)}")
+        out.append(f"draft: {value_text(m.draft_architecture)}, quantization {value_text(m.draft_quantization)}")
     if res.flags:
         out.append("flags: " + " ".join(f"{k}={v}" for k, v in res.flags.items()))
     env = env_line(res)
@@ -294,10 +294,10 @@ def _setting_line(name: str, s: Setting, width: int, origin: str = "") -> str:
     rt = ""
     if s.runtime is not None and not (not isinstance(s.runtime, UnknownValue) and s.runtime == s.config):
         shown = s.config.reason if isinstance(s.config, UnknownValue) else None
-        rt = f" → runtime {_value(s.runtime, shown)}"
+        rt = f" → runtime {value_text(s.runtime, shown)}"
     note = f"  [{s.note}]" if s.note else ""
     why = f", {origin}" if origin else ""
-    return f"{name:{width}}  {_value(s.config)}{rt}  ({s.status}{why}){note}"
+    return f"{name:{width}}  {value_text(s.config)}{rt}  ({s.status}{why}){note}"
 
 
 def _kernel_lines(s: Setting, width: int, verbose: bool) -> list[str]:

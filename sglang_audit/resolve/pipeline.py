@@ -71,12 +71,12 @@ def launch_with_config(request: Request) -> str | None:
     carry a deployment as a launch string, e.g. ``diff``'s Deployment)."""
     import shlex
 
-    from sglang_audit.target.launch import _strip_comment
+    from sglang_audit.target.launch import strip_comment
 
     if not request.config:
         return request.launch
     lines = (request.launch or "python -m sglang.launch_server").rstrip().splitlines() or [""]
-    lines[-1] = _strip_comment(lines[-1]).rstrip()  # a trailing comment would swallow the option
+    lines[-1] = strip_comment(lines[-1]).rstrip()  # a trailing comment would swallow the option
     return "\n".join(lines) + f" --config {shlex.quote(request.config)}"
 
 
@@ -340,7 +340,7 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
 
         launch = split_launch(request.launch)
     # the command's own environment (NAME=VALUE, env, export, docker -e), then --env over it
-    env = {**_redacted(dict(launch.env if launch else ())), **parse_env(request.env)}
+    env = {**redacted(dict(launch.env if launch else ())), **parse_env(request.env)}
     model_spec = request.model
     # the flag table needs an evaluator; build the target in two steps
     placeholder = locate_model(model_spec, progress=progress) if model_spec else None
@@ -421,7 +421,7 @@ def located(source: str | None, cache: SourceCache, progress: Callable[[str], No
 _SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY", re.I)
 
 
-def _redacted(env: dict[str, str]) -> dict[str, str]:
+def redacted(env: dict[str, str]) -> dict[str, str]:
     """A pasted command's credentials (docker --env HF_TOKEN=...) must not reach the reports;
     the value is replaced, keeping it set and non-empty as SGLang would see it."""
     return {k: ("<redacted>" if v and _SECRET.search(k) else v) for k, v in env.items()}

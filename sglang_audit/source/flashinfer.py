@@ -19,18 +19,18 @@ from packaging.version import InvalidVersion, Version
 
 from sglang_audit.cachedir import cache_root, writable_subdir
 from sglang_audit.errors import SourceError
-from sglang_audit.source.locate import (
-    _MARKER,
-    _archive_kind,
-    _extract_tar,
-    _extract_zip,
-    _pip_download,
-    _pip_failure,
-    _sweep_stale,
-    _within,
+from sglang_audit.source.archives import (
+    archive_kind,
     archive_sha256,
     download_to_cache,
+    extract_tar,
+    extract_zip,
+    pip_download,
+    pip_failure,
+    sweep_stale,
+    within,
 )
+from sglang_audit.source.extracted import MARKER as _MARKER
 from sglang_audit.source.metadata import (
     HEADER_NAME,
     HEADER_VERSION,
@@ -98,12 +98,12 @@ def locate_flashinfer(
 
 def _fi_package_at(candidate: Path, boundary: str) -> Path | None:
     real = os.path.realpath(candidate)
-    if not _within(real, boundary) or os.path.basename(real) != "flashinfer":
+    if not within(real, boundary) or os.path.basename(real) != "flashinfer":
         return None
     for name in ("__init__.py", "utils.py"):
         member = os.path.realpath(os.path.join(real, name))
         try:
-            if not (_within(member, real) and stat.S_ISREG(os.stat(member).st_mode)):
+            if not (within(member, real) and stat.S_ISREG(os.stat(member).st_mode)):
                 return None
         except OSError:
             return None
@@ -152,8 +152,8 @@ def _download_flashinfer(version: str, label: str, say: Callable[[str], None]) -
     def fetch(staging: Path) -> subprocess.CompletedProcess[str]:
         # wheels only: FlashInfer's wheels are pure Python (py3-none-any), and preparing an
         # sdist's metadata would run its build backend, i.e. execute the code we only read
-        result = _pip_download(version, label, staging, binary_only=True, dist="flashinfer-python")
-        if result.returncode != 0 and _pip_failure(result) == "not-found":
+        result = pip_download(version, label, staging, binary_only=True, dist="flashinfer-python")
+        if result.returncode != 0 and pip_failure(result) == "not-found":
             raise SourceError(f"{label}: no wheel on the package index; {_FI_HINT}")
         return result
 
@@ -172,20 +172,20 @@ def _locate_fi_archive(path: Path, origin: str, say: Callable[[str], None]) -> F
         import shutil
         import tempfile
 
-        kind = _archive_kind(path)
+        kind = archive_kind(path)
         if complete:
             shutil.rmtree(root, ignore_errors=True)
         say(f"extracting {path.name} into {root} ...")
-        _sweep_stale(sources, ".extract-")
+        sweep_stale(sources, ".extract-")
         try:
             tmp = Path(tempfile.mkdtemp(prefix=f".extract-{root.name}-", dir=sources))
         except OSError as exc:
             raise SourceError(f"cannot write to {sources}: {exc.strerror or exc}") from None
         try:
             if kind == "zip":
-                _extract_zip(path, tmp, {}, _FI_KEEP)
+                extract_zip(path, tmp, {}, _FI_KEEP)
             else:
-                _extract_tar(path, tmp, {}, _FI_KEEP)
+                extract_tar(path, tmp, {}, _FI_KEEP)
             if _find_fi_package(tmp, archive_layouts=True) is None:
                 raise SourceError(f"no FlashInfer package found in {path} (expected flashinfer/utils.py)")
             (tmp / _MARKER).write_text(json.dumps({"archive": path.name}) + "\n")

@@ -4,51 +4,50 @@ SGLang is never imported or executed here: archives are read with zipfile/tarfil
 written out member by member after safety checks, and versions and the FlashInfer pin
 are scanned from metadata files as text.
 
-The modules only a download or an extraction needs (subprocess, tempfile, shutil, zipfile,
-tarfile, the download watch) are imported there: a run that finds its release extracted
-and verified (every result-cache hit) does not pay for them.
+Downloading and extracting are ``archives.py``'s (shared with the FlashInfer and
+transformers sources); the modules they need are imported only there, so a run that finds
+its release extracted and verified (every result-cache hit) does not pay for them.
 """
 
 from __future__ import annotations
 
 import glob
-import hashlib
 import importlib.util
 import json
 import os
 import re
 import stat
-import sys
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from sglang_audit.cachedir import TooLarge, cache_root, stamp_index, writable_subdir
+from sglang_audit.cachedir import cache_root, writable_subdir
 from sglang_audit.errors import SourceError
+from sglang_audit.source.archives import (
+    ARCHIVE_SUFFIXES,
+    archive_kind,
+    archive_sha256,
+    download_to_cache,
+    extract_tar,
+    extract_zip,
+    pip_download,
+    pip_failure,
+    retire,
+    sweep_stale,
+    within,
+)
 from sglang_audit.source.extracted import MARKER as _MARKER
 from sglang_audit.source.extracted import verified
 from sglang_audit.source.metadata import read_metadata
 
 if TYPE_CHECKING:
     import subprocess
-    import zipfile
 
-# Extraction limits (module-level so tests can lower them). Real wheels are far below:
-# SGLang 0.5.23 holds ~120 MiB in total, its largest member is ~24 MiB, and no member
-# compresses better than ~5:1.
-MAX_MEMBER_BYTES = 200 * 2**20
-MAX_TOTAL_BYTES = 2 * 2**30
-MAX_RATIO = 100
-RATIO_MIN_BYTES = 2**20  # tiny members may compress absurdly well without being bombs
-DOWNLOAD_TIMEOUT = 300
 
-_STALE_TEMP_SECONDS = 24 * 3600
-_CHUNK = 2**20
 _HINT = "pass --source DIR|WHEEL|sglang==X"
 
 # Archive members worth keeping: the package (wheel `sglang/`, sdist `NAME/sglang/`,
@@ -60,7 +59,6 @@ _KEEP = re.compile(
     r"|(?:[^/]+/)?PKG-INFO"
 )
 _PIN_SPEC = re.compile(r"\s*sglang\s*==\s*(\S+?)\s*", re.IGNORECASE)
-_ARCHIVE_SUFFIXES = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
 
 
 @dataclass(frozen=True)
@@ -127,16 +125,13 @@ def _looks_like_requirement(text: str) -> bool:
         text.lower().startswith("sglang")
         and "/" not in text
         and os.sep not in text
-        and not text.lower().endswith(_ARCHIVE_SUFFIXES)
+        and not text.lower().endswith(ARCHIVE_SUFFIXES)
     )
 
 
 # --------------------------------------------------------------------------- directories
 
 
-def _within(path: str, root: str) -> bool:
-    root = root.rstrip(os.sep) or os.sep
-    return path == root or path.startswith(root if root == os.sep else root + os.sep)
 
 
 def _package_at(candidate: Path, boundary: str) -> Path | None:
@@ -147,10 +142,10 @@ def _package_at(candidate: Path, boundary: str) -> Path | None:
     regular file, so a link out of the tree or a symlink loop is simply not a match.
     """
     real = os.path.realpath(candidate)
-    if not _within(real, boundary):
+    if not within(real, boundary):
         return None
     server_args = os.path.realpath(os.path.join(real, "srt", "server_args.py"))
-    if not _within(server_args, real):
+    if not within(server_args, real):
         return None
     try:
         mode = os.stat(server_args).st_mode
@@ -234,148 +229,27 @@ def _cached_release(version: str) -> Path | None:
     return None
 
 
-_NOT_FOUND_HINTS = ("No matching distribution", "Could not find a version")
-_NETWORK_HINTS = (
-    "Retrying (",
-    "NewConnectionError",
-    "Failed to establish a new connection",
-    "Temporary failure in name resolution",
-    "Name or service not known",
-    "Max retries exceeded",
-    "ConnectTimeoutError",
-    "ReadTimeoutError",
-    "ProxyError",
-    "SSLError",
-    "Network is unreachable",
-    "Connection refused",
-    "connection broken",
-)
 
 
 def _download_release(version: str, label: str, say: Callable[[str], None]) -> Path:
     def fetch(staging: Path) -> subprocess.CompletedProcess[str]:
-        result = _pip_download(version, label, staging, binary_only=True)
-        if result.returncode != 0 and _pip_failure(result) == "not-found":
+        result = pip_download(version, label, staging, binary_only=True)
+        if result.returncode != 0 and pip_failure(result) == "not-found":
             # No wheel for this interpreter/platform (e.g. cp311-only releases): the sdist
             # carries the same Python source.
             say(f"no compatible wheel of {label} found; trying the source distribution ...")
-            result = _pip_download(version, label, staging, binary_only=False)
+            result = pip_download(version, label, staging, binary_only=False)
         return result
 
     return download_to_cache(label, say, fetch)
 
 
-def download_to_cache(label: str, say: Callable[[str], None],
-                      fetch: Callable[[Path], subprocess.CompletedProcess[str]]) -> Path:
-    """Run ``fetch`` (a ``pip download`` into the staging dir it is given) and move the one
-    archive it leaves into ``<cache>/wheels``."""
-    import shutil
-    import tempfile
-
-    from sglang_audit.source.download_watch import DownloadWatch, format_bytes
-
-    wheels = writable_subdir("wheels")
-    if wheels is None:
-        raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
-    say(f"downloading {label} from the package index ...")
-    _sweep_stale(wheels, ".download-")
-    # pip writes into a private staging dir that is moved into place only when complete,
-    # so an interrupted download never leaves a truncated wheel for the cache lookup.
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=".download-", dir=wheels))
-    except OSError as exc:
-        raise SourceError(f"cannot write to {wheels}: {exc.strerror or exc}") from None
-    try:
-        with DownloadWatch(label, staging, say, _ARCHIVE_SUFFIXES):
-            result = fetch(staging)
-        if result.returncode != 0:
-            raise _download_error(label, result)
-        files = sorted(
-            p
-            for p in staging.iterdir()
-            if p.is_file() and p.name.lower().endswith(_ARCHIVE_SUFFIXES)
-        )
-        if not files:
-            raise SourceError(f"{label}: pip reported success but left no wheel or sdist")
-        target = wheels / files[0].name
-        try:
-            size = files[0].stat().st_size
-            os.replace(files[0], target)
-        except OSError as exc:
-            raise SourceError(f"cannot write {target}: {exc.strerror or exc}") from None
-        say(f"downloaded {label} ({format_bytes(size)})")
-        return target
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
-def _pip_download(
-    version: str, label: str, dest: Path, *, binary_only: bool, dist: str = "sglang"
-) -> subprocess.CompletedProcess[str]:
-    import subprocess
-
-    from sglang_audit.source.download_watch import PIP_TMP
-
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps"]
-    if binary_only:
-        cmd.append("--only-binary=:all:")
-    cmd += ["-d", str(dest), f"{dist}=={version}"]
-    # Never prompt (e.g. for index credentials): stdin is closed and PIP_NO_INPUT set.
-    env = {**os.environ, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    # pip downloads into TMPDIR before copying into -d: keep that inside the staging dir so
-    # the bytes so far can be shown (_DownloadWatch) and a killed pip leaves nothing elsewhere
-    tmp = dest / PIP_TMP
-    try:
-        tmp.mkdir(exist_ok=True)
-        env["TMPDIR"] = str(tmp)
-    except OSError:
-        pass  # pip then uses the system temp dir; only the byte count is lost
-    try:
-        return subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            timeout=DOWNLOAD_TIMEOUT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise SourceError(
-            f"{label}: download failed (no network?): pip timed out after {DOWNLOAD_TIMEOUT} s"
-        ) from None
-    except OSError as exc:
-        raise SourceError(f"{label}: download failed: cannot run pip: {exc}") from None
 
 
-def _pip_failure(result: subprocess.CompletedProcess[str]) -> str:
-    output = f"{result.stderr or ''}\n{result.stdout or ''}"
-    # Offline pip also ends with "No matching distribution" (it saw no versions at all),
-    # so connection trouble wins over the not-found wording.
-    if any(hint in output for hint in _NETWORK_HINTS):
-        return "network"
-    if any(hint in output for hint in _NOT_FOUND_HINTS):
-        return "not-found"
-    return "other"
 
 
-def _download_error(label: str, result: subprocess.CompletedProcess[str]) -> SourceError:
-    kind = _pip_failure(result)
-    if kind == "not-found":
-        return SourceError(f"{label}: no such release on the package index")
-    lines = [ln.strip() for ln in (result.stderr or result.stdout or "").splitlines() if ln.strip()]
-    reason = lines[-1] if lines else f"pip exited with status {result.returncode}"
-    if kind == "network":
-        # The last line is then just "No matching distribution"; the cause is earlier.
-        both = f"{result.stderr or ''}\n{result.stdout or ''}".splitlines()
-        causes = [ln.strip() for ln in both if any(h in ln for h in _NETWORK_HINTS)]
-        reason = causes[-1] if causes else reason
-    if "No module named pip" in reason:
-        return SourceError(f"{label}: download failed: pip is not available for {sys.executable}")
-    reason = reason.removeprefix("ERROR: ").removeprefix("WARNING: ")
-    if len(reason) > 300:
-        reason = reason[:297] + "..."
-    return SourceError(f"{label}: download failed (no network?): {reason}")
 
 
 # --------------------------------------------------------------------------- archives
@@ -398,10 +272,10 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
         package = None
     if package is None:
         if complete:  # a cached copy someone has damaged or edited: start over
-            _retire(root, sources)
+            retire(root, sources)
         # what kind of archive matters (and is checked) only here: a copy verified against
         # the manifest of this sha256 was extracted from this very archive
-        kind = _archive_kind(path)
+        kind = archive_kind(path)
         say(f"extracting {path.name} into {root} ...")
         # verified, not taken from our own manifest: a concurrent run may have won the rename
         _extract(path, kind, root, sources, archive_sha)
@@ -420,69 +294,14 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
                       verified_at=checked_at)
 
 
-def _archive_kind(path: Path) -> str:
-    import tarfile
-    import zipfile
-
-    try:
-        if zipfile.is_zipfile(path):
-            return "zip"
-        if tarfile.is_tarfile(path):
-            return "tar"
-    except OSError as exc:
-        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
-    raise SourceError(f"not a wheel or sdist archive (zip or tar): {path}")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(_CHUNK):
-                digest.update(chunk)
-    except OSError as exc:
-        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return digest.hexdigest()
 
 
-def archive_sha256(path: Path) -> str:
-    """sha256 of a downloaded archive, re-read only when its stamp changed
-    (``cachedir.StampIndex``): hashing a 0.5.23 wheel costs ~35 ms on every run."""
-    try:
-        st = os.stat(path)
-        index = stamp_index()
-        try:
-            return index.digest(str(path.resolve()), st, str(path.parent.resolve()))
-        finally:
-            index.save()
-    except (OSError, TooLarge):
-        return _sha256(path)  # raises the one-line SourceError when unreadable
 
 
-def _sweep_stale(parent: Path, prefix: str) -> None:
-    """Remove temp dirs that runs killed outright (SIGKILL, power loss) left behind."""
-    import shutil
-
-    now = time.time()
-    for path in parent.glob(f"{prefix}*"):
-        try:
-            if now - path.stat().st_mtime > _STALE_TEMP_SECONDS:
-                shutil.rmtree(path, ignore_errors=True)
-        except OSError:
-            pass
 
 
-def _retire(root: Path, sources: Path) -> None:
-    """Move ``root`` aside (one rename, so a process reading it keeps its open files and a
-    new extraction can take the name) and delete it."""
-    import shutil
-
-    aside = sources / f".extract-retired-{root.name}-{os.getpid()}-{time.time_ns()}"
-    try:
-        os.rename(root, aside)
-    except OSError:
-        aside = root
-    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _extract(archive: Path, kind: str, root: Path, sources: Path, archive_sha: str) -> None:
@@ -490,7 +309,7 @@ def _extract(archive: Path, kind: str, root: Path, sources: Path, archive_sha: s
     import shutil
     import tempfile
 
-    _sweep_stale(sources, ".extract-")
+    sweep_stale(sources, ".extract-")
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".extract-{root.name}-", dir=sources))
     except OSError as exc:
@@ -498,9 +317,9 @@ def _extract(archive: Path, kind: str, root: Path, sources: Path, archive_sha: s
     manifest: dict[str, str] = {}
     try:
         if kind == "zip":
-            _extract_zip(archive, tmp, manifest)
+            extract_zip(archive, tmp, manifest, _KEEP)
         else:
-            _extract_tar(archive, tmp, manifest)
+            extract_tar(archive, tmp, manifest, _KEEP)
         if _find_package(tmp, archive_layouts=True) is None:
             raise SourceError(
                 f"no SGLang package found in {archive} (expected sglang/srt/server_args.py)"
@@ -526,169 +345,11 @@ def _extract(archive: Path, kind: str, root: Path, sources: Path, archive_sha: s
         raise
 
 
-def _member_parts(name: str, archive: Path) -> tuple[str, ...]:
-    """Validated path components of an archive member (raises for unsafe names)."""
-    # Backslashes count as separators so `..\\x` from a Windows-made archive is caught too.
-    norm = name.replace("\\", "/")
-    if norm.startswith("/") or re.match(r"[A-Za-z]:", norm):
-        raise SourceError(f"refusing {archive.name}: member {name!r} has an absolute path")
-    parts = tuple(p for p in norm.split("/") if p not in ("", "."))
-    if ".." in parts:
-        raise SourceError(f"refusing {archive.name}: member {name!r} has a '..' path component")
-    if any("\0" in p for p in parts):
-        raise SourceError(f"refusing {archive.name}: member {name!r} has a NUL in its name")
-    return parts
 
 
-class _Budget:
-    """Per-archive bookkeeping: duplicate names and declared sizes."""
-
-    def __init__(self, archive: Path) -> None:
-        self.archive = archive
-        self.seen: set[str] = set()
-        self.total = 0
-
-    def admit(self, name: str, parts: tuple[str, ...], size: int, *, is_dir: bool) -> None:
-        key = "/".join(parts)
-        # Directory entries are never written (dirs are created for files), so a repeated
-        # one is harmless; a repeated file could shadow what was checked.
-        if key and not is_dir:
-            if key in self.seen:
-                raise SourceError(f"refusing {self.archive.name}: duplicate member name {name!r}")
-            self.seen.add(key)
-        if size > MAX_MEMBER_BYTES:
-            raise SourceError(
-                f"refusing {self.archive.name}: member {name!r} is {size >> 20} MiB uncompressed "
-                f"(limit {MAX_MEMBER_BYTES >> 20} MiB; zip bomb?)"
-            )
-        self.total += size
-        if self.total > MAX_TOTAL_BYTES:
-            raise SourceError(
-                f"refusing {self.archive.name}: more than {MAX_TOTAL_BYTES >> 20} MiB "
-                f"uncompressed (at member {name!r}; zip bomb?)"
-            )
 
 
-def _extract_zip(archive: Path, dest: Path, manifest: dict[str, str], keep: re.Pattern[str] = _KEEP) -> None:
-    import zipfile
-
-    try:
-        zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise SourceError(f"cannot read {archive}: {exc}") from None
-    with zf:
-        budget = _Budget(archive)
-        plan: list[tuple[zipfile.ZipInfo, tuple[str, ...]]] = []
-        # Validate the whole central directory before writing anything.
-        for info in zf.infolist():
-            parts = _member_parts(info.filename, archive)
-            budget.admit(info.filename, parts, info.file_size, is_dir=info.is_dir())
-            if not parts or info.is_dir() or not keep.fullmatch("/".join(parts)):
-                continue  # never written, so its type does not matter
-            mode = info.external_attr >> 16
-            if stat.S_ISLNK(mode):
-                raise SourceError(f"refusing {archive.name}: member {info.filename!r} is a symlink")
-            if stat.S_IFMT(mode) not in (0, stat.S_IFREG):
-                raise SourceError(
-                    f"refusing {archive.name}: member {info.filename!r} is not a regular file"
-                )
-            if info.file_size > RATIO_MIN_BYTES and info.file_size > MAX_RATIO * max(
-                info.compress_size, 1
-            ):
-                raise SourceError(
-                    f"refusing {archive.name}: member {info.filename!r} has compression ratio "
-                    f"above {MAX_RATIO}:1 (zip bomb?)"
-                )
-            plan.append((info, parts))
-        for info, parts in plan:
-            try:
-                with zf.open(info) as src:
-                    manifest[os.path.join(*parts)] = _write_member(src, dest, parts, info.file_size, archive, info.filename)
-            except (
-                zipfile.BadZipFile,
-                zlib.error,
-                EOFError,
-                NotImplementedError,
-                RuntimeError,
-            ) as exc:
-                raise SourceError(
-                    f"cannot extract {info.filename!r} from {archive.name}: {exc}"
-                ) from None
 
 
-def _extract_tar(archive: Path, dest: Path, manifest: dict[str, str], keep: re.Pattern[str] = _KEEP) -> None:
-    import tarfile
-
-    try:
-        tf = tarfile.open(archive, "r:*")
-    except (tarfile.TarError, OSError) as exc:
-        raise SourceError(f"cannot read {archive}: {exc}") from None
-    try:
-        packed = os.path.getsize(archive)
-    except OSError as exc:
-        raise SourceError(f"cannot read {archive}: {exc.strerror or exc}") from None
-    with tf:
-        budget = _Budget(archive)
-        name = "<header>"
-        try:
-            # Stream: each header is checked before tarfile skips (decompresses) past its
-            # data, so a huge declared member is refused before it costs anything.
-            for member in tf:
-                name = member.name
-                parts = _member_parts(name, archive)
-                budget.admit(name, parts, member.size, is_dir=member.isdir())
-                # a tar has no per-member compressed size: bound the whole archive's ratio
-                # (checked on declared sizes, before tarfile decompresses past the data)
-                if budget.total > RATIO_MIN_BYTES and budget.total > MAX_RATIO * max(packed, 1):
-                    raise SourceError(
-                        f"refusing {archive.name}: more than {MAX_RATIO}:1 uncompressed "
-                        f"(at member {name!r}; tar bomb?)"
-                    )
-                if not parts or member.isdir() or not keep.fullmatch("/".join(parts)):
-                    continue
-                if member.issym() or member.islnk():
-                    kind = "symlink" if member.issym() else "hardlink"
-                    raise SourceError(
-                        f"refusing {archive.name}: member {name!r} is a {kind} (to {member.linkname!r})"
-                    )
-                if not member.isreg():
-                    raise SourceError(
-                        f"refusing {archive.name}: member {name!r} is not a regular file"
-                    )
-                src = tf.extractfile(member)
-                if src is None:
-                    raise SourceError(f"cannot extract {name!r} from {archive.name}")
-                with src:
-                    manifest[os.path.join(*parts)] = _write_member(src, dest, parts, member.size, archive, name)
-        except (tarfile.TarError, EOFError, zlib.error) as exc:
-            raise SourceError(f"cannot extract {name!r} from {archive.name}: {exc}") from None
 
 
-def _write_member(
-    src: IO[bytes], dest: Path, parts: tuple[str, ...], declared: int, archive: Path, name: str
-) -> str:
-    """Write one member; returns the sha256 of what was written (the manifest's entry)."""
-    target = dest.joinpath(*parts)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # Defence in depth: validated parts cannot escape, and dest holds no symlinks.
-        if not _within(os.path.realpath(target.parent), os.path.realpath(dest)):
-            raise SourceError(
-                f"refusing {archive.name}: member {name!r} escapes the extraction dir"
-            )
-        written = 0
-        digest = hashlib.sha256()
-        with open(target, "xb") as out:  # "x": never overwrite or follow an existing entry
-            while chunk := src.read(_CHUNK):
-                written += len(chunk)
-                if written > declared:  # the header lied about the size
-                    raise SourceError(
-                        f"refusing {archive.name}: member {name!r} is larger than its declared size"
-                    )
-                out.write(chunk)
-                digest.update(chunk)
-    except OSError as exc:
-        raise SourceError(
-            f"cannot extract {name!r} from {archive.name}: {exc.strerror or exc}"
-        ) from None
-    return digest.hexdigest()

@@ -16,10 +16,10 @@ from packaging.version import InvalidVersion, Version
 
 from sglang_audit.cachedir import cache_root
 from sglang_audit.errors import SourceError
-from sglang_audit.source.locate import (
-    _pip_download,
-    _pip_failure,
+from sglang_audit.source.archives import (
     download_to_cache,
+    pip_download,
+    pip_failure,
 )
 from sglang_audit.source.metadata import (
     best_pin,
@@ -66,8 +66,8 @@ def transformers_wheel(pin: str, *, download: bool = True, say: Callable[[str], 
         raise SourceError(f"{label} is not in the cache")
 
     def fetch(staging: Path) -> subprocess.CompletedProcess[str]:
-        result = _pip_download(version, label, staging, binary_only=True, dist="transformers")
-        if result.returncode != 0 and _pip_failure(result) == "not-found":
+        result = pip_download(version, label, staging, binary_only=True, dist="transformers")
+        if result.returncode != 0 and pip_failure(result) == "not-found":
             raise SourceError(f"{label}: no wheel on the package index")
         return result
 

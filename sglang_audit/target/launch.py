@@ -63,7 +63,7 @@ def split_launch(command: str) -> LaunchCommand:
     found: LaunchCommand | None = None
     for line in text.splitlines():
         try:
-            words = shlex.split(_strip_comment(line))
+            words = shlex.split(strip_comment(line))
         except ValueError as exc:
             raise InputError(f"cannot parse --launch command: {exc}") from None
         for simple in _simple_commands(words):
@@ -78,7 +78,7 @@ def split_launch(command: str) -> LaunchCommand:
     return LaunchCommand(found.argv, tuple(env.items()) + found.env, found.entry, found.router)
 
 
-def _strip_comment(line: str) -> str:
+def strip_comment(line: str) -> str:
     """Drop a shell comment: `#` starting a word, outside quotes (`a#b` is a word)."""
     quote = ""
     prev = " "
