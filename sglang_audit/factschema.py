@@ -266,16 +266,17 @@ class HFConfigFacts:
 # ---- rules/env_profiles.toml --------------------------------------------------------------
 
 
-def _release_bound(file: str, what: str, value: str | None) -> None:
-    """A `since`/`until` bound parses as a release version (compared with the release's)."""
-    if value is None:
-        return
+def _release_bounds(fact: Any, what: str) -> None:
+    """A fact's `since`/`until` parse as release versions (compared with the release's)."""
     from packaging.version import InvalidVersion, Version
 
-    try:
-        Version(value)
-    except InvalidVersion:
-        raise FactFileError(f"rules/{file}: {what}: not a release version: {value!r}") from None
+    for key in ("since", "until"):
+        value = getattr(fact, key)
+        try:
+            if value is not None:
+                Version(value)
+        except InvalidVersion:
+            raise FactFileError(f"rules/env_profiles.toml: {what}.{key}: not a release version: {value!r}") from None
 
 
 @dataclass(frozen=True)
@@ -294,8 +295,7 @@ class ImagePackage:
     until: str | None = None  # first release it no longer holds for
 
     def __post_init__(self) -> None:
-        _release_bound("env_profiles.toml", f"package {self.name}.since", self.since)
-        _release_bound("env_profiles.toml", f"package {self.name}.until", self.until)
+        _release_bounds(self, f"package {self.name}")
 
 
 @dataclass(frozen=True)
@@ -307,8 +307,7 @@ class ImageEnv:
     until: str | None = None
 
     def __post_init__(self) -> None:
-        _release_bound("env_profiles.toml", f"env {self.name}.since", self.since)
-        _release_bound("env_profiles.toml", f"env {self.name}.until", self.until)
+        _release_bounds(self, f"env {self.name}")
 
 
 @dataclass(frozen=True)
@@ -323,8 +322,7 @@ class Image:
     env: tuple[ImageEnv, ...] = ()
 
     def __post_init__(self) -> None:
-        _release_bound("env_profiles.toml", f"image {self.name!r}.since", self.since)
-        _release_bound("env_profiles.toml", f"image {self.name!r}.until", self.until)
+        _release_bounds(self, f"image {self.name!r}")
 
 
 @dataclass(frozen=True)
