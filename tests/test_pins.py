@@ -11,6 +11,7 @@ import io
 import json
 import random
 import re
+import time
 import zipfile
 from pathlib import Path
 
@@ -262,3 +263,35 @@ def test_device_for_applies_only_to_pip_on_cuda_without_cudnn(tmp_path, monkeypa
     assert pins.device_for(given, package, "0.5.9", None) == given and given.cudnn_source == "given with --cudnn"
     assert pins.device_for(parse_device("sm120"), package, "0.5.9", "image").cudnn is None
     assert pins.device_for(parse_device("gfx942"), package, "0.5.9", "pip").cudnn is None
+
+
+def test_an_unreachable_index_is_asked_once_per_retry_window(isolated_cache, monkeypatch) -> None:
+    # a machine whose network drops packets waited TIMEOUT on every command before; now the
+    # first command waits, writes the failure down, and the next ones use the table at once
+    asked: list[str] = []
+
+    def unreachable(url: str, limit: int, accept: str | None = None, byte_range: str | None = None) -> bytes:
+        asked.append(url)
+        raise pins.IndexUnreachable(f"{url}: timed out")
+
+    monkeypatch.setattr(pins, "_get", unreachable)
+    monkeypatch.delenv(pins.OFFLINE_ENV, raising=False)
+    torch = pins.Pin("torch", "2.9.1", "sglang 0.5.9 Requires-Dist: torch==2.9.1")
+    first = pins.cudnn_pin(torch)
+    assert first.fallback and first.version == TABLE["2.9.1"]["cudnn"] and len(asked) == 1
+    assert "timed out" in first.why_fallback
+    second = pins.cudnn_pin(torch)
+    assert len(asked) == 1, "the unreachable index was asked again within the retry window"
+    assert second.version == first.version and "did not answer 0 min ago" in second.why_fallback
+    # past the window it is asked again; an answer clears the note
+    later = time.time() + pins.RETRY_AFTER + 1
+    monkeypatch.setattr(pins.time, "time", lambda: later)
+    index = FakeIndex(_torch_wheel(), True)
+    monkeypatch.setattr(pins, "_get", index.get)
+    ok = pins.cudnn_pin(pins.Pin("torch", "9.9.9", "x"))
+    assert ok.version == "9.1.0.70" and index.asked
+    assert not (isolated_cache / "metadata" / pins.UNREACHABLE).exists()
+    # an HTTP answer (a 404) is the index answering: not remembered as unreachable
+    monkeypatch.setattr(pins, "_get", lambda *a, **k: (_ for _ in ()).throw(pins.MetadataUnavailable("HTTP 404")))
+    pins.cudnn_pin(pins.Pin("torch", "8.8.8", "x"))
+    assert not (isolated_cache / "metadata" / pins.UNREACHABLE).exists()

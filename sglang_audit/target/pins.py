@@ -20,13 +20,17 @@ import functools
 import json
 import os
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sglang_audit import factfiles
 from sglang_audit.errors import AuditError
 from sglang_audit.source.metadata import requirements
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from sglang_audit.target.device import Device
@@ -36,7 +40,7 @@ INDEX_ENV = "SGLANG_AUDIT_INDEX_URL"  # the PEP 691 simple index (default: PIP_I
 DEFAULT_INDEX = "https://pypi.org/simple"
 MAX_INDEX_PAGE = 16 * 1024 * 1024  # torch's JSON page: ~0.4 MB
 MAX_METADATA = 1024 * 1024  # torch's core metadata: ~30 kB; a wheel is never read
-TIMEOUT = 30
+TIMEOUT = 10  # seconds per request: metadata files are small; a blackholed index costs this once
 TABLE = "torch_pins.toml"
 # the platform a plain install is taken on: torch's CUDA wheels on PyPI are Linux x86_64's
 PLATFORM = {"platform_system": "Linux", "platform_machine": "x86_64", "sys_platform": "linux",
@@ -54,6 +58,12 @@ PACKAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 class MetadataUnavailable(AuditError):
     """The index could not be asked (offline, unreachable, no such file)."""
+
+
+class IndexUnreachable(MetadataUnavailable):
+    """No answer at all (no route, DNS, a timeout): the network, not the file. Remembered for
+    RETRY_AFTER seconds, so a machine without access to the index waits once, not on every
+    command (a blackholed connection costs TIMEOUT per request)."""
 
 
 def _norm(name: str) -> str:
@@ -160,7 +170,7 @@ def _get(url: str, limit: int, accept: str | None = None, byte_range: str | None
         raise MetadataUnavailable(f"{url}: HTTP {exc.code}") from None
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise MetadataUnavailable(f"{url}: {reason}") from None
+        raise IndexUnreachable(f"{url}: {reason}") from None
     if len(data) > limit:
         raise MetadataUnavailable(f"{url}: larger than {limit} bytes, not metadata")
     return data
@@ -255,6 +265,36 @@ def _zip_member(url: str, member: str) -> bytes:
 
 
 CACHE_MAGIC = b"SGA-META1 "
+RETRY_AFTER = 15 * 60  # seconds an unreachable index is not asked again
+UNREACHABLE = ".index-unreachable"  # in metadata/: the index asked and when it did not answer
+
+
+def _asked(cached: Path | None, ask: Callable[[], T]) -> T:
+    """``ask()`` of the index, unless it did not answer within RETRY_AFTER seconds (then the
+    one-line reason, no network); a failure to answer is written down for the next command."""
+    from sglang_audit.cachedir import EntryRejected, read_entry, write_entry
+
+    index = _index()
+    marker = cached / UNREACHABLE if cached is not None else None
+    if marker is not None:
+        try:
+            seen = json.loads(read_entry(marker, CACHE_MAGIC, 4096))
+            age = time.time() - float(seen["at"])
+            if seen.get("index") == index and 0 <= age < RETRY_AFTER:
+                raise MetadataUnavailable(
+                    f"the package index {index} did not answer {int(age // 60)} min ago ({seen.get('why', '')}); "
+                    f"asked again after {RETRY_AFTER // 60} min, or `sglang-audit cache clear`")
+        except (EntryRejected, ValueError, RecursionError, KeyError, TypeError):
+            pass  # no marker (or a damaged one): ask
+    try:
+        answer = ask()
+    except IndexUnreachable as exc:
+        if marker is not None:
+            write_entry(marker, CACHE_MAGIC, json.dumps({"index": index, "at": time.time(), "why": str(exc)[:300]}).encode())
+        raise
+    if marker is not None:
+        marker.unlink(missing_ok=True)
+    return answer
 
 
 def requires_dist(package: str, version: str) -> tuple[list[str], str]:
@@ -276,7 +316,7 @@ def requires_dist(package: str, version: str) -> tuple[list[str], str]:
                 return [str(r) for r in entry["requires_dist"]], entry["read"]
         except (EntryRejected, ValueError, RecursionError):
             pass  # absent or damaged: a miss
-    meta, read, url = _core_metadata(package, version)
+    meta, read, url = _asked(cached, lambda: _core_metadata(package, version))
     head_name = re.search(r"^Name:\s*(\S+)", meta, re.M)
     head_version = re.search(r"^Version:\s*(\S+)", meta, re.M)
     if not head_name or _norm(head_name.group(1)) != _norm(package) or not head_version or head_version.group(1) != version:
