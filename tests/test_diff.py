@@ -483,6 +483,9 @@ def test_deployment_file_toml_all_unchanged_exit_0(isolated_cache, tmp_path):
     ("dup.yaml", "deployments:\n  - {name: a, arch: sm90, model: m}\n  - {name: a, arch: sm90, model: m}\n", "deployment 2: duplicate name 'a'"),
     ("flags.yaml", "deployments:\n  - {name: a, arch: sm90, model: m, flags: [tp_size]}\n", "'flags' must be a mapping"),
     ("noname.yaml", "deployments:\n  - {arch: sm90, model: m}\n", "deployment 1: 'name' is required"),
+    ("cudnn.yaml", "deployments:\n  - {name: a, arch: sm90, model: m, cudnn: nine}\n", "deployment 1 ('a'): bad --cudnn"),
+    ("profile.yaml", "deployments:\n  - {name: a, arch: gfx942, model: m, env_profile: docker}\n",
+     "'env_profile' must be one of image, pip, not 'docker'"),
 ])
 def test_deployment_file_errors_are_one_line_exit_2(isolated_cache, tmp_path, name, content, problem):
     path = tmp_path / name
@@ -502,6 +505,41 @@ def test_deployment_file_missing_and_mixed_options(isolated_cache, tmp_path):
     fleet.write_text(FLEET_YAML, encoding="utf-8")
     code, _out, err = cli("diff", "--from", str(MINI_E2), "--to", str(MINI_E2), "--deployment", str(fleet), "-a", "sm90")
     assert code == 2 and "--arch cannot be combined with --deployment" in err
+
+
+def test_a_deployment_carries_every_target_field_of_a_request():
+    # Deployment, TargetOptions.request() and Request each listed the deployment's fields; diff
+    # rebuilt a file's deployments without `driver` and dropped --cudnn/--env-profile. Every
+    # Request field but the command's own must survive the round trip.
+    import dataclasses
+
+    from sglang_audit.resolve.pipeline import Request
+
+    command_only = {"source", "use_cache", "flashinfer_source", "config", "fields", "all_fields", "launch"}
+    given: dict[str, Any] = {}
+    for f in dataclasses.fields(Request):
+        if f.name in command_only:
+            continue
+        given[f.name] = ([f"{f.name}=1"] if f.name in ("sets", "env") else [f.name] if "packages" in f.name
+                         else {"cuda_graph_bs": [1, 2]} if f.name == "flags" else f"{f.name}-value")
+    request = Request(source="s", launch="python -m sglang.launch_server", **given)
+    back = Deployment.of_request(request, request.launch).request("s", True)
+    assert back == request
+
+
+def test_the_command_line_adds_to_each_deployment_and_never_drops_a_field(tmp_path):
+    from sglang_audit.resolve.pipeline import Request
+
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("deployments:\n  - {name: a, arch: sm120, model: m, driver: '575.57.08', cudnn: '9.8.0', with: [x]}\n"
+                     "  - {name: b, arch: gfx942, model: m, env_profile: pip}\n", encoding="utf-8")
+    a, b = load_deployments(fleet)
+    cli_side = Request(source=None, arch="", model=None, with_packages=["flash_mla"], env_profile="image")
+    a2 = a.with_command_line(cli_side).request(None, True)
+    assert (a2.driver, a2.cudnn, a2.env_profile, a2.with_packages) == ("575.57.08", "9.8.0", "image", ["flash_mla", "x"])
+    with pytest.raises(InputError, match="deployment 'b' sets env_profile 'pip' and the command line --env-profile image"):
+        b.with_command_line(cli_side)
+    assert b.with_command_line(Request(source=None, arch="", model=None, cudnn="9.10.2")).request(None, True).cudnn == "9.10.2"
 
 
 def test_deployment_with_an_unknown_model_names_the_deployment(isolated_cache, tmp_path):

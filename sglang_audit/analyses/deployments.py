@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +37,43 @@ class Deployment:
     # values the file gives as lists/mappings (no KEY=VALUE spelling); field names only
     typed_flags: tuple[tuple[str, Any], ...] = ()
     driver: str | None = None  # the NVIDIA driver; None: DEFAULT_DRIVER, said to be assumed
+    cudnn: str | None = None  # None: the pip profile's pin (target/pins.py)
+    env_profile: str | None = None  # rules/env_profiles.toml; None: the platform's default
 
+    # The one mapping between a deployment and a Request's target fields (both ways): a field
+    # added to Request that describes the deployment must be added here and in the file's keys
+    # (tests/test_diff.py checks the two agree), or commands would drop it silently.
     def request(self, source: str | None, use_cache: bool) -> Request:
         return Request(
             source=source, arch=self.arch, model=self.model, cuda=self.cuda, sets=list(self.sets),
             launch=self.launch, env=list(self.env), with_packages=list(self.with_packages),
             without_packages=list(self.without_packages), use_cache=use_cache,
-            flags=dict(self.typed_flags), driver=self.driver,
+            flags=dict(self.typed_flags), driver=self.driver, cudnn=self.cudnn, env_profile=self.env_profile,
         )
+
+    @classmethod
+    def of_request(cls, request: Request, launch: str | None, name: str = "") -> Deployment:
+        """The deployment a command's target options describe (``launch``: the request's own
+        launch command with its ``--config`` folded in, ``pipeline.launch_with_config``)."""
+        return cls(name, request.arch, request.model, request.cuda, tuple(request.sets), launch, tuple(request.env),
+                   tuple(request.with_packages), tuple(request.without_packages), tuple(request.flags.items()),
+                   request.driver, request.cudnn, request.env_profile)
+
+    def with_command_line(self, request: Request) -> Deployment:
+        """This deployment of a file with what the command line adds to every deployment:
+        --with/--without join the file's; --cudnn and --env-profile apply where the file gives
+        none (a deployment that gives its own as well is an error: neither is dropped silently)."""
+        out = replace(self, with_packages=(*request.with_packages, *self.with_packages),
+                      without_packages=(*request.without_packages, *self.without_packages))
+        for field, option in (("cudnn", "--cudnn"), ("env_profile", "--env-profile")):
+            given = getattr(request, field)
+            if given is None:
+                continue
+            if getattr(self, field) is not None and getattr(self, field) != given:
+                raise InputError(f"deployment {self.name!r} sets {field} {getattr(self, field)!r} and the command line "
+                                 f"{option} {given}: give it in one place")
+            out = replace(out, **{field: given})
+        return out
 
     def label(self) -> str:
         if self.name:
@@ -56,13 +85,16 @@ class Deployment:
         return {
             "name": self.name, "arch": self.arch, "model": self.model, "cuda": self.cuda,
             **({"driver": self.driver} if self.driver is not None else {}),
+            **({"cudnn": self.cudnn} if self.cudnn is not None else {}),
+            **({"env_profile": self.env_profile} if self.env_profile is not None else {}),
             "set": list(self.sets), "launch": self.launch, "env": list(self.env),
             "with": list(self.with_packages), "without": list(self.without_packages),
             "flags": {k: v for k, v in self.typed_flags},
         }
 
 
-_DEPLOYMENT_KEYS = ("name", "arch", "model", "cuda", "driver", "flags", "launch", "env", "with", "without")
+_DEPLOYMENT_KEYS = ("name", "arch", "model", "cuda", "driver", "cudnn", "env_profile", "flags", "launch", "env", "with",
+                    "without")
 
 
 def load_deployments(path: Path) -> list[Deployment]:
@@ -133,10 +165,21 @@ def _deployment(entry: Any, idx: int, fail: Callable[[str], InputError]) -> Depl
     if driver is not None and (isinstance(driver, bool) or not isinstance(driver, (str, int, float))):
         raise fail(f"{where}: 'driver' must be a string such as \"580.95.05\"")
     driver = None if driver is None else str(driver)
+    cudnn = entry.get("cudnn")
+    if cudnn is not None and (isinstance(cudnn, bool) or not isinstance(cudnn, (str, int, float))):
+        raise fail(f"{where}: 'cudnn' must be a string such as \"9.10.2\"")
+    cudnn = None if cudnn is None else str(cudnn)
     try:
-        parse_device(arch, cuda, driver=driver)  # bad arch/cuda/driver: say so now, naming the file
+        # bad arch/cuda/driver/cudnn: say so now, naming the file
+        parse_device(arch, cuda, driver=driver, cudnn=cudnn)
     except InputError as exc:
         raise fail(f"{where}: {exc}") from None
+    env_profile = entry.get("env_profile")
+    if env_profile is not None:
+        from sglang_audit.target.profiles import profile_names
+
+        if env_profile not in profile_names():
+            raise fail(f"{where}: 'env_profile' must be one of {', '.join(profile_names())}, not {env_profile!r}")
     model = entry.get("model")
     launch = entry.get("launch")
     if model is not None and (not isinstance(model, str) or not model.strip()):
@@ -180,7 +223,7 @@ def _deployment(entry: Any, idx: int, fail: Callable[[str], InputError]) -> Depl
             raise fail(f"{where}: '{key}' must be a package name or a list of them")
         packs[key] = tuple(val)
     return Deployment(name.strip(), arch.strip(), model, cuda, tuple(sets), launch, tuple(env_items),
-                      packs["with"], packs["without"], tuple(typed), driver)
+                      packs["with"], packs["without"], tuple(typed), driver, cudnn, env_profile)
 
 
 def _flag_text(value: Any) -> str:

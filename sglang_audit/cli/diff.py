@@ -44,7 +44,7 @@ Deployment file (YAML or TOML), one entry per deployment:
     - name: qwen-sm120
       arch: sm120
       model: qwen3.5-397b-a17b-nvfp4
-      cuda: "12.9"                     # optional
+      cuda: "12.9"                     # optional, as driver, cudnn, env_profile
       flags: {tp_size: 8, speculative_algorithm: NEXTN}
       env: {SGLANG_ENABLE_JIT_DEEPGEMM: "0"}   # optional
     - name: dsr1-b200
@@ -61,7 +61,8 @@ Example (exits 1: 0.5.13 changes the FP4 GEMM runtime backend on SM120):
 @click.option("--from", "from_source", required=True, metavar="SOURCE",
               help="The release you run now: a checkout dir, a wheel/sdist, sglang==X, or 'installed'.")
 @click.option("--to", "to_source", required=True, metavar="SOURCE", help="The release you would upgrade to (same forms).")
-@target_options(only=("arch", "cuda", "driver", "model", "sets", "launch", "config", "env", "with_packages", "without_packages", "no_cache"),
+@target_options(only=("arch", "cuda", "cudnn", "driver", "model", "sets", "launch", "config", "env", "with_packages",
+                      "without_packages", "env_profile", "no_cache"),
                 arch_required=False)
 @click.option("--deployment", "deployment_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="A YAML/TOML file of deployments to audit in one run (instead of --arch/--model/--set/--launch/--env/--cuda); ends with a summary table.")
@@ -86,25 +87,17 @@ def diff(from_source: str, to_source: str, deployment_file: Path | None, fail_on
     target = TargetOptions.of(kw)
     if deployment_file is not None:
         target.refuse_with_deployment()
-        deployments = run_or_exit(lambda: load_deployments(deployment_file))
-        if target.with_packages or target.without_packages:
-            # --with/--without apply to every deployment in the file
-            deployments = [Deployment(
-                d.name, d.arch, d.model, d.cuda, d.sets, d.launch, d.env,
-                (*target.with_packages, *d.with_packages), (*target.without_packages, *d.without_packages),
-                d.typed_flags) for d in deployments]
+        given = target.request()
+        # --with/--without, --cudnn and --env-profile apply to every deployment in the file
+        deployments = run_or_exit(lambda: [d.with_command_line(given) for d in load_deployments(deployment_file)])
     else:
-        launch = target.launch
-        if target.config:
-            # the YAML file folded into the launch command, as resolve does: each release's
-            # own --config merging then reads it (a release without --config says so)
-            from sglang_audit.resolve.pipeline import Request, launch_with_config
+        from sglang_audit.resolve.pipeline import launch_with_config
 
-            launch = launch_with_config(Request(source=None, arch=target.require_arch(), model=target.model,
-                                                launch=launch, config=target.config))
-        deployments = [Deployment(
-            "", target.require_arch(), target.model, target.cuda_version, target.sets, launch,
-            target.env, target.with_packages, target.without_packages, driver=target.driver)]
+        target.require_arch()
+        request = target.request()
+        # the YAML file folded into the launch command, as resolve does: each release's own
+        # --config merging then reads it (a release without --config says so)
+        deployments = [Deployment.of_request(request, launch_with_config(request))]
     result = run_or_exit(lambda: diff_releases(
         source(from_source), source(to_source), deployments, use_cache=not target.no_cache,
         progress=progress, from_file=deployment_file is not None, jobs=jobs_of(jobs)))

@@ -82,11 +82,9 @@ def deployment_request(path: Path, name: str | None, request: Request) -> Reques
         deps = [d for d in deps if d.name == name]
         if not deps:
             raise InputError(f"{path}: no deployment named {name!r}")
-    dep = deps[0].request(request.source, request.use_cache)
     # what the file does not describe comes from the command line (the rest is refused there)
-    return replace(dep, with_packages=request.with_packages + dep.with_packages,
-                   without_packages=request.without_packages + dep.without_packages,
-                   cudnn=request.cudnn, flashinfer_source=request.flashinfer_source)
+    dep = deps[0].with_command_line(request).request(request.source, request.use_cache)
+    return replace(dep, flashinfer_source=request.flashinfer_source)
 
 
 # ---- gathering ------------------------------------------------------------------------------
@@ -190,9 +188,7 @@ def _release_diff(from_source: str, request: Request, say: Callable[[str], None]
         return None
     from sglang_audit.resolve.pipeline import launch_with_config
 
-    dep = Deployment("", request.arch, request.model, request.cuda, tuple(request.sets), launch_with_config(request),
-                     tuple(request.env), tuple(request.with_packages), tuple(request.without_packages),
-                     tuple(request.flags.items()))
+    dep = Deployment.of_request(request, launch_with_config(request))
     return diff_releases(from_source, request.source, [dep], use_cache=request.use_cache, progress=say, jobs=jobs,
                          new_cache=cache)
 
