@@ -14,10 +14,9 @@ from sglang_audit.analyses.graph import (
     build_graph,
     field_subgraph,
     predicate_controls,
-    to_graphml,
-    to_json,
 )
 from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.render.graphfmt import to_graphml, to_json
 from sglang_audit.resolve.pipeline import Request, resolve
 
 MINI_E2 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e2"

@@ -18,7 +18,6 @@ override dicts, declaration stashes), plus the predicate and field indexes built
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,15 @@ import networkx as nx
 from sglang_audit import factfiles
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import flatten_targets
+from sglang_audit.frontend.irtext import (
+    const_value,
+    dotted,
+    exception_of,
+    expr_text,
+    message_text,
+    sub_exprs,
+    walk_expr,
+)
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 from sglang_audit.source.locate import SourceTree, locate_source
 
@@ -39,219 +47,30 @@ _LAYOUT = factfiles.graph()
 ARG_BASES = frozenset(_LAYOUT.names.arg_bases)
 VIEW_CALLS = frozenset(_LAYOUT.names.view_calls)
 
-_SCALARS = (str, int, float, bool, type(None))
 
 
-# ---- IR helpers -------------------------------------------------------------------------
-_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "|": 5, "^": 6, "&": 7, "<<": 8, ">>": 8,
-         "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10, "@": 10, "unary": 11, "**": 12}
 
 
-def _prec(node: ir.Node | None) -> int:
-    if node is None:
-        return 99
-    k = node.kind
-    if k in ("IfExp", "Lambda", "NamedExpr"):
-        return 0
-    if k == "BoolOp":
-        return _PREC[node.op]
-    if k == "UnaryOp":
-        return _PREC["not"] if node.op == "not" else _PREC["unary"]
-    if k == "Compare":
-        return _PREC["cmp"]
-    if k == "BinOp":
-        return _PREC.get(node.op, 9)
-    return 99
 
 
-def expr_text(node: ir.Node | None, parent_prec: int = 0) -> str:
-    """Source-like text of an IR expression (for evidence; spacing is normalised)."""
-    text = _expr_text(node)
-    return f"({text})" if _prec(node) < parent_prec else text
 
 
-def _args_text(args: list[tuple[str, ir.Node]]) -> str:
-    parts = []
-    for kind, value in args:
-        if kind in ("", None):
-            parts.append(expr_text(value))
-        elif kind in ("*", "**"):
-            parts.append(kind + expr_text(value, 99))
-        else:
-            parts.append(f"{kind}={expr_text(value)}")
-    return ", ".join(parts)
 
 
-def _expr_text(node: ir.Node | None) -> str:
-    if node is None:
-        return ""
-    k = node.kind
-    if k == "Name":
-        return node.id
-    if k == "Const":
-        return "..." if node.value is ... else repr(node.value)
-    if k == "Attribute":
-        return f"{expr_text(node.value, 99)}.{node.attr}"
-    if k == "Subscript":
-        return f"{expr_text(node.value, 99)}[{expr_text(node.index)}]"
-    if k == "Slice":
-        text = f"{expr_text(node.lower)}:{expr_text(node.upper)}"
-        return text + (f":{expr_text(node.step)}" if node.step is not None else "")
-    if k == "Call":
-        return f"{expr_text(node.func, 99)}({_args_text(node.args)})"
-    if k == "BinOp":
-        p = _prec(node)
-        return f"{expr_text(node.left, p)} {node.op} {expr_text(node.right, p + 1)}"
-    if k == "UnaryOp":
-        p = _prec(node)
-        sep = " " if node.op == "not" else ""
-        return f"{node.op}{sep}{expr_text(node.operand, p)}"
-    if k == "BoolOp":
-        p = _prec(node)
-        return f" {node.op} ".join(expr_text(v, p + 1) for v in node.values)
-    if k == "Compare":
-        p = _prec(node)
-        out = expr_text(node.left, p + 1)
-        for op, comp in zip(node.ops, node.comparators, strict=False):
-            out += f" {op} {expr_text(comp, p + 1)}"
-        return out
-    if k == "IfExp":
-        return f"{expr_text(node.body, 1)} if {expr_text(node.test, 1)} else {expr_text(node.orelse)}"
-    if k == "ListExpr":
-        return "[" + ", ".join(expr_text(e) for e in node.elts) + "]"
-    if k == "TupleExpr":
-        inner = ", ".join(expr_text(e) for e in node.elts)
-        return f"({inner},)" if len(node.elts) == 1 else f"({inner})"
-    if k == "SetExpr":
-        return "{" + ", ".join(expr_text(e) for e in node.elts) + "}"
-    if k == "DictExpr":
-        items = [f"**{expr_text(v, 99)}" if key is None else f"{expr_text(key)}: {expr_text(v)}" for key, v in node.items]
-        return "{" + ", ".join(items) + "}"
-    if k == "Starred":
-        return "*" + expr_text(node.value, 99)
-    if k == "JoinedStr":
-        return "f" + repr(joined_text(node))
-    if k in ("ListComp", "SetComp", "GeneratorExp", "DictComp"):
-        return {"ListComp": "[...]", "SetComp": "{...}", "GeneratorExp": "(...)", "DictComp": "{...}"}[k]
-    if k == "Lambda":
-        return "lambda ..."
-    if k == "NamedExpr":
-        return f"{expr_text(node.target)} := {expr_text(node.value)}"
-    if k == "Await":
-        return "await " + expr_text(node.value, 99)
-    return f"<{getattr(node, 'what', k)}>"
 
 
-def joined_text(node: ir.Node) -> str:
-    """An f-string's text with each replacement field shown as ``{expr}``."""
-    out = []
-    for part in node.parts:
-        if part.kind == "Const":
-            out.append(str(part.value))
-        else:
-            out.append("{" + expr_text(part.value) + "}")
-    return "".join(out)
 
 
-def message_text(node: ir.Node | None) -> str:
-    """The message of a rejection as written: constant text, f-string with ``{expr}``."""
-    if node is None:
-        return ""
-    if node.kind == "Const":
-        return str(node.value)
-    if node.kind == "JoinedStr":
-        return joined_text(node)
-    if node.kind == "BinOp" and node.op == "+":
-        return message_text(node.left) + message_text(node.right)
-    if node.kind == "Call" and node.args and node.args[0][0] == "":
-        # e.g. "...".format(x): the template is the message
-        if node.func.kind == "Attribute" and node.func.attr == "format":
-            return message_text(node.func.value)
-    return expr_text(node)
 
 
-def _exception_of(node: ir.Node | None) -> tuple[str, str]:
-    """(exception class name, message) of a ``raise`` expression."""
-    if node is None:
-        return "re-raise", ""
-    if node.kind == "Call":
-        name = _dotted(node.func) or expr_text(node.func)
-        positional = [v for k, v in node.args if k in ("", None)]
-        msg = message_text(positional[0]) if positional else ""
-        return name.rsplit(".", 1)[-1], msg
-    return (_dotted(node) or expr_text(node)).rsplit(".", 1)[-1], ""
 
 
-def _dotted(node: ir.Node | None) -> str:
-    if node is None:
-        return ""
-    if node.kind == "Name":
-        return node.id
-    if node.kind == "Attribute":
-        base = _dotted(node.value)
-        return f"{base}.{node.attr}" if base else ""
-    return ""
 
 
-def _const_value(node: ir.Node | None) -> tuple[bool, Any]:
-    if node is not None and node.kind == "Const" and isinstance(node.value, _SCALARS):
-        return True, node.value
-    return False, None
 
 
-def _sub_exprs(node: Any) -> Iterator[ir.Node]:
-    """Direct child expressions of an IR expression (not into lambdas' bodies)."""
-    if node is None:
-        return
-    k = node.kind
-    if k in ("Name", "Const", "UnsupportedExpr", "Lambda"):
-        return
-    if k == "Call":
-        yield node.func
-        for _kind, v in node.args:
-            yield v
-        return
-    if k == "DictExpr":
-        for key, v in node.items:
-            if key is not None:
-                yield key
-            yield v
-        return
-    if k == "JoinedStr":
-        for p in node.parts:
-            if p.kind == "FormattedValue":
-                yield p.value
-        return
-    if k in ("ListComp", "SetComp", "GeneratorExp", "DictComp"):
-        for target, it, ifs in node.generators:
-            yield target
-            yield it
-            yield from ifs
-        for attr in ("elt", "key", "value"):
-            v = getattr(node, attr, None)
-            if isinstance(v, ir.Node):
-                yield v
-        return
-    for slot in node._all_slots():
-        if slot == "line":
-            continue
-        v = getattr(node, slot)
-        if isinstance(v, ir.Node):
-            yield v
-        elif isinstance(v, list):
-            for item in v:
-                if isinstance(item, ir.Node):
-                    yield item
 
 
-def walk_expr(node: ir.Node | None) -> Iterator[ir.Node]:
-    if node is None:
-        return
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(_sub_exprs(n))
 
 
 # ---- formulas: the hardware part of a guard, evaluable from predicate values -------------
@@ -469,7 +288,7 @@ class _Builder:
                 continue
             for item in stmt.body:
                 if item.kind == "AnnAssign" and item.target.kind == "Name" and item.target.id not in self.fields:
-                    ok, value = _const_value(item.value)
+                    ok, value = const_value(item.value)
                     self.fields[item.target.id] = {
                         "file": rel, "line": item.line, "declared": True,
                         "default": value if ok else None, "constant": ok or item.value is None,
@@ -729,7 +548,7 @@ def _assigned_meaning(value: ir.Node, defs: dict[str, ir.Node]) -> str:
         if node.func.kind == "Call" and len(node.args) == 1:  # lru_cache(maxsize=1)(X)
             node = node.args[0][1]
             continue
-        name = _dotted(node.func)
+        name = dotted(node.func)
         if name.rsplit(".", 1)[-1] in ("lru_cache", "cache") and len(node.args) == 1 and node.args[0][0] == "":
             node = node.args[0][1]
             continue
@@ -880,7 +699,7 @@ class _Walker:
             self.rejection(stmt, "AssertionError", message_text(stmt.msg), f"assert {stmt.text}", [*stack, (d, "false")])
             return
         if k == "Raise":
-            exc, msg = _exception_of(stmt.exc)
+            exc, msg = exception_of(stmt.exc)
             self.ifexps(stmt.exc, stack, fn, scope, None)
             self.rejection(stmt, exc, msg, stmt.text, stack)
             return
@@ -946,13 +765,13 @@ class _Walker:
                         self.writes_edge(d, fld, wid, arm, branch, path)
                 self.ifexps(arm, stack, fn, scope, write, path)
             return
-        for sub in _sub_exprs(node):
+        for sub in sub_exprs(node):
             # an arm nested in a call or a container is not the written value itself
             self.ifexps(sub, stack, fn, scope, None, arms)
 
     def writes_edge(self, src: str, fld: str, wid: str, value: ir.Node | None, branch: str,
                     arms: tuple[tuple[str, str], ...] = ()) -> None:
-        ok, const = _const_value(value)
+        ok, const = const_value(value)
         attrs = self.g.nodes[wid]
         arm_text = ",".join(f"{d}={b}" for d, b in arms)
         self.g.add_edge(src, self.b.field_node(fld), key=f"writes:{wid}:{arm_text}", kind="writes",
@@ -975,7 +794,7 @@ class _Walker:
                 continue
             recorded = True
             wid = self.b.new_id(f"write:{self.rel}:{stmt.line}:{target}")
-            ok, const = _const_value(value)
+            ok, const = const_value(value)
             if stmt.kind == "AugAssign":
                 ok, const = False, None
             self.g.add_node(wid, kind="write", write_kind=write_kind, file=self.rel, line=stmt.line,
@@ -1006,7 +825,7 @@ class _Walker:
         fld = name.value if name.kind == "Const" and isinstance(name.value, str) else None
         target = fld or f"setattr({expr_text(name)})"
         wid = self.b.new_id(f"write:{self.rel}:{stmt.line}:{target}")
-        ok, const = _const_value(value)
+        ok, const = const_value(value)
         self.g.add_node(wid, kind="write", write_kind="field" if fld else "dynamic", file=self.rel, line=stmt.line,
                         target=target, field=fld or "", value=const if ok else None, constant=ok,
                         value_text=expr_text(value), code=expr_text(call), function=fn, layer=self.layer)
@@ -1065,7 +884,7 @@ class _Walker:
             self.ifexps(stmt.value, stack, fn, scope, None)
             return
         wid = self.b.new_id(f"write:{self.rel}:{stmt.line}:return:{fn}")
-        ok, const = _const_value(stmt.value)
+        ok, const = const_value(stmt.value)
         self.g.add_node(wid, kind="write", write_kind="return", file=self.rel, line=stmt.line, target=fn,
                         field="", value=const if ok else None, constant=ok, value_text=expr_text(stmt.value),
                         code=f"return {expr_text(stmt.value)}", function=fn, layer=self.layer)
@@ -1200,81 +1019,22 @@ def predicate_controls(dg: DecisionGraph, predicate: str) -> tuple[str, ...]:
     return tuple(f"{f}:{line} {what}" for f, line, what in sorted(set(out)))
 
 
-# ---- export -------------------------------------------------------------------------------
-def _sorted_copy(g: nx.MultiDiGraph) -> nx.MultiDiGraph:
-    h: nx.MultiDiGraph[str] = nx.MultiDiGraph()
-    h.graph.update(g.graph)
-    for n in sorted(g.nodes):
-        h.add_node(n, **dict(sorted(g.nodes[n].items())))
-    for u, v, k, d in sorted(g.edges(keys=True, data=True), key=lambda t: (t[0], t[1], str(t[2]))):
-        h.add_edge(u, v, key=k, **dict(sorted(d.items())))
-    return h
 
 
-def to_json(g: nx.MultiDiGraph) -> dict[str, Any]:
-    """node-link JSON with nodes and links in a stable order."""
-    return nx.node_link_data(_sorted_copy(g), edges="links")
 
 
-def _graphml_value(v: Any) -> Any:
-    if isinstance(v, (bool, int, float, str)):
-        return v
-    return json.dumps(v)
 
 
-def to_graphml(g: nx.MultiDiGraph) -> str:
-    """GraphML; attributes are strings/numbers (a ``None`` value is left out, lists are JSON)."""
-    h: nx.MultiDiGraph[str] = nx.MultiDiGraph()
-    src = _sorted_copy(g)
-    h.graph.update({k: _graphml_value(v) for k, v in src.graph.items()})
-    for n, d in src.nodes(data=True):
-        h.add_node(n, **{k: _graphml_value(v) for k, v in d.items() if v is not None})
-    for u, v, k, d in src.edges(keys=True, data=True):
-        h.add_edge(u, v, key=k, **{a: _graphml_value(x) for a, x in d.items() if x is not None})
-    return "\n".join(nx.generate_graphml(h)) + "\n"
 
 
-_SHAPES = {"field": "box", "predicate": "hexagon", "decision": "diamond", "rejection": "octagon", "write": "note"}
-_STYLES = {"reads": "dashed", "writes": "bold", "guarded_by": "dotted", "rejects": "solid", "feeds": "dashed", "nested_in": "dotted"}
 
 
-def _dot_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _dot_label(d: dict[str, Any]) -> str:
-    kind = d["kind"]
-    if kind == "field":
-        return d["name"]
-    if kind == "predicate":
-        return f"{d['name']}()"
-    where = f"{d['file'].rsplit('/', 1)[-1]}:{d['line']}"
-    if kind == "decision":
-        return f"{where}\n{d['construct']} {_clip(d['guard'])}"
-    if kind == "rejection":
-        return f"{where}\n{d['exception']}: {_clip(d['message'])}"
-    return f"{where}\n{_clip(d['code'] or d['value_text'])}"
 
 
-def _clip(text: str, n: int = 60) -> str:
-    return text if len(text) <= n else text[: n - 3] + "..."
 
 
-def to_dot(g: nx.MultiDiGraph) -> str:
-    """Graphviz DOT text (our own small emitter: no pygraphviz needed)."""
-    src = _sorted_copy(g)
-    lines = ["digraph sglang_decisions {", "  rankdir=LR;", '  node [fontname="Helvetica", fontsize=10];']
-    for n, d in src.nodes(data=True):
-        lines.append(f"  {_dot_quote(n)} [label={_dot_quote(_dot_label(d))}, shape={_SHAPES.get(d['kind'], 'ellipse')}];")
-    for u, v, _k, d in src.edges(keys=True, data=True):
-        label = d["kind"]
-        if d["kind"] == "writes" and d.get("constant"):
-            label += f" {d.get('value')!r}"
-        elif d["kind"] in ("guarded_by", "rejects", "nested_in") and d.get("branch"):
-            label += f" ({d['branch']})"
-        lines.append(f"  {_dot_quote(u)} -> {_dot_quote(v)} [label={_dot_quote(label)}, style={_STYLES.get(d['kind'], 'solid')}];")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
 
 
 def release_graph(source: str | None, use_cache: bool = True, progress: Callable[[str], None] | None = None,
