@@ -48,31 +48,6 @@ ARG_BASES = frozenset(_LAYOUT.names.arg_bases)
 VIEW_CALLS = frozenset(_LAYOUT.names.view_calls)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # ---- formulas: the hardware part of a guard, evaluable from predicate values -------------
 # ("and"|"or", [f...]) ("not", f) ("call", predicate) ("const", v) ("cmp", f, ops, [f...])
 # ("sub", f, f) ("opaque", text)
@@ -1017,24 +992,6 @@ def predicate_controls(dg: DecisionGraph, predicate: str) -> tuple[str, ...]:
             parts.append(f"rejects ({rejects} site{'s' if rejects > 1 else ''})")
         out.append((node["file"], node["line"], "; ".join(parts)))
     return tuple(f"{f}:{line} {what}" for f, line, what in sorted(set(out)))
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def release_graph(source: str | None, use_cache: bool = True, progress: Callable[[str], None] | None = None,

@@ -132,8 +132,6 @@ def _looks_like_requirement(text: str) -> bool:
 # --------------------------------------------------------------------------- directories
 
 
-
-
 def _package_at(candidate: Path, boundary: str) -> Path | None:
     """`candidate` resolved, if it is an SGLang package dir that stays inside `boundary`.
 
@@ -229,8 +227,6 @@ def _cached_release(version: str) -> Path | None:
     return None
 
 
-
-
 def _download_release(version: str, label: str, say: Callable[[str], None]) -> Path:
     def fetch(staging: Path) -> subprocess.CompletedProcess[str]:
         result = pip_download(version, label, staging, binary_only=True)
@@ -242,14 +238,6 @@ def _download_release(version: str, label: str, say: Callable[[str], None]) -> P
         return result
 
     return download_to_cache(label, say, fetch)
-
-
-
-
-
-
-
-
 
 
 # --------------------------------------------------------------------------- archives
@@ -294,16 +282,6 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> Sour
                       verified_at=checked_at)
 
 
-
-
-
-
-
-
-
-
-
-
 def _extract(archive: Path, kind: str, root: Path, sources: Path, archive_sha: str) -> None:
     """Extract the useful members into `root`, atomically: temp dir, marker last, rename."""
     import shutil
@@ -343,13 +321,5 @@ def _extract(archive: Path, kind: str, root: Path, sources: Path, archive_sha: s
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-
-
-
-
-
-
 
 
