@@ -543,7 +543,7 @@ def test_pinned_flashinfer_is_downloaded_once_as_a_wheel(tmp_path, isolated_cach
             zf.write(path, path.relative_to(FI.parent).as_posix())
         zf.writestr("flashinfer_python-9.9.9.dist-info/METADATA", "Name: flashinfer-python\nVersion: 9.9.9\n\n")
     calls: list[tuple[str, bool]] = []
-    monkeypatch.setattr(source, "_pip_download", _fake_pip(buf.getvalue(), calls))
+    monkeypatch.setattr(source, "pip_download", _fake_pip(buf.getvalue(), calls))
     first = locate_flashinfer(None, "9.9.9")
     second = locate_flashinfer(None, "9.9.9")
     assert calls == [("flashinfer-python==9.9.9", True)]  # wheel only, and only once
@@ -554,7 +554,7 @@ def test_pinned_flashinfer_without_a_wheel_is_refused_not_built(isolated_cache, 
     from sglang_audit.source import flashinfer as source
 
     calls: list[tuple[str, bool]] = []
-    monkeypatch.setattr(source, "_pip_download", _fake_pip(None, calls))
+    monkeypatch.setattr(source, "pip_download", _fake_pip(None, calls))
     with pytest.raises(SourceError, match=r"flashinfer-python==0\.1\.0: no wheel on the package index"):
         locate_flashinfer(None, "0.1.0")
     assert calls == [("flashinfer-python==0.1.0", True)]  # no sdist fallback: it would run its build

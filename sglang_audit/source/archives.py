@@ -409,3 +409,57 @@ def _write_member(
             f"cannot extract {name!r} from {archive.name}: {exc.strerror or exc}"
         ) from None
     return digest.hexdigest()
+
+
+def extract_cached(path: Path, keep: re.Pattern[str], find: Callable[[Path], Path | None], missing: str,
+                   say: Callable[[str], None]) -> tuple[Path, Path]:
+    """``path`` (a kernel library's wheel) extracted once into ``<cache>/sources/<sha>``, the
+    members ``keep`` matches only; (the extraction root, the package ``find`` locates in it).
+    Atomic as SGLang's own: a temp dir, a marker written last, one rename; a concurrent run
+    that wins the rename is used. ``missing`` is the one-line error when the archive has no package."""
+    from sglang_audit.source.extracted import MARKER
+
+    sources = writable_subdir("sources")
+    if sources is None:
+        raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
+    root = sources / archive_sha256(path)[:16]
+    complete = (root / MARKER).is_file()
+    package = find(root) if complete else None
+    if package is None:
+        # only an extraction needs these (a copy already there came from this very archive)
+        import json
+        import shutil
+        import tempfile
+
+        kind = archive_kind(path)
+        if complete:
+            shutil.rmtree(root, ignore_errors=True)
+        say(f"extracting {path.name} into {root} ...")
+        sweep_stale(sources, ".extract-")
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".extract-{root.name}-", dir=sources))
+        except OSError as exc:
+            raise SourceError(f"cannot write to {sources}: {exc.strerror or exc}") from None
+        try:
+            if kind == "zip":
+                extract_zip(path, tmp, {}, keep)
+            else:
+                extract_tar(path, tmp, {}, keep)
+            if find(tmp) is None:
+                raise SourceError(missing)
+            (tmp / MARKER).write_text(json.dumps({"archive": path.name}) + "\n")
+            os.chmod(tmp, 0o755)
+            try:
+                os.rename(tmp, root)
+            except OSError:
+                if not (root / MARKER).is_file():
+                    shutil.rmtree(root, ignore_errors=True)
+                    os.rename(tmp, root)
+        except OSError as exc:
+            raise SourceError(f"cannot extract {path.name} into {root}: {exc.strerror or exc}") from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        package = find(root)
+    if package is None:
+        raise SourceError(missing)
+    return root, package

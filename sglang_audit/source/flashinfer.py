@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import glob
 import importlib.util
-import json
 import os
 import re
 import stat
@@ -17,20 +16,15 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from sglang_audit.cachedir import cache_root, writable_subdir
+from sglang_audit.cachedir import cache_root
 from sglang_audit.errors import SourceError
 from sglang_audit.source.archives import (
-    archive_kind,
-    archive_sha256,
     download_to_cache,
-    extract_tar,
-    extract_zip,
+    extract_cached,
     pip_download,
     pip_failure,
-    sweep_stale,
     within,
 )
-from sglang_audit.source.extracted import MARKER as _MARKER
 from sglang_audit.source.metadata import (
     HEADER_NAME,
     HEADER_VERSION,
@@ -161,48 +155,8 @@ def _download_flashinfer(version: str, label: str, say: Callable[[str], None]) -
 
 
 def _locate_fi_archive(path: Path, origin: str, say: Callable[[str], None]) -> FlashInferTree:
-    sources = writable_subdir("sources")
-    if sources is None:
-        raise SourceError(f"cache dir {cache_root()} is not writable; set SGLANG_AUDIT_CACHE_DIR")
-    root = sources / archive_sha256(path)[:16]
-    complete = (root / _MARKER).is_file()
-    package = _find_fi_package(root, archive_layouts=True) if complete else None
-    if package is None:
-        # only an extraction needs these (a copy already there came from this very archive)
-        import shutil
-        import tempfile
-
-        kind = archive_kind(path)
-        if complete:
-            shutil.rmtree(root, ignore_errors=True)
-        say(f"extracting {path.name} into {root} ...")
-        sweep_stale(sources, ".extract-")
-        try:
-            tmp = Path(tempfile.mkdtemp(prefix=f".extract-{root.name}-", dir=sources))
-        except OSError as exc:
-            raise SourceError(f"cannot write to {sources}: {exc.strerror or exc}") from None
-        try:
-            if kind == "zip":
-                extract_zip(path, tmp, {}, _FI_KEEP)
-            else:
-                extract_tar(path, tmp, {}, _FI_KEEP)
-            if _find_fi_package(tmp, archive_layouts=True) is None:
-                raise SourceError(f"no FlashInfer package found in {path} (expected flashinfer/utils.py)")
-            (tmp / _MARKER).write_text(json.dumps({"archive": path.name}) + "\n")
-            os.chmod(tmp, 0o755)
-            try:
-                os.rename(tmp, root)
-            except OSError:
-                if not (root / _MARKER).is_file():
-                    shutil.rmtree(root, ignore_errors=True)
-                    os.rename(tmp, root)
-        except OSError as exc:
-            raise SourceError(f"cannot extract {path.name} into {root}: {exc.strerror or exc}") from None
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        package = _find_fi_package(root, archive_layouts=True)
-    if package is None:
-        raise SourceError(f"no FlashInfer package found in {path} (expected flashinfer/utils.py)")
+    root, package = extract_cached(path, _FI_KEEP, lambda d: _find_fi_package(d, archive_layouts=True),
+                                   f"no FlashInfer package found in {path} (expected flashinfer/utils.py)", say)
     metas = [*sorted(root.glob("*.dist-info/METADATA")), *sorted(root.glob("*/PKG-INFO")), root / "PKG-INFO"]
     return FlashInferTree(package, _fi_version(package, metas), origin)
 
