@@ -271,9 +271,9 @@ def test_a_rejected_configuration_says_the_model_was_not_read(hybrid):
 @pytest.mark.parametrize("version, said", [("0.4.0", True), ("0.4.5.post1", True), ("0.4.6", False), ("0.5.23", False),
                                            ("not-a-version", False), (None, False)])
 def test_a_release_below_the_validated_floor_is_said(version, said):
-    from sglang_audit.resolve.resolver import _below_validated
+    from sglang_audit.resolve.release import below_validated
 
-    note = _below_validated(version)
+    note = below_validated(version)
     assert (note is not None) == said
     if said:
         assert note.startswith(f"SGLang {version} is older than 0.4.6") and "not validated" in note

@@ -165,7 +165,7 @@ if not hasattr(flash_attn, "flash_attn_func"):
 def _environment(tmp_path, requires: list[str], with_packages: frozenset[str] = frozenset()) -> Environment:
     from types import SimpleNamespace
 
-    from sglang_audit.resolve.resolver import build_environment
+    from sglang_audit.resolve.release import build_environment
 
     (tmp_path / "sglang").mkdir(exist_ok=True)
     meta = tmp_path / "sglang-0.5.23.dist-info"

@@ -395,7 +395,7 @@ CUDA_ONLY = ("flashinfer-python", "sgl-kernel", "cuDNN")
 
 def profile_for(package_dir: Path, release: str, platform: str = "cuda") -> PipProfile:
     """The pip profile's versions on ``platform``: off CUDA, flashinfer, sgl-kernel and cuDNN are
-    not what the deployment uses (resolve/resolver.build_environment drops the CUDA-only
+    not what the deployment uses (resolve/release.build_environment drops the CUDA-only
     packages there), so they are listed as such, not derived."""
     pins = release_pins(package_dir, release)
     if platform != "cuda":

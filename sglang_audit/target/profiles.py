@@ -1,7 +1,7 @@
 """Named environment profiles (``rules/env_profiles.toml``, issue 43): the packages and
 environment variables a deployment's Python environment has beyond the release's own
 requirements, each with its source. "pip" is the release's Requires-Dist alone (read by
-``resolve/resolver.build_environment``); "image" is SGLang's official docker image for the
+``resolve/release.build_environment``); "image" is SGLang's official docker image for the
 platform, as its Dockerfile installs and sets it. The device's platform picks the default
 (ROCm: the image, where aiter is installed and ``SGLANG_USE_AITER=1``; CUDA: pip)."""
 
