@@ -1,8 +1,8 @@
 """A model directory as the tool reads it: one ``ModelCheckpoint`` per directory.
 
 config.json and hf_quant_config.json are read once (regular files, size-capped:
-``userfiles.read_user_file``) and parsed once; a safetensors header is read on first use by
-``checkpoint.read_header`` (bounded, never tensor data) and kept while the file is unchanged. Every stage that
+``userfiles.read_user_file``) and parsed once per content; a safetensors header is read by
+``checkpoint.read_header`` (bounded, never tensor data). Every stage that
 asks the model directory something (input validation, the HF config boundary, the draft's
 architecture, the rules' checkpoint facts, recommend's model kind) asks this object, so a
 file is read under one size and type policy and a failure reads the same everywhere.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,58 +100,54 @@ class ModelCheckpoint:
 
     # ---- the safetensors headers ----------------------------------------------------------
     def header(self, rel: str) -> SafetensorsHeader:
-        """The header of the safetensors file ``rel`` (checkpoint.py's bounded reader; raises
-        its CheckpointError), read once per process while the file is unchanged: SGLang's
-        code opens the same shard once per probe (``safe_open`` in a loop over layers)."""
-        path = self.dir / rel
-        key = (path, _stamp(path))
-        found = _HEADERS.get(key)
-        if found is None:
-            found = read_header(self.dir, rel)
-            if len(_HEADERS) >= _MEMO_LIMIT * 8:
-                _HEADERS.clear()
-            _HEADERS[key] = found
-        return found
+        """The header of the safetensors file ``rel`` (checkpoint.py's bounded reader: never
+        tensor data, never outside the directory; raises its CheckpointError)."""
+        return read_header(self.dir, rel)
 
 
-def _read_json(path: Path, name: str) -> JsonFile:
+def _read(path: Path) -> bytes | str | None:
+    """The file's bytes under the user-file policy, the one-line reason it is not read, or
+    None when there is no such file."""
     if not (path.exists() or path.is_symlink()):
-        return JsonFile(name, False, error=f"{path}: no such file")
+        return None
     try:
-        return JsonFile(name, True, json.loads(read_user_file(path, "model file").decode("utf-8")))
+        return read_user_file(path, "model file")
     except UserFileError as exc:
-        return JsonFile(name, True, error=exc.message)
+        return exc.message
+
+
+def _parse(path: Path, name: str, raw: bytes | str | None) -> JsonFile:
+    if raw is None:
+        return JsonFile(name, False, error=f"{path}: no such file")
+    if isinstance(raw, str):
+        return JsonFile(name, True, error=raw)
+    try:
+        return JsonFile(name, True, json.loads(raw.decode("utf-8")))
     except (UnicodeDecodeError, ValueError) as exc:
         return JsonFile(name, True, error=f"{path}: not valid JSON ({exc})")
     except RecursionError:
         return JsonFile(name, True, error=f"{path}: JSON nested too deeply")
 
 
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-_MEMO: dict[Path, tuple[tuple[Any, ...], ModelCheckpoint]] = {}
-_HEADERS: dict[tuple[Path, Any], SafetensorsHeader] = {}
+# by directory: the bytes read and what they parsed to. A later call reads the files again
+# (a few kB; a file edited in place keeps its size and mtime, as tests/test_resultcache.py
+# does on purpose) and parses only when the bytes differ.
+_MEMO: dict[Path, tuple[tuple[Any, Any], ModelCheckpoint]] = {}
 _MEMO_LIMIT = 64  # model directories one process asks about (a matrix or a deployments file)
 
 
 def model_checkpoint(model_dir: Path) -> ModelCheckpoint:
-    """The directory's ``ModelCheckpoint``, memoised per process while its JSON files are
-    unchanged (inode, size, mtime): a later call in the same command reads nothing."""
+    """The directory's ``ModelCheckpoint``: its JSON files read under the user-file policy
+    and parsed once per content per process."""
     config, hfq = model_dir / CONFIG, model_dir / HF_QUANT_CONFIG
-    stamp = (_stamp(config), _stamp(hfq))
+    raw = (_read(config), _read(hfq))
     hit = _MEMO.get(model_dir)
-    if hit is not None and hit[0] == stamp:
+    if hit is not None and hit[0] == raw:
         return hit[1]
-    found = ModelCheckpoint(model_dir, _read_json(config, CONFIG), _read_json(hfq, HF_QUANT_CONFIG))
+    found = ModelCheckpoint(model_dir, _parse(config, CONFIG, raw[0]), _parse(hfq, HF_QUANT_CONFIG, raw[1]))
     if len(_MEMO) >= _MEMO_LIMIT:
         _MEMO.clear()
-    _MEMO[model_dir] = (stamp, found)
+    _MEMO[model_dir] = (raw, found)
     return found
 
 
