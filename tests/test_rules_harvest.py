@@ -30,6 +30,8 @@ FINGERPRINT_EDGES = [
     ("SGA240", "0.5.9", True),
     ("SGA240", "0.5.10", False),  # PR #20040's SM120 StridedLayout
     ("SGA240", "0.5.14", False),  # MXFP4 Marlin on SM120 (PR #28231)
+    ("SGA242", "0.5.1.post3", True),  # EPMoE calls a helper its deep_gemm_wrapper lacks
+    ("SGA242", "0.5.2", False),   # the call is gone (PR #9340)
     ("SGA241", "0.5.7", True),    # the release sglang#17494 reports
     ("SGA241", "0.5.23", True),   # no fix yet
     ("SGA440", "0.4.10", True),
