@@ -34,6 +34,11 @@ FINGERPRINT_EDGES = [
     ("SGA242", "0.5.2", False),   # the call is gone (PR #9340)
     ("SGA241", "0.5.7", True),    # the release sglang#17494 reports
     ("SGA241", "0.5.23", True),   # no fix yet
+    ("SGA560", "0.5.3", True),    # csgmv kernels cached without num_segs
+    ("SGA560", "0.5.4", False),   # PR #11579's do_not_specialize
+    ("SGA561", "0.4.10", True),   # LoRA CUDA-graph info for one token per request
+    ("SGA561", "0.5.5", True),
+    ("SGA561", "0.5.6", False),   # PR #12903's num_tokens_per_bs
     ("SGA440", "0.4.10", True),
     ("SGA440", "0.5.6", True),
     ("SGA440", "0.5.7", False),   # PR #12596's key/value cast
@@ -74,6 +79,7 @@ def test_harvest_rule_fingerprints_on_real_releases(release, rule_id, version, f
         ("SGA440", "0.5.7", "sm90", "qwen3-30b-a3b", "--attention-backend torch_native --kv-cache-dtype fp8_e4m3", False),
         # 0.5.8 picks triton attention for Kimi-K2 on SM120 by itself
         ("SGA441", "0.5.8", "sm120", "kimi-k2-instruct", "--tp 8", True),
+        ("SGA561", "0.5.5", "sm90", "qwen3-30b-a3b", "--enable-lora --lora-paths a=/tmp/a --speculative-algorithm NGRAM", True),
     ],
 )
 def test_harvest_rules_through_a_resolution(release, rule_id, version, arch, model, launch, fires):
