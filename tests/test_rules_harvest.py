@@ -45,6 +45,8 @@ FINGERPRINT_EDGES = [
     ("SGA441", "0.5.8", True),
     ("SGA441", "0.5.9", False),   # PR #14311's SM12x tiles
     ("SGA441", "0.5.16", False),  # the extend kernel moved: the shape is not there
+    ("SGA444", "0.5.2", True),    # the runner forces FA3 for Qwen3-Next's full attention
+    ("SGA444", "0.5.3", False),   # PR #10816
     ("SGA442", "0.5.5", True),
     ("SGA442", "0.5.23", True),
     ("SGA442", "0.4.10", False),  # before VisionAttention's Blackwell check
