@@ -32,6 +32,9 @@ FINGERPRINT_EDGES = [
     ("SGA240", "0.5.14", False),  # MXFP4 Marlin on SM120 (PR #28231)
     ("SGA242", "0.5.1.post3", True),  # EPMoE calls a helper its deep_gemm_wrapper lacks
     ("SGA242", "0.5.2", False),   # the call is gone (PR #9340)
+    ("SGA243", "0.5.6", True),    # no piecewise branch in FlashInferFusedMoE
+    ("SGA243", "0.5.8", True),    # the standard-top-k assertion
+    ("SGA243", "0.5.9", False),   # bypassed top-k run eagerly
     ("SGA241", "0.5.7", True),    # the release sglang#17494 reports
     ("SGA241", "0.5.23", True),   # no fix yet
     ("SGA560", "0.5.3", True),    # csgmv kernels cached without num_segs
