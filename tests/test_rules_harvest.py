@@ -26,6 +26,10 @@ RULES = {r.id: r for r in load_rules()}
 FINGERPRINT_EDGES = [
     ("SGA140", "0.4.10", True),   # VLLM_QUANTIZATION_METHODS + the vLLM raise (0.4.6-0.5.0rc0)
     ("SGA140", "0.5.5", False),   # AWQ/GPTQ without vLLM (PR #9191)
+    ("SGA144", "0.4.10", True),   # Marlin off for block FP8, Triton FP8 below SM90
+    ("SGA144", "0.5.5", False),   # Marlin auto-enabled on SM80-SM88 (0.5.1)
+    ("SGA145", "0.5.5", True),    # ... but imported from vLLM
+    ("SGA145", "0.5.6", False),   # SGLang's own Marlin FP8
     ("SGA240", "0.5.5", True),    # MXFP4 swizzle with the default (persistent/TMA) layouts
     ("SGA240", "0.5.9", True),
     ("SGA240", "0.5.10", False),  # PR #20040's SM120 StridedLayout
