@@ -46,6 +46,9 @@ FINGERPRINT_EDGES = [
     ("SGA561", "0.4.10", True),   # LoRA CUDA-graph info for one token per request
     ("SGA561", "0.5.5", True),
     ("SGA561", "0.5.6", False),   # PR #12903's num_tokens_per_bs
+    ("SGA562", "0.5.15", True),   # DCP without the KimiK25 wrapper hook
+    ("SGA562", "0.5.14", False),  # no DCP yet
+    ("SGA562", "0.5.16", False),  # PR #31514's hook
     ("SGA440", "0.4.10", True),
     ("SGA440", "0.5.6", True),
     ("SGA440", "0.5.7", False),   # PR #12596's key/value cast
