@@ -39,6 +39,9 @@ FINGERPRINT_EDGES = [
     ("SGA243", "0.5.6", True),    # no piecewise branch in FlashInferFusedMoE
     ("SGA243", "0.5.8", True),    # the standard-top-k assertion
     ("SGA243", "0.5.9", False),   # bypassed top-k run eagerly
+    ("SGA245", "0.5.4", True),    # fusion auto-enabled for DeepSeek-V3 without an nnodes test
+    ("SGA245", "0.5.5", True),
+    ("SGA245", "0.5.6", False),   # PR #12724's nnodes == 1
     ("SGA241", "0.5.7", True),    # the release sglang#17494 reports
     ("SGA241", "0.5.23", True),   # no fix yet
     ("SGA560", "0.5.3", True),    # csgmv kernels cached without num_segs
