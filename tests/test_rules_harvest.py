@@ -63,6 +63,9 @@ FINGERPRINT_EDGES = [
     ("SGA441", "0.5.16", False),  # the extend kernel moved: the shape is not there
     ("SGA444", "0.5.2", True),    # the runner forces FA3 for Qwen3-Next's full attention
     ("SGA444", "0.5.3", False),   # PR #10816
+    ("SGA447", "0.5.9", True),    # aiter fused RoPE+cache for any non-absorb backend (deepseek_v2.py)
+    ("SGA447", "0.5.14", True),   # (forward_mla.py)
+    ("SGA447", "0.5.16", False),  # PR #30355: only for the aiter backend
     ("SGA442", "0.5.5", True),
     ("SGA442", "0.5.23", True),
     ("SGA442", "0.4.10", False),  # before VisionAttention's Blackwell check
