@@ -66,6 +66,9 @@ FINGERPRINT_EDGES = [
     ("SGA447", "0.5.9", True),    # aiter fused RoPE+cache for any non-absorb backend (deepseek_v2.py)
     ("SGA447", "0.5.14", True),   # (forward_mla.py)
     ("SGA447", "0.5.16", False),  # PR #30355: only for the aiter backend
+    ("SGA448", "0.5.10", True),   # prepare keeps RoPE for DSA under aiter on gfx95
+    ("SGA448", "0.5.11", True),
+    ("SGA448", "0.5.12", False),  # PR #24148's _skip_rope_for_aiter_fused_mla
     ("SGA442", "0.5.5", True),
     ("SGA442", "0.5.23", True),
     ("SGA442", "0.4.10", False),  # before VisionAttention's Blackwell check
