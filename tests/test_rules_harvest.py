@@ -3,7 +3,7 @@ fires on a real release inside its bounds and stays silent on one outside them.
 
 Cheap by design: the rule's first flag example is evaluated with its `code.*` facts read from
 the release's own text (the fingerprints, as `check` reads them), so a case costs one file read;
-three cases resolve a whole deployment to show the rule fires through a real resolution."""
+four cases resolve a whole deployment to show the rule fires through a real resolution."""
 
 from __future__ import annotations
 
