@@ -42,9 +42,6 @@ FINGERPRINT_EDGES = [
     ("SGA245", "0.5.4", True),    # fusion auto-enabled for DeepSeek-V3 without an nnodes test
     ("SGA245", "0.5.5", True),
     ("SGA245", "0.5.6", False),   # PR #12724's nnodes == 1
-    ("SGA246", "0.5.5", True),    # low_latency for every batch, 128-token cap unchecked
-    ("SGA246", "0.5.23", True),   # still unchecked
-    ("SGA246", "0.4.10", False),  # the dispatcher lives elsewhere (no fingerprint)
     ("SGA241", "0.5.7", True),    # the release sglang#17494 reports
     ("SGA241", "0.5.23", True),   # no fix yet
     ("SGA560", "0.5.3", True),    # csgmv kernels cached without num_segs
