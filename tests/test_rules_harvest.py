@@ -1,0 +1,115 @@
+"""The rules issue 44's harvest ledger turned into rules (`candidate-rule` mechanisms): each
+fires on a real release inside its bounds and stays silent on one outside them.
+
+Cheap by design: the rule's first flag example is evaluated with its `code.*` facts read from
+the release's own text (the fingerprints, as `check` reads them), so a case costs one file read;
+four cases resolve a whole deployment to show the rule fires through a real resolution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import shared
+
+from sglang_audit.rules.knownbad import (
+    check_example,
+    check_resolution,
+    load_rules,
+    probe_fingerprint,
+)
+
+RULES = {r.id: r for r in load_rules()}
+
+# (rule, release, fires): the first release each rule fires on, the release its fix lands in
+# (or the last before its code appears); SGA241 has no fix in any release, so both are inside.
+FINGERPRINT_EDGES = [
+    ("SGA140", "0.4.10", True),   # VLLM_QUANTIZATION_METHODS + the vLLM raise (0.4.6-0.5.0rc0)
+    ("SGA140", "0.5.5", False),   # AWQ/GPTQ without vLLM (PR #9191)
+    ("SGA144", "0.4.10", True),   # Marlin off for block FP8, Triton FP8 below SM90
+    ("SGA144", "0.5.5", False),   # Marlin auto-enabled on SM80-SM88 (0.5.1)
+    ("SGA145", "0.5.5", True),    # ... but imported from vLLM
+    ("SGA145", "0.5.6", False),   # SGLang's own Marlin FP8
+    ("SGA240", "0.5.5", True),    # MXFP4 swizzle with the default (persistent/TMA) layouts
+    ("SGA240", "0.5.9", True),
+    ("SGA240", "0.5.10", False),  # PR #20040's SM120 StridedLayout
+    ("SGA240", "0.5.14", False),  # MXFP4 Marlin on SM120 (PR #28231)
+    ("SGA242", "0.5.1.post3", True),  # EPMoE calls a helper its deep_gemm_wrapper lacks
+    ("SGA242", "0.5.2", False),   # the call is gone (PR #9340)
+    ("SGA243", "0.5.6", True),    # no piecewise branch in FlashInferFusedMoE
+    ("SGA243", "0.5.8", True),    # the standard-top-k assertion
+    ("SGA243", "0.5.9", False),   # bypassed top-k run eagerly
+    ("SGA245", "0.5.4", True),    # fusion auto-enabled for DeepSeek-V3 without an nnodes test
+    ("SGA245", "0.5.5", True),
+    ("SGA245", "0.5.6", False),   # PR #12724's nnodes == 1
+    ("SGA241", "0.5.7", True),    # the release sglang#17494 reports
+    ("SGA241", "0.5.23", True),   # no fix yet
+    ("SGA560", "0.5.3", True),    # csgmv kernels cached without num_segs
+    ("SGA560", "0.5.4", False),   # PR #11579's do_not_specialize
+    ("SGA561", "0.4.10", True),   # LoRA CUDA-graph info for one token per request
+    ("SGA561", "0.5.5", True),
+    ("SGA561", "0.5.6", False),   # PR #12903's num_tokens_per_bs
+    ("SGA562", "0.5.15", True),   # DCP without the KimiK25 wrapper hook
+    ("SGA562", "0.5.14", False),  # no DCP yet
+    ("SGA562", "0.5.16", False),  # PR #31514's hook
+    ("SGA440", "0.4.10", True),
+    ("SGA440", "0.5.6", True),
+    ("SGA440", "0.5.7", False),   # PR #12596's key/value cast
+    ("SGA441", "0.5.8", True),
+    ("SGA441", "0.5.9", False),   # PR #14311's SM12x tiles
+    ("SGA441", "0.5.16", False),  # the extend kernel moved: the shape is not there
+    ("SGA444", "0.5.2", True),    # the runner forces FA3 for Qwen3-Next's full attention
+    ("SGA444", "0.5.3", False),   # PR #10816
+    ("SGA447", "0.5.9", True),    # aiter fused RoPE+cache for any non-absorb backend (deepseek_v2.py)
+    ("SGA447", "0.5.14", True),   # (forward_mla.py)
+    ("SGA447", "0.5.16", False),  # PR #30355: only for the aiter backend
+    ("SGA448", "0.5.10", True),   # prepare keeps RoPE for DSA under aiter on gfx95
+    ("SGA448", "0.5.11", True),
+    ("SGA448", "0.5.12", False),  # PR #24148's _skip_rope_for_aiter_fused_mla
+    ("SGA442", "0.5.5", True),
+    ("SGA442", "0.5.23", True),
+    ("SGA442", "0.4.10", False),  # before VisionAttention's Blackwell check
+    ("SGA443", "0.5.5", True),
+    ("SGA443", "0.5.10", True),
+    ("SGA443", "0.5.11", False),  # PR #21589's return_logprob reset
+]
+
+
+def test_every_harvest_rule_has_a_real_release_edge():
+    covered = {rid for rid, _, fires in FINGERPRINT_EDGES if fires}
+    assert covered == {rid for rid, _, _ in FINGERPRINT_EDGES}
+    assert covered <= set(RULES)
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("rule_id, version, fires", FINGERPRINT_EDGES)
+def test_harvest_rule_fingerprints_on_real_releases(release, rule_id, version, fires):
+    rule = RULES[rule_id]
+    root = Path(release(version).package_dir).parent
+    example = dict(rule.examples_flag[0])
+    for fp in rule.fingerprints:
+        example[f"code.{fp.id}"] = probe_fingerprint(root, fp).found
+    assert check_example(rule, example) is fires, example
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(
+    "rule_id, version, arch, model, launch, fires",
+    [
+        ("SGA440", "0.5.6", "sm90", "qwen3-30b-a3b", "--attention-backend torch_native --kv-cache-dtype fp8_e4m3", True),
+        ("SGA440", "0.5.7", "sm90", "qwen3-30b-a3b", "--attention-backend torch_native --kv-cache-dtype fp8_e4m3", False),
+        # 0.5.8 picks triton attention for Kimi-K2 on SM120 by itself
+        ("SGA441", "0.5.8", "sm120", "kimi-k2-instruct", "--tp 8", True),
+        ("SGA561", "0.5.5", "sm90", "qwen3-30b-a3b", "--enable-lora --lora-paths a=/tmp/a --speculative-algorithm NGRAM", True),
+    ],
+)
+def test_harvest_rules_through_a_resolution(release, rule_id, version, arch, model, launch, fires):
+    from sglang_audit.resolve.pipeline import Request
+
+    tree = release(version)
+    res = shared.resolve(Request(source=str(tree.package_dir), arch=arch, model=model,
+                                 launch=f"python -m sglang.launch_server --model-path m {launch}"))
+    assert res.rejected is None, res.rejected
+    result = check_resolution(res, [RULES[rule_id]])
+    assert {f.rule_id for f in result.findings} == ({rule_id} if fires else set()), result.findings
+    assert result.undecided == ()
