@@ -162,3 +162,41 @@ def test_real_0_5_10_nextn_draft_worker_refuses_cutlass_mla_by_sglangs_raise(rel
     assert steps["dispatch"] == ("EAGLEWorker", "sglang/srt/speculative/spec_info.py:83")
     assert steps["worker"] == ("EAGLEWorker", "sglang/srt/managers/scheduler.py:629")
     assert res.settings["attention_backend"].layer.status == "resolved"
+
+
+# ---- what check and recommend make of it ---------------------------------------------------
+def _with_worker(layer: LayerValue) -> Any:
+    from sglang_audit.result import ModelSummary, Resolution, Setting
+
+    spec = Setting("speculative_algorithm", "EAGLE", None, "unsupported" if layer.status == "unsupported" else "resolved",
+                   layer=layer)
+    return Resolution({"version": "x"}, "s", {"platform": "cuda", "major": 10}, ModelSummary("m", "/m", "A", None, None),
+                      {}, {}, None, {"speculative_algorithm": spec,
+                                     "attention_backend": Setting("attention_backend", "fa4", None, "resolved")})
+
+
+def test_a_refused_worker_is_never_recommended_and_an_unknown_one_is_marked():
+    from sglang_audit.analyses.recommend import _caveats, _reason
+
+    refused = LayerValue("unsupported", "ValueError: EAGLE is not supported in decode attention backend fa4",
+                         site="sglang/srt/speculative/draft_utils.py:35", stage="speculative")
+    # forcing attention_backend=fa4: the worker built with it refuses, whatever field was forced
+    reason = _reason(_with_worker(refused), {"attention_backend": "fa4"}, ("attention_backend",), (), "single")
+    assert reason is not None and (reason.kind, reason.where) == ("layer", "sglang/srt/speculative/draft_utils.py:35")
+    assert "speculative worker" in reason.message and "decode attention backend fa4" in reason.message
+    unknown = LayerValue("unknown", None, reason="SGLang builds EAGLEWorker; its construction could not be followed",
+                         stage="speculative")
+    res = _with_worker(unknown)
+    assert _reason(res, {"attention_backend": "fa4"}, ("attention_backend",), (), "single") is None
+    assert any("speculative worker" in c and "EAGLEWorker" in c for c in _caveats(res, ("attention_backend",)))
+
+
+def test_check_reports_the_refusal_as_sglangs_own_layer_failure():
+    from sglang_audit.rules.knownbad import layer_findings
+
+    refused = LayerValue("unsupported", "ValueError: EAGLE is not supported in decode attention backend fa4",
+                         site="sglang/srt/speculative/draft_utils.py:35", stage="speculative")
+    (finding,) = layer_findings(_with_worker(refused))
+    assert finding.rule_id == "SGA003" and finding.setting == "speculative_algorithm"
+    assert "building speculative worker with speculative_algorithm fails at sglang/srt/speculative/draft_utils.py:35" \
+        in finding.message
