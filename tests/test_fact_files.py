@@ -174,3 +174,17 @@ def test_attention_toml_loads_typed_and_a_bad_stamp_names_its_field() -> None:
     assert msg == "rules/attention.toml: runner.stamp[0].runner_kwarg: missing"
     msg = _bad_file(AttentionFacts, "attention.toml", lambda r: r["runner"]["params"].__setitem__("tp_rank", "0"))
     assert msg == "rules/attention.toml: runner.params.tp_rank: expected an integer, got '0'"
+
+
+def test_speculative_toml_loads_typed_and_a_bad_value_names_its_field() -> None:
+    from sglang_audit.factfiles import SpeculativeFacts
+
+    spec = factfiles.speculative()
+    raw = load_toml("speculative.toml")
+    assert (spec.scheduler.method, spec.scheduler.dispatch) == (raw["scheduler"]["method"], raw["scheduler"]["dispatch"])
+    assert spec.algorithm.class_ == raw["algorithm"]["class"]
+    assert spec.worker.verdict_files == tuple(raw["worker"]["verdict_files"])
+    msg = _bad_file(SpeculativeFacts, "speculative.toml", lambda r: r["algorithm"].pop("from_string"))
+    assert msg == "rules/speculative.toml: algorithm.from_string: missing"
+    msg = _bad_file(SpeculativeFacts, "speculative.toml", lambda r: r["scheduler"]["params"].__setitem__("gpu_id", "0"))
+    assert msg == "rules/speculative.toml: scheduler.params.gpu_id: expected an integer, got '0'"
