@@ -239,6 +239,8 @@ class SpecScheduler:
     class_: str
     method: str  # builds the draft worker: the class the dispatch returns, with its kwargs
     dispatch: str  # the algorithm's method that returns the worker class (SGLang's own dispatch)
+    worker_attr: str = "draft_worker"  # the scheduler's attribute holding the worker built
+    then: tuple[str, ...] = ()  # worker methods the scheduler calls after building it (if it does)
     params: dict[str, int] = field(default_factory=dict)  # the worker's kwargs that are this rank's
 
 

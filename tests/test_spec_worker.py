@@ -200,3 +200,21 @@ def test_check_reports_the_refusal_as_sglangs_own_layer_failure():
     assert finding.rule_id == "SGA003" and finding.setting == "speculative_algorithm"
     assert "building speculative worker with speculative_algorithm fails at sglang/srt/speculative/draft_utils.py:35" \
         in finding.message
+
+
+def test_what_the_scheduler_calls_on_the_worker_afterwards_is_evaluated_too():
+    # 0.5.16+ shape: the draft backends are built in init_attention_backends, which the
+    # scheduler calls on the worker after building it (read from its class, never loaded)
+    ok = _worker(attention_backend="triton", speculative_algorithm="STANDALONE")
+    assert ok is not None and (ok.status, ok.value) == ("resolved", "StandaloneWorkerV2")
+    then = next(s for s in ok.chain if s.kind == "then")
+    assert (then.file, then.line, then.value) == ("sglang/srt/managers/scheduler.py", _line(
+        "sglang/srt/managers/scheduler.py", "self.draft_worker.init_attention_backends()"), "init_attention_backends")
+    assert [s.value for s in ok.chain if s.kind == "backend"] == ["TritonAttnBackend"] * 2
+    # the draft model worker it builds as a class is stood in: its own method is listed, not run
+    assert any(d.startswith("TpModelWorker.init_attention_backends() of the draft model worker") for d in ok.data_dependent)
+    bad = _worker(attention_backend="fa4", speculative_algorithm="STANDALONE")
+    path = f"{SPEC}/draft_utils.py"
+    assert bad is not None and bad.status == "unsupported"
+    assert bad.value == "ValueError: EAGLE is not supported in decode attention backend fa4"
+    assert bad.site == f"{path}:{_line(path, 'raise ValueError(error_template')}"

@@ -35,6 +35,7 @@ from sglang_audit.evaluate.values import (
     Instance,
     ModuleObj,
     Native,
+    Property,
     Unknown,
 )
 from sglang_audit.frontend import ir
@@ -72,7 +73,9 @@ class _State:
     dispatch: ChainStep | None = None  # the `return` that chose it
     built: ChainStep | None = None  # the scheduler's call constructing it
     called_at: tuple[str, int] | None = None  # the scheduler's construction of the worker
-    standins: list[str] = field(default_factory=list)  # model workers stood in
+    then: list[ChainStep] = field(default_factory=list)  # the scheduler's calls on it afterwards
+    standins: dict[int, str] = field(default_factory=dict)  # id(model worker stood in) -> "draft"/"target"
+    skipped: list[str] = field(default_factory=list)  # their methods called, not evaluated
     backends: attention._State = field(default_factory=attention._State)  # attention backends built inside
 
 
@@ -124,7 +127,7 @@ def _explore(interp: Interpreter, facts: Any, server_args: Instance, mc: Any, dc
     def run() -> attention._Outcome:
         start = len(interp.logs)
         try:
-            return _run_once(interp, facts, att, server_args, mc, dc)
+            return _run_once(interp, facts, att, server_args, mc, dc, assumed)
         finally:
             del interp.logs[start:]  # the worker's logs are not the path's
             server_args.attrs.clear()
@@ -149,8 +152,17 @@ def _explore(interp: Interpreter, facts: Any, server_args: Instance, mc: Any, dc
     return replace(value, assumptions=watch.assumptions(value))
 
 
-def _run_once(interp: Interpreter, facts: Any, att: Any, server_args: Instance, mc: Any, dc: Any) -> attention._Outcome:
+def _run_once(interp: Interpreter, facts: Any, att: Any, server_args: Instance, mc: Any, dc: Any,
+              notes: set[str]) -> attention._Outcome:
     state = _State()
+    try:
+        return _run_state(interp, facts, att, server_args, mc, dc, state)
+    finally:
+        notes.update(state.skipped)  # the stood-in model workers' methods, listed on the value
+
+
+def _run_state(interp: Interpreter, facts: Any, att: Any, server_args: Instance, mc: Any, dc: Any,
+               state: _State) -> attention._Outcome:
     # the attention stage's hook records the attention backends the worker builds (its
     # DraftBackendFactory) and follows their constructors; this stage's hook runs first
     with interp.hooked_calls(attention._hook(interp, att, state.backends)), \
@@ -186,9 +198,15 @@ def _run_hooked(interp: Interpreter, facts: Any, att: Any, server_args: Instance
         return attention._Outcome(STATUS_UNKNOWN, f"{algo.class_}.{sched.dispatch}() returned no class the tool can "
                                   f"construct ({worker!r})")
     target = _model_worker(interp, facts, att, server_args, mc, False, state, None)
-    interp.call(worker, [], _worker_kwargs(worker, sched, server_args, target))
+    built = interp.call(worker, [], _worker_kwargs(worker, sched, server_args, target))
     if state.built is None:
         return attention._Outcome(STATUS_UNKNOWN, f"{sched.dispatch}() returned {worker.name}, which the tool did not construct")
+    # what the scheduler calls on the built worker next (0.5.16+ build the draft attention
+    # backends there, init_all_attention_backends: `self.draft_worker.init_attention_backends()`)
+    for name, line in _then_calls(interp, sched):
+        if isinstance(built, Instance) and built.cls.lookup(name)[0]:
+            state.then.append(ChainStep(state.built.file, line, "", name, f"self.draft_worker.{name}()", STAGE, "then"))
+            interp.call(interp.getattr(built, name), [], {})
     return attention._Outcome(STATUS_RESOLVED, worker.name, f"{state.built.file}:{state.built.line}",
                               chain=_steps(state), partial=tuple(state.backends.partial))
 
@@ -239,7 +257,29 @@ def _dispatch_call(interp: Interpreter, sched: Any) -> tuple[str, int] | None:
 
 
 def _steps(state: _State) -> tuple[ChainStep, ...]:
-    return tuple(s for s in (state.dispatch, state.built) if s is not None) + tuple(state.backends.built)
+    return tuple(s for s in (state.dispatch, state.built) if s is not None) + tuple(state.then) + tuple(state.backends.built)
+
+
+def _then_calls(interp: Interpreter, sched: Any) -> list[tuple[str, int]]:
+    """The methods of the rules' ``then`` list the scheduler calls on its draft worker
+    (``self.draft_worker.<name>()``, read from its class, never loaded), with the first line."""
+    found = interp.find_module_file(sched.module)
+    if found is None or not sched.then:
+        return []
+    try:
+        tree = interp.cache.load(found[0])
+    except (ParseFailure, OSError):
+        return []
+    out: dict[str, int] = {}
+    for c in tree.body:
+        if not (isinstance(c, ir.ClassDef) and c.name == sched.class_):
+            continue
+        for n in ir.walk(c.body):
+            f = n.func if isinstance(n, ir.Call) else None
+            if isinstance(f, ir.Attribute) and f.attr in sched.then and isinstance(f.value, ir.Attribute) \
+                    and f.value.attr == sched.worker_attr and isinstance(f.value.value, ir.Name) and f.value.value.id == "self":
+                out.setdefault(str(f.attr), n.line)
+    return sorted(out.items(), key=lambda kv: kv[1])
 
 
 def _partial(state: _State, reason: str) -> attention._Outcome:
@@ -300,6 +340,17 @@ def _hook(interp: Interpreter, facts: Any, att: Any, state: _State, server_args:
             draft = kwargs.get("is_draft_worker") is True
             _fill_model_worker(interp, facts, att, server_args, dc if draft else mc, draft, state, func.module, args[0])
             return None
+        if kind is Function and args and id(args[0]) in state.standins and func.name != "__init__" \
+                and not _is_getter(func, args[0]):
+            # a method of a stood-in model worker (0.5.16+'s `self.draft_worker.
+            # init_attention_backends()`): its runner's own backend is the attention stage's
+            # question (attention_backend's draft line), not evaluated again here
+            role = state.standins[id(args[0])]
+            note = (f"{func.qualname}() of the {role} model worker: not evaluated here (its model runner's own "
+                    "attention backend is the attention stage's value)")
+            if note not in state.skipped:
+                state.skipped.append(note)
+            return Unknown(f"{func.qualname}() of the stood-in {role} model worker (not evaluated)", f"spec:{role}:{func.name}")
         if kind is Function and func.name in process_objects and func.module.name.startswith(object_modules):
             # the pipeline group and 0.5.2x's parallel context as a single-stage worker has them
             # (rules/layers.toml [model_registry.process_objects], as the draft model's stage)
@@ -312,6 +363,12 @@ def _hook(interp: Interpreter, facts: Any, att: Any, state: _State, server_args:
         return NOT_HOOKED
 
     return hook
+
+
+def _is_getter(func: Function, obj: Instance) -> bool:
+    """``func`` is the getter of a property of ``obj``'s class (``TpModelWorker.model_runner``)."""
+    found, attr = obj.cls.lookup(func.name)
+    return found and isinstance(attr, Property) and attr.fget is func
 
 
 def _return_step(func: Function, cls: Class) -> ChainStep | None:
@@ -350,6 +407,7 @@ def _model_worker(interp: Interpreter, facts: Any, att: Any, server_args: Instan
         if not isinstance(cls, Class):
             return Unknown("the target's model worker (not modelled)", "spec:target_worker")
     worker = Instance(_standin(cls, "runtime state of the model worker"))
+    state.standins[id(worker)] = "draft" if draft else "target"
     _fill_model_worker(interp, facts, att, server_args, cfg, draft, state, cls.module, worker)
     return worker
 
@@ -359,7 +417,6 @@ def _fill_model_worker(interp: Interpreter, facts: Any, att: Any, server_args: I
     """What the model worker's construction leaves that the speculative worker reads: the model
     runner, at the attribute its ``__init__`` assigns ``ModelRunner(...)`` to."""
     wf = facts.worker
-    state.standins.append(f"{wf.model_worker_class}({'draft' if draft else 'target'}) stood in")
     attr = _runner_attribute(interp, wf, module)
     if attr is None:
         return
