@@ -346,8 +346,8 @@ def _hook(interp: Interpreter, facts: Any, att: Any, state: _State, server_args:
             # init_attention_backends()`): its runner's own backend is the attention stage's
             # question (attention_backend's draft line), not evaluated again here
             role = state.standins[id(args[0])]
-            note = (f"{func.qualname}() of the {role} model worker: not evaluated here (its model runner's own "
-                    "attention backend is the attention stage's value)")
+            note = (f"{func.qualname}() of the {role} model worker: not evaluated (the model worker is stood in; "
+                    "its runner's own attention backend is the attention stage's value)")
             if note not in state.skipped:
                 state.skipped.append(note)
             return Unknown(f"{func.qualname}() of the stood-in {role} model worker (not evaluated)", f"spec:{role}:{func.name}")
