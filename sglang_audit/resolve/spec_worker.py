@@ -22,7 +22,7 @@ the dispatch is the release's, so an algorithm a release adds is found the same 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang_audit import factfiles
 from sglang_audit.errors import strict_mode
@@ -57,6 +57,14 @@ from sglang_audit.result import (
     LayerValue,
 )
 from sglang_audit.shipped import load_toml
+
+if TYPE_CHECKING:
+    from sglang_audit.factschema import (
+        AttentionFacts,
+        SpecScheduler,
+        SpeculativeFacts,
+        SpecWorkerFacts,
+    )
 
 SETTING = "speculative_algorithm"  # the setting whose layer value is the worker built
 STAGE = "speculative"
@@ -108,7 +116,7 @@ def _defines(interp: Interpreter, module: str, cls: str, method: str) -> bool:
                and any(isinstance(f, ir.FunctionDef) and f.name == method for f in n.body) for n in tree.body)
 
 
-def _explore(interp: Interpreter, facts: Any, server_args: Instance, mc: Any, dc: Any) -> LayerValue:
+def _explore(interp: Interpreter, facts: SpeculativeFacts, server_args: Instance, mc: Any, dc: Any) -> LayerValue:
     att = factfiles.attention()
     watch = ImportWatch(interp, att.backend.optional_packages)
     assumed: set[str] = set()
@@ -121,7 +129,7 @@ def _explore(interp: Interpreter, facts: Any, server_args: Instance, mc: Any, dc
         return None
 
     # the constructors write the server args (0.5.10's EAGLEWorker sets context_length and
-    # disable_cuda_graph, the scheduler load_format): each run starts from the resolved ones
+    # disable_cuda_graph): each run starts from the resolved ones, and so does what follows
     saved = dict(server_args.attrs)
 
     def run() -> attention._Outcome:
@@ -152,7 +160,7 @@ def _explore(interp: Interpreter, facts: Any, server_args: Instance, mc: Any, dc
     return replace(value, assumptions=watch.assumptions(value))
 
 
-def _run_once(interp: Interpreter, facts: Any, att: Any, server_args: Instance, mc: Any, dc: Any,
+def _run_once(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, mc: Any, dc: Any,
               notes: set[str]) -> attention._Outcome:
     state = _State()
     try:
@@ -161,7 +169,7 @@ def _run_once(interp: Interpreter, facts: Any, att: Any, server_args: Instance, 
         notes.update(state.skipped)  # the stood-in model workers' methods, listed on the value
 
 
-def _run_state(interp: Interpreter, facts: Any, att: Any, server_args: Instance, mc: Any, dc: Any,
+def _run_state(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, mc: Any, dc: Any,
                state: _State) -> attention._Outcome:
     # the attention stage's hook records the attention backends the worker builds (its
     # DraftBackendFactory) and follows their constructors; this stage's hook runs first
@@ -181,7 +189,7 @@ def _run_state(interp: Interpreter, facts: Any, att: Any, server_args: Instance,
             return _partial(state, reason)
 
 
-def _run_hooked(interp: Interpreter, facts: Any, att: Any, server_args: Instance, mc: Any, state: _State) -> attention._Outcome:
+def _run_hooked(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, mc: Any, state: _State) -> attention._Outcome:
     sched, algo = facts.scheduler, facts.algorithm
     # the scheduler's module is not loaded (its import-time decorators are torch's); its call
     # `self.spec_algorithm.create_worker(self.server_args)` is read, the algorithm object built
@@ -211,7 +219,7 @@ def _run_hooked(interp: Interpreter, facts: Any, att: Any, server_args: Instance
                               chain=_steps(state), partial=tuple(state.backends.partial))
 
 
-def _worker_kwargs(worker: Class, sched: Any, server_args: Instance, target: Any) -> dict[str, Any]:
+def _worker_kwargs(worker: Class, sched: SpecScheduler, server_args: Instance, target: Any) -> dict[str, Any]:
     """The scheduler's keyword arguments, by the constructor's own parameter names: the
     server args, the target's (stand-in) model worker, this rank's indices (rules), anything
     else (the NCCL port) unknown."""
@@ -230,7 +238,7 @@ def _worker_kwargs(worker: Class, sched: Any, server_args: Instance, target: Any
     return out
 
 
-def _dispatch_call(interp: Interpreter, sched: Any) -> tuple[str, int] | None:
+def _dispatch_call(interp: Interpreter, sched: SpecScheduler) -> tuple[str, int] | None:
     """Where the scheduler's method constructs the class the dispatch returned
     (``DraftWorkerClass = self.spec_algorithm.create_worker(...)`` then
     ``DraftWorkerClass(**kwargs)``), else the dispatch call: read, never loaded."""
@@ -260,7 +268,7 @@ def _steps(state: _State) -> tuple[ChainStep, ...]:
     return tuple(s for s in (state.dispatch, state.built) if s is not None) + tuple(state.then) + tuple(state.backends.built)
 
 
-def _then_calls(interp: Interpreter, sched: Any) -> list[tuple[str, int]]:
+def _then_calls(interp: Interpreter, sched: SpecScheduler) -> list[tuple[str, int]]:
     """The methods of the rules' ``then`` list the scheduler calls on its draft worker
     (``self.draft_worker.<name>()``, read from its class, never loaded), with the first line."""
     found = interp.find_module_file(sched.module)
@@ -289,7 +297,7 @@ def _partial(state: _State, reason: str) -> attention._Outcome:
     return attention._Outcome(STATUS_UNKNOWN, reason, chain=_steps(state), partial=tuple(state.backends.partial))
 
 
-def _raise_outcome(interp: Interpreter, facts: Any, raised: PyRaise, state: _State) -> attention._Outcome:
+def _raise_outcome(interp: Interpreter, facts: SpeculativeFacts, raised: PyRaise, state: _State) -> attention._Outcome:
     name, message = raise_message(interp, raised)
     site = f"{raised.file}:{raised.line}"
     if _at_module_level(interp, raised.file, raised.line):
@@ -307,7 +315,7 @@ def _raise_outcome(interp: Interpreter, facts: Any, raised: PyRaise, state: _Sta
 
 
 # ---- the hooks ----------------------------------------------------------------------------
-def _hook(interp: Interpreter, facts: Any, att: Any, state: _State, server_args: Instance, mc: Any, dc: Any) -> Any:
+def _hook(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, state: _State, server_args: Instance, mc: Any, dc: Any) -> Any:
     sched, wf = facts.scheduler, facts.worker
     process_state = tuple(wf.process_state_modules)
     kernel_modules = tuple(wf.kernel_modules)
@@ -380,7 +388,7 @@ def _return_step(func: Function, cls: Class) -> ChainStep | None:
     return ChainStep(func.module.file, func.line, "", cls.name, f"{func.qualname}(...) returned {cls.name}", STAGE, "dispatch")
 
 
-def _is_model_worker(cls: Class, wf: Any) -> bool:
+def _is_model_worker(cls: Class, wf: SpecWorkerFacts) -> bool:
     return any(k.name == wf.model_worker_class and k.module is not None and k.module.name == wf.model_worker_module
                for k in cls.mro())
 
@@ -394,7 +402,7 @@ def _standin(cls: Class, what: str) -> Class:
                  external_bases=())
 
 
-def _model_worker(interp: Interpreter, facts: Any, att: Any, server_args: Instance, cfg: Any, draft: bool, state: _State,
+def _model_worker(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, cfg: Any, draft: bool, state: _State,
                   cls: Class | None) -> Any:
     """A stand-in model worker (``TpModelWorker``): its model runner the attention stage's
     stand-in runner for ``cfg``, every other attribute unknown runtime state."""
@@ -412,7 +420,7 @@ def _model_worker(interp: Interpreter, facts: Any, att: Any, server_args: Instan
     return worker
 
 
-def _fill_model_worker(interp: Interpreter, facts: Any, att: Any, server_args: Instance, cfg: Any, draft: bool,
+def _fill_model_worker(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, cfg: Any, draft: bool,
                        state: _State, module: ModuleObj | None, worker: Instance) -> None:
     """What the model worker's construction leaves that the speculative worker reads: the model
     runner, at the attribute its ``__init__`` assigns ``ModelRunner(...)`` to."""
@@ -454,7 +462,7 @@ def _republish(rcls: Class, runner: Instance, server_args: Instance, getter: str
                 f"ModelRunner.{value.attr} (runtime state of the model runner is not modelled)", f"runner:{value.attr}"))
 
 
-def _runner_attribute(interp: Interpreter, wf: Any, module: ModuleObj | None) -> str | None:
+def _runner_attribute(interp: Interpreter, wf: SpecWorkerFacts, module: ModuleObj | None) -> str | None:
     """The attribute the model worker's class assigns its ``ModelRunner(...)`` to (read from
     the release: ``self._model_runner = ModelRunner(`` in 0.5.10 and 0.5.23)."""
     if module is None:
