@@ -240,17 +240,9 @@ class SpecScheduler:
     method: str  # builds the draft worker: the class the dispatch returns, with its kwargs
     dispatch: str  # the algorithm's method that returns the worker class (SGLang's own dispatch)
     worker_attr: str = "draft_worker"  # the scheduler's attribute holding the worker built
+    algorithm_attr: str = "spec_algorithm"  # the attribute its __init__ builds the algorithm object in
     then: tuple[str, ...] = ()  # worker methods the scheduler calls after building it (if it does)
     params: dict[str, int] = field(default_factory=dict)  # the worker's kwargs that are this rank's
-
-
-@dataclass(frozen=True)
-class SpecAlgorithm:
-    """The algorithm object the scheduler builds from ``server_args.speculative_algorithm``."""
-
-    module: str
-    class_: str
-    from_string: str  # its classmethod taking the setting's string
 
 
 @dataclass(frozen=True)
@@ -268,7 +260,6 @@ class SpecWorkerFacts:
 @dataclass(frozen=True)
 class SpeculativeFacts:
     scheduler: SpecScheduler
-    algorithm: SpecAlgorithm
     worker: SpecWorkerFacts
 
 

@@ -182,9 +182,9 @@ def test_speculative_toml_loads_typed_and_a_bad_value_names_its_field() -> None:
     spec = factfiles.speculative()
     raw = load_toml("speculative.toml")
     assert (spec.scheduler.method, spec.scheduler.dispatch) == (raw["scheduler"]["method"], raw["scheduler"]["dispatch"])
-    assert spec.algorithm.class_ == raw["algorithm"]["class"]
+    assert spec.scheduler.algorithm_attr == raw["scheduler"]["algorithm_attr"]
     assert spec.worker.verdict_files == tuple(raw["worker"]["verdict_files"])
-    msg = _bad_file(SpeculativeFacts, "speculative.toml", lambda r: r["algorithm"].pop("from_string"))
-    assert msg == "rules/speculative.toml: algorithm.from_string: missing"
+    msg = _bad_file(SpeculativeFacts, "speculative.toml", lambda r: r["scheduler"].pop("dispatch"))
+    assert msg == "rules/speculative.toml: scheduler.dispatch: missing"
     msg = _bad_file(SpeculativeFacts, "speculative.toml", lambda r: r["scheduler"]["params"].__setitem__("gpu_id", "0"))
     assert msg == "rules/speculative.toml: scheduler.params.gpu_id: expected an integer, got '0'"

@@ -28,7 +28,7 @@ from sglang_audit import factfiles
 from sglang_audit.errors import strict_mode
 from sglang_audit.evaluate.ending import BOUND, EVALUATION_ENDS, ending
 from sglang_audit.evaluate.explore import ONE_AT_A_TIME, explore_paths
-from sglang_audit.evaluate.interpreter import NOT_HOOKED, Interpreter, PyRaise
+from sglang_audit.evaluate.interpreter import NOT_HOOKED, Frame, Interpreter, PyRaise
 from sglang_audit.evaluate.values import (
     Class,
     Function,
@@ -36,6 +36,7 @@ from sglang_audit.evaluate.values import (
     ModuleObj,
     Native,
     Property,
+    Scope,
     Unknown,
 )
 from sglang_audit.frontend import ir
@@ -190,20 +191,18 @@ def _run_state(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts
 
 
 def _run_hooked(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, mc: Any, state: _State) -> attention._Outcome:
-    sched, algo = facts.scheduler, facts.algorithm
-    # the scheduler's module is not loaded (its import-time decorators are torch's); its call
-    # `self.spec_algorithm.create_worker(self.server_args)` is read, the algorithm object built
-    # as its __init__ builds it and the dispatch evaluated
+    sched = facts.scheduler
+    # the scheduler's module is not loaded (its import-time decorators are torch's): the
+    # algorithm object is built by its __init__'s own statement, and the site of its
+    # `DraftWorkerClass(**kwargs)` is read
     state.called_at = _dispatch_call(interp, sched)
-    mod = interp.load_module(algo.module)
-    cls = interp.getattr(mod, algo.class_) if isinstance(mod, ModuleObj) else None
-    if not isinstance(cls, Class):
-        return attention._Outcome(STATUS_UNKNOWN, f"{algo.class_} is not a class in {algo.module}")
-    spec = interp.call(interp.getattr(cls, algo.from_string), [server_args.attrs.get(SETTING)], {})
+    spec = _algorithm(interp, sched, server_args)
+    if isinstance(spec, str):
+        return attention._Outcome(STATUS_UNKNOWN, spec)
     dispatch = interp.getattr(spec, sched.dispatch)
     worker = interp.call(dispatch, [server_args], {})
     if not isinstance(worker, Class):
-        return attention._Outcome(STATUS_UNKNOWN, f"{algo.class_}.{sched.dispatch}() returned no class the tool can "
+        return attention._Outcome(STATUS_UNKNOWN, f"{sched.dispatch}() returned no class the tool can "
                                   f"construct ({worker!r})")
     target = _model_worker(interp, facts, att, server_args, mc, False, state, None)
     built = interp.call(worker, [], _worker_kwargs(worker, sched, server_args, target))
@@ -217,6 +216,49 @@ def _run_hooked(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFact
             interp.call(interp.getattr(built, name), [], {})
     return attention._Outcome(STATUS_RESOLVED, worker.name, f"{state.built.file}:{state.built.line}",
                               chain=_steps(state), partial=tuple(state.backends.partial))
+
+
+def _algorithm(interp: Interpreter, sched: SpecScheduler, server_args: Instance) -> Any:
+    """The algorithm object as the scheduler's ``__init__`` builds it: its first ``self.<attr> =
+    ...`` statement (``SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)``,
+    0.5.19+ ``...from_string(get_spec().speculative_algorithm)``: the resolved view, where
+    NEXTN is already EAGLE), evaluated with ``server_args`` bound and each other name it reads
+    taken from the scheduler module's own ``from X import Y`` (X loaded, never the scheduler).
+    A reason (str) when it cannot be built so."""
+    tree = _scheduler_tree(interp, sched)
+    cls = next((c for c in tree.body if isinstance(c, ir.ClassDef) and c.name == sched.class_), None) if tree else None
+    init = next((f for f in cls.body if isinstance(f, ir.FunctionDef) and f.name == "__init__"), None) if cls else None
+    node = next((n for n in ir.walk(init.body) if isinstance(n, ir.Assign) and len(n.targets) == 1
+                 and isinstance(n.targets[0], ir.Attribute) and n.targets[0].attr == sched.algorithm_attr
+                 and isinstance(n.targets[0].value, ir.Name) and n.targets[0].value.id == "self"), None) if init else None
+    if tree is None or node is None:
+        return f"{sched.class_}.__init__ builds no self.{sched.algorithm_attr} the tool can read"
+    wanted = {n.id for n in ir.walk(node.value) if isinstance(n, ir.Name)}
+    scope = Scope()
+    scope.vars["server_args"] = server_args
+    for stmt in tree.body:
+        if isinstance(stmt, ir.ImportFrom) and stmt.level == 0 and stmt.module and isinstance(stmt.names, list):
+            for name, asname in stmt.names:
+                if (asname or name) in wanted and (asname or name) not in scope.vars:
+                    mod = interp.load_module(stmt.module)
+                    scope.vars[asname or name] = interp.getattr(mod, name)
+    missing = sorted(wanted - set(scope.vars) - {"self"})
+    if missing:
+        return f"{sched.class_}.__init__'s self.{sched.algorithm_attr} reads {', '.join(missing)}, not imported by name"
+    file = interp.find_module_file(sched.module)
+    rel = file[0].relative_to(interp.root).as_posix() if file else sched.module
+    frame = Frame(module=ModuleObj(sched.module, rel, False), scope=scope, depth=interp.depth)
+    return interp.evaluate(node.value, frame)
+
+
+def _scheduler_tree(interp: Interpreter, sched: SpecScheduler) -> Any:
+    found = interp.find_module_file(sched.module)
+    if found is None:
+        return None
+    try:
+        return interp.cache.load(found[0])
+    except (ParseFailure, OSError):
+        return None
 
 
 def _worker_kwargs(worker: Class, sched: SpecScheduler, server_args: Instance, target: Any) -> dict[str, Any]:
