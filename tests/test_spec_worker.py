@@ -218,3 +218,30 @@ def test_what_the_scheduler_calls_on_the_worker_afterwards_is_evaluated_too():
     assert bad is not None and bad.status == "unsupported"
     assert bad.value == "ValueError: EAGLE is not supported in decode attention backend fa4"
     assert bad.site == f"{path}:{_line(path, 'raise ValueError(error_template')}"
+
+
+def test_the_algorithm_is_the_one_the_schedulers_init_builds_from_the_resolved_view():
+    # 0.5.19+ shape: Scheduler.__init__ reads get_spec() (NEXTN already EAGLE) while ServerArgs
+    # keeps NEXTN; from_string("NEXTN") itself would raise "Unknown speculative algorithm name"
+    v = _worker(attention_backend="triton", speculative_algorithm="NEXTN", disable_overlap_schedule=True)
+    assert v is not None and (v.status, v.value) == ("resolved", "EAGLEWorker")
+
+
+@pytest.mark.real_release
+def test_real_0_5_16_draft_backends_built_after_the_constructor_refuse_torch_native(release):
+    # read first: 0.5.16 scheduler.py:835-837 init_all_attention_backends calls
+    # `self.draft_worker.init_attention_backends()` after building the worker (scheduler.py:798);
+    # EAGLEWorkerV2 (spec_info.py:282) -> BaseSpecWorker.init_attention_backends -> the draft's
+    # EagleDraftWorker.init_attention_backends (eagle_worker_v2.py:214-221) ->
+    # init_attention_backend's DraftBackendFactory (:348-360), whose decode map has no
+    # torch_native: `raise ValueError(error_template...)` at draft_utils.py:40
+    tree = release("0.5.16")
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model="qwen3-next-80b-a3b",
+                                 sets=["tp_size=4", "speculative_algorithm=NEXTN", "attention_backend=torch_native"]))
+    s = res.settings["speculative_algorithm"]
+    assert (s.status, s.layer.status) == ("unsupported", "unsupported")
+    assert s.layer.value == "ValueError: EAGLE is not supported in decode attention backend torch_native"
+    assert s.layer.site == "sglang/srt/speculative/draft_utils.py:40"
+    steps = {st.kind: (st.value, f"{st.file}:{st.line}") for st in s.layer.chain}
+    assert steps["dispatch"] == ("EAGLEWorkerV2", "sglang/srt/speculative/spec_info.py:282")
+    assert steps["then"] == ("init_attention_backends", "sglang/srt/managers/scheduler.py:837")
