@@ -2,13 +2,17 @@
 release's own dispatch picks for the algorithm (``SpeculativeAlgorithm.create_worker``, called
 by the scheduler's ``maybe_init_draft_worker``) and its constructor's asserts and raises.
 
-On one resolver path, after the attention stage, the same interpreter evaluates the release's
-``Scheduler.maybe_init_draft_worker`` on a stand-in scheduler (its ``__init__`` assignments
-named in ``rules/speculative.toml`` evaluated from the release's source, its target model
-worker a stand-in whose model runner is the attention stage's stand-in runner). The class the
-dispatch returns is recorded with the ``return`` that chose it, and the scheduler's own call of
-it is evaluated: the worker's constructor runs (the overlap/spec-v2 checks, the draft worker's
-multi-step attention backends built by ``DraftBackendFactory``, ...). The model worker it builds
+On one resolver path, after the attention stage, the same interpreter does what the scheduler
+does, without loading the scheduler's module (its import-time decorators are torch's): the
+algorithm object is built by ``Scheduler.__init__``'s own ``self.spec_algorithm = ...``
+statement (the names it reads taken from the module's imports), its dispatch is evaluated and
+the class it returns recorded with the ``return`` that chose it, and that class is constructed
+with the scheduler's keyword arguments (its target model worker a stand-in whose model runner is
+the attention stage's stand-in runner), cited at the scheduler's own ``DraftWorkerClass(...)``
+line; the worker methods the scheduler calls next (``rules/speculative.toml`` ``then``:
+0.5.16+ ``init_attention_backends``) run too. The constructor's checks are evaluated (the
+overlap/spec-v2 constraints, the draft worker's multi-step attention backends built by
+``DraftBackendFactory``, ...). The model worker it builds
 for the draft (``TpModelWorker``: it loads the draft model, whose layers the earlier stages
 evaluated) is stood in: the model runner it would assign is the attention stage's stand-in
 runner for the draft, its other attributes unknown runtime state. An explicit raise/assert in
