@@ -281,6 +281,17 @@ def attention() -> fs.AttentionFacts:
     return load(fs.AttentionFacts, "attention.toml")
 
 
+# ---- rules/speculative.toml ---------------------------------------------------------------
+
+
+@functools.cache
+def speculative() -> fs.SpeculativeFacts:
+    """rules/speculative.toml: the scheduler that builds the speculative worker, and its checks."""
+    from sglang_audit import factschema as fs
+
+    return load(fs.SpeculativeFacts, "speculative.toml")
+
+
 # ---- rules/boundaries.toml ----------------------------------------------------------------
 
 

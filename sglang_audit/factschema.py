@@ -228,6 +228,41 @@ class AttentionFacts:
     backend: AttentionBackendFacts
 
 
+# ---- rules/speculative.toml ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpecScheduler:
+    """The scheduler's method that builds the draft worker and its stand-in's attributes."""
+
+    module: str
+    class_: str
+    method: str  # builds the draft worker: the class the dispatch returns, with its kwargs
+    dispatch: str  # the algorithm's method that returns the worker class (SGLang's own dispatch)
+    worker_attr: str = "draft_worker"  # the scheduler's attribute holding the worker built
+    algorithm_attr: str = "spec_algorithm"  # the attribute its __init__ builds the algorithm object in
+    then: tuple[str, ...] = ()  # worker methods the scheduler calls after building it (if it does)
+    params: dict[str, int] = field(default_factory=dict)  # the worker's kwargs that are this rank's
+
+
+@dataclass(frozen=True)
+class SpecWorkerFacts:
+    """What the worker's construction may do and where its verdicts live."""
+
+    model_worker_module: str
+    model_worker_class: str  # builds a model runner (the draft's or the target's): stood in
+    verdict_files: tuple[str, ...]  # an explicit raise in these files is SGLang's verdict
+    process_state_modules: tuple[str, ...]
+    kernel_modules: tuple[str, ...] = ()  # kernels compiled/loaded at run time: calls return unknown
+    published_getter: str = ""  # the getter of the published server args the model runner writes on
+
+
+@dataclass(frozen=True)
+class SpeculativeFacts:
+    scheduler: SpecScheduler
+    worker: SpecWorkerFacts
+
+
 # ---- rules/boundaries.toml ----------------------------------------------------------------
 
 

@@ -72,12 +72,18 @@ class LayerValue:
     # optional packages the layer code imported, with the state assumed (--with/--without flip it)
     assumptions: tuple[str, ...] = ()
     # "moe": the MoE layers (layers.py; they decide the published value again), "attention": the
-    # attention backend's construction (attention.py; it builds the published value or raises)
+    # attention backend's construction (attention.py; it builds the published value or raises),
+    # "speculative": the speculative worker (spec_worker.py; the class built, or SGLang's raise)
     stage: str = "moe"
     # the optional-package forks: "<package> <state>: <outcome>" for the state not assumed
     forks: tuple[str, ...] = ()
     # attention: the draft worker's own backend (its runner is built with is_draft_worker)
     draft: Any = None
+
+    @property
+    def what(self) -> str:
+        """What was built, as every output names it (the stage's construction)."""
+        return {"attention": "the attention backend", "speculative": "the speculative worker"}.get(self.stage, "the MoE layers")
 
     @property
     def unsettled_absences(self) -> tuple[str, ...]:

@@ -194,3 +194,17 @@ def test_env_profiles_and_torch_pins_load_typed_and_bad_values_name_their_field(
     assert msg.startswith("rules/env_profiles.toml: profile.pip: missing")
     msg = _bad_file(TorchPinsFacts, "torch_pins.toml", lambda r: r["torch"]["2.9.1"].pop("cudnn"))
     assert msg == "rules/torch_pins.toml: torch.2.9.1.cudnn: missing"
+
+
+def test_speculative_toml_loads_typed_and_a_bad_value_names_its_field() -> None:
+    from sglang_audit.factfiles import SpeculativeFacts
+
+    spec = factfiles.speculative()
+    raw = load_toml("speculative.toml")
+    assert (spec.scheduler.method, spec.scheduler.dispatch) == (raw["scheduler"]["method"], raw["scheduler"]["dispatch"])
+    assert spec.scheduler.algorithm_attr == raw["scheduler"]["algorithm_attr"]
+    assert spec.worker.verdict_files == tuple(raw["worker"]["verdict_files"])
+    msg = _bad_file(SpeculativeFacts, "speculative.toml", lambda r: r["scheduler"].pop("dispatch"))
+    assert msg == "rules/speculative.toml: scheduler.dispatch: missing"
+    msg = _bad_file(SpeculativeFacts, "speculative.toml", lambda r: r["scheduler"]["params"].__setitem__("gpu_id", "0"))
+    assert msg == "rules/speculative.toml: scheduler.params.gpu_id: expected an integer, got '0'"

@@ -358,8 +358,7 @@ def _classify(choice: str, default: Any, res: Resolution, field: str, ctx: _Cont
                            note=f"{layer_value.value} at {layer_value.site}" if layer_value.site else str(layer_value.value))
         # SGLang accepts it; what its layers do cannot be told: keep the values' outcome
         # (the known-bad rules still apply to it), and say so
-        what = "the attention backend" if layer_value.stage == "attention" else "the MoE layers"
-        return replace(by_values, note=f"{what} built with it cannot be told: {layer_value.reason}")
+        return replace(by_values, note=f"{layer_value.what} built with it cannot be told: {layer_value.reason}")
     if values_known and isinstance(layer_value, UnknownValue):
         return replace(_classify(choice, default, replace(res, settings={**res.settings, field: replace(setting, layer=None, status=STATUS_RESOLVED)}), field, ctx),
                        note=f"the layers decide this value again when the model is built: {layer_value.reason}")

@@ -57,6 +57,7 @@ from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
 SCHEMA = "sglang-audit-recommend/1"
 DRAFT_MOE = "speculative_moe_runner_backend"
+SPEC = "speculative_algorithm"  # its layer value: the speculative worker built (resolve/spec_worker.py)
 MOE = "moe_runner_backend"
 FP4 = "fp4_gemm_runner_backend"
 FP8 = "fp8_gemm_runner_backend"
@@ -399,10 +400,16 @@ def _reason(res: Resolution, forced: dict[str, str], watched: tuple[str, ...], r
             # the layer stage's LayerValue (merged later): SGLang's raise and where it is
             failing = s.layer if getattr(s.layer, "status", None) == "unsupported" else s.layer.draft
             said = getattr(failing, "value", None) or getattr(failing, "reason", "")
-            what = ("the draft's attention backend" if failing is not s.layer else "the attention backend") \
-                if getattr(s.layer, "stage", "moe") == "attention" else "the MoE layers"
+            what = "the draft's attention backend" if failing is not s.layer else \
+                (s.layer.what if isinstance(s.layer, LayerValue) else "the MoE layers")
             return Reason(REASON_LAYER, f"{name}={s.effective}: {what} built with it fail: {said}",
                           str(getattr(failing, "site", "") or ""), stage=stage)
+    worker = _speculative_worker(res)
+    if worker is not None and worker.status == "unsupported":
+        # the speculative worker SGLang builds with this configuration raises (its draft
+        # attention backends, the spec-v2 constraints): whatever field was forced, it fails
+        return Reason(REASON_LAYER, f"{SPEC}={res.settings[SPEC].effective}: the speculative worker built with it "
+                      f"fails: {worker.value}", worker.site, stage=stage)
     if rules:
         from sglang_audit.rules.knownbad import check_resolution
 
@@ -686,9 +693,19 @@ def _draft_choices(base: Resolution, choices: Iterable[str], survivors: dict[str
                      "target within the bound): " + ", ".join(unresolved))
 
 
+def _speculative_worker(res: Resolution) -> LayerValue | None:
+    """The speculative worker's layer value (resolve/spec_worker.py), None without one."""
+    s = res.settings.get(SPEC)
+    layer = s.layer if s is not None and s.present else None
+    return layer if isinstance(layer, LayerValue) and layer.stage == "speculative" else None
+
+
 def _caveats(res: Resolution, watched: tuple[str, ...]) -> tuple[str, ...]:
     """What the tool could not check for a viable candidate, said next to it."""
     out: list[str] = []
+    worker = _speculative_worker(res)
+    if worker is not None and worker.status == "unknown":
+        out.append(f"{SPEC}: whether the speculative worker SGLang builds passes is unknown ({worker.reason})")
     for n in watched:
         s = res.settings.get(n)
         if s is None or not s.present:

@@ -103,8 +103,7 @@ def _failing_what(s: Setting | None, levels: tuple[str, ...]) -> str:
     layer = s.layer
     if LEVEL_LAYER in levels and isinstance(layer, LayerValue):
         failing = layer if layer.status == "unsupported" else layer.draft
-        what = ("the draft's attention backend" if failing is not layer else "the attention backend") \
-            if layer.stage == "attention" else "the MoE layers"
+        what = "the draft's attention backend" if failing is not layer else layer.what
         assert isinstance(failing, LayerValue)
         at = f" at {failing.site}" if failing.site else ""
         parts.append(f"{what} built with it raise {failing.value}{at}")

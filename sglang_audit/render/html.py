@@ -78,8 +78,8 @@ def fmt(value: Any) -> str:
 def _layer_text(v: LayerValue) -> str:
     if v.status == "unknown":
         text = f"unknown — {v.reason}"
-    elif v.stage == "attention":
-        text = f"{v.status} — {v.value} at {v.site} (attention backend)"
+    elif v.stage in ("attention", "speculative"):
+        text = f"{v.status} — {v.value} at {v.site} ({v.what.removeprefix('the ')})"
     else:
         text = f"{v.status} — {v.value} at {v.site} ({v.method}" + (f", runner {v.runner})" if v.runner else ")")
     extra = [*v.assumptions, *(f"fork: {f}" for f in v.forks)]
@@ -324,10 +324,11 @@ class _View:
                 row["why"] = [self.condition(x, taken=True) for x in c.reason if x.predicates]
             elif c.outcome == OUTCOME_LAYERS_FAIL:
                 # SGLang accepts it; the layers built with it raise (explain's own words)
-                stage = getattr(exp.setting.layer, "stage", "moe")
-                row["label"] = "attention backend fails" if stage == "attention" else "MoE layers fail"
+                layer = exp.setting.layer
+                what = layer.what if isinstance(layer, LayerValue) else "the MoE layers"
+                row["label"] = {"the attention backend": "attention backend fails",
+                                "the speculative worker": "speculative worker fails"}.get(what, "MoE layers fail")
                 row["cls"] = "rejected"
-                what = "the attention backend" if stage == "attention" else "the MoE layers"
                 row["note"] = f"accepted by SGLang, but {what} built with it fail: {c.note}" if c.note else \
                     f"accepted by SGLang, but {what} built with it fail"
             elif c.outcome == OUTCOME_KNOWN_BAD:

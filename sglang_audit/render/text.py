@@ -254,14 +254,18 @@ def layer_lines(v: LayerValue, label: str = "") -> list[str]:
     """The layers' outcome: the MoE kernel entry point or the attention backend built, SGLang's
     raise, or unknown with candidates; the optional packages assumed and what the other state
     gives; the draft worker's own attention backend."""
-    label = label or ("backend" if v.stage == "attention" else "layers")
+    label = label or {"attention": "backend", "speculative": "worker"}.get(v.stage, "layers")
     what = f"{v.method}" + (f", runner {v.runner}" if v.runner else "")
     if v.status == "unknown":
         lines = [f"{label:7} unknown: {v.reason}" + (f"  [{what}]" if v.method else "")]
         lines += [f"          may {c.value}  (when {'; '.join(c.when)})" for c in v.candidates]
     else:
         lines = [f"{label:7} {v.status}: {v.value} at {v.site}" + (f"  [{what}]" if v.stage == "moe" else "")]
-    if v.stage == "attention":
+    if v.stage == "speculative":
+        # the class SGLang's dispatch chose and where the scheduler builds it, whatever the outcome
+        lines += [f"          {'chosen' if s.kind == 'dispatch' else 'built'}: {s.value} at {s.file}:{s.line}"
+                  for s in v.chain if s.kind in ("dispatch", "worker")]
+    if v.stage in ("attention", "speculative"):
         lines += [f"          logged (default branch): {step.value}" for step in v.chain if step.kind == "log"]
         if v.status != "unknown":
             lines += [f"          or {c.value}  (when {'; '.join(c.when)})" for c in v.candidates]

@@ -152,10 +152,13 @@ def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: I
     return replace(value, assumptions=watch.assumptions(value))
 
 
-def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> LayerValue:
+def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool, stage: str = STAGE,
+          what: str = "the attention backend's construction", max_paths: int = MAX_ATTENTION_PATHS) -> LayerValue:
+    """The outcomes of one construction's explored branches as one value (shared with the
+    speculative worker stage: ``stage`` names the value's stage, ``what`` the construction)."""
     kept = [(o, w) for o, w in outcomes if o.status != "infeasible"]
     if not kept:
-        return LayerValue(STATUS_UNKNOWN, None, reason="every branch ends in a failing import", paths=len(outcomes), stage=STAGE)
+        return LayerValue(STATUS_UNKNOWN, None, reason="every branch ends in a failing import", paths=len(outcomes), stage=stage)
     # outcomes are told apart by what SGLang builds or raises, not by the route taken there
     distinct: list[_Outcome] = []
     for o, _ in kept:
@@ -169,23 +172,23 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
         # SGLang builds these classes; a constructor not followed to its end may still raise
         return LayerValue(STATUS_UNKNOWN, None, reason=f"SGLang builds {first.value}; a constructor could not be followed to its end "
                           "(listed), so whether it passes is not known", candidates=(Candidate(first.value, (f"at {first.site}",)),),
-                          paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=STAGE)
+                          paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=stage)
     if complete and len(distinct) == 1 and first.status in (STATUS_RESOLVED, STATUS_UNSUPPORTED):
         return LayerValue(first.status, first.value, site=first.site, code=first.code, exception=first.exception,
-                          paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=STAGE)
+                          paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=stage)
     if len(distinct) > 1 and all(o.status == STATUS_UNSUPPORTED for o in distinct):
         # every branch explored ends in SGLang's own raise: the default branch's is reported,
         # the others are listed as candidates
         others = tuple(Candidate(f"{o.status}: {o.value}", (f"at {o.site}", *next(w for oo, w in kept if oo == o)))
                        for o in distinct[1:])
         return LayerValue(STATUS_UNSUPPORTED, first.value, site=first.site, code=first.code, exception=first.exception,
-                          candidates=others, paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=STAGE)
+                          candidates=others, paths=len(kept), chain=first.chain, data_dependent=first.partial, stage=stage)
     if not complete:
-        reason = f"analysis bound reached: more than {MAX_ATTENTION_PATHS} branches of the attention backend's construction"
+        reason = f"analysis bound reached: more than {max_paths} branches of {what}"
     elif len(distinct) == 1:
-        return LayerValue(STATUS_UNKNOWN, None, reason=first.value, paths=len(kept), data_dependent=first.partial, stage=STAGE)
+        return LayerValue(STATUS_UNKNOWN, None, reason=first.value, paths=len(kept), data_dependent=first.partial, stage=stage)
     else:
-        reason = "the attention backend's construction depends on runtime state the tool does not know"
+        reason = f"{what} depends on runtime state the tool does not know"
     cands = []
     for o in distinct:
         whens = next(w for oo, w in kept if oo == o)
@@ -193,7 +196,7 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
         cands.append(Candidate(label, ((f"at {o.site}",) if o.site else ()) + whens))
     partial = tuple(sorted({p for o in distinct for p in o.partial}))
     return LayerValue(STATUS_UNKNOWN, None, reason=reason, candidates=tuple(cands), paths=len(kept),
-                      data_dependent=partial, stage=STAGE)
+                      data_dependent=partial, stage=stage)
 
 
 def _run_once(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool) -> _Outcome:

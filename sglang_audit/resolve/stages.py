@@ -25,6 +25,7 @@ from sglang_audit.evaluate.ending import EVALUATION_ENDS, ending
 from sglang_audit.evaluate.interpreter import Interpreter
 from sglang_audit.resolve.attention import ATTENTION_CPU_SECONDS, evaluate_attention
 from sglang_audit.resolve.layers import evaluate_layers
+from sglang_audit.resolve.spec_worker import WORKER_CPU_SECONDS, evaluate_spec_worker
 from sglang_audit.result import STATUS_UNKNOWN, LayerValue
 
 Evaluate = Callable[[Interpreter, Any, Any, Any], dict[str, LayerValue]]
@@ -34,7 +35,7 @@ Evaluate = Callable[[Interpreter, Any, Any, Any], dict[str, LayerValue]]
 class LayerStage:
     name: str
     settings: tuple[str, ...]  # the settings whose layer value the stage gives
-    kind: str  # LayerValue.stage of its values: "moe" or "attention"
+    kind: str  # LayerValue.stage of its values: "moe", "attention" or "speculative"
     evaluate: Evaluate  # (interp, server_args, model_config, draft_config) -> {setting: LayerValue}
     failure: str  # how a failed evaluation is named in the unknown's reason
     # CPU seconds the stage may spend, outside the resolution's own budget (so a slow stage
@@ -74,6 +75,10 @@ STAGES: tuple[LayerStage, ...] = (
                models="draft"),
     LayerStage("attention", ("attention_backend",), "attention", evaluate_attention, "attention backend evaluation",
                cpu_budget=ATTENTION_CPU_SECONDS, models="both"),
+    # the speculative worker the scheduler builds (its dispatch and constructor), last: its
+    # constructors write the server args and build the draft worker's attention backends
+    LayerStage("spec_worker", ("speculative_algorithm",), "speculative", evaluate_spec_worker,
+               "speculative worker evaluation", cpu_budget=WORKER_CPU_SECONDS, models="both"),
 )
 
 # the stage names in order -> the settings each gives (what selecting stages needs)

@@ -549,11 +549,13 @@ LAYER_UNSUPPORTED_RULE = Rule(
     id="SGA003", slug="sglang-layers-fail", severity="error", confidence="high",
     title="SGLang raises when it builds the layers for this configuration",
     description="The configuration passes ServerArgs, but evaluating the construction of the model's MoE layers "
-                "(quantization method, runner, dispatch) or of its attention backend reaches a raise or assert "
+                "(quantization method, runner, dispatch), of its attention backend or of the speculative worker "
+                "(the class SGLang's dispatch picks, its draft attention backends) reaches a raise or assert "
                 "in SGLang's own code: the server would fail while loading the model.",
     message="", fix="Change the setting SGLang's message names (or the one the layer was built with).",
     sources=(), subjects=(None,), when=("all", ()), fingerprints=(), examples_flag=(), examples_pass=(),
-    checked="Derived from Setting.layer (status unsupported), including the draft's attention backend.", path="<builtin>",
+    checked="Derived from Setting.layer (status unsupported), including the draft's attention backend and the "
+            "speculative worker.", path="<builtin>",
 )
 
 
@@ -565,7 +567,7 @@ def layer_findings(res: Resolution) -> list[Finding]:
         for who, lv in (("", layer), ("the draft model's ", getattr(layer, "draft", None))):
             if not isinstance(lv, LayerValue) or lv.status != STATUS_UNSUPPORTED:
                 continue
-            stage = "attention backend" if lv.stage == "attention" else "MoE layers"
+            stage = {"attention": "attention backend", "speculative": "speculative worker"}.get(lv.stage, "MoE layers")
             where = f" at {lv.site}" if lv.site else ""
             message = f"SGLang {res.source.get('version')}: building {who}{stage} with {name} fails{where}: {lv.value}"
             severity, confidence = rule.severity, rule.confidence

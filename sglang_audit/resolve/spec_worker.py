@@ -1,0 +1,529 @@
+"""The speculative worker SGLang builds with the resolved settings (issue 42): the class the
+release's own dispatch picks for the algorithm (``SpeculativeAlgorithm.create_worker``, called
+by the scheduler's ``maybe_init_draft_worker``) and its constructor's asserts and raises.
+
+On one resolver path, after the attention stage, the same interpreter does what the scheduler
+does, without loading the scheduler's module (its import-time decorators are torch's): the
+algorithm object is built by ``Scheduler.__init__``'s own ``self.spec_algorithm = ...``
+statement (the names it reads taken from the module's imports), its dispatch is evaluated and
+the class it returns recorded with the ``return`` that chose it, and that class is constructed
+with the scheduler's keyword arguments (its target model worker a stand-in whose model runner is
+the attention stage's stand-in runner), cited at the scheduler's own ``DraftWorkerClass(...)``
+line; the worker methods the scheduler calls next (``rules/speculative.toml`` ``then``:
+0.5.16+ ``init_attention_backends``) run too. The constructor's checks are evaluated (the
+overlap/spec-v2 constraints, the draft worker's multi-step attention backends built by
+``DraftBackendFactory``, ...). The model worker it builds
+for the draft (``TpModelWorker``: it loads the draft model, whose layers the earlier stages
+evaluated) is stood in: the model runner it would assign is the attention stage's stand-in
+runner for the draft, its other attributes unknown runtime state. An explicit raise/assert in
+the speculative, scheduler or attention code decided by known values is SGLang's verdict
+(``unsupported``, with its message and line); an assert decided by unknown runtime state is
+assumed to hold and listed; a constructor the evaluator cannot follow to its end leaves the
+class known and the rest ``unknown`` with the reason. No worker class is named by the tool:
+the dispatch is the release's, so an algorithm a release adds is found the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from sglang_audit import factfiles
+from sglang_audit.errors import strict_mode
+from sglang_audit.evaluate.ending import BOUND, EVALUATION_ENDS, ending
+from sglang_audit.evaluate.explore import ONE_AT_A_TIME, explore_paths
+from sglang_audit.evaluate.interpreter import NOT_HOOKED, Frame, Interpreter, PyRaise
+from sglang_audit.evaluate.values import (
+    Class,
+    Function,
+    Instance,
+    ModuleObj,
+    Native,
+    Property,
+    Scope,
+    Unknown,
+)
+from sglang_audit.frontend import ir
+from sglang_audit.frontend.parse import ParseFailure
+from sglang_audit.resolve import attention
+from sglang_audit.resolve.draft import _process_object
+from sglang_audit.resolve.layers import (
+    _at_module_level,
+    _guard_steps,
+    _is_assert,
+    _publish_server_args,
+)
+from sglang_audit.resolve.stage_common import ImportWatch, raise_message
+from sglang_audit.result import (
+    STATUS_RESOLVED,
+    STATUS_UNKNOWN,
+    STATUS_UNSUPPORTED,
+    ChainStep,
+    LayerValue,
+)
+from sglang_audit.shipped import load_toml
+
+if TYPE_CHECKING:
+    from sglang_audit.factschema import (
+        AttentionFacts,
+        SpecScheduler,
+        SpeculativeFacts,
+        SpecWorkerFacts,
+    )
+
+SETTING = "speculative_algorithm"  # the setting whose layer value is the worker built
+STAGE = "speculative"
+MAX_WORKER_PATHS = 24  # branches on runtime state explored (one at a time, as the attention stage)
+# CPU-time budget of the stage on one resolver path (parsing excluded), outside the
+# resolution's own budget (resolver.py run_layers), as the attention stage's
+WORKER_CPU_SECONDS = 30.0
+WHAT = "the speculative worker's construction"
+
+
+@dataclass
+class _State:
+    worker: Class | None = None  # the class the dispatch returned
+    dispatch: ChainStep | None = None  # the `return` that chose it
+    built: ChainStep | None = None  # the scheduler's call constructing it
+    called_at: tuple[str, int] | None = None  # the scheduler's construction of the worker
+    then: list[ChainStep] = field(default_factory=list)  # the scheduler's calls on it afterwards
+    standins: dict[int, str] = field(default_factory=dict)  # id(model worker stood in) -> "draft"/"target"
+    skipped: list[str] = field(default_factory=list)  # their methods called, not evaluated
+    backends: attention._State = field(default_factory=attention._State)  # attention backends built inside
+
+
+def evaluate_spec_worker(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
+    """The layer value of ``speculative_algorithm``: the worker class built, or SGLang's raise;
+    {} without speculative decoding or for a release without the scheduler's method."""
+    facts = factfiles.speculative()
+    if not isinstance(server_args, Instance) or server_args.attrs.get(SETTING) is None:
+        return {}  # no speculative decoding: the scheduler builds no draft worker
+    sched = facts.scheduler
+    if not _defines(interp, sched.module, sched.class_, sched.method):
+        return {}
+    if not isinstance(server_args.attrs.get(SETTING), str):
+        return {SETTING: LayerValue(STATUS_UNKNOWN, None, reason="the speculative algorithm is not known here", stage=STAGE)}
+    # the scheduler publishes the server args before it builds its workers
+    _publish_server_args(interp, load_toml("layers.toml"), server_args)
+    return {SETTING: _explore(interp, facts, server_args, model_config, draft_config)}
+
+
+def _defines(interp: Interpreter, module: str, cls: str, method: str) -> bool:
+    """Read structurally (the module is loaded only inside the stage's runs)."""
+    found = interp.find_module_file(module)
+    if found is None:
+        return False
+    try:
+        tree = interp.cache.load(found[0])
+    except (ParseFailure, OSError):
+        return False
+    return any(isinstance(n, ir.ClassDef) and n.name == cls
+               and any(isinstance(f, ir.FunctionDef) and f.name == method for f in n.body) for n in tree.body)
+
+
+def _explore(interp: Interpreter, facts: SpeculativeFacts, server_args: Instance, mc: Any, dc: Any) -> LayerValue:
+    att = factfiles.attention()
+    watch = ImportWatch(interp, att.backend.optional_packages)
+    assumed: set[str] = set()
+
+    def assert_on_runtime(value: Unknown, file: str, line: int, text: str) -> bool | None:
+        # an assert the tool cannot decide (runtime state, tensors) is not SGLang's verdict
+        if _is_assert(interp, file, line):
+            assumed.add(f"assert {text} at {file}:{line} (runtime state not known; assumed to hold)")
+            return True
+        return None
+
+    # the constructors write the server args (0.5.10's EAGLEWorker sets context_length and
+    # disable_cuda_graph): each run starts from the resolved ones, and so does what follows
+    saved = dict(server_args.attrs)
+
+    def run() -> attention._Outcome:
+        start = len(interp.logs)
+        try:
+            return _run_once(interp, facts, att, server_args, mc, dc, assumed)
+        finally:
+            del interp.logs[start:]  # the worker's logs are not the path's
+            server_args.attrs.clear()
+            server_args.attrs.update(saved)
+
+    with interp.watched_imports(watch), interp.filtered_decisions(assert_on_runtime):
+        runs, complete = explore_paths(interp, run, MAX_WORKER_PATHS, ONE_AT_A_TIME)
+    outcomes = [(outcome, tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in ran.taken))
+                for outcome, ran in runs]
+    flipped = len(runs[0][1].new_decisions) if runs else 0
+    value = attention._join(outcomes, complete, STAGE, WHAT, MAX_WORKER_PATHS)
+    if value.status == STATUS_UNKNOWN and not value.chain:
+        # the outcomes differ past the dispatch (runtime state the construction reads): the
+        # class SGLang's dispatch chose is still known when every run chose the same one
+        chosen = {tuple(s for s in o.chain if s.kind in ("dispatch", "worker")) for o, _ in outcomes if o.status != "infeasible"}
+        if len(chosen) == 1 and (steps := next(iter(chosen))):
+            prefix = f"SGLang builds {steps[-1].value}; "
+            value = replace(value, chain=steps, reason=value.reason if value.reason.startswith(prefix) else prefix + value.reason)
+    if flipped > 1:
+        assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")
+    value = replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent)
+    return replace(value, assumptions=watch.assumptions(value))
+
+
+def _run_once(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, mc: Any, dc: Any,
+              notes: set[str]) -> attention._Outcome:
+    state = _State()
+    try:
+        return _run_state(interp, facts, att, server_args, mc, dc, state)
+    finally:
+        notes.update(state.skipped)  # the stood-in model workers' methods, listed on the value
+
+
+def _run_state(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, mc: Any, dc: Any,
+               state: _State) -> attention._Outcome:
+    # the attention stage's hook records the attention backends the worker builds (its
+    # DraftBackendFactory) and follows their constructors; this stage's hook runs first
+    with interp.hooked_calls(attention._hook(interp, att, state.backends)), \
+            interp.hooked_calls(_hook(interp, facts, att, state, server_args, mc, dc)):
+        try:
+            return _run_hooked(interp, facts, att, server_args, mc, state)
+        except EVALUATION_ENDS as exc:
+            end = ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
+            if end.raised is not None:
+                return _raise_outcome(interp, facts, end.raised, state)
+            if not end.stopped:
+                return attention._Outcome(STATUS_UNKNOWN, end.reason)
+            reason = str(exc)
+            if end.kind == BOUND and "CPU-time budget" in reason:
+                reason = f"analysis bound reached: the speculative worker stage's CPU-time budget of {WORKER_CPU_SECONDS:.0f} s"
+            return _partial(state, reason)
+
+
+def _run_hooked(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, mc: Any, state: _State) -> attention._Outcome:
+    sched = facts.scheduler
+    # the scheduler's module is not loaded (its import-time decorators are torch's): the
+    # algorithm object is built by its __init__'s own statement, and the site of its
+    # `DraftWorkerClass(**kwargs)` is read
+    state.called_at = _dispatch_call(interp, sched)
+    spec = _algorithm(interp, sched, server_args)
+    if isinstance(spec, str):
+        return attention._Outcome(STATUS_UNKNOWN, spec)
+    dispatch = interp.getattr(spec, sched.dispatch)
+    worker = interp.call(dispatch, [server_args], {})
+    if not isinstance(worker, Class):
+        return attention._Outcome(STATUS_UNKNOWN, f"{sched.dispatch}() returned no class the tool can "
+                                  f"construct ({worker!r})")
+    target = _model_worker(interp, facts, att, server_args, mc, False, state, None)
+    built = interp.call(worker, [], _worker_kwargs(worker, sched, server_args, target))
+    if state.built is None:
+        return attention._Outcome(STATUS_UNKNOWN, f"{sched.dispatch}() returned {worker.name}, which the tool did not construct")
+    # what the scheduler calls on the built worker next (0.5.16+ build the draft attention
+    # backends there, init_all_attention_backends: `self.draft_worker.init_attention_backends()`)
+    for name, line in _then_calls(interp, sched):
+        if isinstance(built, Instance) and built.cls.lookup(name)[0]:
+            state.then.append(ChainStep(state.built.file, line, "", name, f"self.draft_worker.{name}()", STAGE, "then"))
+            interp.call(interp.getattr(built, name), [], {})
+    return attention._Outcome(STATUS_RESOLVED, worker.name, f"{state.built.file}:{state.built.line}",
+                              chain=_steps(state), partial=tuple(state.backends.partial))
+
+
+def _algorithm(interp: Interpreter, sched: SpecScheduler, server_args: Instance) -> Any:
+    """The algorithm object as the scheduler's ``__init__`` builds it: its first ``self.<attr> =
+    ...`` statement (``SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)``,
+    0.5.19+ ``...from_string(get_spec().speculative_algorithm)``: the resolved view, where
+    NEXTN is already EAGLE), evaluated with ``server_args`` bound and each other name it reads
+    taken from the scheduler module's own ``from X import Y`` (X loaded, never the scheduler).
+    A reason (str) when it cannot be built so."""
+    tree = _scheduler_tree(interp, sched)
+    cls = next((c for c in tree.body if isinstance(c, ir.ClassDef) and c.name == sched.class_), None) if tree else None
+    init = next((f for f in cls.body if isinstance(f, ir.FunctionDef) and f.name == "__init__"), None) if cls else None
+    node = next((n for n in ir.walk(init.body) if isinstance(n, ir.Assign) and len(n.targets) == 1
+                 and isinstance(n.targets[0], ir.Attribute) and n.targets[0].attr == sched.algorithm_attr
+                 and isinstance(n.targets[0].value, ir.Name) and n.targets[0].value.id == "self"), None) if init else None
+    if tree is None or node is None:
+        return f"{sched.class_}.__init__ builds no self.{sched.algorithm_attr} the tool can read"
+    wanted = {n.id for n in ir.walk(node.value) if isinstance(n, ir.Name)}
+    scope = Scope()
+    scope.vars["server_args"] = server_args
+    for stmt in tree.body:
+        if isinstance(stmt, ir.ImportFrom) and stmt.level == 0 and stmt.module and isinstance(stmt.names, list):
+            for name, asname in stmt.names:
+                if (asname or name) in wanted and (asname or name) not in scope.vars:
+                    mod = interp.load_module(stmt.module)
+                    scope.vars[asname or name] = interp.getattr(mod, name)
+    missing = sorted(wanted - set(scope.vars) - {"self"})
+    if missing:
+        return f"{sched.class_}.__init__'s self.{sched.algorithm_attr} reads {', '.join(missing)}, not imported by name"
+    file = interp.find_module_file(sched.module)
+    rel = file[0].relative_to(interp.root).as_posix() if file else sched.module
+    frame = Frame(module=ModuleObj(sched.module, rel, False), scope=scope, depth=interp.depth)
+    return interp.evaluate(node.value, frame)
+
+
+def _scheduler_tree(interp: Interpreter, sched: SpecScheduler) -> Any:
+    found = interp.find_module_file(sched.module)
+    if found is None:
+        return None
+    try:
+        return interp.cache.load(found[0])
+    except (ParseFailure, OSError):
+        return None
+
+
+def _worker_kwargs(worker: Class, sched: SpecScheduler, server_args: Instance, target: Any) -> dict[str, Any]:
+    """The scheduler's keyword arguments, by the constructor's own parameter names: the
+    server args, the target's (stand-in) model worker, this rank's indices (rules), anything
+    else (the NCCL port) unknown."""
+    found, init = worker.lookup("__init__")
+    params = [p.name for p in init.params[1:] if p.star == ""] if found and isinstance(init, Function) else []
+    out: dict[str, Any] = {}
+    for name in params:
+        if name == "server_args":
+            out[name] = server_args
+        elif name == "target_worker":
+            out[name] = target
+        elif name in sched.params:
+            out[name] = sched.params[name]
+        else:
+            out[name] = Unknown(f"the scheduler's {name} (not modelled)", f"sched-arg:{name}")
+    return out
+
+
+def _dispatch_call(interp: Interpreter, sched: SpecScheduler) -> tuple[str, int] | None:
+    """Where the scheduler's method constructs the class the dispatch returned
+    (``DraftWorkerClass = self.spec_algorithm.create_worker(...)`` then
+    ``DraftWorkerClass(**kwargs)``), else the dispatch call: read, never loaded."""
+    found = interp.find_module_file(sched.module)
+    if found is None:
+        return None
+    try:
+        tree = interp.cache.load(found[0])
+    except (ParseFailure, OSError):
+        return None
+    file = found[0].relative_to(interp.root).as_posix()
+    method = next((f for c in tree.body if isinstance(c, ir.ClassDef) and c.name == sched.class_
+                   for f in c.body if isinstance(f, ir.FunctionDef) and f.name == sched.method), None)
+    if method is None:
+        return None
+    nodes = list(ir.walk(method.body))
+    call = next((n for n in nodes if isinstance(n, ir.Call) and isinstance(n.func, ir.Attribute)
+                 and n.func.attr == sched.dispatch), None)
+    if call is None:
+        return None
+    names = {t.id for n in nodes if isinstance(n, ir.Assign) and n.value is call for t in n.targets if isinstance(t, ir.Name)}
+    built = next((n for n in nodes if isinstance(n, ir.Call) and isinstance(n.func, ir.Name) and n.func.id in names), None)
+    return (file, (built or call).line)
+
+
+def _steps(state: _State) -> tuple[ChainStep, ...]:
+    return tuple(s for s in (state.dispatch, state.built) if s is not None) + tuple(state.then) + tuple(state.backends.built)
+
+
+def _then_calls(interp: Interpreter, sched: SpecScheduler) -> list[tuple[str, int]]:
+    """The methods of the rules' ``then`` list the scheduler calls on its draft worker
+    (``self.draft_worker.<name>()``, read from its class, never loaded), with the first line."""
+    found = interp.find_module_file(sched.module)
+    if found is None or not sched.then:
+        return []
+    try:
+        tree = interp.cache.load(found[0])
+    except (ParseFailure, OSError):
+        return []
+    out: dict[str, int] = {}
+    for c in tree.body:
+        if not (isinstance(c, ir.ClassDef) and c.name == sched.class_):
+            continue
+        for n in ir.walk(c.body):
+            f = n.func if isinstance(n, ir.Call) else None
+            if isinstance(f, ir.Attribute) and f.attr in sched.then and isinstance(f.value, ir.Attribute) \
+                    and f.value.attr == sched.worker_attr and isinstance(f.value.value, ir.Name) and f.value.value.id == "self":
+                out.setdefault(str(f.attr), n.line)
+    return sorted(out.items(), key=lambda kv: kv[1])
+
+
+def _partial(state: _State, reason: str) -> attention._Outcome:
+    """The evaluator stopped: the class (if the dispatch chose one) is known, the rest is not."""
+    if state.worker is not None:
+        reason = f"SGLang builds {state.worker.name}; its construction could not be followed to its end ({reason})"
+    return attention._Outcome(STATUS_UNKNOWN, reason, chain=_steps(state), partial=tuple(state.backends.partial))
+
+
+def _raise_outcome(interp: Interpreter, facts: SpeculativeFacts, raised: PyRaise, state: _State) -> attention._Outcome:
+    name, message = raise_message(interp, raised)
+    site = f"{raised.file}:{raised.line}"
+    if _at_module_level(interp, raised.file, raised.line):
+        return attention._Outcome("infeasible", f"{name}: {message}", site, raised.text, name)
+    verdict = raised.explicit and any(raised.file.startswith(p) for p in facts.worker.verdict_files)
+    if not verdict:
+        why = "outside the speculative and attention code" if raised.explicit else "not an explicit raise in SGLang"
+        return _partial(state, f"evaluation stopped: {name}: {message} at {site} ({why})")
+    guards = _guard_steps(raised.guards) + tuple(
+        ChainStep(g.file, g.line, g.describe(), g.truth, "", STAGE, "branch")
+        for g in raised.guards if g.file.startswith(("sglang/srt/speculative/", "sglang/srt/managers/")))
+    chain = (*_steps(state), *guards, ChainStep(raised.file, raised.line, "", f"{name}: {message}", raised.text, STAGE, "raise"))
+    return attention._Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, chain,
+                              tuple(state.backends.partial))
+
+
+# ---- the hooks ----------------------------------------------------------------------------
+def _hook(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, state: _State, server_args: Instance, mc: Any, dc: Any) -> Any:
+    sched, wf = facts.scheduler, facts.worker
+    process_state = tuple(wf.process_state_modules)
+    kernel_modules = tuple(wf.kernel_modules)
+    registry = load_toml("layers.toml")["model_registry"]
+    process_objects = registry.get("process_objects", {})
+    object_modules = tuple(registry["process_state_modules"])
+
+    def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        kind = func.__class__
+        if kind is Function and func.name == sched.dispatch and state.worker is None:
+            # SGLang's own dispatch picks the class: evaluated, and the `return` cited
+            result = interp.call_function(func, args, kwargs)
+            if isinstance(result, Class):
+                state.worker = result
+                state.dispatch = _return_step(func, result)
+            return result
+        if isinstance(func, Class) and func is state.worker and state.built is None:
+            # the scheduler's own call (read from its method), where SGLang constructs it
+            file, line = state.called_at if state.called_at is not None else getattr(interp, "_call_site", ("?", 0))
+            state.built = ChainStep(file, line, "", func.name, f"{func.name}(...)", STAGE, "worker")
+            # attributes its (stood-in) model worker would have set read as unknown runtime state
+            return interp.instantiate(_standin(func, "runtime state of the speculative worker"), args, kwargs)
+        if kind is Class and _is_model_worker(func, wf):
+            draft = kwargs.get("is_draft_worker") is True
+            return _model_worker(interp, facts, att, server_args, dc if draft else mc, draft, state, func)
+        if kind is Function and func.name == "__init__" and func.qualname == f"{wf.model_worker_class}.__init__" \
+                and func.module.name == wf.model_worker_module and args and isinstance(args[0], Instance):
+            # super().__init__(..., is_draft_worker=True) of a worker that is a model worker
+            # (0.5.10's EAGLEWorker): the draft model runner it would build, stood in
+            draft = kwargs.get("is_draft_worker") is True
+            _fill_model_worker(interp, facts, att, server_args, dc if draft else mc, draft, state, func.module, args[0])
+            return None
+        if kind is Function and args and id(args[0]) in state.standins and func.name != "__init__" \
+                and not _is_getter(func, args[0]):
+            # a method of a stood-in model worker (0.5.16+'s `self.draft_worker.
+            # init_attention_backends()`): its runner's own backend is the attention stage's
+            # question (attention_backend's draft line), not evaluated again here
+            role = state.standins[id(args[0])]
+            note = (f"{func.qualname}() of the {role} model worker: not evaluated (the model worker is stood in; "
+                    "its runner's own attention backend is the attention stage's value)")
+            if note not in state.skipped:
+                state.skipped.append(note)
+            return Unknown(f"{func.qualname}() of the stood-in {role} model worker (not evaluated)", f"spec:{role}:{func.name}")
+        if kind is Function and func.name in process_objects and func.module.name.startswith(object_modules):
+            # the pipeline group and 0.5.2x's parallel context as a single-stage worker has them
+            # (rules/layers.toml [model_registry.process_objects], as the draft model's stage)
+            return _process_object(func.name, process_objects[func.name], server_args)
+        if kind is Function and func.module.name.startswith(process_state):
+            return Unknown(f"{func.qualname}(): process state (distributed groups) is not modelled", f"proc:{func.qualname}")
+        if kind is Function and func.module.name.startswith(kernel_modules):
+            # a kernel the release compiles or loads at run time (the n-gram corpus, ...)
+            return Unknown(f"{func.qualname}(): a kernel built or loaded at run time (not evaluated)", f"kernel:{func.qualname}")
+        return NOT_HOOKED
+
+    return hook
+
+
+def _is_getter(func: Function, obj: Instance) -> bool:
+    """``func`` is the getter of a property of ``obj``'s class (``TpModelWorker.model_runner``)."""
+    found, attr = obj.cls.lookup(func.name)
+    return found and isinstance(attr, Property) and attr.fget is func
+
+
+def _return_step(func: Function, cls: Class) -> ChainStep | None:
+    """The dispatch's ``return <cls>`` (the statement that chose the class), else its def."""
+    body = func.body if isinstance(func.body, list) else []
+    for node in ir.walk(body):
+        if isinstance(node, ir.Return) and isinstance(node.value, ir.Name) and node.value.id == cls.name:
+            return ChainStep(func.module.file, node.line, "", cls.name, f"return {cls.name}", STAGE, "dispatch")
+    return ChainStep(func.module.file, func.line, "", cls.name, f"{func.qualname}(...) returned {cls.name}", STAGE, "dispatch")
+
+
+def _is_model_worker(cls: Class, wf: SpecWorkerFacts) -> bool:
+    return any(k.name == wf.model_worker_class and k.module is not None and k.module.name == wf.model_worker_module
+               for k in cls.mro())
+
+
+def _standin(cls: Class, what: str) -> Class:
+    def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        name = str(args[-1])
+        return Unknown(f"{cls.name}.{name} ({what} is not modelled)", f"spec:{cls.name}.{name}")
+
+    return Class(cls.name, (cls,), {"__getattr__": Native(f"{cls.name}.__getattr__", missing)}, cls.module, cls.line,
+                 external_bases=())
+
+
+def _model_worker(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, cfg: Any, draft: bool, state: _State,
+                  cls: Class | None) -> Any:
+    """A stand-in model worker (``TpModelWorker``): its model runner the attention stage's
+    stand-in runner for ``cfg``, every other attribute unknown runtime state."""
+    wf = facts.worker
+    if cls is None:
+        if interp.find_module_file(wf.model_worker_module) is None:
+            return Unknown("the target's model worker (not modelled)", "spec:target_worker")
+        mod = interp.load_module(wf.model_worker_module)
+        cls = interp.getattr(mod, wf.model_worker_class) if isinstance(mod, ModuleObj) else None
+        if not isinstance(cls, Class):
+            return Unknown("the target's model worker (not modelled)", "spec:target_worker")
+    worker = Instance(_standin(cls, "runtime state of the model worker"))
+    state.standins[id(worker)] = "draft" if draft else "target"
+    _fill_model_worker(interp, facts, att, server_args, cfg, draft, state, cls.module, worker)
+    return worker
+
+
+def _fill_model_worker(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, cfg: Any, draft: bool,
+                       state: _State, module: ModuleObj | None, worker: Instance) -> None:
+    """What the model worker's construction leaves that the speculative worker reads: the model
+    runner, at the attribute its ``__init__`` assigns ``ModelRunner(...)`` to."""
+    wf = facts.worker
+    attr = _runner_attribute(interp, wf, module)
+    if attr is None:
+        return
+    runner: Any = Unknown(f"the {'draft' if draft else 'target'} model runner (no model config)", f"spec:runner:{draft}")
+    if isinstance(cfg, Instance):
+        mod = interp.load_module(att.runner.module)
+        rcls = interp.getattr(mod, att.runner.class_) if isinstance(mod, ModuleObj) else None
+        if isinstance(rcls, Class):
+            runner = attention._runner(interp, att, rcls, server_args, cfg, draft)
+            attention._stamp(interp, att, runner)
+            _republish(rcls, runner, server_args, wf.published_getter)
+    worker.attrs[attr] = runner
+
+
+def _republish(rcls: Class, runner: Instance, server_args: Instance, getter: str) -> None:
+    """What the model runner's ``__init__`` copies onto the server args the scheduler published
+    (0.5.5-0.5.14 model_runner.py: ``global_server_args = get_global_server_args()``, then
+    ``global_server_args.use_mla_backend = self.use_mla_backend``, shadowing ServerArgs' method
+    of that name, which DraftBackendFactory then reads): the stand-in runner's value, unknown
+    if it has none. The draft's runner is built after the target's, so the draft's stays."""
+    found, init = rcls.lookup("__init__")
+    if not getter or not found or not isinstance(init, Function) or not isinstance(init.body, list):
+        return
+    nodes = list(ir.walk(init.body))
+    published = {t.id for n in nodes if isinstance(n, ir.Assign) and isinstance(n.value, ir.Call)
+                 and isinstance(n.value.func, ir.Name) and n.value.func.id == getter
+                 for t in n.targets if isinstance(t, ir.Name)}
+    for n in nodes:
+        if not (isinstance(n, ir.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ir.Attribute)):
+            continue
+        target, value = n.targets[0], n.value
+        if isinstance(target.value, ir.Name) and target.value.id in published and isinstance(value, ir.Attribute) \
+                and isinstance(value.value, ir.Name) and value.value.id == "self":
+            server_args.attrs[str(target.attr)] = runner.attrs.get(str(value.attr), Unknown(
+                f"ModelRunner.{value.attr} (runtime state of the model runner is not modelled)", f"runner:{value.attr}"))
+
+
+def _runner_attribute(interp: Interpreter, wf: SpecWorkerFacts, module: ModuleObj | None) -> str | None:
+    """The attribute the model worker's class assigns its ``ModelRunner(...)`` to (read from
+    the release: ``self._model_runner = ModelRunner(`` in 0.5.10 and 0.5.23)."""
+    if module is None:
+        return None
+    found = interp.find_module_file(module.name)
+    if found is None:
+        return None
+    tree = interp.cache.load(found[0])
+    runner_class = factfiles.attention().runner.class_
+    for node in tree.body:
+        if not (isinstance(node, ir.ClassDef) and node.name == wf.model_worker_class):
+            continue
+        for n in ir.walk(node.body):
+            if isinstance(n, ir.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ir.Attribute) \
+                    and isinstance(n.targets[0].value, ir.Name) and n.targets[0].value.id == "self" \
+                    and isinstance(n.value, ir.Call) and isinstance(n.value.func, ir.Name) and n.value.func.id == runner_class:
+                return str(n.targets[0].attr)
+    return None

@@ -1,0 +1,247 @@
+"""The speculative worker SGLang builds (issue 42): the class the release's own dispatch
+(``SpeculativeAlgorithm.create_worker``) picks, and its constructor's asserts and raises (the
+draft worker's multi-step attention backends, the overlap/spec-v2 constraints), evaluated
+(never executed) on the fixture checkout fixtures/checkouts/mini_attn and on a real release."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import shared
+
+from sglang_audit.evaluate.interpreter import Bounds, Interpreter
+from sglang_audit.evaluate.values import Class, HFConfig, Instance
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.resolve.pipeline import Request
+from sglang_audit.resolve.spec_worker import evaluate_spec_worker
+from sglang_audit.result import LayerValue
+from sglang_audit.target.device import Environment, parse_device
+from sglang_audit.target.world import NativeWorld
+
+ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_attn" / "python"
+SPEC = "sglang/srt/speculative"
+
+
+def _line(path: str, text: str) -> int:
+    """The first line holding ``text`` (the whole stripped line when it ends with "$")."""
+    lines = (ROOT / path).read_text().splitlines()
+    if text.endswith("$"):
+        return next(i for i, line in enumerate(lines, 1) if line.strip() == text[:-1])
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+def _worker(arch: str = "sm90", mla: bool = False, draft: bool = True, **flags: Any) -> LayerValue | None:
+    world = NativeWorld(parse_device(arch), Environment(installed=frozenset({"torch"})), [])
+    interp = Interpreter(ROOT, SourceCache(use_disk=False), world, {}, Bounds())
+    sa_mod = interp.load_module("sglang.srt.server_args")
+    server_args = interp.call(interp.getattr(sa_mod, "ServerArgs"), [], flags)
+    mc = Instance(Class("ModelConfig", (), {}, None))
+    mc.attrs.update(hf_config=HFConfig({"model_type": "llama"}, "test"), attention_arch="mla" if mla else "mha",
+                    context_len=4096)
+    return evaluate_spec_worker(interp, server_args, mc, mc if draft else None).get("speculative_algorithm")
+
+
+def test_no_speculative_algorithm_builds_no_worker():
+    assert _worker(draft=False, attention_backend="triton") is None
+
+
+def test_the_dispatch_picks_the_worker_and_the_scheduler_builds_it():
+    v = _worker(attention_backend="triton", speculative_algorithm="EAGLE", disable_overlap_schedule=True)
+    assert v is not None and (v.status, v.value, v.stage) == ("resolved", "EAGLEWorker", "speculative")
+    dispatch, built = v.chain[0], v.chain[1]
+    # the class is the one SGLang's create_worker returns, cited at that return
+    assert (dispatch.kind, dispatch.file, dispatch.line) == (
+        "dispatch", f"{SPEC}/spec_info.py", _line(f"{SPEC}/spec_info.py", "return EAGLEWorker$"))
+    # ... built where the scheduler calls it (its module read, never loaded)
+    assert (built.kind, built.file, built.line) == (
+        "worker", "sglang/srt/managers/scheduler.py",
+        _line("sglang/srt/managers/scheduler.py", "DraftWorkerClass(**draft_worker_kwargs)"))
+    assert v.site == f"{built.file}:{built.line}"
+    # the draft worker's multi-step decode backend builds one TritonAttnBackend per step
+    assert [s.value for s in v.chain if s.kind == "backend"] == ["TritonAttnBackend"] * 3
+
+
+def test_the_overlap_schedule_picks_the_spec_v2_worker_and_its_constraint():
+    v = _worker(attention_backend="triton", speculative_algorithm="EAGLE")
+    assert v is not None and (v.status, v.value) == ("resolved", "EAGLEWorkerV2")
+    bad = _worker(attention_backend="triton", speculative_algorithm="EAGLE", speculative_eagle_topk=4)
+    path = f"{SPEC}/eagle_worker_v2.py"
+    assert bad is not None and bad.status == "unsupported"
+    assert bad.value == "ValueError: Spec v2 currently only supports topk = 1."
+    assert bad.site == f"{path}:{_line(path, 'raise ValueError')}"
+    assert [s.value for s in bad.chain if s.kind == "dispatch"] == ["EAGLEWorkerV2"]
+
+
+def test_the_draft_workers_decode_backend_refuses_a_backend_by_sglangs_raise():
+    # the target's backend passes (the attention stage's question); the draft worker's
+    # DraftBackendFactory has no multi-step backend for it
+    v = _worker(attention_backend="fa4", speculative_algorithm="EAGLE", disable_overlap_schedule=True)
+    path = f"{SPEC}/draft_utils.py"
+    assert v is not None and v.status == "unsupported"
+    assert v.value == "ValueError: EAGLE is not supported in decode attention backend fa4"
+    assert v.site == f"{path}:{_line(path, 'raise ValueError(error_template')}"
+    assert any(s.kind == "branch" and s.guard == "backend_type not in backend_map" for s in v.chain)
+    # one step: no multi-step decode backend is built, so the same backend passes the decode side
+    one = _worker(attention_backend="fa4", speculative_algorithm="EAGLE", disable_overlap_schedule=True,
+                  speculative_num_steps=1)
+    assert one is not None and one.value == "ValueError: EAGLE is not supported in attention backend fa4"
+
+
+def test_the_draft_runner_copies_its_mla_flag_onto_the_published_server_args():
+    # ModelRunner.__init__ writes `global_server_args.use_mla_backend = self.use_mla_backend`,
+    # shadowing ServerArgs' method (truthy as a bound method): DraftBackendFactory reads it
+    v = _worker(mla=True, attention_backend="triton", speculative_algorithm="EAGLE", disable_overlap_schedule=True)
+    assert v is not None and v.value == "ValueError: the triton multi-step draft backend needs an MHA model"
+    ok = _worker(mla=False, attention_backend="triton", speculative_algorithm="EAGLE", disable_overlap_schedule=True)
+    assert ok is not None and ok.status == "resolved"
+
+
+def test_an_assert_in_a_backend_the_worker_builds_is_the_verdict():
+    v = _worker(attention_backend="fa3", speculative_algorithm="EAGLE", disable_overlap_schedule=True,
+                speculative_eagle_topk=4, page_size=16)
+    path = "sglang/srt/layers/attention/flashattention_backend.py"
+    assert v is not None and v.status == "unsupported"
+    assert v.value == "AssertionError: FA3 multi-step draft with topk > 1 needs page_size 1"
+    assert v.site == f"{path}:{_line(path, 'assert topk == 1')}"
+
+
+def test_ngram_refuses_the_overlap_schedule_in_the_dispatch_and_builds_without_it():
+    bad = _worker(draft=False, attention_backend="triton", speculative_algorithm="NGRAM")
+    path = f"{SPEC}/spec_info.py"
+    assert bad is not None and bad.status == "unsupported"
+    assert bad.value == "ValueError: Speculative algorithm NGRAM does not support overlap worker creation."
+    assert bad.site == f"{path}:{_line(path, 'does not support overlap worker creation') - 1}"
+    ok = _worker(draft=False, attention_backend="triton", speculative_algorithm="NGRAM", disable_overlap_schedule=True)
+    assert ok is not None and (ok.status, ok.value) == ("resolved", "NGRAMWorker")
+    few = _worker(draft=False, attention_backend="triton", speculative_algorithm="NGRAM", disable_overlap_schedule=True,
+                  speculative_num_draft_tokens=1)
+    assert few is not None and few.value == "AssertionError: NGRAM needs more than one draft token"
+
+
+def test_an_algorithm_no_fact_file_names_is_found_by_the_releases_dispatch():
+    # MINI_LOOKAHEAD / MiniLookaheadWorker are the fixture's own: named in no rules/ file
+    rules = Path(__file__).resolve().parent.parent / "rules"
+    assert not any("MiniLookahead" in p.read_text() or "MINI_LOOKAHEAD" in p.read_text() for p in rules.rglob("*.toml"))
+    ok = _worker(draft=False, attention_backend="triton", speculative_algorithm="MINI_LOOKAHEAD")
+    assert ok is not None and (ok.status, ok.value) == ("resolved", "MiniLookaheadWorker")
+    bad = _worker(draft=False, attention_backend="triton", speculative_algorithm="MINI_LOOKAHEAD", page_size=16)
+    assert bad is not None and (bad.status, bad.value) == ("unsupported", "ValueError: MINI_LOOKAHEAD needs page_size 1")
+
+
+def test_a_constructor_the_evaluator_cannot_follow_leaves_the_class_known_and_the_rest_unknown():
+    # EAGLE3 iterates over the target model's layers (runtime state): not followed
+    v = _worker(attention_backend="triton", speculative_algorithm="EAGLE3", disable_overlap_schedule=True)
+    assert v is not None and v.status == "unknown" and v.value is None
+    assert v.reason.startswith("SGLang builds EAGLEWorker; ")
+    path = f"{SPEC}/eagle_worker.py"
+    assert f"comprehension over an unknown value at {path}:{_line(path, 'self.aux_layer_ids =')}" in v.reason
+    assert [s.value for s in v.chain if s.kind in ("dispatch", "worker")] == ["EAGLEWorker", "EAGLEWorker"]
+
+
+# ---- a real release (downloaded into the user cache) ----------------------------------------
+@pytest.mark.real_release
+def test_real_0_5_10_nextn_draft_worker_refuses_cutlass_mla_by_sglangs_raise(release):
+    # read first: 0.5.10 speculative/draft_utils.py:26-37 DraftBackendFactory._create_backend
+    # (`if backend_type not in backend_map: raise ValueError(error_template...)` at :35) and
+    # create_decode_backend's map (:44-57: no "cutlass_mla"), called from EAGLEWorker.__init__'s
+    # init_attention_backend (eagle_worker.py:218-230); the dispatch returns EAGLEWorker at
+    # spec_info.py:83 (DeepSeek + NEXTN leaves the overlap schedule off without
+    # SGLANG_ENABLE_SPEC_V2), built at scheduler.py:629. The attention stage resolves
+    # cutlass_mla for the target and the draft runner alike: only the worker refuses it.
+    tree = release("0.5.10")
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm100", model="deepseek-v3-fp8",
+                                 sets=["tp_size=8", "speculative_algorithm=NEXTN", "attention_backend=cutlass_mla"]))
+    s = res.settings["speculative_algorithm"]
+    assert s.status == "unsupported"
+    assert (s.layer.status, s.layer.stage) == ("unsupported", "speculative")
+    assert s.layer.value == "ValueError: EAGLE is not supported in decode attention backend cutlass_mla"
+    assert s.layer.site == "sglang/srt/speculative/draft_utils.py:35"
+    steps = {st.kind: (st.value, f"{st.file}:{st.line}") for st in s.layer.chain}
+    assert steps["dispatch"] == ("EAGLEWorker", "sglang/srt/speculative/spec_info.py:83")
+    assert steps["worker"] == ("EAGLEWorker", "sglang/srt/managers/scheduler.py:629")
+    assert res.settings["attention_backend"].layer.status == "resolved"
+
+
+# ---- what check and recommend make of it ---------------------------------------------------
+def _with_worker(layer: LayerValue) -> Any:
+    from sglang_audit.result import ModelSummary, Resolution, Setting
+
+    spec = Setting("speculative_algorithm", "EAGLE", None, "unsupported" if layer.status == "unsupported" else "resolved",
+                   layer=layer)
+    return Resolution({"version": "x"}, "s", {"platform": "cuda", "major": 10}, ModelSummary("m", "/m", "A", None, None),
+                      {}, {}, None, {"speculative_algorithm": spec,
+                                     "attention_backend": Setting("attention_backend", "fa4", None, "resolved")})
+
+
+def test_a_refused_worker_is_never_recommended_and_an_unknown_one_is_marked():
+    from sglang_audit.analyses.recommend import _caveats, _reason
+
+    refused = LayerValue("unsupported", "ValueError: EAGLE is not supported in decode attention backend fa4",
+                         site="sglang/srt/speculative/draft_utils.py:35", stage="speculative")
+    # forcing attention_backend=fa4: the worker built with it refuses, whatever field was forced
+    reason = _reason(_with_worker(refused), {"attention_backend": "fa4"}, ("attention_backend",), (), "single")
+    assert reason is not None and (reason.kind, reason.where) == ("layer", "sglang/srt/speculative/draft_utils.py:35")
+    assert "speculative worker" in reason.message and "decode attention backend fa4" in reason.message
+    unknown = LayerValue("unknown", None, reason="SGLang builds EAGLEWorker; its construction could not be followed",
+                         stage="speculative")
+    res = _with_worker(unknown)
+    assert _reason(res, {"attention_backend": "fa4"}, ("attention_backend",), (), "single") is None
+    assert any("speculative worker" in c and "EAGLEWorker" in c for c in _caveats(res, ("attention_backend",)))
+
+
+def test_check_reports_the_refusal_as_sglangs_own_layer_failure():
+    from sglang_audit.rules.knownbad import layer_findings
+
+    refused = LayerValue("unsupported", "ValueError: EAGLE is not supported in decode attention backend fa4",
+                         site="sglang/srt/speculative/draft_utils.py:35", stage="speculative")
+    (finding,) = layer_findings(_with_worker(refused))
+    assert finding.rule_id == "SGA003" and finding.setting == "speculative_algorithm"
+    assert "building speculative worker with speculative_algorithm fails at sglang/srt/speculative/draft_utils.py:35" \
+        in finding.message
+
+
+def test_what_the_scheduler_calls_on_the_worker_afterwards_is_evaluated_too():
+    # 0.5.16+ shape: the draft backends are built in init_attention_backends, which the
+    # scheduler calls on the worker after building it (read from its class, never loaded)
+    ok = _worker(attention_backend="triton", speculative_algorithm="STANDALONE")
+    assert ok is not None and (ok.status, ok.value) == ("resolved", "StandaloneWorkerV2")
+    then = next(s for s in ok.chain if s.kind == "then")
+    assert (then.file, then.line, then.value) == ("sglang/srt/managers/scheduler.py", _line(
+        "sglang/srt/managers/scheduler.py", "self.draft_worker.init_attention_backends()"), "init_attention_backends")
+    assert [s.value for s in ok.chain if s.kind == "backend"] == ["TritonAttnBackend"] * 2
+    # the draft model worker it builds as a class is stood in: its own method is listed, not run
+    assert any(d.startswith("TpModelWorker.init_attention_backends() of the draft model worker: not evaluated") for d in ok.data_dependent)
+    bad = _worker(attention_backend="fa4", speculative_algorithm="STANDALONE")
+    path = f"{SPEC}/draft_utils.py"
+    assert bad is not None and bad.status == "unsupported"
+    assert bad.value == "ValueError: EAGLE is not supported in decode attention backend fa4"
+    assert bad.site == f"{path}:{_line(path, 'raise ValueError(error_template')}"
+
+
+def test_the_algorithm_is_the_one_the_schedulers_init_builds_from_the_resolved_view():
+    # 0.5.19+ shape: Scheduler.__init__ reads get_spec() (NEXTN already EAGLE) while ServerArgs
+    # keeps NEXTN; from_string("NEXTN") itself would raise "Unknown speculative algorithm name"
+    v = _worker(attention_backend="triton", speculative_algorithm="NEXTN", disable_overlap_schedule=True)
+    assert v is not None and (v.status, v.value) == ("resolved", "EAGLEWorker")
+
+
+@pytest.mark.real_release
+def test_real_0_5_16_draft_backends_built_after_the_constructor_refuse_torch_native(release):
+    # read first: 0.5.16 scheduler.py:835-837 init_all_attention_backends calls
+    # `self.draft_worker.init_attention_backends()` after building the worker (scheduler.py:798);
+    # EAGLEWorkerV2 (spec_info.py:282) -> BaseSpecWorker.init_attention_backends -> the draft's
+    # EagleDraftWorker.init_attention_backends (eagle_worker_v2.py:214-221) ->
+    # init_attention_backend's DraftBackendFactory (:348-360), whose decode map has no
+    # torch_native: `raise ValueError(error_template...)` at draft_utils.py:40
+    tree = release("0.5.16")
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model="qwen3-next-80b-a3b",
+                                 sets=["tp_size=4", "speculative_algorithm=NEXTN", "attention_backend=torch_native"]))
+    s = res.settings["speculative_algorithm"]
+    assert (s.status, s.layer.status) == ("unsupported", "unsupported")
+    assert s.layer.value == "ValueError: EAGLE is not supported in decode attention backend torch_native"
+    assert s.layer.site == "sglang/srt/speculative/draft_utils.py:40"
+    steps = {st.kind: (st.value, f"{st.file}:{st.line}") for st in s.layer.chain}
+    assert steps["dispatch"] == ("EAGLEWorkerV2", "sglang/srt/speculative/spec_info.py:282")
+    assert steps["then"] == ("init_attention_backends", "sglang/srt/managers/scheduler.py:837")
