@@ -569,7 +569,11 @@ class _Budget:
             )
 
 
-def _extract_zip(archive: Path, dest: Path, manifest: dict[str, str], keep: re.Pattern[str] = _KEEP) -> None:
+def _extract_zip(archive: Path, dest: Path, manifest: dict[str, str], keep: re.Pattern[str] = _KEEP,
+                 *, size_of_skipped: bool = True) -> None:
+    """``size_of_skipped=False``: members ``keep`` leaves out (never decompressed) do not count
+    toward the size limits; sgl-kernel's wheel holds a 1 GiB ``.so`` beside the few ``.py``
+    files read."""
     import zipfile
 
     try:
@@ -582,8 +586,10 @@ def _extract_zip(archive: Path, dest: Path, manifest: dict[str, str], keep: re.P
         # Validate the whole central directory before writing anything.
         for info in zf.infolist():
             parts = _member_parts(info.filename, archive)
-            budget.admit(info.filename, parts, info.file_size, is_dir=info.is_dir())
-            if not parts or info.is_dir() or not keep.fullmatch("/".join(parts)):
+            kept = bool(parts) and not info.is_dir() and bool(keep.fullmatch("/".join(parts)))
+            budget.admit(info.filename, parts, info.file_size if kept or size_of_skipped else 0,
+                         is_dir=info.is_dir())
+            if not kept:
                 continue  # never written, so its type does not matter
             mode = info.external_attr >> 16
             if stat.S_ISLNK(mode):
