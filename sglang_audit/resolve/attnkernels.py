@@ -36,7 +36,13 @@ from sglang_audit.resolve.kernelread import FlashInferReader, Found, _capability
 from sglang_audit.result import KERNEL_SUPPORTED as SUPPORTED
 from sglang_audit.result import KERNEL_UNKNOWN as UNKNOWN
 from sglang_audit.result import KERNEL_UNSUPPORTED as UNSUPPORTED
-from sglang_audit.result import STATUS_RESOLVED, STATUS_UNSUPPORTED, KernelLayer, KernelVerdict, LayerValue
+from sglang_audit.result import (
+    STATUS_RESOLVED,
+    STATUS_UNSUPPORTED,
+    KernelLayer,
+    KernelVerdict,
+    LayerValue,
+)
 
 _MAX_HELPER_DEPTH = 2
 
@@ -225,7 +231,7 @@ def _kernel_imports(body: list[ir.Node], env: dict[str, Any], rel: str, librarie
         elif isinstance(stmt, ir.ImportFrom) and stmt.names != "*" and (stmt.level or 0) == 0 \
                 and (stmt.module or "").split(".")[0] in libraries:
             for name, _ in stmt.names:
-                out.append(KernelImport(stmt.module, name, f"{rel}:{stmt.line}", condition))
+                out.append(KernelImport(stmt.module or "", name, f"{rel}:{stmt.line}", condition))
         elif isinstance(stmt, ir.If):
             try:
                 taken = bool(_static(stmt.test, env))
