@@ -174,3 +174,14 @@ def test_attention_toml_loads_typed_and_a_bad_stamp_names_its_field() -> None:
     assert msg == "rules/attention.toml: runner.stamp[0].runner_kwarg: missing"
     msg = _bad_file(AttentionFacts, "attention.toml", lambda r: r["runner"]["params"].__setitem__("tp_rank", "0"))
     assert msg == "rules/attention.toml: runner.params.tp_rank: expected an integer, got '0'"
+
+
+def test_attention_kernel_facts_load_typed_and_a_bad_library_label_names_its_field() -> None:
+    # issue 42: where the registry's creators are, and the kernel libraries read
+    from sglang_audit.factfiles import AttentionFacts
+
+    kernel = factfiles.attention().kernel
+    assert kernel is not None and kernel.registry_decorator == "register_attention_backend"
+    assert kernel.libraries["sgl_kernel"] == "sgl-kernel"
+    msg = _bad_file(AttentionFacts, "attention.toml", lambda r: r["kernel"]["libraries"].__setitem__("sgl_kernel", 1))
+    assert msg == "rules/attention.toml: kernel.libraries.sgl_kernel: expected a string, got 1"
