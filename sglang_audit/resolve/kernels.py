@@ -52,8 +52,9 @@ FLASHINFER_SOURCE_ENV = "SGLANG_AUDIT_FLASHINFER_SOURCE"
 # the sgl-kernel source read for the attention kernel level: a wheel or directory, or `none`
 # (the unit tests); unset, the release's pin (downloaded into the cache)
 SGL_KERNEL_SOURCE_ENV = "SGLANG_AUDIT_SGL_KERNEL_SOURCE"
-# the settings whose value names an attention backend of the release's registry (issue 42)
-ATTENTION_SETTINGS = ("attention_backend",)
+# the settings whose value names an attention backend of the release's registry (issue 42);
+# the attention stage's value is on attention_backend (HybridAttnBackend names both parts)
+ATTENTION_SETTINGS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 
 
 def kernel_spec() -> dict[str, Any]:
@@ -225,12 +226,14 @@ def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, 
     from sglang_audit.resolve import attnkernels
 
     reaches: dict[str, attnkernels.Reach] = {}
+    built = res.settings.get(ATTENTION_SETTINGS[0])
+    layer = built.layer if built is not None else None
     for name in ATTENTION_SETTINGS:
         setting = res.settings.get(name)
         value = _value(setting) if setting is not None and setting.present else None
         if not isinstance(value, str):
             continue
-        found = attnkernels.reach(sglang_root, cache, facts, value, setting.layer if setting else None)
+        found = attnkernels.reach(sglang_root, cache, facts, value, layer)
         if found.imports:
             reaches[name] = found
     if not reaches:
