@@ -147,3 +147,13 @@ def test_explain_says_the_attention_backend_fails_not_the_moe_layers():
     assert attn.to_json()["stage"] == "attention"
     moe = ChoiceOutcome("triton", OUTCOME_LAYERS_FAIL, note="NotImplementedError: x at y:1", stage="moe")
     assert "but the MoE layers built with it fail: NotImplementedError" in _choice_lines(moe, 6, "sm120")[0]
+
+
+def test_a_guard_an_earlier_return_may_skip_informs_but_does_not_refuse():
+    cache = SourceCache(use_disk=False)
+    reader = FlashInferReader(ROOT / "sgl_kernel", cache)
+    imp = attnkernels.KernelImport("sgl_kernel.flash_attn", "flash_attn_maybe", "x.py:1")
+    layers = attnkernels.read_function(reader, imp, attnkernels.DeviceFacts((10, 0), "12.9"), [])
+    guard = _line(WRAPPER, "def flash_attn_maybe") + 3  # the second `if` of the function
+    assert [(x.says, x.enforced, x.line) for x in layers] == [("unsupported", False, guard)]
+    assert "an earlier statement may return first" in layers[0].detail

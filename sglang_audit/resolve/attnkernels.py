@@ -350,8 +350,10 @@ def read_function(reader: FlashInferReader, imp: KernelImport, dev: DeviceFacts,
     for deco in found.func.decorators:
         if isinstance(deco, ir.Call) and _call_name(deco) == "supported_compute_capability":
             layers.append(_capability_layer(found, deco, ccn, imp.name))
+    returned_before = False  # a statement before the guard may return: the guard may be skipped
     for stmt in found.func.body:
         if not isinstance(stmt, ir.If) or not any(isinstance(s, ir.Raise) for s in stmt.body):
+            returned_before = returned_before or _may_return(stmt)
             continue
         used: list[str] = []
         where = f"{found.rel}:{stmt.line}"
@@ -364,8 +366,24 @@ def read_function(reader: FlashInferReader, imp: KernelImport, dev: DeviceFacts,
         raise_text = next((_flat(s.text) for s in stmt.body if isinstance(s, ir.Raise)), "raise")
         says = UNSUPPORTED if fires else SUPPORTED
         what = f"`if {_flat(stmt.text)}` {'holds' if fires else 'does not hold'}{via}: {raise_text}"
-        layers.append(KernelLayer("guard", imp.name, found.rel, stmt.line, says, what))
+        if returned_before:
+            what += " [an earlier statement may return first: not every call reaches it]"
+        layers.append(KernelLayer("guard", imp.name, found.rel, stmt.line, says, what, enforced=not returned_before))
+        returned_before = returned_before or _may_return(stmt)
     return layers
+
+
+def _may_return(stmt: ir.Node) -> bool:
+    """Whether ``stmt`` holds a ``return`` of the function (nested functions excluded)."""
+    if isinstance(stmt, ir.Return):
+        return True
+    if isinstance(stmt, ir.FunctionDef | ir.ClassDef):
+        return False
+    for slot in ("body", "orelse", "finalbody"):
+        inner = getattr(stmt, slot, None)
+        if isinstance(inner, list) and any(_may_return(s) for s in inner):
+            return True
+    return any(_may_return(s) for h in getattr(stmt, "handlers", None) or [] for s in h.body)
 
 
 def verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, str | None, str]], dev: DeviceFacts,

@@ -28,3 +28,11 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q=None, max_seqlen_k=None, ver=3)
     if max_seqlen_q is None or max_seqlen_k is None:
         raise ValueError("max_seqlen_q and max_seqlen_k are required for FA3")
     return q
+
+
+def flash_attn_maybe(q, ver=3):
+    if ver == 4:
+        return q
+    if not is_fa3_supported():
+        raise NotImplementedError("flash_attn at sgl-kernel is only supported on sm90 and above")
+    return q
