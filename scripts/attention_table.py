@@ -9,8 +9,8 @@ One ``explain attention_backend`` per (release, arch, model): its forced choices
 release's own ``--attention-backend`` choices, each resolved with the attention stage and the
 kernel level (the result cache makes a re-run cheap). A cell reads
 
-* ``resolved`` — SGLang accepts it and the backend is built (``· kernel supported`` when the
-  kernel's own device guard was read and passes);
+* ``resolved`` — SGLang accepts it and the backend's constructor passes (``· kernel supported``
+  when the kernel's own device guard was read and passes);
 * ``unsupported`` — with the ``file:line`` of the check that refuses: SGLang's raise/assert
   when it builds the backend, else the kernel's own guard (``kernel``);
 * ``rejected`` — ServerArgs refuses the flags (``file:line``);
@@ -126,6 +126,9 @@ def main() -> int:
         "`explain attention_backend` resolves it: the release's ServerArgs, the attention backend "
         "built (the registry's creator and the class's constructor, evaluated), and the kernel level "
         "(the sgl-kernel functions its constructor imports, read from the wheel the release pins). "
+        "`resolved` means ServerArgs accepts it and the backend's constructor passes; what the kernels "
+        "its forward methods call accept is read only where the constructor imports sgl-kernel functions "
+        "(`· kernel supported`), so e.g. `aiter` on a CUDA arch is `resolved` at this level. "
         "`file:line` is the refusing check (sglang/… in SGLang, sgl_kernel/… in sgl-kernel). "
         "The FlashInfer FMHA families are not read at this level yet (their entry points declare no "
         "@supported_compute_capability/@backend_requirement in the pinned versions): a backend "
