@@ -223,9 +223,19 @@ class AttentionBackendFacts:
 
 
 @dataclass(frozen=True)
+class AttentionKernelFacts:
+    """Where a release registers its backends, and the kernel libraries read (issue 42)."""
+
+    registry_module: str  # the module holding the registry's creators
+    registry_decorator: str  # the decorator naming each creator's backend
+    libraries: dict[str, str]  # import name of a kernel library -> its label ("sgl_kernel" -> "sgl-kernel")
+
+
+@dataclass(frozen=True)
 class AttentionFacts:
     runner: AttentionRunner
     backend: AttentionBackendFacts
+    kernel: AttentionKernelFacts | None = None  # None: no kernel level for attention
 
 
 # ---- rules/speculative.toml ---------------------------------------------------------------

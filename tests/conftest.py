@@ -29,10 +29,12 @@ def release():
 
 @pytest.fixture(autouse=True)
 def _no_flashinfer_download(request, monkeypatch):
-    """Unit tests never download FlashInfer: kernel verdicts read no library unless a test
-    passes one (tests/test_kernels.py) or is a real-release test."""
+    """Unit tests never download FlashInfer or sgl-kernel: kernel verdicts read no library
+    unless a test passes one (tests/test_kernels.py, tests/test_attention_kernels.py) or is a
+    real-release test."""
     if request.node.get_closest_marker("real_release") is None:
         monkeypatch.setenv("SGLANG_AUDIT_FLASHINFER_SOURCE", "none")
+        monkeypatch.setenv("SGLANG_AUDIT_SGL_KERNEL_SOURCE", "none")
 
 
 @pytest.fixture()

@@ -208,3 +208,14 @@ def test_speculative_toml_loads_typed_and_a_bad_value_names_its_field() -> None:
     assert msg == "rules/speculative.toml: scheduler.dispatch: missing"
     msg = _bad_file(SpeculativeFacts, "speculative.toml", lambda r: r["scheduler"]["params"].__setitem__("gpu_id", "0"))
     assert msg == "rules/speculative.toml: scheduler.params.gpu_id: expected an integer, got '0'"
+
+
+def test_attention_kernel_facts_load_typed_and_a_bad_library_label_names_its_field() -> None:
+    # issue 42: where the registry's creators are, and the kernel libraries read
+    from sglang_audit.factfiles import AttentionFacts
+
+    kernel = factfiles.attention().kernel
+    assert kernel is not None and kernel.registry_decorator == "register_attention_backend"
+    assert kernel.libraries["sgl_kernel"] == "sgl-kernel"
+    msg = _bad_file(AttentionFacts, "attention.toml", lambda r: r["kernel"]["libraries"].__setitem__("sgl_kernel", 1))
+    assert msg == "rules/attention.toml: kernel.libraries.sgl_kernel: expected a string, got 1"

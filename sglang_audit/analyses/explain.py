@@ -150,10 +150,14 @@ class ChoiceOutcome:
     # (rule id, severity, title) of the known-bad rules that flag this choice's result for
     # this setting: the same findings ``check`` reports for it
     known_bad: tuple[tuple[str, str, str], ...] = ()
+    # the layer stage whose build failed (layers_fail): "moe", "moe_draft", "attention"
+    stage: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "choice": self.choice, "outcome": self.outcome,
+            # only a failed build names its stage (older outputs keep their shape)
+            **({"stage": self.stage} if self.stage else {}),
             "known_bad": [{"rule": r, "severity": sev, "title": t} for r, sev, t in self.known_bad],
             "config": _value_json(self.config), "runtime": _value_json(self.runtime),
             "overridden": self.overridden, "layer": self.layer,
@@ -354,7 +358,7 @@ def _classify(choice: str, default: Any, res: Resolution, field: str, ctx: _Cont
     if values_known and isinstance(layer_value, LayerValue) and layer_value.status != STATUS_RESOLVED:
         by_values = _classify(choice, default, replace(res, settings={**res.settings, field: replace(setting, layer=None, status=STATUS_RESOLVED)}), field, ctx)
         if layer_value.status == STATUS_UNSUPPORTED:
-            return replace(by_values, outcome=OUTCOME_LAYERS_FAIL,
+            return replace(by_values, outcome=OUTCOME_LAYERS_FAIL, stage=layer_value.stage,
                            note=f"{layer_value.value} at {layer_value.site}" if layer_value.site else str(layer_value.value))
         # SGLang accepts it; what its layers do cannot be told: keep the values' outcome
         # (the known-bad rules still apply to it), and say so

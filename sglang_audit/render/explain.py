@@ -163,7 +163,10 @@ def _choice_lines(c: ChoiceOutcome, width: int, device: str) -> list[str]:
             if cond.predicates:
                 lines.append(f"  {'':{width}}    because {_condition_text(cond, device, taken=True)}")
     elif c.outcome == OUTCOME_LAYERS_FAIL:
-        lines = [f"{pad}accepted by SGLang, but the MoE layers built with it fail: {_clip(c.note, 240)}"]
+        # the stage that failed, as the resolve output names it (the attention stage builds
+        # a backend, not MoE layers)
+        what = "the attention backend built with it fails" if c.stage == "attention" else "the MoE layers built with it fail"
+        lines = [f"{pad}accepted by SGLang, but {what}: {_clip(c.note, 240)}"]
     else:
         lines = [f"{pad}unknown: {_clip(c.note) or 'no reason recorded'}"]
     if c.known_bad and c.outcome != OUTCOME_KNOWN_BAD:

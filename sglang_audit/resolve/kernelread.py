@@ -142,7 +142,7 @@ def evaluate_row(reader: FlashInferReader, row: dict[str, Any], cc: tuple[int, i
                                   f"{name} has no @backend_requirement table; backend={backend!r} is checked inside"))
     sc = decorators.get("supported_compute_capability")
     if sc is not None:
-        layers.append(_capability_layer(found, sc, ccn, name))
+        layers.append(capability_layer(found, sc, ccn, name))
     if row.get("helper"):
         layers.append(_helper(reader, found.module, row["helper"], cc, conditions))
     if row.get("jit"):
@@ -200,7 +200,7 @@ def _arg(call: ir.Node, index: int, keyword: str) -> ir.Node | None:
     return positional[index] if index < len(positional) else None
 
 
-def _capability_layer(found: Found, deco: ir.Node, ccn: int, label: str, enforced: bool = True) -> KernelLayer:
+def capability_layer(found: Found, deco: ir.Node, ccn: int, label: str, enforced: bool = True) -> KernelLayer:
     ccs = _int_list(_arg(deco, 0, "supported_ccs"))
     line = deco.line
     if ccs is None:
@@ -238,7 +238,7 @@ def _backend_requirement(reader: FlashInferReader, entry: Found, deco: ir.Node, 
         layers.append(KernelLayer("backend_requirement", fn_name, req.rel, req.func.line, UNKNOWN,
                                   f"{fn_name} (backend {backend!r} of {name}) declares no @supported_compute_capability"))
     else:
-        layer = _capability_layer(req, cap, ccn, fn_name)
+        layer = capability_layer(req, cap, ccn, fn_name)
         layers.append(replace(layer, mechanism="backend_requirement",
                               detail=f"{layer.detail}, the requirement of backend {backend!r} in {name}'s "
                                      f"@backend_requirement ({entry.rel}:{deco.line})"))
@@ -257,7 +257,7 @@ def _conditions(found: Found) -> list[str]:
     for stmt in found.func.body:
         if isinstance(stmt, ir.If) and any(isinstance(s, ir.Raise) or _returns_false(s) for s in stmt.body):
             what = "raises" if any(isinstance(s, ir.Raise) for s in stmt.body) else "returns False"
-            out.append(f"{found.func.name} {what} if {_flat(stmt.text)} "
+            out.append(f"{found.func.name} {what} if {flat_text(stmt.text)} "
                        f"({found.rel}:{stmt.line})")
         elif isinstance(stmt, ir.ExprStmt) and isinstance(stmt.value, ir.Call):
             out.append(f"{found.func.name} calls {_call_name(stmt.value) or 'a function'}(...) ({found.rel}:{stmt.line})")
@@ -268,7 +268,7 @@ def _returns_false(stmt: ir.Node) -> bool:
     return isinstance(stmt, ir.Return) and isinstance(stmt.value, ir.Const) and stmt.value.value is False
 
 
-def _flat(text: str) -> str:
+def flat_text(text: str) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= 160 else flat[:157] + "..."
 
@@ -353,12 +353,12 @@ def _helper(reader: FlashInferReader, module: str, name: str, cc: tuple[int, int
         try:
             fires = bool(_eval(stmt.test, env))
         except _Opaque:
-            rest.append(f"{name} returns False if {_flat(stmt.text)} ({found.rel}:{stmt.line})")
+            rest.append(f"{name} returns False if {flat_text(stmt.text)} ({found.rel}:{stmt.line})")
             continue
         if fires:
             return KernelLayer("helper", name, found.rel, stmt.line, UNSUPPORTED,
-                               f"returns False: `{_flat(stmt.text)}` holds on SM{cc[0]}{cc[1]}", enforced=False)
-        passed.append(f"`{_flat(stmt.text)}` is false ({found.rel}:{stmt.line})")
+                               f"returns False: `{flat_text(stmt.text)}` holds on SM{cc[0]}{cc[1]}", enforced=False)
+        passed.append(f"`{flat_text(stmt.text)}` is false ({found.rel}:{stmt.line})")
     conditions.extend(rest)
     if not passed:
         return KernelLayer("helper", name, found.rel, found.func.line, UNKNOWN,
@@ -399,7 +399,7 @@ def _chosen_body(body: list[ir.Node], env: dict[str, Any]) -> tuple[list[ir.Node
             try:
                 taken = bool(_eval(stmt.test, env))
             except _Opaque:
-                return out, f"`{_flat(stmt.text)}` (line {stmt.line}) depends on more than the device"
+                return out, f"`{flat_text(stmt.text)}` (line {stmt.line}) depends on more than the device"
             inner, why = _chosen_body(stmt.body if taken else stmt.orelse, env)
             out.extend(inner)
             if why:

@@ -49,6 +49,12 @@ if TYPE_CHECKING:
 
 # the default of --flashinfer-source (e.g. `none` in the unit tests, which must not download)
 FLASHINFER_SOURCE_ENV = "SGLANG_AUDIT_FLASHINFER_SOURCE"
+# the sgl-kernel source read for the attention kernel level: a wheel or directory, or `none`
+# (the unit tests); unset, the release's pin (downloaded into the cache)
+SGL_KERNEL_SOURCE_ENV = "SGLANG_AUDIT_SGL_KERNEL_SOURCE"
+# the settings whose value names an attention backend of the release's registry (issue 42);
+# the attention stage's value is on attention_backend (HybridAttnBackend names both parts)
+ATTENTION_SETTINGS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 
 
 def kernel_spec() -> dict[str, Any]:
@@ -83,7 +89,8 @@ def attach(
         choice = _classify(name, setting, res, spec)
         if choice is not None:
             wanted[name] = choice
-    if not wanted:
+    attention = _attention_verdicts(res, sglang_root, cache, flashinfer_source, progress, locate)
+    if not wanted and not attention:
         return res
     tree = None
     source_json: dict[str, Any] | None = None
@@ -126,7 +133,9 @@ def attach(
             library = (row or {}).get("library", "flashinfer")
             verdict = KernelVerdict(UNKNOWN, library, None, entry, (row or {}).get("backend", ""), reason)
         settings[name] = settings[name].with_kernel(verdict)
-    return replace(res, settings=settings, kernel_source=source_json)
+    for name, verdict in attention.items():
+        settings[name] = settings[name].with_kernel(verdict)
+    return replace(res, settings=settings, kernel_source=source_json if wanted else res.kernel_source)
 
 
 def _memoised_row(tree: FlashInferTree, row: dict[str, Any], cc: tuple[int, int], sglang_root: Path, cache: SourceCache,
@@ -198,3 +207,85 @@ def _capability(device: dict[str, Any]) -> tuple[int, int] | None:
     if device.get("platform") != "cuda" or device.get("major") is None or device.get("minor") is None:
         return None
     return (int(device["major"]), int(device["minor"]))
+
+
+# --------------------------------------------------------------------------- attention (issue 42)
+
+
+def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, flashinfer_source: str | None,
+                        progress: Callable[[str], None] | None,
+                        locate: Callable[..., Any] | None) -> dict[str, KernelVerdict]:
+    """The kernel verdict of each attention setting whose backend's constructor imports a
+    kernel-library function (``attnkernels``); a library is located only when one is imported."""
+    from sglang_audit import factfiles
+
+    facts = factfiles.attention().kernel
+    cc = _capability(res.device)
+    if facts is None or cc is None:
+        return {}
+    from sglang_audit.resolve import attnkernels
+
+    reaches: dict[str, attnkernels.Reach] = {}
+    built = res.settings.get(ATTENTION_SETTINGS[0])
+    layer = built.layer if built is not None else None
+    for name in ATTENTION_SETTINGS:
+        setting = res.settings.get(name)
+        value = _value(setting) if setting is not None and setting.present else None
+        if not isinstance(value, str):
+            continue
+        found = attnkernels.reach(sglang_root, cache, facts, value, layer)
+        if found.imports:
+            reaches[name] = found
+    if not reaches:
+        return {}
+    packages = {imp.package for r in reaches.values() for imp in r.imports}
+    readers: dict[str, tuple[Any, str | None, str]] = {}
+    for package in sorted(packages):
+        readers[package] = _library_reader(package, res, sglang_root, cache, flashinfer_source, progress, locate)
+    device = attnkernels.DeviceFacts(cc, res.device.get("cuda"))
+    out: dict[str, KernelVerdict] = {}
+    for name, found in reaches.items():
+        verdict = attnkernels.verdict(found, readers, device, lambda p: facts.libraries.get(p, p))
+        if verdict is not None:
+            out[name] = verdict
+    return out
+
+
+def _library_reader(package: str, res: Resolution, sglang_root: Path, cache: SourceCache,
+                    flashinfer_source: str | None, progress: Callable[[str], None] | None,
+                    locate: Callable[..., Any] | None) -> tuple[Any, str | None, str]:
+    """(a reader of ``package``'s source or None, its version, why it was not read)."""
+    import os
+
+    from sglang_audit.resolve.kernelread import FlashInferReader
+
+    try:
+        if package == "flashinfer":
+            if flashinfer_source is not None and flashinfer_source.strip().lower() == "none":
+                raise AuditError(f"not read (--flashinfer-source none, or {FLASHINFER_SOURCE_ENV}=none)")
+            if locate is None:
+                from sglang_audit.source.flashinfer import locate_flashinfer
+
+                locate = locate_flashinfer
+            tree = locate(flashinfer_source, res.source.get("flashinfer"), progress=progress)
+            return FlashInferReader(tree.package_dir, cache), tree.version, ""
+        if package == "sgl_kernel":
+            spec = os.environ.get(SGL_KERNEL_SOURCE_ENV) or None
+            if spec is not None and spec.strip().lower() == "none":
+                raise AuditError(f"not read ({SGL_KERNEL_SOURCE_ENV}=none)")
+            from sglang_audit.source.sglkernel import locate_sgl_kernel
+
+            pin, dist = None, "sglang-kernel"
+            if spec is None:
+                from sglang_audit.target.pins import release_pins
+
+                found = next((p for p in release_pins(sglang_root / "sglang", str(res.source.get("version")))
+                              if p.package == "sgl-kernel"), None)
+                if found is None or found.version is None:
+                    raise AuditError(found.source if found is not None else "the release pins no sgl-kernel")
+                pin, dist = found.version, found.dist or dist
+            sk = locate_sgl_kernel(spec, pin, dist, progress=progress)
+            return FlashInferReader(sk.package_dir, cache), sk.version, ""
+    except AuditError as exc:
+        return None, None, str(exc)
+    return None, None, f"{package} is not a library sglang-audit reads"

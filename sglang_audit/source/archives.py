@@ -286,7 +286,11 @@ class _Budget:
             )
 
 
-def extract_zip(archive: Path, dest: Path, manifest: dict[str, str], keep: re.Pattern[str]) -> None:
+def extract_zip(archive: Path, dest: Path, manifest: dict[str, str], keep: re.Pattern[str],
+                *, size_of_skipped: bool = True) -> None:
+    """``size_of_skipped=False``: members ``keep`` leaves out (never decompressed) do not count
+    toward the size limits; sgl-kernel's wheel holds a 1 GiB ``.so`` beside the few ``.py``
+    files read."""
     import zipfile
 
     try:
@@ -299,8 +303,10 @@ def extract_zip(archive: Path, dest: Path, manifest: dict[str, str], keep: re.Pa
         # Validate the whole central directory before writing anything.
         for info in zf.infolist():
             parts = _member_parts(info.filename, archive)
-            budget.admit(info.filename, parts, info.file_size, is_dir=info.is_dir())
-            if not parts or info.is_dir() or not keep.fullmatch("/".join(parts)):
+            kept = bool(parts) and not info.is_dir() and bool(keep.fullmatch("/".join(parts)))
+            budget.admit(info.filename, parts, info.file_size if kept or size_of_skipped else 0,
+                         is_dir=info.is_dir())
+            if not kept:
                 continue  # never written, so its type does not matter
             mode = info.external_attr >> 16
             if stat.S_ISLNK(mode):
@@ -412,7 +418,7 @@ def _write_member(
 
 
 def extract_cached(path: Path, keep: re.Pattern[str], find: Callable[[Path], Path | None], missing: str,
-                   say: Callable[[str], None]) -> tuple[Path, Path]:
+                   say: Callable[[str], None], *, size_of_skipped: bool = True) -> tuple[Path, Path]:
     """``path`` (a kernel library's wheel) extracted once into ``<cache>/sources/<sha>``, the
     members ``keep`` matches only; (the extraction root, the package ``find`` locates in it).
     Atomic as SGLang's own: a temp dir, a marker written last, one rename; a concurrent run
@@ -442,7 +448,7 @@ def extract_cached(path: Path, keep: re.Pattern[str], find: Callable[[Path], Pat
             raise SourceError(f"cannot write to {sources}: {exc.strerror or exc}") from None
         try:
             if kind == "zip":
-                extract_zip(path, tmp, {}, keep)
+                extract_zip(path, tmp, {}, keep, size_of_skipped=size_of_skipped)
             else:
                 extract_tar(path, tmp, {}, keep)
             if find(tmp) is None:

@@ -1,0 +1,435 @@
+"""The attention kernel level (issue 42): which kernel-library functions an attention backend
+reaches, read from the backend's own code, and what those functions' own code says of the
+device. Read from the IR, never imported or run.
+
+*Which kernel.* The backend name is looked up in the release's registry (the function
+decorated ``@register_attention_backend("<name>")``, ``rules/attention.toml [kernel]``); the
+class it returns is the one the attention stage built (its value names it) or, when SGLang
+refused first, the one returned in the block of the refusing assert (what the creator builds
+once its check holds). That class's ``__init__`` is read for ``from <library>[.sub] import f``
+statements; its ``if`` tests on its own parameters (``self.fa_impl_ver == 3``) are decided
+from the creator's call (literal keywords, else the parameter's default). A test that cannot be
+decided that way keeps both sides, and an import under it is conditional: it can inform, never
+refuse.
+
+*What the kernel says.* Each imported function is found in the library the release pins
+(``source/sglkernel.py``, ``source/flashinfer.py``) and its top-level ``if <test>: raise``
+guards are evaluated where the test depends on the device alone: the capability
+(``...get_device_capability(...)``, ``...get_compute_capability(...)``), ``torch.version.cuda``
+(compared as the code compares it: strings), and a same-module helper returning such an
+expression (``is_fa3_supported``). A guard that holds is the kernel's own refusal
+(``unsupported``, cited at the guard); a ``@supported_compute_capability`` decorator is read as
+``kernelread`` reads it. Anything else is listed as a condition, not evaluated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sglang_audit.frontend import ir
+from sglang_audit.frontend.parse import ParseFailure, SourceCache
+from sglang_audit.resolve.kernelread import FlashInferReader, Found, capability_layer, flat_text
+from sglang_audit.result import KERNEL_SUPPORTED as SUPPORTED
+from sglang_audit.result import KERNEL_UNKNOWN as UNKNOWN
+from sglang_audit.result import KERNEL_UNSUPPORTED as UNSUPPORTED
+from sglang_audit.result import (
+    STATUS_RESOLVED,
+    STATUS_UNSUPPORTED,
+    KernelLayer,
+    KernelVerdict,
+    LayerValue,
+)
+
+_MAX_HELPER_DEPTH = 2
+
+
+@dataclass(frozen=True)
+class KernelImport:
+    """One kernel-library function the backend's constructor imports."""
+
+    module: str  # "sgl_kernel.flash_attn"
+    name: str  # "flash_attn_varlen_func"
+    site: str  # the SGLang file:line of the import
+    condition: str = ""  # the undecided branch it sits under ("" when on the constructor's path)
+
+    @property
+    def package(self) -> str:
+        return self.module.split(".")[0]
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The kernel functions a backend reaches, or why they are not known."""
+
+    backend: str  # the --attention-backend name
+    cls: str  # the class the registry's creator builds ("" when not found)
+    imports: tuple[KernelImport, ...]
+    reason: str = ""  # why no class/constructor was read
+
+
+# --------------------------------------------------------------------------- the SGLang side
+
+
+def _module_path(root: Path, module: str) -> Path | None:
+    base = root.joinpath(*module.split("."))
+    for cand in (base.with_suffix(".py"), base / "__init__.py"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _load(cache: SourceCache, root: Path, module: str) -> tuple[str, ir.Node] | None:
+    path = _module_path(root, module)
+    if path is None:
+        return None
+    try:
+        return path.relative_to(root).as_posix(), cache.load(path)
+    except (ParseFailure, OSError):
+        return None
+
+
+def _call_name(node: ir.Node) -> str:
+    func = node.func
+    if isinstance(func, ir.Name):
+        return str(func.id)
+    if isinstance(func, ir.Attribute):
+        return str(func.attr)
+    return ""
+
+
+def _blocks(body: list[ir.Node]) -> Iterator[list[ir.Node]]:
+    """Every statement list nested in ``body`` (itself first), functions and classes excluded."""
+    yield body
+    for node in body:
+        for slot in ("body", "orelse", "finalbody"):
+            inner = getattr(node, slot, None) if not isinstance(node, (ir.FunctionDef, ir.ClassDef)) else None
+            if isinstance(inner, list):
+                yield from _blocks(inner)
+        for h in getattr(node, "handlers", None) or []:
+            yield from _blocks(h.body)
+
+
+def _imported(body: list[ir.Node], module: str, is_package: bool) -> dict[str, str]:
+    """name -> the module it is imported from, for every ``from X import name`` in ``body``."""
+    out: dict[str, str] = {}
+    for block in _blocks(body):
+        for node in block:
+            if isinstance(node, ir.ImportFrom) and node.names != "*":
+                source = _absolute(module, is_package, node.module or "", node.level or 0)
+                for name, asname in node.names:
+                    out.setdefault(asname or name, source)
+    return out
+
+
+def _absolute(module: str, is_package: bool, target: str, level: int) -> str:
+    if level == 0:
+        return target
+    parts = module.split(".")
+    base = parts if is_package else parts[:-1]
+    base = base[: len(base) - (level - 1)] if level > 1 else base
+    return ".".join([*base, target] if target else base)
+
+
+def _creator(tree: ir.Node, decorator: str, name: str) -> ir.Node | None:
+    for node in tree.body:
+        if not isinstance(node, ir.FunctionDef):
+            continue
+        for deco in node.decorators:
+            if isinstance(deco, ir.Call) and _call_name(deco) == decorator:
+                first = next((v for k, v in deco.args if k == ""), None)
+                if isinstance(first, ir.Const) and first.value == name:
+                    return node
+    return None
+
+
+def _returns(block: list[ir.Node]) -> list[ir.Node]:
+    return [s.value for s in block if isinstance(s, ir.Return) and isinstance(s.value, ir.Call)
+            and isinstance(s.value.func, ir.Name)]
+
+
+def _chosen_call(creator: ir.Node, layer: Any, registry_rel: str) -> tuple[ir.Node | None, str]:
+    """The construction the creator makes on this deployment, guided by the attention stage's
+    outcome; (None, why) when the code leaves more than one."""
+    everywhere = [c for block in _blocks(creator.body) for c in _returns(block)]
+    if isinstance(layer, LayerValue) and layer.status == STATUS_UNSUPPORTED and layer.site.startswith(registry_rel + ":"):
+        line = int(layer.site.rsplit(":", 1)[1])
+        for block in _blocks(creator.body):
+            at = next((i for i, s in enumerate(block) if s.line == line), None)
+            if at is not None:
+                after = _returns(block[at + 1:])
+                if after:
+                    return after[0], ""
+    if isinstance(layer, LayerValue) and layer.status == STATUS_RESOLVED and layer.value:
+        named = [c for c in everywhere if re.search(rf"\b{re.escape(c.func.id)}\b", str(layer.value))]
+        if len({c.func.id for c in named}) == 1:
+            return named[0], ""
+    if len({c.func.id for c in everywhere}) == 1:
+        return everywhere[0], ""
+    if not everywhere:
+        return None, f"{creator.name} returns no class construction sglang-audit reads"
+    return None, (f"{creator.name} builds one of {', '.join(sorted({c.func.id for c in everywhere}))} "
+                  "and the attention stage's outcome does not say which")
+
+
+# ---- the constructor's branches on its own parameters
+
+
+class _Opaque(Exception):
+    pass
+
+
+def _static(node: ir.Node, env: dict[str, Any]) -> Any:
+    if isinstance(node, ir.Const):
+        return node.value
+    if isinstance(node, ir.Name) and node.id in env:
+        return env[node.id]
+    if isinstance(node, ir.Attribute) and isinstance(node.value, ir.Name) and node.value.id == "self" \
+            and f"self.{node.attr}" in env:
+        return env[f"self.{node.attr}"]
+    if isinstance(node, ir.UnaryOp) and node.op == "not":
+        return not _static(node.operand, env)
+    if isinstance(node, ir.BoolOp):
+        values = [_static(v, env) for v in node.values]
+        return all(values) if node.op == "and" else any(values)
+    if isinstance(node, ir.Compare) and len(node.ops) == 1 and node.ops[0] in ("==", "!=", "in", "not in"):
+        left, right = _static(node.left, env), _static(node.comparators[0], env)
+        if isinstance(right, tuple | list | set) or node.ops[0] in ("==", "!="):
+            return {"==": lambda: left == right, "!=": lambda: left != right,
+                    "in": lambda: left in right, "not in": lambda: left not in right}[node.ops[0]]()
+    if isinstance(node, ir.TupleExpr | ir.ListExpr | ir.SetExpr):
+        return tuple(_static(e, env) for e in node.elts)
+    raise _Opaque
+
+
+def _init_env(init: ir.Node, call: ir.Node) -> dict[str, Any]:
+    """The constructor's parameters SGLang's call fixes: literal keywords, else literal defaults."""
+    env: dict[str, Any] = {}
+    keywords = {k: v for k, v in call.args if k not in ("", "*", "**")}
+    for param in init.params:
+        if param.star in ("*", "**"):
+            continue
+        given = keywords.get(param.name)
+        value = given if given is not None else param.default
+        if isinstance(value, ir.Const):
+            env[param.name] = value.value
+    return env
+
+
+def _kernel_imports(body: list[ir.Node], env: dict[str, Any], rel: str, libraries: tuple[str, ...],
+                    condition: str, out: list[KernelImport]) -> None:
+    for stmt in body:
+        if isinstance(stmt, ir.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ir.Attribute) \
+                and isinstance(stmt.targets[0].value, ir.Name) and stmt.targets[0].value.id == "self":
+            try:
+                env[f"self.{stmt.targets[0].attr}"] = _static(stmt.value, env)
+            except _Opaque:
+                env.pop(f"self.{stmt.targets[0].attr}", None)
+        elif isinstance(stmt, ir.ImportFrom) and stmt.names != "*" and (stmt.level or 0) == 0 \
+                and (stmt.module or "").split(".")[0] in libraries:
+            for name, _ in stmt.names:
+                out.append(KernelImport(stmt.module or "", name, f"{rel}:{stmt.line}", condition))
+        elif isinstance(stmt, ir.If):
+            try:
+                taken = bool(_static(stmt.test, env))
+            except _Opaque:
+                text = flat_text(stmt.text)
+                _kernel_imports(stmt.body, dict(env), rel, libraries, condition or f"if {text} ({rel}:{stmt.line})", out)
+                _kernel_imports(stmt.orelse, dict(env), rel, libraries,
+                                condition or f"not ({text}) ({rel}:{stmt.line})", out)
+                continue
+            _kernel_imports(stmt.body if taken else stmt.orelse, env, rel, libraries, condition, out)
+        elif isinstance(stmt, ir.Try):
+            _kernel_imports(stmt.body, env, rel, libraries, condition, out)
+
+
+def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any) -> Reach:
+    """The kernel functions ``backend``'s constructor imports (``root``: the dir holding ``sglang/``)."""
+    loaded = _load(cache, root, facts.registry_module)
+    if loaded is None:
+        return Reach(backend, "", (), f"no {facts.registry_module} in this release")
+    registry_rel, registry = loaded
+    creator = _creator(registry, facts.registry_decorator, backend)
+    if creator is None:
+        return Reach(backend, "", (), f"no @{facts.registry_decorator}({backend!r}) in {registry_rel}")
+    call, why = _chosen_call(creator, layer, registry_rel)
+    if call is None:
+        return Reach(backend, "", (), why)
+    cls = call.func.id
+    source = {**_imported(registry.body, facts.registry_module, False),
+              **_imported(creator.body, facts.registry_module, False)}.get(cls, facts.registry_module)
+    loaded = _load(cache, root, source)
+    if loaded is None:
+        return Reach(backend, cls, (), f"{cls}'s module {source} not found")
+    rel, tree = loaded
+    node = next((n for n in tree.body if isinstance(n, ir.ClassDef) and n.name == cls), None)
+    init = next((f for f in node.body if isinstance(f, ir.FunctionDef) and f.name == "__init__"), None) if node else None
+    if init is None:
+        return Reach(backend, cls, (), f"{cls}.__init__ not found in {rel}")
+    out: list[KernelImport] = []
+    _kernel_imports(init.body, _init_env(init, call), rel, tuple(facts.libraries), "", out)
+    return Reach(backend, cls, tuple(dict.fromkeys(out)))
+
+
+# --------------------------------------------------------------------------- the library side
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    capability: tuple[int, int]
+    cuda: str | None  # torch.version.cuda as torch reports it ("12.9")
+
+
+def _device_eval(node: ir.Node, dev: DeviceFacts, reader: FlashInferReader, found: Found, depth: int,
+                 used: list[str]) -> Any:
+    """The value of a guard's expression on the device; _Opaque when it reads anything else."""
+    if isinstance(node, ir.Const):
+        return node.value
+    if isinstance(node, ir.Attribute) and node.attr == "cuda" and isinstance(node.value, ir.Attribute) \
+            and node.value.attr == "version":
+        if dev.cuda is None:
+            raise _Opaque
+        return dev.cuda
+    if isinstance(node, ir.Call):
+        name = _call_name(node)
+        if name in ("get_device_capability", "get_compute_capability"):
+            return dev.capability
+        if isinstance(node.func, ir.Name) and depth < _MAX_HELPER_DEPTH:
+            helper = reader.find(found.module, name)
+            if helper is not None:
+                returns = [s for s in helper.func.body if isinstance(s, ir.Return)]
+                rest = [s for s in helper.func.body if not isinstance(s, ir.Return | ir.Pass)
+                        and not (isinstance(s, ir.ExprStmt) and isinstance(s.value, ir.Const))]
+                if len(returns) == 1 and not rest and returns[0].value is not None:
+                    used.append(f"{name} at {helper.rel}:{returns[0].line}")
+                    return _device_eval(returns[0].value, dev, reader, helper, depth + 1, used)
+        raise _Opaque
+    if isinstance(node, ir.Subscript):
+        base = _device_eval(node.value, dev, reader, found, depth, used)
+        index = _device_eval(node.index, dev, reader, found, depth, used)
+        if isinstance(base, tuple) and isinstance(index, int):
+            return base[index]
+        raise _Opaque
+    if isinstance(node, ir.TupleExpr | ir.ListExpr):
+        return tuple(_device_eval(e, dev, reader, found, depth, used) for e in node.elts)
+    if isinstance(node, ir.UnaryOp) and node.op == "not":
+        return not _device_eval(node.operand, dev, reader, found, depth, used)
+    if isinstance(node, ir.BoolOp):
+        # evaluated whole (no short circuit): a side the device cannot answer is opaque
+        values = [_device_eval(v, dev, reader, found, depth, used) for v in node.values]
+        return all(values) if node.op == "and" else any(values)
+    if isinstance(node, ir.Compare):
+        left = _device_eval(node.left, dev, reader, found, depth, used)
+        ops: dict[str, Callable[[Any, Any], bool]] = {
+            "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+            ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+            "in": lambda a, b: a in b, "not in": lambda a, b: a not in b}
+        for op, comp in zip(node.ops, node.comparators, strict=False):
+            right = _device_eval(comp, dev, reader, found, depth, used)
+            if op not in ops or type(left) is not type(right) and not (isinstance(right, tuple) and "in" in op):
+                raise _Opaque
+            if not ops[op](left, right):
+                return False
+            left = right
+        return True
+    raise _Opaque
+
+
+def read_function(reader: FlashInferReader, imp: KernelImport, dev: DeviceFacts,
+                  conditions: list[str]) -> list[KernelLayer]:
+    """What ``imp``'s own code says of the device: its capability decorator and the top-level
+    ``if <device test>: raise`` guards it runs on every call."""
+    found = reader.find(imp.module, imp.name)
+    if found is None:
+        return [KernelLayer("guard", imp.name, "", 0, UNKNOWN, f"{imp.module}.{imp.name} not found")]
+    layers: list[KernelLayer] = []
+    ccn = dev.capability[0] * 10 + dev.capability[1]
+    for deco in found.func.decorators:
+        if isinstance(deco, ir.Call) and _call_name(deco) == "supported_compute_capability":
+            layers.append(capability_layer(found, deco, ccn, imp.name))
+    returned_before = False  # a statement before the guard may return: the guard may be skipped
+    for stmt in found.func.body:
+        if not isinstance(stmt, ir.If) or not any(isinstance(s, ir.Raise) for s in stmt.body):
+            returned_before = returned_before or _may_return(stmt)
+            continue
+        used: list[str] = []
+        where = f"{found.rel}:{stmt.line}"
+        try:
+            fires = bool(_device_eval(stmt.test, dev, reader, found, 0, used))
+        except _Opaque:
+            conditions.append(f"{imp.name} raises if {flat_text(stmt.text)} ({where})")
+            continue
+        via = f" ({'; '.join(used)})" if used else ""
+        raise_text = next((flat_text(s.text) for s in stmt.body if isinstance(s, ir.Raise)), "raise")
+        says = UNSUPPORTED if fires else SUPPORTED
+        what = f"`if {flat_text(stmt.text)}` {'holds' if fires else 'does not hold'}{via}: {raise_text}"
+        if returned_before:
+            what += " [an earlier statement may return first: not every call reaches it]"
+        layers.append(KernelLayer("guard", imp.name, found.rel, stmt.line, says, what, enforced=not returned_before))
+        returned_before = returned_before or _may_return(stmt)
+    return layers
+
+
+def _may_return(stmt: ir.Node) -> bool:
+    """Whether ``stmt`` holds a ``return`` of the function (nested functions excluded)."""
+    if isinstance(stmt, ir.Return):
+        return True
+    if isinstance(stmt, ir.FunctionDef | ir.ClassDef):
+        return False
+    for slot in ("body", "orelse", "finalbody"):
+        inner = getattr(stmt, slot, None)
+        if isinstance(inner, list) and any(_may_return(s) for s in inner):
+            return True
+    return any(_may_return(s) for h in getattr(stmt, "handlers", None) or [] for s in h.body)
+
+
+def verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, str | None, str]], dev: DeviceFacts,
+            library_label: Callable[[str], str]) -> KernelVerdict | None:
+    """The kernel verdict of one backend: ``readers`` maps a library package to (its reader or
+    None, its version, why it was not read). None: the backend's constructor imports no
+    kernel-library function (no kernel question asked here)."""
+    if not reach_.imports:
+        return None
+    sm = f"SM{dev.capability[0]}{dev.capability[1]}"
+    layers: list[KernelLayer] = []
+    conditions: list[str] = []
+    unread: list[str] = []
+    decided: list[tuple[KernelImport, KernelLayer]] = []
+    for imp in reach_.imports:
+        reader, _version, why = readers.get(imp.package, (None, None, "not a library sglang-audit reads"))
+        if reader is None:
+            unread.append(f"{imp.module}.{imp.name}: {library_label(imp.package)} source not read ({why})")
+            continue
+        got = read_function(reader, imp, dev, conditions)
+        for layer in got:
+            if imp.condition:
+                # an import under an undecided branch may not be the one called: it informs only
+                layer = KernelLayer(layer.mechanism, layer.function, layer.file, layer.line, layer.says,
+                                    f"{layer.detail} [reached only {imp.condition}]", enforced=False)
+            layers.append(layer)
+            decided.append((imp, layer))
+    first = reach_.imports[0]
+
+    def make(status: str, imp: KernelImport, reason: str) -> KernelVerdict:
+        version = readers.get(imp.package, (None, None, ""))[1]
+        return KernelVerdict(status, library_label(imp.package), version, f"{imp.module}.{imp.name}", "", reason,
+                             tuple(layers), tuple(conditions), imp.site)
+
+    refusing = [(i, x) for i, x in decided if x.says == UNSUPPORTED and x.enforced]
+    if refusing:
+        imp, x = refusing[0]
+        return make(UNSUPPORTED, imp, f"{imp.name} refuses {sm}: {x.detail} at {x.file}:{x.line}")
+    if unread:
+        return make(UNKNOWN, first, "; ".join(unread))
+    unsure = [(i, x) for i, x in decided if x.says != SUPPORTED or not x.enforced]
+    if unsure:
+        imp, x = unsure[0]
+        return make(UNKNOWN, imp, f"{x.detail} ({x.file}:{x.line})")
+    if not decided:
+        return make(UNKNOWN, first, f"{', '.join(i.name for i in reach_.imports)}: no device check sglang-audit "
+                                    "reads (the kernels' own arch support is in their compiled code)")
+    imp, x = decided[0]
+    return make(SUPPORTED, imp, f"{imp.name} accepts {sm}: {x.detail} at {x.file}:{x.line}")

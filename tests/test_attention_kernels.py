@@ -1,0 +1,159 @@
+"""The attention kernel level (issue 42): which kernel-library functions a backend's constructor
+imports (read from the registry's creator and the class's ``__init__``), and the device guards
+those functions' own code runs (sgl-kernel's ``is_fa3_supported``), on the small files of
+tests/data/attn_kernels and on a real release with the sgl-kernel it pins."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+import shared
+
+from sglang_audit import factfiles
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.resolve import attnkernels
+from sglang_audit.resolve.kernelread import FlashInferReader
+from sglang_audit.resolve.pipeline import Request
+from sglang_audit.result import LayerValue
+from sglang_audit.source.sglkernel import locate_sgl_kernel
+
+ROOT = Path(__file__).resolve().parent / "data" / "attn_kernels"
+REGISTRY = "sglang/srt/layers/attention/attention_registry.py"
+BACKEND = "sglang/srt/layers/attention/flashattention_backend.py"
+WRAPPER = "sgl_kernel/flash_attn.py"
+
+
+def _line(rel: str, text: str) -> int:
+    lines = (ROOT / rel).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+def _reach(backend: str, layer: object = None) -> attnkernels.Reach:
+    facts = factfiles.attention().kernel
+    assert facts is not None
+    return attnkernels.reach(ROOT, SourceCache(use_disk=False), facts, backend, layer)
+
+
+def _verdict(backend: str, capability: tuple[int, int], cuda: str = "12.9", layer: object = None):
+    cache = SourceCache(use_disk=False)
+    readers = {"sgl_kernel": (FlashInferReader(ROOT / "sgl_kernel", cache), "0.0.test", "")}
+    return attnkernels.verdict(_reach(backend, layer), readers, attnkernels.DeviceFacts(capability, cuda),
+                               lambda p: {"sgl_kernel": "sgl-kernel"}.get(p, p))
+
+
+def _refused_in_registry() -> LayerValue:
+    # what the attention stage reports when the creator's own assert refuses the device
+    return LayerValue("unsupported", "AssertionError: FlashAttention v3 Backend requires SM>=80 and SM<=90.",
+                      site=f"{REGISTRY}:{_line(REGISTRY, 'assert (major == 8')}", stage="attention")
+
+
+def test_the_class_returned_after_the_refusing_assert_is_read_and_its_fa3_branch_imports_sgl_kernel():
+    # the creator builds FlashAttentionBackend or (MUSA) MusaFlashAttentionBackend; the block
+    # of the assert that refused decides which, and fa_impl_ver's default (3) decides the branch
+    r = _reach("fa3", _refused_in_registry())
+    assert r.cls == "FlashAttentionBackend"
+    site = f"{BACKEND}:{_line(BACKEND, 'from sgl_kernel.flash_attn import')}"
+    assert [(i.module, i.name, i.site, i.condition) for i in r.imports] == [
+        ("sgl_kernel.flash_attn", "flash_attn_varlen_func", site, ""),
+        ("sgl_kernel.flash_attn", "flash_attn_with_kvcache", site, "")]
+
+
+def test_without_the_stage_outcome_a_creator_building_two_classes_is_not_guessed():
+    r = _reach("fa3", None)
+    assert r.imports == () and "builds one of FlashAttentionBackend, MusaFlashAttentionBackend" in r.reason
+
+
+def test_fa4_passes_fa_impl_ver_4_so_the_sgl_kernel_branch_is_not_reached():
+    r = _reach("fa4")
+    assert r.cls == "FlashAttentionBackend" and r.imports == ()
+    assert _verdict("fa4", (10, 0)) is None  # no kernel-library question asked
+
+
+def test_fa3_on_blackwell_is_refused_by_the_kernels_own_guard_with_its_line():
+    v = _verdict("fa3", (10, 0), layer=_refused_in_registry())
+    assert v is not None and v.status == "unsupported" and v.library == "sgl-kernel"
+    assert v.function == "sgl_kernel.flash_attn.flash_attn_varlen_func"
+    guard = _line(WRAPPER, "if not is_fa3_supported()")
+    helper = _line(WRAPPER, 'return (torch.version.cuda >= "12.3")')
+    assert v.reason.startswith("flash_attn_varlen_func refuses SM100: `if not is_fa3_supported()` holds "
+                               f"(is_fa3_supported at {WRAPPER}:{helper})")
+    assert v.reason.endswith(f"at {WRAPPER}:{guard}")
+    assert v.call_site == f"{BACKEND}:{_line(BACKEND, 'from sgl_kernel.flash_attn import')}"
+    # the guard on the call's arguments is listed, not evaluated
+    assert any("max_seqlen_q is None" in c for c in v.conditions)
+
+
+def test_fa3_on_hopper_passes_the_guard_and_old_cuda_fails_it_as_the_string_comparison_does():
+    built = LayerValue("resolved", "FlashAttentionBackend", stage="attention")  # the stage's value names the class
+    ok = _verdict("fa3", (9, 0), layer=built)
+    assert ok is not None and ok.status == "supported"
+    assert f"does not hold (is_fa3_supported at {WRAPPER}:" in ok.reason
+    # torch.version.cuda >= "12.3" compares strings, as the wrapper does
+    old = _verdict("fa3", (9, 0), cuda="12.2", layer=built)
+    assert old is not None and old.status == "unsupported"
+
+
+def test_an_import_under_a_branch_the_call_does_not_decide_informs_but_never_refuses():
+    r = _reach("fa_any")
+    assert r.imports and all(i.condition.startswith("if self.fa_impl_ver == 3") for i in r.imports)
+    v = _verdict("fa_any", (10, 0))
+    assert v is not None and v.status == "unknown"
+    assert "[reached only if self.fa_impl_ver == 3" in v.reason
+
+
+def test_a_backend_name_the_registry_lacks_says_so():
+    r = _reach("no_such_backend")
+    assert r.imports == () and r.reason == f"no @register_attention_backend('no_such_backend') in {REGISTRY}"
+
+
+def test_the_wrappers_are_extracted_from_a_wheel_without_its_shared_objects(tmp_path, isolated_cache):
+    wheel = tmp_path / "sglang_kernel-9.9.9-cp310-abi3-manylinux2014_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("sgl_kernel/__init__.py", "")
+        zf.writestr("sgl_kernel/flash_attn.py", (ROOT / WRAPPER).read_text())
+        zf.writestr("sgl_kernel/flash_ops.abi3.so", b"\0" * 64)
+        zf.writestr("sglang_kernel-9.9.9.dist-info/METADATA", "Name: sglang-kernel\nVersion: 9.9.9\n\n")
+    tree = locate_sgl_kernel(str(wheel), None)
+    assert tree.version == "9.9.9" and (tree.package_dir / "flash_attn.py").is_file()
+    assert not (tree.package_dir / "flash_ops.abi3.so").exists()
+
+
+@pytest.mark.real_release
+def test_real_0_5_23_fa3_on_sm100_is_refused_by_sgl_kernels_is_fa3_supported(release):
+    # read first: sglang 0.5.23 pins sglang-kernel==0.4.10; FlashAttentionBackend.__init__
+    # (flashattention_backend.py:282) imports sgl_kernel.flash_attn's functions for fa_impl_ver 3;
+    # sgl-kernel 0.4.10 flash_attn.py:306 `if not is_fa3_supported(): raise NotImplementedError`,
+    # is_fa3_supported (:25) accepts capability majors 8 and 9 only
+    tree = release("0.5.23")
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm100", model="llama-3.1-8b-nvfp4",
+                                 sets=["attention_backend=fa3"]))
+    k = res.settings["attention_backend"].kernel
+    assert (k.status, k.library, k.version) == ("unsupported", "sgl-kernel", "0.4.10")
+    assert k.call_site == "sglang/srt/layers/attention/flashattention_backend.py:282"
+    assert k.reason.startswith("flash_attn_varlen_func refuses SM100: `if not is_fa3_supported()` holds "
+                               "(is_fa3_supported at sgl_kernel/flash_attn.py:25)")
+    assert k.reason.endswith("at sgl_kernel/flash_attn.py:306")
+
+
+def test_explain_says_the_attention_backend_fails_not_the_moe_layers():
+    from sglang_audit.analyses.explain import OUTCOME_LAYERS_FAIL, ChoiceOutcome
+    from sglang_audit.render.explain import _choice_lines
+
+    note = f"AssertionError: FlashAttention v3 Backend requires SM>=80 and SM<=90. at {REGISTRY}:20"
+    attn = ChoiceOutcome("fa3", OUTCOME_LAYERS_FAIL, note=note, stage="attention")
+    assert _choice_lines(attn, 3, "sm100")[0] == f"  fa3  accepted by SGLang, but the attention backend built with it fails: {note}"
+    assert attn.to_json()["stage"] == "attention"
+    moe = ChoiceOutcome("triton", OUTCOME_LAYERS_FAIL, note="NotImplementedError: x at y:1", stage="moe")
+    assert "but the MoE layers built with it fail: NotImplementedError" in _choice_lines(moe, 6, "sm120")[0]
+
+
+def test_a_guard_an_earlier_return_may_skip_informs_but_does_not_refuse():
+    cache = SourceCache(use_disk=False)
+    reader = FlashInferReader(ROOT / "sgl_kernel", cache)
+    imp = attnkernels.KernelImport("sgl_kernel.flash_attn", "flash_attn_maybe", "x.py:1")
+    layers = attnkernels.read_function(reader, imp, attnkernels.DeviceFacts((10, 0), "12.9"), [])
+    guard = _line(WRAPPER, "def flash_attn_maybe") + 3  # the second `if` of the function
+    assert [(x.says, x.enforced, x.line) for x in layers] == [("unsupported", False, guard)]
+    assert "an earlier statement may return first" in layers[0].detail
