@@ -57,7 +57,7 @@ from sglang_audit.evaluate.values import (
     negated,
 )
 from sglang_audit.frontend import ir
-from sglang_audit.frontend.bindings import bound_names
+from sglang_audit.frontend.bindings import absolute_module, bound_names
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 
 
@@ -909,15 +909,7 @@ class Interpreter:
         return found is not None and found[1] and self.find_module_file(f"{package}.{name}") is not None
 
     def absolute_module(self, module: str, level: int, current: ModuleObj) -> str:
-        if level == 0:
-            return module
-        parts = current.name.split(".")
-        if not current.is_package:
-            parts = parts[:-1]
-        if level > 1:
-            parts = parts[: len(parts) - (level - 1)]
-        base = ".".join(parts)
-        return f"{base}.{module}" if module else base
+        return absolute_module(current.name, current.is_package, module, level)
 
     def s_FunctionDef(self, node: ir.Node, frame: Frame) -> None:
         func = self.make_function(node.name, node.params, node.body, frame, node.line, False)

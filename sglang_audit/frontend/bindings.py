@@ -58,3 +58,17 @@ def bound_names(stmt: ir.Node, as_targets: bool = False) -> list[str]:
             for sub in h.body:
                 out.extend(bound_names(sub, as_targets))
     return out
+
+
+def absolute_module(current: str, is_package: bool, target: str, level: int) -> str:
+    """The module ``from <level dots><target> import ...`` names inside module ``current``
+    (a package's ``__init__`` when ``is_package``), as CPython resolves a relative import."""
+    if level == 0:
+        return target
+    parts = current.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    base = ".".join(parts)
+    return f"{base}.{target}" if target else base

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sglang_audit.frontend import ir
+from sglang_audit.frontend.bindings import absolute_module
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 from sglang_audit.resolve.kernelread import FlashInferReader, Found, capability_layer, flat_text
 from sglang_audit.result import KERNEL_SUPPORTED as SUPPORTED
@@ -119,19 +120,10 @@ def _imported(body: list[ir.Node], module: str, is_package: bool) -> dict[str, s
     for block in _blocks(body):
         for node in block:
             if isinstance(node, ir.ImportFrom) and node.names != "*":
-                source = _absolute(module, is_package, node.module or "", node.level or 0)
+                source = absolute_module(module, is_package, node.module or "", node.level or 0)
                 for name, asname in node.names:
                     out.setdefault(asname or name, source)
     return out
-
-
-def _absolute(module: str, is_package: bool, target: str, level: int) -> str:
-    if level == 0:
-        return target
-    parts = module.split(".")
-    base = parts if is_package else parts[:-1]
-    base = base[: len(base) - (level - 1)] if level > 1 else base
-    return ".".join([*base, target] if target else base)
 
 
 def _creator(tree: ir.Node, decorator: str, name: str) -> ir.Node | None:

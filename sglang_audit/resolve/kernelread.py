@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sglang_audit.frontend import ir
+from sglang_audit.frontend.bindings import absolute_module
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 from sglang_audit.resolve.kernelmemo import Reads
 from sglang_audit.result import KERNEL_SUPPORTED as SUPPORTED
@@ -80,20 +81,11 @@ class FlashInferReader:
             if isinstance(node, ir.ImportFrom) and node.names != "*":
                 for imported, asname in node.names:
                     if (asname or imported) == name:
-                        target = _absolute(module, is_package, node.module or "", node.level or 0)
+                        target = absolute_module(module, is_package, node.module or "", node.level or 0)
                         found = self.find(target, imported, hops + 1)
                         if found is not None:
                             return found
         return None
-
-
-def _absolute(module: str, is_package: bool, target: str, level: int) -> str:
-    if level == 0:
-        return target
-    parts = module.split(".")
-    base = parts if is_package else parts[:-1]
-    base = base[: len(base) - (level - 1)] if level > 1 else base
-    return ".".join([*base, target] if target else base)
 
 
 def _top_level(body: list[ir.Node]) -> Iterator[ir.Node]:
