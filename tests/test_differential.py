@@ -273,9 +273,52 @@ def suppressed(x):
     with suppressing():
         raise ValueError("v")
     return x, list(_log)
+
+
+@contextlib.contextmanager
+def held(tag):
+    # another context manager held around the yield (0.5.19's draft_pp_context)
+    _log.append("before " + tag)
+    with plain(tag) as t, swapped(len(tag)):
+        _log.append("inside " + t)
+        yield t + "!"
+        _log.append("after " + t)
+    _log.append("done " + tag)
+
+
+def nested_with(x):
+    del _log[:]
+    with held("h") as v:
+        _log.append("body " + v + " " + str(_stack))
+    return x, _stack, list(_log)
+
+
+def nested_raise(x):
+    del _log[:]
+    try:
+        with held("r"):
+            raise KeyError("k")
+    except KeyError:
+        _log.append("caught")
+    return x, _stack, list(_log)
+
+
+@contextlib.contextmanager
+def held_suppressing():
+    with suppressing():
+        yield
+    _log.append("after suppressing")
+
+
+def nested_suppressed(x):
+    del _log[:]
+    with held_suppressing():
+        raise ValueError("v")
+    return x, list(_log)
 '''
 
 
-@pytest.mark.parametrize("func", ["inside", "after_return", "raises_inside", "suppressed"])
+@pytest.mark.parametrize("func", ["inside", "after_return", "raises_inside", "suppressed", "nested_with", "nested_raise",
+                                  "nested_suppressed"])
 def test_context_manager_generators_agree_with_cpython(func: str) -> None:
     check(Program(CONTEXT_MANAGERS, ("int",), func), [(3,), (5,)])

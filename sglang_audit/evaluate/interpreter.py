@@ -371,17 +371,19 @@ def _yield_of(stmt: ir.Node) -> ir.Node | None:
 class GeneratorContext:
     """A call of a ``@contextlib.contextmanager`` generator function, entered by ``with``:
     its body runs to the ``yield`` on entry (the value yielded is what ``as`` binds) and
-    from there on exit, in the same frame. The yield is a statement of the body or of a
-    ``try`` at the body's top level, the two shapes SGLang's context managers have (a
-    global swapped in and restored in ``finally``); any other shape is unmodelled."""
+    from there on exit, in the same frame. The yield is a statement of the body, of a ``try``
+    or of a ``with`` at the body's top level, the shapes SGLang's context managers have (a
+    global swapped in and restored in ``finally``; another context manager held around the
+    yield, 0.5.19's ``draft_pp_context``); any other shape is unmodelled."""
 
-    __slots__ = ("func", "args", "kwargs", "frame", "at", "inner")
+    __slots__ = ("func", "args", "kwargs", "frame", "at", "inner", "held")
 
     def __init__(self, func: Function, args: list[Any], kwargs: dict[str, Any]) -> None:
         self.func, self.args, self.kwargs = func, args, kwargs
         self.frame: Frame | None = None
-        self.at = -1  # index in the body of the yield statement, or of the try holding it
-        self.inner = -1  # index of the yield in that try's body (-1: the yield is at the top)
+        self.at = -1  # index in the body of the yield statement, or of the try/with holding it
+        self.inner = -1  # index of the yield in that try's/with's body (-1: the yield is at the top)
+        self.held: list[GeneratorContext] = []  # a with's generator contexts entered, innermost last
 
 
 @dataclass
@@ -1270,7 +1272,7 @@ class Interpreter:
             if _yield_of(stmt) is not None:
                 ctx.at = k
                 break
-            if stmt.kind == "Try":
+            if stmt.kind in ("Try", "With"):
                 j = next((j for j, t in enumerate(stmt.body) if _yield_of(t) is not None), -1)
                 if j >= 0:
                     ctx.at, ctx.inner = k, j
@@ -1287,7 +1289,15 @@ class Interpreter:
 
         def run() -> Any:
             self.exec_block(func.body[: ctx.at], frame)
-            if before:
+            if stmt.kind == "With":
+                self.hold_items(ctx, stmt, frame)
+                try:
+                    self.exec_block(before, frame)
+                except PyRaise as raised:
+                    if not self.release_items(ctx, raised):
+                        raise
+                    raise Unmodelled(f"a with before the yield of {func.qualname} suppressed a raise") from None
+            elif before:
                 try:
                     self.exec_block(before, frame)
                 except PyRaise:
@@ -1318,6 +1328,21 @@ class Interpreter:
                     raise raised  # thrown at a top-level yield: out of the generator
                 self.exec_block(after, frame)
                 return False
+            if stmt.kind == "With":
+                # the rest of the with's body, then its context managers exit (innermost first)
+                if raised is None:
+                    try:
+                        self.exec_block(stmt.body[ctx.inner + 1:], frame)
+                    except PyRaise as inner_raise:
+                        if not self.release_items(ctx, inner_raise):
+                            raise
+                        self.exec_block(after, frame)
+                        return False
+                    self.release_items(ctx, None)
+                elif not self.release_items(ctx, raised):
+                    raise raised
+                self.exec_block(after, frame)
+                return raised is not None
             if raised is not None:
                 handler = self.match_handler(stmt.handlers, raised, frame) if stmt.handlers else None
                 if handler is None:
@@ -1342,6 +1367,38 @@ class Interpreter:
             return bool(self._in_generator(run))
         except _Return:
             return False  # the generator returned: done
+
+    def hold_items(self, ctx: GeneratorContext, node: ir.Node, frame: Frame) -> None:
+        """Enter a ``with``'s items that hold a generator context's yield (``with_items``'
+        rules: a generator context is entered and kept in ``ctx.held``; another context
+        manager is entered only when bound)."""
+        for expr, target in node.items:
+            value = self.evaluate(expr, frame)
+            entered: Any = value
+            if isinstance(value, GeneratorContext):
+                entered = self.enter_generator(value)
+                ctx.held.append(value)
+            elif target is not None and isinstance(value, Instance):
+                found, enter = value.cls.lookup("__enter__")
+                if found:
+                    entered = self.call(self.bind(enter, value, value.cls), [], {})
+            elif target is not None and isinstance(value, External):
+                entered = Unknown(f"value of `with {value.path}`", None)
+            if target is not None:
+                self.assign(target, entered, frame, node.line, "with", [])
+
+    def release_items(self, ctx: GeneratorContext, raised: PyRaise | None) -> bool:
+        """Exit the generator contexts ``hold_items`` entered, innermost first, ``raised``
+        thrown into each until one suppresses it; True when it was suppressed."""
+        while ctx.held:
+            inner = ctx.held.pop()
+            if self.exit_generator(inner, raised) and raised is not None:
+                raised = None
+                suppressed = True
+                while ctx.held:
+                    self.exit_generator(ctx.held.pop(), None)
+                return suppressed
+        return False
 
     def _in_generator(self, run: Callable[[], Any]) -> Any:
         """A phase of a generator context, as ``call_function`` runs a body: one call deeper,
