@@ -197,7 +197,9 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
     data = sorted({f"{o.value} at {o.site}" for o, _ in outcomes if o.status == STATUS_DATA})
     kept = [(o, w) for o, w in outcomes if o.status not in (STATUS_DATA, STATUS_INFEASIBLE)]
     if not kept:
-        reason = "every branch ends in an assert on tensor data or a failing import" if data else "no branch"
+        imports = sorted({f"{o.value} at {o.site}" for o, _ in outcomes if o.status == STATUS_INFEASIBLE})
+        reason = ("every branch ends in an assert on tensor data or a failing import" if data
+                  else f"every branch ends in a failing import ({'; '.join(imports)})" if imports else "no branch")
         return LayerValue(STATUS_UNKNOWN, None, reason=reason, paths=len(outcomes), data_dependent=tuple(data))
     outcomes = kept
     distinct: list[_Outcome] = []
