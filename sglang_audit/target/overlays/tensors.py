@@ -711,3 +711,12 @@ def tensor_binop(interp: Interpreter, op: str, left: Any, right: Any) -> Any:
         flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
         return b.native_binop(interp, flipped, a, True)
     return NOT_HANDLED
+
+
+def describe(t: AbstractTensor) -> str:
+    """``dtype (d0, d1, ...)``: what a kernel's checks read of a tensor, "?" where unknown."""
+    dtype = t.dtype.path.removeprefix("torch.") if isinstance(t.dtype, External) else "?"
+    if isinstance(t.shape, tuple):
+        dims = ", ".join(str(d) if isinstance(d, int) else "?" for d in t.shape)
+        return f"{dtype} ({dims}{',' if len(t.shape) == 1 else ''})"
+    return f"{dtype} (?)"
