@@ -475,3 +475,16 @@ def test_a_release_without_the_model_class_says_so(release):
     assert "Qwen3_5MoeForConditionalGeneration: no module of sglang/srt/models defines it" in note
     new = _run(release, "0.5.23", "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"])
     assert not any(n.startswith("model architecture") for n in new.analysis_notes)
+
+
+@pytest.mark.real_release
+def test_0523_sm100_deepseek_r1_trtllm_prepares_weights_on_abstract_tensors(release):
+    """Issue 41: 0.5.23's TRT-LLM FP4 weight preparation (FP4 alignment, shuffles, copy_or_rebind_param
+    on SGLang's ModelWeightParameter) runs on abstract tensors; before, it stopped at "item assignment
+    with an unknown key (... attribute size of ModelWeightParameter may come from torch.nn.Parameter)"."""
+    res = _run(release, "0.5.23", "sm100", "deepseek-r1-nvfp4", ["moe_runner_backend=flashinfer_trtllm"])
+    layer = res.settings["moe_runner_backend"].layer
+    assert (layer.status, layer.value, layer.site) == ("resolved", "FlashInfer trtllm_fp4_block_scale_moe", f"{MQ}:3276")
+    kinds = dict(t.split(": ", 1) for t in layer.tensors)
+    # the kernel call carries the dtypes create_weights gave (packed FP4 in uint8, FP8 block scales)
+    assert kinds["w13_weight"].startswith("uint8 (256, ") and kinds["w13_weight_scale"].startswith("float8_e4m3fn (256, ")
