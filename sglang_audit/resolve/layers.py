@@ -260,7 +260,7 @@ def _run_hooked(interp: Interpreter, role: _Role, spec: dict[str, Any], built: d
         found, _ = method.cls.lookup("process_weights_after_loading")
         if found:
             interp.call(interp.getattr(method, "process_weights_after_loading"), [layer], {})
-        dispatch = _dispatch_output(interp, spec)
+        dispatch = _dispatch_output(interp, spec, layer, (_moe_args(role.model_config, spec) or {}).get("hidden_size"))
         result = interp.call(interp.getattr(method, "apply"), [layer, dispatch], {})
         return _Outcome(STATUS_UNKNOWN, f"apply() returned without reaching a kernel entry point listed in rules/layers.toml ({_short(result)})",
                         runner=state["runner"], method=state["method"])
@@ -749,9 +749,16 @@ def _swap_to_speculative(interp: Interpreter, spec: dict[str, Any]) -> Any:
     raise Unmodelled("the speculative MoE runner swap of this release is not described in rules/layers.toml")
 
 
-def _dispatch_output(interp: Interpreter, spec: dict[str, Any]) -> Any:
+def _dispatch_output(interp: Interpreter, spec: dict[str, Any], layer: Instance, hidden: Any) -> Any:
     moe = spec["moe"]
-    fields = {f: Unknown(f"tensor {f} (values are not known before a forward)", f"dispatch:{f}") for f in moe["dispatch_fields"]}
+    fields: dict[str, Any] = {f: Unknown(f"tensor {f} (values are not known before a forward)", f"dispatch:{f}") for f in moe["dispatch_fields"]}
+    if "hidden_states" in fields and isinstance(hidden, int) and not isinstance(hidden, bool):
+        # the activations entering the MoE layer: (tokens, the model's hidden_size, as the
+        # constructor was given it: never the layer's padded one) in the dtype the layer was
+        # built with (params_dtype); the token count is a forward's, unknown here
+        tokens = Unknown("the token count of tensor hidden_states (not known before a forward)", "dispatch:hidden_states.tokens")
+        fields["hidden_states"] = tensors.AbstractTensor((tokens, hidden), layer.attrs.get("params_dtype", External("torch.bfloat16")),
+                                                         "cuda", False, "(the MoE layer's input hidden_states)")
     if interp.find_module_file(moe["dispatch_module"]) is not None:
         mod = interp.load_module(moe["dispatch_module"])
         cls = interp.getattr(mod, moe["dispatch_class"]) if isinstance(mod, ModuleObj) else None
