@@ -146,6 +146,10 @@ class AbstractTensor:
         return len(self.shape) if isinstance(self.shape, tuple) else None
 
     # ---- the evaluator's questions -------------------------------------------------------
+    def native_isinstance(self, path: str) -> bool | None:
+        # a plain tensor is a torch.Tensor (torch.nn.Parameter is a Class: answered as one)
+        return True if path in ("torch.Tensor", "torch._C.TensorBase") else None
+
     def native_truth(self) -> Unknown:
         return self.values("the truth value")
 
