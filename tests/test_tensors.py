@@ -119,3 +119,27 @@ def f():
     return torch.empty(4).dtype, torch.empty(4).shape
 """)
     assert isinstance(got[0], Unknown) and "default dtype" in got[0].reason and got[1] == (4,)
+
+
+def test_max_over_a_dim_is_a_named_values_indices_pair() -> None:
+    # modelopt_quant.py: layer.w13_input_scale.max(dim=-1).values.to(torch.float32)
+    got = _value("""
+def f():
+    s = torch.nn.Parameter(torch.empty(8, 2, dtype=torch.float32), requires_grad=False)
+    v = s.max(dim=-1).values.to(torch.bfloat16)
+    a, i = s.max(dim=1)
+    return v.shape, v.dtype, i.dtype, a.shape, s.max().shape
+""")
+    assert (got[0], got[1].path, got[2].path, got[3], got[4]) == ((8,), "torch.bfloat16", "torch.int64", (8,), ())
+
+
+def test_hasattr_and_setattr_on_tensors_and_split_by_size() -> None:
+    got = _value("""
+def f():
+    t = torch.empty(4, 10, dtype=torch.bfloat16)
+    t.weight_loader = 1
+    w = torch.nn.Parameter(torch.empty(2, 2, dtype=torch.float32), requires_grad=False)
+    w.output_dim = 0
+    return [p.shape for p in t.split(4, dim=1)], t.weight_loader, w.output_dim, w.shape
+""")
+    assert got == ([(4, 4), (4, 4), (4, 2)], 1, 0, (2, 2))

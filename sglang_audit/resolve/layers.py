@@ -364,6 +364,11 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any], serv
                 state["chain"].append(ChainStep(file, line, _guards_text(interp.guards), state["runner"], "MoeRunner(...)", "layers", "runner"))
                 return _runner_standin(interp, spec, func, backend, value)
             return NOT_HOOKED
+        if kind is Native and func.name == "hasattr" and len(args) >= 2 and isinstance(args[1], str):
+            # the same rule for an abstract tensor or a parameter: what torch has, or SGLang set
+            has = tensors.has_tensor_attr(args[0], args[1])
+            if has is not None:
+                return has
         if kind is Native and func.name in ("setattr", "hasattr") and len(args) >= 2 and _made_outside(args[0]):
             # a tensor made by torch carries none of SGLang's ad hoc attributes (weight_loader,
             # ...) until SGLang sets one: remembered here, since an outside object keeps no state

@@ -308,7 +308,8 @@ class NativeWorld:
         return Unknown(f"attribute {name} of {type(obj).__name__}")
 
     def set_native_attr(self, interp: Interpreter, obj: Any, name: str, value: Any) -> None:
-        return None
+        if hasattr(obj, "set_native_attr"):  # tool-side stand-ins (an abstract tensor)
+            obj.set_native_attr(interp, name, value)
 
     def external_item(self, interp: Interpreter, obj: Any, index: Any) -> Any:
         return typeforms.external_item(interp, obj, index)
@@ -335,6 +336,8 @@ class NativeWorld:
         return item in interp.environ.values if isinstance(item, str) else Unknown("env key")
 
     def iterate_native(self, interp: Interpreter, value: Any) -> list[Any] | None:
+        if hasattr(value, "native_iter"):  # tool-side stand-ins (a reduction's (values, indices))
+            return list(value.native_iter(interp))
         if isinstance(value, Environ):
             return list(value.values.keys())
         return None

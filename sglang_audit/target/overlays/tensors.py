@@ -64,6 +64,8 @@ SAME = frozenset({
 REDUCTIONS = frozenset({"max", "min", "sum", "mean", "amax", "amin", "prod", "norm", "std", "var", "any", "all", "argmax", "argmin"})
 # reads of values: unknown, with the reason
 VALUE_READS = frozenset({"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"})
+# the properties native_attr answers
+MODELLED = frozenset({"shape", "dtype", "device", "is_cuda", "data", "T", "mT", "requires_grad", "ndim", "itemsize", "grad"})
 
 
 def is_dtype(value: Any) -> bool:
@@ -119,7 +121,7 @@ class AbstractTensor:
     """A tensor's metadata: shape, dtype, device, ``requires_grad``; never its values.
     ``origin`` names where it was made, for the reason of a value read."""
 
-    __slots__ = ("shape", "dtype", "device", "requires_grad", "origin")
+    __slots__ = ("shape", "dtype", "device", "requires_grad", "origin", "attrs")
 
     def __init__(self, shape: Shape, dtype: Any, device: Any = None, requires_grad: bool = False, origin: str = "") -> None:
         self.shape = shape
@@ -127,6 +129,8 @@ class AbstractTensor:
         self.device = device
         self.requires_grad = requires_grad
         self.origin = origin
+        # attributes the analysed code set on the tensor (SGLang's weight_loader, output_dim, ...)
+        self.attrs: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         dtype = self.dtype.path if isinstance(self.dtype, External) else "?"
@@ -180,7 +184,23 @@ class AbstractTensor:
             return self.like()
         return self.like(shape=Unknown("the shape of an operation with an unknown operand"), dtype=Unknown("the dtype of an operation with an unknown operand"))
 
+    def set_native_attr(self, interp: Interpreter, name: str, value: Any) -> None:
+        if name == "data" and isinstance(value, AbstractTensor):
+            self.shape, self.dtype, self.device = value.shape, value.dtype, value.device  # t.data = other
+        elif name == "requires_grad":
+            self.requires_grad = value is True
+        else:
+            self.attrs[name] = value
+
+    def has_attr(self, name: str) -> bool:
+        """Whether the model answers ``name`` (an attribute torch has, or one the code set):
+        the layer stage takes any other name as absent (an ad hoc attribute never set)."""
+        return (name in self.attrs or name in MODELLED or hasattr(self, f"m_{name}") or name in SAME
+                or name in CASTS or name in REDUCTIONS or name in VALUE_READS)
+
     def native_attr(self, interp: Interpreter, name: str) -> Any:
+        if name in self.attrs:
+            return self.attrs[name]
         if name == "shape":
             return self.shape
         if name == "dtype":
@@ -387,6 +407,12 @@ class AbstractTensor:
         sizes = args[0] if args else kwargs.get("split_size_or_sections")
         d = args[1] if len(args) > 1 else kwargs.get("dim", 0)
         i = norm_dim(d, self.rank) if self.rank is not None else None
+        if i is not None and isinstance(sizes, int) and not isinstance(sizes, bool) and sizes > 0 and isinstance(self.shape[i], int):
+            # split(size): pieces of that size, the last one what remains
+            n = self.shape[i]
+            sizes = [min(sizes, n - start) for start in range(0, n, sizes)]
+            if len(sizes) > 4096:
+                return Unknown("the pieces of a split of a tensor into more than 4096")
         if i is None or not isinstance(sizes, (list, tuple)) or not known(tuple(sizes)):
             return Unknown("the pieces of a split of a tensor")
         return tuple(self.like(shape=(*self.shape[:i], s, *self.shape[i + 1:])) for s in sizes)
@@ -417,9 +443,29 @@ class AbstractTensor:
             return self.like(shape=Unknown("the shape of a reduction"), dtype=dtype)
         shape = (*self.shape[:i], 1, *self.shape[i + 1:]) if keep else (*self.shape[:i], *self.shape[i + 1:])
         reduced = self.like(shape=shape, dtype=dtype)
-        if name in ("max", "min"):  # (values, indices)
-            return (reduced, self.like(shape=shape, dtype=dtype_of("int64")))
+        if name in ("max", "min"):  # torch.return_types.max: a named (values, indices)
+            return ValuesIndices(reduced, self.like(shape=shape, dtype=dtype_of("int64")))
         return reduced
+
+
+class ValuesIndices:
+    """``torch.return_types.max/min``: a named tuple ``(values, indices)``."""
+
+    def __init__(self, values: AbstractTensor, indices: AbstractTensor) -> None:
+        self.items = (values, indices)
+
+    def native_attr(self, interp: Interpreter, name: str) -> Any:
+        if name in ("values", "indices"):
+            return self.items[0 if name == "values" else 1]
+        return Unknown(f"attribute {name} of torch.return_types")
+
+    def native_item(self, interp: Interpreter, index: Any) -> Any:
+        if isinstance(index, int) and not isinstance(index, bool) and -2 <= index < 2:
+            return self.items[index]
+        return Unknown("an item of torch.return_types")
+
+    def native_iter(self, interp: Interpreter) -> tuple[AbstractTensor, AbstractTensor]:
+        return self.items
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -724,3 +770,14 @@ def describe(t: AbstractTensor) -> str:
         dims = ", ".join(str(d) if isinstance(d, int) else "?" for d in t.shape)
         return f"{dtype} ({dims}{',' if len(t.shape) == 1 else ''})"
     return f"{dtype} (?)"
+
+
+def has_tensor_attr(value: Any, name: str) -> bool | None:
+    """``hasattr`` of a tensor or a parameter for the layer stage's rule that a tensor carries
+    none of SGLang's ad hoc attributes until SGLang sets one; None: not a tensor."""
+    t = tensor_of(value)
+    if not isinstance(t, AbstractTensor):
+        return None
+    if isinstance(value, Instance) and (name in value.attrs or value.cls.lookup(name)[0]):
+        return True
+    return t.has_attr(name)
