@@ -143,3 +143,16 @@ def f():
     return [p.shape for p in t.split(4, dim=1)], t.weight_loader, w.output_dim, w.shape
 """)
     assert got == ([(4, 4), (4, 4), (4, 2)], 1, 0, (2, 2))
+
+
+def test_elementwise_comparisons_and_bit_operations_stay_tensors() -> None:
+    # fp8_utils.py ceil_to_ue8m0: (exp != 0) & (mantissa != 0) ... .to(...)
+    got = _value("""
+def f():
+    bits = torch.empty(4, 8, dtype=torch.float32).view(torch.int32)
+    exp = (bits >> 23) & 0xFF
+    keep = (exp != 0) & (bits == 1)
+    view = torch.zeros(256, 512, dtype=torch.bfloat16).view(-1, 128, 4, 128)
+    return keep.dtype, keep.shape, keep.to(torch.int32).dtype, view.abs().float().amax(dim=(1, 3), keepdim=True).shape
+""")
+    assert (got[0].path, got[1], got[2].path, got[3]) == ("torch.bool", (4, 8), "torch.int32", (2, 1, 4, 1))

@@ -1763,6 +1763,8 @@ class Interpreter:
             eq = self.equals(left, right)
             if isinstance(eq, Unknown):
                 return eq if op == "==" else negated(eq)
+            if op == "!=" and getattr(eq, "native_truth", None) is not None:
+                return self.natives.compare(self, op, left, right)  # a world's elementwise result
             return eq if op == "==" else not eq
         left_v = self.plain_of(left)
         right_v = self.plain_of(right)

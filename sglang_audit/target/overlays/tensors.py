@@ -438,6 +438,13 @@ class AbstractTensor:
         if d is None:
             return self.like(shape=(), dtype=dtype)
         keep = kwargs.get("keepdim", args[1] if len(args) > 1 and isinstance(args[1], bool) else False)
+        if isinstance(d, (tuple, list)) and self.rank is not None and isinstance(keep, bool) and name not in ("max", "min"):
+            # a reduction over several dims (amax(dim=(1, 3), keepdim=True))
+            dims = {norm_dim(x, self.rank) for x in d}
+            if None in dims:
+                return self.like(shape=Unknown("the shape of a reduction"), dtype=dtype)
+            kept = tuple((1 if keep else None) if j in dims else x for j, x in enumerate(self.shape))
+            return self.like(shape=tuple(x for x in kept if x is not None), dtype=dtype)
         i = norm_dim(d, self.rank) if self.rank is not None else None
         if i is None or not isinstance(keep, bool):
             return self.like(shape=Unknown("the shape of a reduction"), dtype=dtype)
