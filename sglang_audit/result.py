@@ -79,6 +79,9 @@ class LayerValue:
     forks: tuple[str, ...] = ()
     # attention: the draft worker's own backend (its runner is built with is_draft_worker)
     draft: Any = None
+    # the kernel call's tensor arguments as the abstract tensors know them (issue 41):
+    # "name: dtype (shape)", a dim or dtype not known printed "?"; () when none is known
+    tensors: tuple[str, ...] = ()
 
     @property
     def what(self) -> str:
@@ -118,7 +121,7 @@ class LayerValue:
             "candidates": [c.to_json() for c in self.candidates], "paths": self.paths,
             "data_dependent": list(self.data_dependent), "stage": self.stage, "forks": list(self.forks),
             "draft": self.draft.to_json() if isinstance(self.draft, LayerValue) else None,
-        }
+        } | ({"tensors": list(self.tensors)} if self.tensors else {})
 
 
 @dataclass(frozen=True)

@@ -118,9 +118,10 @@ def test_trtllm_weights_prepared_then_apply_reaches_the_trtllm_entry_point():
     assert v.site == f"{FP4}:{_line(FP4, 'return self.runner.run(dispatch_output, quant_info)')}"
     branch = [s for s in v.chain if s.kind == "branch"]
     assert branch and branch[-1].guard == 'self.enable_flashinfer_trtllm_moe and hasattr(layer, "g1_scale_c")'
-    # the tensor assert is assumed, not explored; the tensor branch is explored both ways
-    assert any("Weight Blockscale" in d or "float8_e4m3fn" in d for d in v.data_dependent)
-    assert v.paths == 2
+    # the weights are abstract tensors (issue 41): the assert on the scale's dtype and the
+    # branch on its rank are decided from create_weights' shapes and dtypes, not assumed
+    assert not any("Weight Blockscale" in d or "float8_e4m3fn" in d for d in v.data_dependent)
+    assert v.paths == 1
     # apply() imports the TRT-LLM runner module, which imports flashinfer: the state is said
     assert v.assumptions == ("flashinfer: installed (a plain install of this release has it; --without flashinfer evaluates its absence)",)
 
@@ -150,9 +151,12 @@ def test_a_branch_decided_by_tensor_values_stays_unknown_with_both_kernels():
 def test_without_flashinfer_the_cutlass_branch_calls_none_and_says_so():
     interp = _interp("sm120", "flashinfer_cutlass", env=Environment(installed=frozenset({"torch"}), missing=frozenset({"flashinfer"})))
     v = evaluate_layers(interp, _server_args(), _config("fp4q", {}), None)["moe_runner_backend"]
-    # the import fallback leaves None: calling it is not SGLang's verdict, and the absent
-    # package is named as the assumption that decided it
-    assert v.status == "unknown" and "NoneType" in v.reason
+    # apply() imports the TRT-LLM runner module first, which imports flashinfer: no branch
+    # gets past that import, which is not SGLang's verdict (a failing import is taken as a
+    # branch the real run does not take) and the reason says so; the absent package is named
+    # as the assumption that decided it. (Before abstract tensors a second path, opened by a
+    # branch on the scale's rank, re-imported the half-loaded module and called None.)
+    assert v.status == "unknown" and "No module named 'flashinfer.fused_moe'" in v.reason
     assert v.assumptions == ("flashinfer: absent (--without flashinfer)",)
 
 
@@ -471,3 +475,16 @@ def test_a_release_without_the_model_class_says_so(release):
     assert "Qwen3_5MoeForConditionalGeneration: no module of sglang/srt/models defines it" in note
     new = _run(release, "0.5.23", "sm120", "qwen3.5-397b-a17b-nvfp4", ["tp_size=8"])
     assert not any(n.startswith("model architecture") for n in new.analysis_notes)
+
+
+@pytest.mark.real_release
+def test_0523_sm100_deepseek_r1_trtllm_prepares_weights_on_abstract_tensors(release):
+    """Issue 41: 0.5.23's TRT-LLM FP4 weight preparation (FP4 alignment, shuffles, copy_or_rebind_param
+    on SGLang's ModelWeightParameter) runs on abstract tensors; before, it stopped at "item assignment
+    with an unknown key (... attribute size of ModelWeightParameter may come from torch.nn.Parameter)"."""
+    res = _run(release, "0.5.23", "sm100", "deepseek-r1-nvfp4", ["moe_runner_backend=flashinfer_trtllm"])
+    layer = res.settings["moe_runner_backend"].layer
+    assert (layer.status, layer.value, layer.site) == ("resolved", "FlashInfer trtllm_fp4_block_scale_moe", f"{MQ}:3276")
+    kinds = dict(t.split(": ", 1) for t in layer.tensors)
+    # the kernel call carries the dtypes create_weights gave (packed FP4 in uint8, FP8 block scales)
+    assert kinds["w13_weight"].startswith("uint8 (256, ") and kinds["w13_weight_scale"].startswith("float8_e4m3fn (256, ")

@@ -630,6 +630,9 @@ class Interpreter:
                 result = self.call(self.bind(meth, value, value.cls), [], {})
                 return self.truth_value(result)
             return True
+        native_truth = getattr(value, "native_truth", None)
+        if native_truth is not None:  # a world's stand-in whose truth is data it does not hold
+            return cast("bool | Unknown", native_truth())
         return True
 
     # ---- events (evidence) ------------------------------------------------------------
@@ -1767,6 +1770,12 @@ class Interpreter:
             r = self.compare(op, left, right)
             if isinstance(r, Unknown):
                 return r
+            if getattr(r, "native_truth", None) is not None:
+                # a world's value (an elementwise comparison of tensors): its truth is the world's
+                t = self.truth_value(r)
+                if len(node.ops) == 1 or isinstance(t, Unknown):
+                    return r if len(node.ops) == 1 else t
+                r = t
             if not r:
                 return False
             left = right
@@ -1803,6 +1812,8 @@ class Interpreter:
             eq = self.equals(left, right)
             if isinstance(eq, Unknown):
                 return eq if op == "==" else negated(eq)
+            if op == "!=" and getattr(eq, "native_truth", None) is not None:
+                return self.natives.compare(self, op, left, right)  # a world's elementwise result
             return eq if op == "==" else not eq
         left_v = self.plain_of(left)
         right_v = self.plain_of(right)
@@ -1862,6 +1873,9 @@ class Interpreter:
                     # layer stage: an object made by a call (a tensor's dtype) is not known to differ
                     return Unknown(f"value of {ext.path} is not modelled", f"ext:{left.identity}=={right.identity}")
                 return left.path == right.path
+        native = self.natives.compare(self, "==", left, right)
+        if native is not _NOT_NATIVE:
+            return native  # the world's own values (an elementwise comparison of a tensor)
         return False
 
     def contains(self, container: Any, item: Any) -> Any:
@@ -2505,7 +2519,7 @@ class Interpreter:
     def setitem(self, obj: Any, key: Any, value: Any) -> None:
         if isinstance(obj, Unknown):
             return
-        if isinstance(key, Unknown):
+        if isinstance(key, Unknown) and not self._owns_setitem(obj):
             raise Unmodelled(f"item assignment with an unknown key ({key.reason})")
         if isinstance(obj, (dict, list)):
             k = self.plain_of(key) if isinstance(obj, dict) and isinstance(key, Instance) and "str_mixin" in key.cls.flags else key
@@ -2517,6 +2531,15 @@ class Interpreter:
                 self.call(self.bind(meth, obj, obj.cls), [key, value], {})
                 return
         self.natives.set_native_item(self, obj, key, value)
+
+    def _owns_setitem(self, obj: Any) -> bool:
+        """Whether an item assignment into ``obj`` is the world's to answer whatever the key:
+        a world's stand-in (``set_native_item``) or an instance whose ``__setitem__`` the
+        world implements (a Native), e.g. a write into a slice of a tensor's data."""
+        if isinstance(obj, Instance):
+            found, meth = obj.cls.lookup("__setitem__")
+            return found and isinstance(meth, Native)
+        return hasattr(obj, "set_native_item")
 
     def iterate(self, value: Any, frame: Frame | None, line: int) -> list[Any]:
         if isinstance(value, (list, tuple, str, bytes, range, set, frozenset)):

@@ -62,6 +62,7 @@ from sglang_audit.result import (
     LayerValue,
 )
 from sglang_audit.shipped import load_toml
+from sglang_audit.target.overlays import tensors
 
 STATUS_DATA = "data"  # a raise decided by tensor data: reported, never the layer's verdict
 STATUS_INFEASIBLE = "infeasible"  # a module body that raises: the real import did not
@@ -86,6 +87,7 @@ class _Outcome:
     runner: str = ""  # the runner backend create_moe_runner built, if any
     method: str = ""
     chain: tuple[ChainStep, ...] = ()
+    tensors: tuple[str, ...] = ()  # the kernel call's tensor arguments (LayerValue.tensors)
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,9 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
     data = sorted({f"{o.value} at {o.site}" for o, _ in outcomes if o.status == STATUS_DATA})
     kept = [(o, w) for o, w in outcomes if o.status not in (STATUS_DATA, STATUS_INFEASIBLE)]
     if not kept:
-        reason = "every branch ends in an assert on tensor data or a failing import" if data else "no branch"
+        imports = sorted({f"{o.value} at {o.site}" for o, _ in outcomes if o.status == STATUS_INFEASIBLE})
+        reason = ("every branch ends in an assert on tensor data or a failing import" if data
+                  else f"every branch ends in a failing import ({'; '.join(imports)})" if imports else "no branch")
         return LayerValue(STATUS_UNKNOWN, None, reason=reason, paths=len(outcomes), data_dependent=tuple(data))
     outcomes = kept
     distinct: list[_Outcome] = []
@@ -207,7 +211,8 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
     first = distinct[0]
     if complete and len(distinct) == 1 and first.status != STATUS_UNKNOWN:
         return LayerValue(first.status, first.value, first.method, first.runner, first.site, first.code,
-                          first.exception, paths=len(outcomes), data_dependent=tuple(data), chain=first.chain)
+                          first.exception, paths=len(outcomes), data_dependent=tuple(data), chain=first.chain,
+                          tensors=first.tensors)
     reason = first.value if len(distinct) == 1 else "the layer's outcome depends on values the tool does not know"
     if not complete:
         reason = f"analysis bound reached: more than {MAX_LAYER_PATHS} layer branches"
@@ -255,13 +260,14 @@ def _run_hooked(interp: Interpreter, role: _Role, spec: dict[str, Any], built: d
         found, _ = method.cls.lookup("process_weights_after_loading")
         if found:
             interp.call(interp.getattr(method, "process_weights_after_loading"), [layer], {})
-        dispatch = _dispatch_output(interp, spec)
+        dispatch = _dispatch_output(interp, spec, layer, (_moe_args(role.model_config, spec) or {}).get("hidden_size"))
         result = interp.call(interp.getattr(method, "apply"), [layer, dispatch], {})
         return _Outcome(STATUS_UNKNOWN, f"apply() returned without reaching a kernel entry point listed in rules/layers.toml ({_short(result)})",
                         runner=state["runner"], method=state["method"])
     except _KernelReached as hit:
         o = hit.outcome
-        return _Outcome(o.status, o.value, o.site, o.code, o.exception, state["runner"], state["method"], (*state["chain"], *o.chain))
+        return _Outcome(o.status, o.value, o.site, o.code, o.exception, state["runner"], state["method"], (*state["chain"], *o.chain),
+                        o.tensors)
     except EVALUATION_ENDS as exc:
         end = ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
         if end.raised is not None:
@@ -322,7 +328,8 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any], serv
             qual = f"{func.module.name}.{func.name}"
             if qual in functions:
                 file, line = site()
-                raise _KernelReached(_Outcome(STATUS_RESOLVED, functions[qual], f"{file}:{line}", f"{func.name}(...)"))
+                raise _KernelReached(_Outcome(STATUS_RESOLVED, functions[qual], f"{file}:{line}", f"{func.name}(...)",
+                                              tensors=kernel_tensors(args, kwargs)))
             if func.module.name.startswith(process_state):
                 if func.name in process_values:
                     return process_value(process_values[func.name], server_args)
@@ -345,7 +352,8 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any], serv
                 return _compiled_pattern(args[0])
             if path in externals:
                 file, line = site()
-                raise _KernelReached(_Outcome(STATUS_RESOLVED, externals[path], f"{file}:{line}", f"{path}(...)"))
+                raise _KernelReached(_Outcome(STATUS_RESOLVED, externals[path], f"{file}:{line}", f"{path}(...)",
+                                              tensors=kernel_tensors(args, kwargs)))
             return NOT_HOOKED
         if kind is Class:
             if func.name == runner["class"] and func.module is not None and func.module.name == runner["module"]:
@@ -356,6 +364,11 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any], serv
                 state["chain"].append(ChainStep(file, line, _guards_text(interp.guards), state["runner"], "MoeRunner(...)", "layers", "runner"))
                 return _runner_standin(interp, spec, func, backend, value)
             return NOT_HOOKED
+        if kind is Native and func.name == "hasattr" and len(args) >= 2 and isinstance(args[1], str):
+            # the same rule for an abstract tensor or a parameter: what torch has, or SGLang set
+            has = tensors.has_tensor_attr(args[0], args[1])
+            if has is not None:
+                return has
         if kind is Native and func.name in ("setattr", "hasattr") and len(args) >= 2 and _made_outside(args[0]):
             # a tensor made by torch carries none of SGLang's ad hoc attributes (weight_loader,
             # ...) until SGLang sets one: remembered here, since an outside object keeps no state
@@ -406,10 +419,22 @@ def _compiled_pattern(pattern: str) -> Instance:
     return inst
 
 
-def _kernel(interp: Interpreter, label: str, code: str) -> _Outcome:
+def _kernel(interp: Interpreter, label: str, code: str, tensors: tuple[str, ...] = ()) -> _Outcome:
     file, line = getattr(interp, "_call_site", ("?", 0))
     steps = (*_guard_steps(interp.guards), ChainStep(file, line, _guards_text(interp.guards), label, code, "layers", "kernel"))
-    return _Outcome(STATUS_RESOLVED, label, f"{file}:{line}", code, chain=steps)
+    return _Outcome(STATUS_RESOLVED, label, f"{file}:{line}", code, chain=steps, tensors=tensors)
+
+
+def kernel_tensors(args: list[Any], kwargs: dict[str, Any]) -> tuple[str, ...]:
+    """The tensor arguments of a kernel call as the abstract tensors know them; a quant-info
+    object's tensor fields (MoeRunner.run's second argument) by their names."""
+    named: list[tuple[str, Any]] = [(f"#{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+    for name, value in list(named):
+        if isinstance(value, Instance) and tensors.tensor_of(value) is value:  # not a parameter: its fields
+            named.remove((name, value))
+            named += [(k, v) for k, v in value.attrs.items() if isinstance(tensors.tensor_of(v), tensors.AbstractTensor)]
+    return tuple(f"{name}: {tensors.describe(tensors.tensor_of(v))}" for name, v in named
+                 if isinstance(tensors.tensor_of(v), tensors.AbstractTensor))
 
 
 def _guard_steps(guards: Any) -> tuple[ChainStep, ...]:
@@ -438,7 +463,7 @@ def _runner_standin(interp: Interpreter, spec: dict[str, Any], cls: Class, backe
             if rk["backend"] == value and rk["quant_info"] == info_name:
                 where = _find_call(i, rk["module"], rk["call"])
                 code = f"MoeRunner({value}).run(..., {info_name}) -> {rk['call']}" + (f" at {where}" if where else "")
-                raise _KernelReached(_kernel(i, rk["label"], code))
+                raise _KernelReached(_kernel(i, rk["label"], code, kernel_tensors([info], {})))
         raise _KernelReached(_Outcome(STATUS_UNKNOWN, f"MoeRunner({value}).run with {info_name}: the runner's fused function is not listed in rules/layers.toml",
                                       f"{file}:{line}"))
 
@@ -729,9 +754,16 @@ def _swap_to_speculative(interp: Interpreter, spec: dict[str, Any]) -> Any:
     raise Unmodelled("the speculative MoE runner swap of this release is not described in rules/layers.toml")
 
 
-def _dispatch_output(interp: Interpreter, spec: dict[str, Any]) -> Any:
+def _dispatch_output(interp: Interpreter, spec: dict[str, Any], layer: Instance, hidden: Any) -> Any:
     moe = spec["moe"]
-    fields = {f: Unknown(f"tensor {f} (values are not known before a forward)", f"dispatch:{f}") for f in moe["dispatch_fields"]}
+    fields: dict[str, Any] = {f: Unknown(f"tensor {f} (values are not known before a forward)", f"dispatch:{f}") for f in moe["dispatch_fields"]}
+    if "hidden_states" in fields and isinstance(hidden, int) and not isinstance(hidden, bool):
+        # the activations entering the MoE layer: (tokens, the model's hidden_size, as the
+        # constructor was given it: never the layer's padded one) in the dtype the layer was
+        # built with (params_dtype); the token count is a forward's, unknown here
+        tokens = Unknown("the token count of tensor hidden_states (not known before a forward)", "dispatch:hidden_states.tokens")
+        fields["hidden_states"] = tensors.AbstractTensor((tokens, hidden), layer.attrs.get("params_dtype", External("torch.bfloat16")),
+                                                         "cuda", False, "(the MoE layer's input hidden_states)")
     if interp.find_module_file(moe["dispatch_module"]) is not None:
         mod = interp.load_module(moe["dispatch_module"])
         cls = interp.getattr(mod, moe["dispatch_class"]) if isinstance(mod, ModuleObj) else None

@@ -28,7 +28,7 @@ from sglang_audit.target.checkpoint import SafetensorsHeader
 from sglang_audit.target.device import Device, Environment
 from sglang_audit.target.overlays import OVERLAYS as TARGET_OVERLAYS
 from sglang_audit.target.overlays import device as device_overlay
-from sglang_audit.target.overlays import files
+from sglang_audit.target.overlays import files, tensors
 from sglang_audit.target.overlays.boundaries import Boundaries
 from sglang_audit.target.overlays.packages import STDLIB_OBJECTS, Packages
 
@@ -254,6 +254,9 @@ class NativeWorld:
             values.update(python_overlay(self))
         for name, target_overlay in TARGET_OVERLAYS.items():
             made = target_overlay(self)
+            if name == "torch:tensors":
+                values.update(made)  # a model of torch itself, the same for every target: not a read
+                continue
             # importlib's answers come from the packages (a key of their own where it matters)
             what = {"importlib": "packages", "transformers": "model", "safetensors": "model"}.get(name, "device")
             self._target_paths.update(dict.fromkeys(made, what))
@@ -275,9 +278,15 @@ class NativeWorld:
 
     # ---- operations on the overlays' own values -------------------------------------------
     def binop(self, interp: Interpreter, op: str, left: Any, right: Any) -> Any:
+        tensor = tensors.tensor_binop(interp, op, left, right)
+        if tensor is not MISSING:
+            return tensor
         return paths.binop(interp, op, left, right)
 
     def compare(self, interp: Interpreter, op: str, left: Any, right: Any) -> Any:
+        tensor = tensors.tensor_binop(interp, op, left, right)
+        if tensor is not MISSING or op in ("==", "!="):
+            return tensor  # the interpreter asks "==" of the world only for values it does not own
         return stdlib.compare(interp, op, left, right)
 
     def external_truth(self, value: External) -> Any:
@@ -299,7 +308,8 @@ class NativeWorld:
         return Unknown(f"attribute {name} of {type(obj).__name__}")
 
     def set_native_attr(self, interp: Interpreter, obj: Any, name: str, value: Any) -> None:
-        return None
+        if hasattr(obj, "set_native_attr"):  # tool-side stand-ins (an abstract tensor)
+            obj.set_native_attr(interp, name, value)
 
     def external_item(self, interp: Interpreter, obj: Any, index: Any) -> Any:
         return typeforms.external_item(interp, obj, index)
@@ -313,6 +323,9 @@ class NativeWorld:
         return Unknown(f"subscript of {type(obj).__name__}")
 
     def set_native_item(self, interp: Interpreter, obj: Any, key: Any, value: Any) -> None:
+        if hasattr(obj, "set_native_item"):  # tool-side stand-ins (an abstract tensor)
+            obj.set_native_item(interp, key, value)
+            return
         if isinstance(obj, Environ) and isinstance(key, str):
             obj.values[key] = value if isinstance(value, str) else interp.to_str(value)
 
@@ -323,6 +336,8 @@ class NativeWorld:
         return item in interp.environ.values if isinstance(item, str) else Unknown("env key")
 
     def iterate_native(self, interp: Interpreter, value: Any) -> list[Any] | None:
+        if hasattr(value, "native_iter"):  # tool-side stand-ins (a reduction's (values, indices))
+            return list(value.native_iter(interp))
         if isinstance(value, Environ):
             return list(value.values.keys())
         return None

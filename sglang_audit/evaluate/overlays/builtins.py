@@ -363,6 +363,10 @@ class Builtins:
                 return True
             if plain(value) or isinstance(value, (Instance, Function, Class)):
                 return False
+            own = getattr(value, "native_isinstance", None)  # a world's value that knows its type
+            known = own(typ.path) if own is not None else None
+            if known is not None:
+                return known
             return Unknown(f"isinstance(..., {typ.path})", f"isinstance:{typ.path}")
         if isinstance(typ, Unknown):
             return typ

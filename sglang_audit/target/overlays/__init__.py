@@ -5,7 +5,9 @@
 probes, only inside the model directories and the source tree), ``boundaries.py`` (SGLang's
 I/O functions answered from config.json and the device, ``rules/boundaries.toml``),
 ``checkpoint.py`` (safetensors' ``safe_open`` and a binary read of a safetensors file,
-answered from the checkpoint's headers, ``target/checkpoint.py``).
+answered from the checkpoint's headers, ``target/checkpoint.py``), ``tensors.py`` (torch's
+tensors as shape, dtype and device without data, and ``torch.nn.Parameter`` as a class SGLang's
+parameter classes subclass; the same for every target, so never a target read).
 ``OVERLAYS`` maps a module name to its attribute lister; ``NativeWorld`` composes these with
 the pure Python ones of ``evaluate/overlays``.
 """
@@ -15,10 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sglang_audit.target.overlays import boundaries, checkpoint, device, packages
+from sglang_audit.target.overlays import boundaries, checkpoint, device, packages, tensors
 from sglang_audit.target.overlays.host import TargetHost
 
 TargetOverlay = Callable[[TargetHost], dict[str, Any]]
+
+
+def module_of(key: str) -> str:
+    """The module an ``OVERLAYS`` key lists (``torch:tensors`` lists torch's names)."""
+    return key.split(":", 1)[0]
 
 OVERLAYS: dict[str, TargetOverlay] = {
     "importlib": packages.importlib_attrs,
@@ -26,6 +33,8 @@ OVERLAYS: dict[str, TargetOverlay] = {
     "pynvml": device.pynvml_attrs,
     "safetensors": checkpoint.safetensors_attrs,
     "torch": device.torch_attrs,
+    # a second lister of torch's names, keyed "<module>:<part>": the same for every target
+    "torch:tensors": tensors.tensor_attrs,
     "transformers": boundaries.transformers_attrs,
     "triton": device.triton_attrs,
 }
