@@ -378,6 +378,30 @@ def test_config_file_merged_as_the_release_merges_it(release, tmp_path, version)
 
 
 @pytest.mark.real_release
+def test_a_config_file_is_a_user_file_a_fifo_or_a_yaml_bomb_is_refused(release, tmp_path):
+    # --config was read with a plain read_text and yaml.safe_load: a FIFO blocked, a 1 kB
+    # "billion laughs" document expanded without bound
+    import os
+    import threading
+
+    base = ["resolve", "-s", str(release("0.5.23").package_dir), "-a", "sm90", "-m", "qwen3-30b-a3b", "--config"]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text('a: &a ["x","x","x","x","x","x","x","x","x"]\n'
+                    + "".join(f"{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n"
+                              for p, c in zip("abcdefgh", "bcdefghi")))
+    code, _out, err = cli(*base, bomb)
+    assert code == 2 and "aliases" in err and len(err.strip().splitlines()) == 1, err
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    out: list[tuple[int, str, str]] = []
+    t = threading.Thread(target=lambda: out.append(cli(*base, fifo)), daemon=True)
+    t.start()
+    t.join(60)
+    assert out, "--config blocked on a FIFO"
+    assert out[0][0] == 2 and "not a regular file" in out[0][2]
+
+
+@pytest.mark.real_release
 def test_0523_config_refuses_what_the_release_refuses(release, tmp_path):
     """0.5.23's merger refuses keys whose action takes no single value, e.g. the
     BooleanOptionalAction --enable-tf32-matmul (server_args_config_parser.py)."""

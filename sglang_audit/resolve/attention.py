@@ -38,13 +38,14 @@ from sglang_audit.evaluate.values import (
 )
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
-from sglang_audit.resolve.layers import (
-    _at_module_level,
-    _guard_steps,
-    _is_assert,
-    _publish_server_args,
+from sglang_audit.resolve.stage_common import (
+    ImportWatch,
+    at_module_level,
+    guard_steps,
+    is_assert,
+    publish_server_args,
+    raise_message,
 )
-from sglang_audit.resolve.stage_common import ImportWatch, raise_message
 from sglang_audit.result import (
     STATUS_RESOLVED,
     STATUS_UNKNOWN,
@@ -63,7 +64,7 @@ STAGE = "attention"
 
 
 @dataclass(frozen=True)
-class _Outcome:
+class Outcome:
     status: str  # resolved | unsupported | unknown | infeasible
     value: str
     site: str = ""
@@ -74,7 +75,7 @@ class _Outcome:
 
 
 @dataclass
-class _State:
+class BuildState:
     built: list[ChainStep] = field(default_factory=list)
     partial: list[str] = field(default_factory=list)
     names: dict[int, str] = field(default_factory=dict)  # id(instance) -> its description
@@ -88,7 +89,7 @@ def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any,
         return {}
     # the scheduler publishes the server args before the model runner builds the backend
     # (rules/layers.toml global_server_args): the MoE stage did so only for an MoE model
-    _publish_server_args(interp, load_toml("layers.toml"), server_args)
+    publish_server_args(interp, load_toml("layers.toml"), server_args)
     out: dict[str, LayerValue] = {}
     roles = [("attention_backend", model_config, False)]
     if isinstance(draft_config, Instance):
@@ -121,12 +122,12 @@ def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: I
     def assert_on_runtime(value: Unknown, file: str, line: int, text: str) -> bool | None:
         # an assert the tool cannot decide (runtime state, tensor shapes) is not SGLang's
         # verdict here: assumed to hold and listed, never explored as a failure
-        if _is_assert(interp, file, line):
+        if is_assert(interp, file, line):
             assumed.add(f"assert {text} at {file}:{line} (runtime state not known; assumed to hold)")
             return True
         return None
 
-    def run() -> tuple[_Outcome, list[Any]]:
+    def run() -> tuple[Outcome, list[Any]]:
         start = len(interp.logs)
         outcome = _run_once(interp, spec, server_args, mc, draft)
         # what SGLang logs while it builds the backend (the linear-attention kernel choice, ...)
@@ -143,7 +144,7 @@ def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: I
                 for (outcome, _), ran in runs]
     logged = [r for r in runs[0][0][1] if r.level in ("info", "warning")] if runs else []
     flipped = len(runs[0][1].new_decisions) if runs else 0
-    value = _join(outcomes, complete)
+    value = join_outcomes(outcomes, complete)
     if flipped > 1:
         assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")
     logs = tuple(dict.fromkeys(ChainStep(r.file, r.line, "", r.message, "", STAGE, "log") for r in logged))
@@ -152,7 +153,7 @@ def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: I
     return replace(value, assumptions=watch.assumptions(value))
 
 
-def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool, stage: str = STAGE,
+def join_outcomes(outcomes: list[tuple[Outcome, tuple[str, ...]]], complete: bool, stage: str = STAGE,
           what: str = "the attention backend's construction", max_paths: int = MAX_ATTENTION_PATHS) -> LayerValue:
     """The outcomes of one construction's explored branches as one value (shared with the
     speculative worker stage: ``stage`` names the value's stage, ``what`` the construction)."""
@@ -160,7 +161,7 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool, stag
     if not kept:
         return LayerValue(STATUS_UNKNOWN, None, reason="every branch ends in a failing import", paths=len(outcomes), stage=stage)
     # outcomes are told apart by what SGLang builds or raises, not by the route taken there
-    distinct: list[_Outcome] = []
+    distinct: list[Outcome] = []
     for o, _ in kept:
         if all((o.status, o.value) != (d.status, d.value) for d in distinct):
             distinct.append(o)
@@ -199,64 +200,64 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool, stag
                       data_dependent=partial, stage=stage)
 
 
-def _run_once(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool) -> _Outcome:
-    state = _State()
-    with interp.hooked_calls(_hook(interp, spec, state)):
+def _run_once(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool) -> Outcome:
+    state = BuildState()
+    with interp.hooked_calls(backend_hook(interp, spec, state)):
         return _run_hooked(interp, spec, server_args, mc, draft, state)
 
 
 def _run_hooked(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool,
-                state: _State) -> _Outcome:
+                state: BuildState) -> Outcome:
     run = spec.runner
     try:
         mod = interp.load_module(run.module)
         cls = interp.getattr(mod, run.class_) if isinstance(mod, ModuleObj) else None
         if not isinstance(cls, Class):
-            return _Outcome(STATUS_UNKNOWN, f"{run.class_} is not a class in {run.module}")
-        runner = _runner(interp, spec, cls, server_args, mc, draft)
-        _stamp(interp, spec, runner)
+            return Outcome(STATUS_UNKNOWN, f"{run.class_} is not a class in {run.module}")
+        runner = standin_runner(interp, spec, cls, server_args, mc, draft)
+        stamp_runner(interp, spec, runner)
         pending = _unchosen(interp, runner, server_args, draft)
         if pending is not None:
-            return _Outcome(STATUS_UNKNOWN, pending)
+            return Outcome(STATUS_UNKNOWN, pending)
         _, method = cls.lookup(spec.runner.method)
         result = interp.call(BoundMethod(method, runner), [], {})
         if not isinstance(result, Instance) or id(result) not in state.names:
-            return _Outcome(STATUS_UNKNOWN, f"{spec.runner.method}() returned no attention backend the tool built ({result!r})",
+            return Outcome(STATUS_UNKNOWN, f"{spec.runner.method}() returned no attention backend the tool built ({result!r})",
                             chain=tuple(state.built), partial=tuple(state.partial))
-        return _Outcome(STATUS_RESOLVED, state.names[id(result)], state.built[-1].file + f":{state.built[-1].line}" if state.built else "",
+        return Outcome(STATUS_RESOLVED, state.names[id(result)], state.built[-1].file + f":{state.built[-1].line}" if state.built else "",
                         chain=tuple(state.built), partial=tuple(state.partial))
     except EVALUATION_ENDS as exc:
         end = ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
         if end.raised is not None:
             return _raise_outcome(interp, spec, end.raised, state)
         if not end.stopped:
-            return _Outcome(STATUS_UNKNOWN, end.reason)
+            return Outcome(STATUS_UNKNOWN, end.reason)
         reason = str(exc)
         if end.kind == BOUND and "CPU-time budget" in reason:
             reason = f"analysis bound reached: the attention stage's CPU-time budget of {ATTENTION_CPU_SECONDS:.0f} s"
-        return _Outcome(STATUS_UNKNOWN, reason, chain=tuple(state.built), partial=tuple(state.partial))
+        return Outcome(STATUS_UNKNOWN, reason, chain=tuple(state.built), partial=tuple(state.partial))
 
 
 def _is_verdict(spec: factfiles.AttentionFacts, raised: PyRaise) -> bool:
     return raised.explicit and any(raised.file.startswith(p) for p in spec.backend.verdict_files)
 
 
-def _raise_outcome(interp: Interpreter, spec: factfiles.AttentionFacts, raised: PyRaise, state: _State) -> _Outcome:
+def _raise_outcome(interp: Interpreter, spec: factfiles.AttentionFacts, raised: PyRaise, state: BuildState) -> Outcome:
     name, message = raise_message(interp, raised)
     site = f"{raised.file}:{raised.line}"
-    if _at_module_level(interp, raised.file, raised.line):
-        return _Outcome("infeasible", f"{name}: {message}", site, raised.text, name)
+    if at_module_level(interp, raised.file, raised.line):
+        return Outcome("infeasible", f"{name}: {message}", site, raised.text, name)
     if not _is_verdict(spec, raised):
         why = "outside the attention code" if raised.explicit else "not an explicit raise in SGLang"
-        return _Outcome(STATUS_UNKNOWN, f"evaluation stopped: {name}: {message} at {site} ({why})",
+        return Outcome(STATUS_UNKNOWN, f"evaluation stopped: {name}: {message} at {site} ({why})",
                         chain=tuple(state.built), partial=tuple(state.partial))
     chain = (*state.built, *_guard_steps_any(raised.guards),
              ChainStep(raised.file, raised.line, "", f"{name}: {message}", raised.text, STAGE, "raise"))
-    return _Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, chain, tuple(state.partial))
+    return Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, chain, tuple(state.partial))
 
 
 def _guard_steps_any(guards: Any) -> tuple[ChainStep, ...]:
-    steps = _guard_steps(guards)  # the ones in sglang/srt/layers/
+    steps = guard_steps(guards)  # the ones in sglang/srt/layers/
     extra = tuple(ChainStep(g.file, g.line, g.describe(), g.truth, "", STAGE, "branch")
                   for g in guards if g.file.startswith("sglang/srt/model_executor/"))
     return extra + steps
@@ -267,7 +268,7 @@ def _is_backend(cls: Class, spec: factfiles.AttentionFacts) -> bool:
     return any(k.name == be.base_class and k.module is not None and k.module.name == be.base_module for k in cls.mro()[1:])
 
 
-def _hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: _State) -> Any:
+def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: BuildState) -> Any:
     process_state = spec.backend.process_state_modules
     warn_only = set(spec.backend.warn_only)
 
@@ -281,7 +282,7 @@ def _hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: _State) ->
             try:
                 inst = interp.instantiate(func, args, kwargs)
             except PyRaise as raised:
-                if _is_verdict(spec, raised) and not _at_module_level(interp, raised.file, raised.line):
+                if _is_verdict(spec, raised) and not at_module_level(interp, raised.file, raised.line):
                     raise
                 name, message = raise_message(interp, raised)
                 state.partial.append(f"{func.name}.__init__ not evaluated past {raised.file}:{raised.line} ({name}: {message})")
@@ -305,7 +306,7 @@ def _hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: _State) ->
 
 
 # ---- the stand-in runner ----------------------------------------------------------------
-def _runner(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Class, server_args: Instance, mc: Instance, draft: bool) -> Instance:
+def standin_runner(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Class, server_args: Instance, mc: Instance, draft: bool) -> Instance:
     def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
         name = str(args[-1])
         return Unknown(f"ModelRunner.{name} (runtime state of the model runner is not modelled)", f"runner:{name}")
@@ -364,7 +365,7 @@ def _self_assigns(interp: Interpreter, body: list[ir.Node]) -> list[ir.Assign]:
     return known[1]
 
 
-def _stamp(interp: Interpreter, spec: factfiles.AttentionFacts, runner: Instance) -> None:
+def stamp_runner(interp: Interpreter, spec: factfiles.AttentionFacts, runner: Instance) -> None:
     """Releases whose runner resolves the (prefill, decode) pair before building
     (init_attention_backends: `self.prefill_attention_backend_str = resolved.prefill`): the
     release's own resolver function, its result stamped on the runner as the release does."""

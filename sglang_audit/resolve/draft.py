@@ -96,7 +96,7 @@ def draft_quant_config(interp: Interpreter, reg: dict[str, Any], arch: Any, hf: 
             # the sizes a worker knows from its server args come from the layer stage's hook
             # (rules/layers.toml [moe.process_values]); other process state is unknown
             if func.name in process_objects:
-                return _process_object(func.name, process_objects[func.name], server_args)
+                return process_object(func.name, process_objects[func.name], server_args)
             if func.name in pure:  # arithmetic on its arguments: SGLang's code, evaluated
                 return interp.call_function(func, args, kwargs)
             known = outer(func, args, kwargs) if outer is not None else NOT_HOOKED
@@ -170,7 +170,7 @@ def draft_quant_config(interp: Interpreter, reg: dict[str, Any], arch: Any, hf: 
     return reached[0].value
 
 
-def _process_object(name: str, attrs: dict[str, Any], server_args: Any) -> Instance:
+def process_object(name: str, attrs: dict[str, Any], server_args: Any) -> Instance:
     """A process-state object (rules/layers.toml ``process_objects``): the listed attributes
     as a worker with these server args has them, any other unknown."""
     def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -178,7 +178,7 @@ def _process_object(name: str, attrs: dict[str, Any], server_args: Any) -> Insta
 
     obj = Instance(Class(f"{name}()", (), {"__getattr__": Native("process state", missing)}, None, 0, external_bases=()))
     for key, value in attrs.items():
-        obj.attrs[key] = _process_object(f"{name}().{key}", value, server_args) if isinstance(value, dict) \
+        obj.attrs[key] = process_object(f"{name}().{key}", value, server_args) if isinstance(value, dict) \
             else process_value(value, server_args)
     return obj
 

@@ -52,7 +52,16 @@ from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.resolve.draft import draft_quant_config
 from sglang_audit.resolve.expected import missing_module
-from sglang_audit.resolve.stage_common import ImportWatch, process_value, raise_message
+from sglang_audit.resolve.stage_common import (
+    ImportWatch,
+    at_module_level,
+    guard_steps,
+    is_assert,
+    module_nodes,
+    process_value,
+    publish_server_args,
+    raise_message,
+)
 from sglang_audit.result import (
     STATUS_RESOLVED,
     STATUS_UNKNOWN,
@@ -175,7 +184,7 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
     def assert_on_tensors(value: Unknown, file: str, line: int, text: str) -> bool | None:
         # an assert on tensor data/metadata holds for a checkpoint SGLang can load: assumed,
         # reported, not explored (its failing side says nothing about the configuration)
-        if _is_assert(interp, file, line) and _tensor_decided(value, spec):
+        if is_assert(interp, file, line) and _tensor_decided(value, spec):
             assumed.add(f"assert {text} at {file}:{line} (tensor data; assumed to hold)")
             return True
         return None
@@ -232,7 +241,7 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
     """One branch assignment. ``built`` keeps the layer as FusedMoE.__init__ left it when
     building it took no decision: later branches start from a copy instead of rebuilding."""
     state: dict[str, Any] = {"weights_created": False, "method": "", "runner": "", "chain": []}
-    _publish_server_args(interp, spec, role.server_args)
+    publish_server_args(interp, spec, role.server_args)
     with interp.hooked_calls(_hook(interp, spec, state, role.server_args)):
         return _run_hooked(interp, role, spec, built, state)
 
@@ -285,7 +294,7 @@ def _run_hooked(interp: Interpreter, role: _Role, spec: dict[str, Any], built: d
 def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], spec: dict[str, Any]) -> _Outcome:
     name, message = raise_message(interp, raised)
     site = f"{raised.file}:{raised.line}"
-    if _at_module_level(interp, raised.file, raised.line):
+    if at_module_level(interp, raised.file, raised.line):
         # an import that fails on this branch: the real import succeeded, so the branch is not taken
         return _Outcome(STATUS_INFEASIBLE, f"{name}: {message}", site, raised.text, name)
     tensor_sites = {(d.file, d.line): (d.key, d.input_truth(t)) for d, t in interp.taken if _tensor_decided(d, spec)}
@@ -295,7 +304,7 @@ def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], 
         # an assert on tensor data/metadata: fails only for a checkpoint that violates it
         return _Outcome(STATUS_DATA, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"])
     verdict = any(raised.file.startswith(prefix) for prefix in spec["moe"]["verdict_files"])
-    chain = (*state["chain"], *_guard_steps(raised.guards),
+    chain = (*state["chain"], *guard_steps(raised.guards),
              ChainStep(raised.file, raised.line, "", f"{name}: {message}", raised.text, "layers", "raise"))
     if raised.explicit and verdict:
         return _Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"], chain)
@@ -381,32 +390,9 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any], serv
     return hook
 
 
-_ASSERT_SITES: dict[tuple[int, str], frozenset[int]] = {}
-
-
-def _is_assert(interp: Interpreter, file: str, line: int) -> bool:
-    key = (id(interp.cache), file)
-    if key not in _ASSERT_SITES:
-        try:
-            tree = interp.cache.load(interp.root / file)
-            _ASSERT_SITES[key] = frozenset(n.line for n in ir.walk(tree.body) if isinstance(n, ir.Assert))
-        except (ParseFailure, OSError):
-            _ASSERT_SITES[key] = frozenset()
-    return line in _ASSERT_SITES[key]
-
-
 def _tensor_decided(decision: Any, spec: dict[str, Any]) -> bool:
     text = f"{decision.reason} {decision.key or ''}"
     return any(m in text for m in spec["moe"]["tensor_markers"])
-
-
-def _at_module_level(interp: Interpreter, file: str, line: int) -> bool:
-    path = interp.root / file
-    try:
-        tree = interp.cache.load(path)
-    except (ParseFailure, OSError):
-        return False
-    return not any(isinstance(n, ir.FunctionDef) and n.line <= line <= n.end_line for n in _module_nodes(interp, path, tree))
 
 
 def _compiled_pattern(pattern: str) -> Instance:
@@ -421,7 +407,7 @@ def _compiled_pattern(pattern: str) -> Instance:
 
 def _kernel(interp: Interpreter, label: str, code: str, tensors: tuple[str, ...] = ()) -> _Outcome:
     file, line = getattr(interp, "_call_site", ("?", 0))
-    steps = (*_guard_steps(interp.guards), ChainStep(file, line, _guards_text(interp.guards), label, code, "layers", "kernel"))
+    steps = (*guard_steps(interp.guards), ChainStep(file, line, _guards_text(interp.guards), label, code, "layers", "kernel"))
     return _Outcome(STATUS_RESOLVED, label, f"{file}:{line}", code, chain=steps, tensors=tensors)
 
 
@@ -435,12 +421,6 @@ def kernel_tensors(args: list[Any], kwargs: dict[str, Any]) -> tuple[str, ...]:
             named += [(k, v) for k, v in value.attrs.items() if isinstance(tensors.tensor_of(v), tensors.AbstractTensor)]
     return tuple(f"{name}: {tensors.describe(tensors.tensor_of(v))}" for name, v in named
                  if isinstance(tensors.tensor_of(v), tensors.AbstractTensor))
-
-
-def _guard_steps(guards: Any) -> tuple[ChainStep, ...]:
-    """The branch conditions around a dispatch, innermost last (the ones in the layer's code)."""
-    return tuple(ChainStep(g.file, g.line, g.describe(), g.truth, "", "layers", "branch")
-                 for g in guards if g.file.startswith("sglang/srt/layers/"))
 
 
 def _guards_text(guards: Any) -> str:
@@ -481,21 +461,10 @@ def _find_call(interp: Interpreter, module: str, name: str) -> str:
     except ParseFailure:
         return ""
     rel = path.relative_to(interp.root).as_posix()
-    for node in _module_nodes(interp, path, tree):
+    for node in module_nodes(interp, path, tree):
         if isinstance(node, ir.Call) and isinstance(node.func, ir.Name) and node.func.id == name:
             return f"{rel}:{node.line}"
     return ""
-
-
-def _module_nodes(interp: Interpreter, path: Any, tree: ir.Node) -> list[ir.Node]:
-    """Every node of a loaded module, in ``ir.walk`` order, listed once per tree (walking
-    whole modules again per raise or per call site was ~5% of a 0.5.23 resolution); a
-    changed file loads as a new tree and is walked again."""
-    known = interp.cache.prepared.get(("module_nodes", path))
-    if known is None or known[0] is not tree:
-        known = (tree, list(ir.walk(tree.body)))
-        interp.cache.prepared[("module_nodes", path)] = known
-    return known[1]
 
 
 # ---- the stand-ins --------------------------------------------------------------------------
@@ -589,7 +558,7 @@ def _attribute_lines(interp: Interpreter, path: Any, tree: ir.Node) -> dict[str,
     known = interp.cache.prepared.get(("attribute_lines", path))
     if known is None or known[0] is not tree:
         index: dict[str, list[int]] = {}
-        for n in _module_nodes(interp, path, tree):
+        for n in module_nodes(interp, path, tree):
             if isinstance(n, ir.Attribute):
                 index.setdefault(n.attr, []).append(n.line)
         known = (tree, {k: sorted(v) for k, v in index.items()})
@@ -705,21 +674,6 @@ def _reads_name(node: Any, name: str) -> bool:
 
 def _assigned_names(body: Any) -> set[str]:
     return {t.id for n in ir.walk(body) if isinstance(n, ir.Assign) for t in n.targets if isinstance(t, ir.Name)}
-
-
-def _publish_server_args(interp: Interpreter, spec: dict[str, Any], server_args: Any) -> None:
-    gsa = spec["moe"]["global_server_args"]
-    if server_args is None or interp.find_module_file(gsa["module"]) is None:
-        return
-    mod = interp.load_module(gsa["module"])
-    if isinstance(mod, ModuleObj) and gsa["setter"] in mod.globals:
-        setter = interp.getattr(mod, gsa["setter"])
-        if isinstance(setter, Function) and "publish" not in [n for n in _names(setter.body)]:
-            interp.call(setter, [server_args], {})
-
-
-def _names(body: Any) -> list[str]:
-    return [n.id for n in ir.walk(body) if isinstance(n, ir.Name)]
 
 
 def _swap_to_speculative(interp: Interpreter, spec: dict[str, Any]) -> Any:

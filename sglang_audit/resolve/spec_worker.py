@@ -46,14 +46,15 @@ from sglang_audit.evaluate.values import (
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.resolve import attention
-from sglang_audit.resolve.draft import _process_object
-from sglang_audit.resolve.layers import (
-    _at_module_level,
-    _guard_steps,
-    _is_assert,
-    _publish_server_args,
+from sglang_audit.resolve.draft import process_object
+from sglang_audit.resolve.stage_common import (
+    ImportWatch,
+    at_module_level,
+    guard_steps,
+    is_assert,
+    publish_server_args,
+    raise_message,
 )
-from sglang_audit.resolve.stage_common import ImportWatch, raise_message
 from sglang_audit.result import (
     STATUS_RESOLVED,
     STATUS_UNKNOWN,
@@ -89,7 +90,7 @@ class _State:
     then: list[ChainStep] = field(default_factory=list)  # the scheduler's calls on it afterwards
     standins: dict[int, str] = field(default_factory=dict)  # id(model worker stood in) -> "draft"/"target"
     skipped: list[str] = field(default_factory=list)  # their methods called, not evaluated
-    backends: attention._State = field(default_factory=attention._State)  # attention backends built inside
+    backends: attention.BuildState = field(default_factory=attention.BuildState)  # attention backends built inside
 
 
 def evaluate_spec_worker(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
@@ -104,7 +105,7 @@ def evaluate_spec_worker(interp: Interpreter, server_args: Any, model_config: An
     if not isinstance(server_args.attrs.get(SETTING), str):
         return {SETTING: LayerValue(STATUS_UNKNOWN, None, reason="the speculative algorithm is not known here", stage=STAGE)}
     # the scheduler publishes the server args before it builds its workers
-    _publish_server_args(interp, load_toml("layers.toml"), server_args)
+    publish_server_args(interp, load_toml("layers.toml"), server_args)
     return {SETTING: _explore(interp, facts, server_args, model_config, draft_config)}
 
 
@@ -128,7 +129,7 @@ def _explore(interp: Interpreter, facts: SpeculativeFacts, server_args: Instance
 
     def assert_on_runtime(value: Unknown, file: str, line: int, text: str) -> bool | None:
         # an assert the tool cannot decide (runtime state, tensors) is not SGLang's verdict
-        if _is_assert(interp, file, line):
+        if is_assert(interp, file, line):
             assumed.add(f"assert {text} at {file}:{line} (runtime state not known; assumed to hold)")
             return True
         return None
@@ -137,7 +138,7 @@ def _explore(interp: Interpreter, facts: SpeculativeFacts, server_args: Instance
     # disable_cuda_graph): each run starts from the resolved ones, and so does what follows
     saved = dict(server_args.attrs)
 
-    def run() -> attention._Outcome:
+    def run() -> attention.Outcome:
         start = len(interp.logs)
         try:
             return _run_once(interp, facts, att, server_args, mc, dc, assumed)
@@ -151,7 +152,7 @@ def _explore(interp: Interpreter, facts: SpeculativeFacts, server_args: Instance
     outcomes = [(outcome, tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in ran.taken))
                 for outcome, ran in runs]
     flipped = len(runs[0][1].new_decisions) if runs else 0
-    value = attention._join(outcomes, complete, STAGE, WHAT, MAX_WORKER_PATHS)
+    value = attention.join_outcomes(outcomes, complete, STAGE, WHAT, MAX_WORKER_PATHS)
     if value.status == STATUS_UNKNOWN and not value.chain:
         # the outcomes differ past the dispatch (runtime state the construction reads): the
         # class SGLang's dispatch chose is still known when every run chose the same one
@@ -166,7 +167,7 @@ def _explore(interp: Interpreter, facts: SpeculativeFacts, server_args: Instance
 
 
 def _run_once(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, mc: Any, dc: Any,
-              notes: set[str]) -> attention._Outcome:
+              notes: set[str]) -> attention.Outcome:
     state = _State()
     try:
         return _run_state(interp, facts, att, server_args, mc, dc, state)
@@ -175,10 +176,10 @@ def _run_once(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts,
 
 
 def _run_state(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, mc: Any, dc: Any,
-               state: _State) -> attention._Outcome:
+               state: _State) -> attention.Outcome:
     # the attention stage's hook records the attention backends the worker builds (its
     # DraftBackendFactory) and follows their constructors; this stage's hook runs first
-    with interp.hooked_calls(attention._hook(interp, att, state.backends)), \
+    with interp.hooked_calls(attention.backend_hook(interp, att, state.backends)), \
             interp.hooked_calls(_hook(interp, facts, att, state, server_args, mc, dc)):
         try:
             return _run_hooked(interp, facts, att, server_args, mc, state)
@@ -187,14 +188,14 @@ def _run_state(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts
             if end.raised is not None:
                 return _raise_outcome(interp, facts, end.raised, state)
             if not end.stopped:
-                return attention._Outcome(STATUS_UNKNOWN, end.reason)
+                return attention.Outcome(STATUS_UNKNOWN, end.reason)
             reason = str(exc)
             if end.kind == BOUND and "CPU-time budget" in reason:
                 reason = f"analysis bound reached: the speculative worker stage's CPU-time budget of {WORKER_CPU_SECONDS:.0f} s"
             return _partial(state, reason)
 
 
-def _run_hooked(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, mc: Any, state: _State) -> attention._Outcome:
+def _run_hooked(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, mc: Any, state: _State) -> attention.Outcome:
     sched = facts.scheduler
     # the scheduler's module is not loaded (its import-time decorators are torch's): the
     # algorithm object is built by its __init__'s own statement, and the site of its
@@ -202,23 +203,23 @@ def _run_hooked(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFact
     state.called_at = _dispatch_call(interp, sched)
     spec = _algorithm(interp, sched, server_args)
     if isinstance(spec, str):
-        return attention._Outcome(STATUS_UNKNOWN, spec)
+        return attention.Outcome(STATUS_UNKNOWN, spec)
     dispatch = interp.getattr(spec, sched.dispatch)
     worker = interp.call(dispatch, [server_args], {})
     if not isinstance(worker, Class):
-        return attention._Outcome(STATUS_UNKNOWN, f"{sched.dispatch}() returned no class the tool can "
+        return attention.Outcome(STATUS_UNKNOWN, f"{sched.dispatch}() returned no class the tool can "
                                   f"construct ({worker!r})")
     target = _model_worker(interp, facts, att, server_args, mc, False, state, None)
     built = interp.call(worker, [], _worker_kwargs(worker, sched, server_args, target))
     if state.built is None:
-        return attention._Outcome(STATUS_UNKNOWN, f"{sched.dispatch}() returned {worker.name}, which the tool did not construct")
+        return attention.Outcome(STATUS_UNKNOWN, f"{sched.dispatch}() returned {worker.name}, which the tool did not construct")
     # what the scheduler calls on the built worker next (0.5.16+ build the draft attention
     # backends there, init_all_attention_backends: `self.draft_worker.init_attention_backends()`)
     for name, line in _then_calls(interp, sched):
         if isinstance(built, Instance) and built.cls.lookup(name)[0]:
             state.then.append(ChainStep(state.built.file, line, "", name, f"self.draft_worker.{name}()", STAGE, "then"))
             interp.call(interp.getattr(built, name), [], {})
-    return attention._Outcome(STATUS_RESOLVED, worker.name, f"{state.built.file}:{state.built.line}",
+    return attention.Outcome(STATUS_RESOLVED, worker.name, f"{state.built.file}:{state.built.line}",
                               chain=_steps(state), partial=tuple(state.backends.partial))
 
 
@@ -336,27 +337,27 @@ def _then_calls(interp: Interpreter, sched: SpecScheduler) -> list[tuple[str, in
     return sorted(out.items(), key=lambda kv: kv[1])
 
 
-def _partial(state: _State, reason: str) -> attention._Outcome:
+def _partial(state: _State, reason: str) -> attention.Outcome:
     """The evaluator stopped: the class (if the dispatch chose one) is known, the rest is not."""
     if state.worker is not None:
         reason = f"SGLang builds {state.worker.name}; its construction could not be followed to its end ({reason})"
-    return attention._Outcome(STATUS_UNKNOWN, reason, chain=_steps(state), partial=tuple(state.backends.partial))
+    return attention.Outcome(STATUS_UNKNOWN, reason, chain=_steps(state), partial=tuple(state.backends.partial))
 
 
-def _raise_outcome(interp: Interpreter, facts: SpeculativeFacts, raised: PyRaise, state: _State) -> attention._Outcome:
+def _raise_outcome(interp: Interpreter, facts: SpeculativeFacts, raised: PyRaise, state: _State) -> attention.Outcome:
     name, message = raise_message(interp, raised)
     site = f"{raised.file}:{raised.line}"
-    if _at_module_level(interp, raised.file, raised.line):
-        return attention._Outcome("infeasible", f"{name}: {message}", site, raised.text, name)
+    if at_module_level(interp, raised.file, raised.line):
+        return attention.Outcome("infeasible", f"{name}: {message}", site, raised.text, name)
     verdict = raised.explicit and any(raised.file.startswith(p) for p in facts.worker.verdict_files)
     if not verdict:
         why = "outside the speculative and attention code" if raised.explicit else "not an explicit raise in SGLang"
         return _partial(state, f"evaluation stopped: {name}: {message} at {site} ({why})")
-    guards = _guard_steps(raised.guards) + tuple(
+    guards = guard_steps(raised.guards) + tuple(
         ChainStep(g.file, g.line, g.describe(), g.truth, "", STAGE, "branch")
         for g in raised.guards if g.file.startswith(("sglang/srt/speculative/", "sglang/srt/managers/")))
     chain = (*_steps(state), *guards, ChainStep(raised.file, raised.line, "", f"{name}: {message}", raised.text, STAGE, "raise"))
-    return attention._Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, chain,
+    return attention.Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, chain,
                               tuple(state.backends.partial))
 
 
@@ -408,7 +409,7 @@ def _hook(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, sta
         if kind is Function and func.name in process_objects and func.module.name.startswith(object_modules):
             # the pipeline group and 0.5.2x's parallel context as a single-stage worker has them
             # (rules/layers.toml [model_registry.process_objects], as the draft model's stage)
-            return _process_object(func.name, process_objects[func.name], server_args)
+            return process_object(func.name, process_objects[func.name], server_args)
         if kind is Function and func.module.name.startswith(process_state):
             return Unknown(f"{func.qualname}(): process state (distributed groups) is not modelled", f"proc:{func.qualname}")
         if kind is Function and func.module.name.startswith(kernel_modules):
@@ -479,8 +480,8 @@ def _fill_model_worker(interp: Interpreter, facts: SpeculativeFacts, att: Attent
         mod = interp.load_module(att.runner.module)
         rcls = interp.getattr(mod, att.runner.class_) if isinstance(mod, ModuleObj) else None
         if isinstance(rcls, Class):
-            runner = attention._runner(interp, att, rcls, server_args, cfg, draft)
-            attention._stamp(interp, att, runner)
+            runner = attention.standin_runner(interp, att, rcls, server_args, cfg, draft)
+            attention.stamp_runner(interp, att, runner)
             _republish(rcls, runner, server_args, wf.published_getter)
     worker.attrs[attr] = runner
 

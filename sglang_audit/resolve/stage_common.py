@@ -1,6 +1,8 @@
-"""What the two build stages (the MoE layers, ``layers.py``; the attention backend,
-``attention.py``) share: which optional packages their code imported and what that assumes,
-and the message of the raise they stop at."""
+"""What the build stages (the MoE layers, ``layers.py``; the attention backend,
+``attention.py``; the speculative worker, ``spec_worker.py``) share: which optional packages
+their code imported and what that assumes, the message of the raise they stop at, where a
+raise or an assert sits in the IR, the branch steps of a chain, and the publication of the
+server args their code reads."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from sglang_audit.evaluate.interpreter import Interpreter, PyRaise
-from sglang_audit.evaluate.values import Instance, Unknown
-from sglang_audit.result import STATUS_UNSUPPORTED, LayerValue
+from sglang_audit.evaluate.values import Function, Instance, ModuleObj, Unknown
+from sglang_audit.frontend import ir
+from sglang_audit.frontend.parse import ParseFailure
+from sglang_audit.result import STATUS_UNSUPPORTED, ChainStep, LayerValue
 
 
 class ImportWatch:
@@ -103,3 +107,59 @@ def process_value(expr: Any, server_args: Any) -> Any:
 
 def _literal(text: str) -> Any:
     return {"true": True, "false": False}.get(text, int(text) if text.isdigit() else text)
+
+
+# ---- the IR facts and the publication every build stage asks for ---------------------------
+_ASSERT_SITES: dict[tuple[int, str], frozenset[int]] = {}
+
+
+def is_assert(interp: Interpreter, file: str, line: int) -> bool:
+    key = (id(interp.cache), file)
+    if key not in _ASSERT_SITES:
+        try:
+            tree = interp.cache.load(interp.root / file)
+            _ASSERT_SITES[key] = frozenset(n.line for n in ir.walk(tree.body) if isinstance(n, ir.Assert))
+        except (ParseFailure, OSError):
+            _ASSERT_SITES[key] = frozenset()
+    return line in _ASSERT_SITES[key]
+
+
+def at_module_level(interp: Interpreter, file: str, line: int) -> bool:
+    path = interp.root / file
+    try:
+        tree = interp.cache.load(path)
+    except (ParseFailure, OSError):
+        return False
+    return not any(isinstance(n, ir.FunctionDef) and n.line <= line <= n.end_line for n in module_nodes(interp, path, tree))
+
+
+def guard_steps(guards: Any) -> tuple[ChainStep, ...]:
+    """The branch conditions around a dispatch, innermost last (the ones in the layer's code)."""
+    return tuple(ChainStep(g.file, g.line, g.describe(), g.truth, "", "layers", "branch")
+                 for g in guards if g.file.startswith("sglang/srt/layers/"))
+
+
+def module_nodes(interp: Interpreter, path: Any, tree: ir.Node) -> list[ir.Node]:
+    """Every node of a loaded module, in ``ir.walk`` order, listed once per tree (walking
+    whole modules again per raise or per call site was ~5% of a 0.5.23 resolution); a
+    changed file loads as a new tree and is walked again."""
+    known = interp.cache.prepared.get(("module_nodes", path))
+    if known is None or known[0] is not tree:
+        known = (tree, list(ir.walk(tree.body)))
+        interp.cache.prepared[("module_nodes", path)] = known
+    return known[1]
+
+
+def publish_server_args(interp: Interpreter, spec: dict[str, Any], server_args: Any) -> None:
+    gsa = spec["moe"]["global_server_args"]
+    if server_args is None or interp.find_module_file(gsa["module"]) is None:
+        return
+    mod = interp.load_module(gsa["module"])
+    if isinstance(mod, ModuleObj) and gsa["setter"] in mod.globals:
+        setter = interp.getattr(mod, gsa["setter"])
+        if isinstance(setter, Function) and "publish" not in [n for n in names_in(setter.body)]:
+            interp.call(setter, [server_args], {})
+
+
+def names_in(body: Any) -> list[str]:
+    return [n.id for n in ir.walk(body) if isinstance(n, ir.Name)]

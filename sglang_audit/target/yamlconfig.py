@@ -23,6 +23,7 @@ from sglang_audit.evaluate.interpreter import Interpreter, PyRaise, Unmodelled
 from sglang_audit.evaluate.values import AnalysisBound, Class, Function, Instance, ModuleObj, Native
 from sglang_audit.frontend import ir
 from sglang_audit.target.flags import FlagTable, OptionSpec
+from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
 MERGER_MODULES = ("sglang.srt.utils.server_args_config_parser", "sglang.srt.server_args_config_parser")
 
@@ -79,8 +80,12 @@ def _load(interp: Interpreter, merger: Instance, cls: Class, path: Any, release:
     if not p.exists():
         raise InputError(f"{release} refuses --config: Config file not found: {path} (ConfigArgumentMerger._validate_yaml_file)")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        # a user file: regular, size-capped, aliases bounded (a FIFO blocked here and a 1 kB
+        # "billion laughs" document expanded without limit before)
+        data = safe_yaml_load(read_user_file(p, "--config file").decode("utf-8"))
+    except UserFileError as exc:
+        raise InputError(f"{release}: {exc.message}") from None
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise InputError(f"{release}: cannot read --config {path}: {' '.join(str(exc).split())}") from None
     if data is None:
         data = {}
