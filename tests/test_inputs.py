@@ -388,7 +388,7 @@ def test_a_config_file_is_a_user_file_a_fifo_or_a_yaml_bomb_is_refused(release, 
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text('a: &a ["x","x","x","x","x","x","x","x","x"]\n'
                     + "".join(f"{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n"
-                              for p, c in zip("abcdefgh", "bcdefghi")))
+                              for p, c in zip("abcdefgh", "bcdefghi", strict=True)))
     code, _out, err = cli(*base, bomb)
     assert code == 2 and "aliases" in err and len(err.strip().splitlines()) == 1, err
     fifo = tmp_path / "pipe.yaml"
