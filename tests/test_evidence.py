@@ -341,10 +341,15 @@ def test_layer_decided_setting_is_not_resolved_anywhere(release):
     code, out, _err = cli("resolve", *args)
     first = out.split("moe_runner_backend", 1)[1].splitlines()[0]
     assert "(unsupported" in first and "(resolved" not in first
-    # layers whose outcome the tool cannot tell leave the setting unknown: exit 3
+    # an explicit flashinfer_trtllm: the layers are built and reach TRT-LLM-gen's MoE kernel
+    # (abstract tensors, issue 41; before them the weight preparation stopped, unknown). Whether
+    # that kernel exists on SM12x is the kernel library's, not SGLang's Python: `check` says it
+    # (SGA201, error), the setting is not called unsupported on its layers
     code, out, _err = cli("resolve", *args, "--set", "moe_runner_backend=flashinfer_trtllm", "--format", "json")
     moe = json.loads(out)["settings"]["moe_runner_backend"]
-    assert moe["layer"]["status"] == "unknown" and moe["status"] == "unknown" and code == 3
+    assert moe["layer"]["status"] == "resolved" and "trtllm_fp4_block_scale_moe" in moe["layer"]["value"]
+    code, out, _err = cli("check", *args, "--set", "moe_runner_backend=flashinfer_trtllm")
+    assert code == 1 and "ERROR   SGA201 moe-trtllm-sm12x" in out
 
 
 @pytest.mark.real_release

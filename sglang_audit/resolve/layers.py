@@ -218,10 +218,14 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
         if o not in distinct:
             distinct.append(o)
     first = distinct[0]
-    if complete and len(distinct) == 1 and first.status != STATUS_UNKNOWN:
+    # paths that split on tensor metadata (a shape compared) may reach the same kernel by other
+    # branches: the same answer, told with the first path's chain (and the tensors all agree on)
+    same = {(o.status, o.value, o.method, o.runner, o.site, o.code, o.exception) for o in distinct}
+    if complete and len(same) == 1 and first.status != STATUS_UNKNOWN:
+        tensors = first.tensors if all(o.tensors == first.tensors for o in distinct) else ()
         return LayerValue(first.status, first.value, first.method, first.runner, first.site, first.code,
                           first.exception, paths=len(outcomes), data_dependent=tuple(data), chain=first.chain,
-                          tensors=first.tensors)
+                          tensors=tensors)
     reason = first.value if len(distinct) == 1 else "the layer's outcome depends on values the tool does not know"
     if not complete:
         reason = f"analysis bound reached: more than {MAX_LAYER_PATHS} layer branches"

@@ -715,6 +715,10 @@ def _param_getattr(interp: Interpreter, args: list[Any], kwargs: dict[str, Any])
         return data.native_attr(interp, name)
     if isinstance(data, Unknown):
         return Unknown(f"attribute {name} of a parameter whose tensor is not known ({data.reason})")
+    if isinstance(data, External):
+        # a parameter made from a kernel library's output (aiter's weight shuffle): a tensor the
+        # overlay cannot see into, never a missing attribute of SGLang's
+        return Unknown(f"attribute {name} of a parameter holding {data.path} (a library's output)")
     raise interp.make_raise("AttributeError", f"'Parameter' object has no attribute '{name}'")
 
 
