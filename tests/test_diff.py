@@ -616,13 +616,16 @@ deployments:
     # pairs them, so they are compared (unchanged here) instead of removed + added
     assert table[0].split()[-1] == "fp4_gemm_runner_backend"
     assert "nsa_prefill_backend" not in table[0] and "dsa_prefill_backend" not in table[0]
-    assert rows["qwen-sm120"] == ["CHANGED", "accepted", "+SGA101", "=", "CHANGED"]
+    assert rows["qwen-sm120"] == ["CHANGED", "accepted", "+SGA101", "CHANGED"]
     assert "known-bad new in 0.5.13: ERROR SGA101" in out
-    # the values did not change; what 0.5.13's MoE layers do with flashinfer_trtllm cannot be
-    # told (0.5.12's run trtllm_fp4_block_scale_moe): unknown, not "unchanged" (issue 39 item 2)
-    assert rows["dsr1-b200"] == ["unknown", "accepted", "unknown", "="]
+    # the values did not change, and both releases' MoE layers reach trtllm_fp4_block_scale_moe
+    # with flashinfer_trtllm: unchanged, decided (before abstract tensors, issue 41, 0.5.13's weight
+    # preparation stopped and the row was "unknown", never "unchanged": issue 39 item 2); no
+    # deployment's MoE runner changes, so the column is not shown
+    assert rows["dsr1-b200"] == ["unchanged", "accepted", "="]
+    assert "moe_runner_backend" not in table[0]
     # sm90: the FP4 GEMM auto pick moved to marlin (0.5.13 adds the sm80-sm9x branch)
-    assert rows["qwen3-h100"] == ["CHANGED", "accepted", "=", "CHANGED"]
+    assert rows["qwen3-h100"] == ["CHANGED", "accepted", "CHANGED"]
     assert "0.5.13  auto → runtime marlin" in out
     assert cli("diff", "--from", "sglang==0.5.12", "--to", "sglang==0.5.13", "--deployment", str(fleet),
                "--fail-on", "rejected")[0] == 0
