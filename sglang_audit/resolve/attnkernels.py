@@ -33,7 +33,13 @@ from typing import Any
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import absolute_module
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
-from sglang_audit.resolve.kernelread import FlashInferReader, Found, capability_layer, flat_text
+from sglang_audit.resolve.kernelread import (
+    FlashInferReader,
+    Found,
+    call_name,
+    capability_layer,
+    flat_text,
+)
 from sglang_audit.result import KERNEL_SUPPORTED as SUPPORTED
 from sglang_audit.result import KERNEL_UNKNOWN as UNKNOWN
 from sglang_audit.result import KERNEL_UNSUPPORTED as UNSUPPORTED
@@ -93,15 +99,6 @@ def _load(cache: SourceCache, root: Path, module: str) -> tuple[str, ir.Node] | 
         return None
 
 
-def _call_name(node: ir.Node) -> str:
-    func = node.func
-    if isinstance(func, ir.Name):
-        return str(func.id)
-    if isinstance(func, ir.Attribute):
-        return str(func.attr)
-    return ""
-
-
 def _blocks(body: list[ir.Node]) -> Iterator[list[ir.Node]]:
     """Every statement list nested in ``body`` (itself first), functions and classes excluded."""
     yield body
@@ -131,7 +128,7 @@ def _creator(tree: ir.Node, decorator: str, name: str) -> ir.Node | None:
         if not isinstance(node, ir.FunctionDef):
             continue
         for deco in node.decorators:
-            if isinstance(deco, ir.Call) and _call_name(deco) == decorator:
+            if isinstance(deco, ir.Call) and call_name(deco) == decorator:
                 first = next((v for k, v in deco.args if k == ""), None)
                 if isinstance(first, ir.Const) and first.value == name:
                     return node
@@ -286,7 +283,7 @@ def _device_eval(node: ir.Node, dev: DeviceFacts, reader: FlashInferReader, foun
             raise _Opaque
         return dev.cuda
     if isinstance(node, ir.Call):
-        name = _call_name(node)
+        name = call_name(node)
         if name in ("get_device_capability", "get_compute_capability"):
             return dev.capability
         if isinstance(node.func, ir.Name) and depth < _MAX_HELPER_DEPTH:
@@ -340,7 +337,7 @@ def read_function(reader: FlashInferReader, imp: KernelImport, dev: DeviceFacts,
     layers: list[KernelLayer] = []
     ccn = dev.capability[0] * 10 + dev.capability[1]
     for deco in found.func.decorators:
-        if isinstance(deco, ir.Call) and _call_name(deco) == "supported_compute_capability":
+        if isinstance(deco, ir.Call) and call_name(deco) == "supported_compute_capability":
             layers.append(capability_layer(found, deco, ccn, imp.name))
     returned_before = False  # a statement before the guard may return: the guard may be skipped
     for stmt in found.func.body:

@@ -125,7 +125,7 @@ def evaluate_row(reader: FlashInferReader, row: dict[str, Any], cc: tuple[int, i
     if found is None:
         return verdict(UNKNOWN, f"{entry} not found in FlashInfer {version}")
     ccn = cc[0] * 10 + cc[1]
-    decorators = {_call_name(d): d for d in found.func.decorators if isinstance(d, ir.Call)}
+    decorators = {call_name(d): d for d in found.func.decorators if isinstance(d, ir.Call)}
     req = decorators.get("backend_requirement")
     if req is not None:
         layers.extend(_backend_requirement(reader, found, req, backend, ccn, conditions))
@@ -167,7 +167,7 @@ def _decide(layers: list[KernelLayer], verdict: Callable[[str, str], KernelVerdi
     return verdict(SUPPORTED, f"{name}{key} declared for {sm}: {x.function} {x.detail} at {x.file}:{x.line}")
 
 
-def _call_name(node: ir.Node) -> str:
+def call_name(node: ir.Node) -> str:
     func = node.func
     if isinstance(func, ir.Name):
         return str(func.id)
@@ -223,7 +223,7 @@ def _backend_requirement(reader: FlashInferReader, entry: Found, deco: ir.Node, 
         return [KernelLayer("backend_requirement", name, entry.rel, deco.line, UNKNOWN,
                             f"requirement for {backend!r} ({fn_name or 'not a name'}) not found")]
     cap = next((d for d in req.func.decorators
-                if isinstance(d, ir.Call) and _call_name(d) == "supported_compute_capability"), None)
+                if isinstance(d, ir.Call) and call_name(d) == "supported_compute_capability"), None)
     if cap is None:
         # backend_requirement's is_backend_supported(backend, cc) answers False for a
         # requirement without the decorator; say so rather than guess which way it goes
@@ -252,7 +252,7 @@ def _conditions(found: Found) -> list[str]:
             out.append(f"{found.func.name} {what} if {flat_text(stmt.text)} "
                        f"({found.rel}:{stmt.line})")
         elif isinstance(stmt, ir.ExprStmt) and isinstance(stmt.value, ir.Call):
-            out.append(f"{found.func.name} calls {_call_name(stmt.value) or 'a function'}(...) ({found.rel}:{stmt.line})")
+            out.append(f"{found.func.name} calls {call_name(stmt.value) or 'a function'}(...) ({found.rel}:{stmt.line})")
     return out
 
 
@@ -322,7 +322,7 @@ def _bind_capability(stmt: ir.Node, env: dict[str, Any], cc: tuple[int, int]) ->
     """``x = ...capability(...)`` binds x to (major, minor); ``major, minor = ...`` both."""
     if not isinstance(stmt, ir.Assign) or not isinstance(stmt.value, ir.Call):
         return
-    if "capability" not in _call_name(stmt.value):
+    if "capability" not in call_name(stmt.value):
         return
     for target in stmt.targets:
         if isinstance(target, ir.Name):
@@ -403,7 +403,7 @@ def _chosen_body(body: list[ir.Node], env: dict[str, Any]) -> tuple[list[ir.Node
 
 def _jit(reader: FlashInferReader, entry: Found, getter: str, arch_param: str, cc: tuple[int, int]) -> list[KernelLayer]:
     sm = f"SM{cc[0]}{cc[1]}"
-    calls = [c for c in _calls(entry.func.body) if _call_name(c) == getter]
+    calls = [c for c in _calls(entry.func.body) if call_name(c) == getter]
     if not calls:
         return [KernelLayer("jit", entry.func.name, entry.rel, entry.func.line, UNKNOWN,
                             f"{entry.func.name} does not call {getter} in this version")]
@@ -432,7 +432,7 @@ def _jit(reader: FlashInferReader, entry: Found, getter: str, arch_param: str, c
             named_for = (f"; named for SM{tag.group(1)}" if tag and tag.group(1) != f"{cc[0]}{cc[1]}" else "")
             layers.append(KernelLayer("jit", gen.func.name, gen.rel, line, says,
                                       f"nvcc archs for majors {majors}{named}, built via {via}{named_for}"))
-        artifacts = [c for c in _calls(gen.func.body) if _call_name(c) == "get_artifact"]
+        artifacts = [c for c in _calls(gen.func.body) if call_name(c) == "get_artifact"]
         if artifacts:
             layers.append(KernelLayer(
                 "artifact", gen.func.name, gen.rel, artifacts[0].line, UNKNOWN,
@@ -451,7 +451,7 @@ def _gen_calls(reader: FlashInferReader, found: Found, arch_param: str, cc: tupl
         return f"{found.func.name}: {why}"
     out: list[tuple[Found, str]] = []
     for call in _calls(body):
-        callee = _call_name(call)
+        callee = call_name(call)
         if not isinstance(call.func, ir.Name):
             continue
         if callee.startswith("gen_") and callee.endswith("_module"):
@@ -480,7 +480,7 @@ def _major_versions(gen: Found) -> tuple[list[int] | None, int]:
 
 def _spec_name(gen: Found) -> str:
     for call in _calls(gen.func.body):
-        if _call_name(call) == "gen_jit_spec":
+        if call_name(call) == "gen_jit_spec":
             first = _arg(call, 0, "name")
             if isinstance(first, ir.Const) and isinstance(first.value, str):
                 return first.value
