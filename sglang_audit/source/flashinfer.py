@@ -26,9 +26,8 @@ from sglang_audit.source.archives import (
     within,
 )
 from sglang_audit.source.metadata import (
-    HEADER_NAME,
-    HEADER_VERSION,
     VERSION_PY,
+    dist_version,
     read_text,
     valid_version,
 )
@@ -162,16 +161,9 @@ def _locate_fi_archive(path: Path, origin: str, say: Callable[[str], None]) -> F
 
 
 def _fi_version(package: Path, metas: Iterable[Path]) -> str | None:
-    for path in metas:
-        text = read_text(path)
-        if text is None:
-            continue
-        headers = re.split(r"\r?\n\r?\n", text, maxsplit=1)[0]
-        name = HEADER_NAME.search(headers)
-        if name and re.sub(r"[-_.]+", "-", name.group(1).lower()) == "flashinfer-python":
-            version = HEADER_VERSION.search(headers)
-            if version and valid_version(version.group(1)):
-                return version.group(1)
+    found = dist_version(metas, ("flashinfer-python",))
+    if found is not None:
+        return found
     for fname in ("_build_meta.py", "version.py"):  # the generated file first
         text = read_text(package / fname)
         match = VERSION_PY.search(text) if text else None

@@ -59,6 +59,23 @@ def valid_version(text: str | None) -> str | None:
     return text
 
 
+def dist_version(metas: Iterable[Path], dists: Iterable[str]) -> str | None:
+    """The version the first core-metadata file (``METADATA``/``PKG-INFO``) of one of ``dists``
+    (normalised names) declares, if valid: a kernel library's wheel says which release it is."""
+    wanted = set(dists)
+    for path in metas:
+        text = read_text(path)
+        if text is None:
+            continue
+        headers = re.split(r"\r?\n\r?\n", text, maxsplit=1)[0]
+        name = HEADER_NAME.search(headers)
+        if name and re.sub(r"[-_.]+", "-", name.group(1).lower()) in wanted:
+            version = HEADER_VERSION.search(headers)
+            if version and valid_version(version.group(1)):
+                return version.group(1)
+    return None
+
+
 def best_pin(matches: Iterable[tuple[str, str | None]]) -> str | None:
     """The first pin without an environment marker, else the first extra-only one, else any."""
     ranked: list[tuple[int, int, str]] = []

@@ -11,7 +11,7 @@ import glob
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +27,7 @@ from sglang_audit.source.archives import (
     pip_failure,
     within,
 )
-from sglang_audit.source.metadata import HEADER_NAME, HEADER_VERSION, read_text, valid_version
+from sglang_audit.source.metadata import dist_version
 
 if TYPE_CHECKING:
     import subprocess
@@ -67,7 +67,7 @@ def locate_sgl_kernel(spec: str | None, pin: str | None, dist: str = "sglang-ker
         package = _package_in(path)
         if package is None:
             raise SourceError(f"no sgl_kernel package found in {path} (expected sgl_kernel/__init__.py)")
-        return SglKernelTree(package, _version(sorted(package.parent.glob("*.dist-info/METADATA"))), spec)
+        return SglKernelTree(package, dist_version(sorted(package.parent.glob("*.dist-info/METADATA")), DISTS), spec)
     if path.is_file():
         return _locate_archive(path, spec, say)
     raise SourceError(f"sgl-kernel source not found: {spec}; {_HINT}")
@@ -121,18 +121,4 @@ def _locate_archive(path: Path, origin: str, say: Callable[[str], None]) -> SglK
     missing = f"no sgl_kernel package found in {path} (expected sgl_kernel/__init__.py)"
     # size_of_skipped: the wheel's 1 GiB .so is left compressed, so it counts toward no limit
     root, package = extract_cached(path, _KEEP, _package_in, missing, say, size_of_skipped=False)
-    return SglKernelTree(package, _version(sorted(root.glob("*.dist-info/METADATA"))), origin)
-
-
-def _version(metas: Iterable[Path]) -> str | None:
-    for path in metas:
-        text = read_text(path)
-        if text is None:
-            continue
-        headers = re.split(r"\r?\n\r?\n", text, maxsplit=1)[0]
-        name = HEADER_NAME.search(headers)
-        if name and re.sub(r"[-_.]+", "-", name.group(1).lower()) in DISTS:
-            version = HEADER_VERSION.search(headers)
-            if version and valid_version(version.group(1)):
-                return version.group(1)
-    return None
+    return SglKernelTree(package, dist_version(sorted(root.glob("*.dist-info/METADATA")), DISTS), origin)

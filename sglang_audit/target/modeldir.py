@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,7 +150,3 @@ def model_checkpoint(model_dir: Path) -> ModelCheckpoint:
     _MEMO[model_dir] = (raw, found)
     return found
 
-
-def config_of(model_dir: Path) -> Mapping[str, Any] | None:
-    """config.json of ``model_dir`` as an object, None when it is missing or unreadable."""
-    return model_checkpoint(model_dir).config
