@@ -15,9 +15,11 @@ from sglang_audit import factfiles
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve import attnkernels
 from sglang_audit.resolve.kernelread import FlashInferReader
+from sglang_audit.resolve.libeval import LibraryEval
 from sglang_audit.resolve.pipeline import Request
 from sglang_audit.result import LayerValue
 from sglang_audit.source.sglkernel import locate_sgl_kernel
+from sglang_audit.target.device import Device
 
 ROOT = Path(__file__).resolve().parent / "data" / "attn_kernels"
 REGISTRY = "sglang/srt/layers/attention/attention_registry.py"
@@ -36,10 +38,14 @@ def _reach(backend: str, layer: object = None) -> attnkernels.Reach:
     return attnkernels.reach(ROOT, SourceCache(use_disk=False), facts, backend, layer)
 
 
+def _device(capability: tuple[int, int], cuda: str) -> attnkernels.DeviceFacts:
+    return attnkernels.DeviceFacts(Device("cuda", f"sm{capability[0]}{capability[1]}", *capability, cuda, None, "test", 81920))
+
+
 def _verdict(backend: str, capability: tuple[int, int], cuda: str = "12.9", layer: object = None):
     cache = SourceCache(use_disk=False)
     readers = {"sgl_kernel": (FlashInferReader(ROOT / "sgl_kernel", cache), "0.0.test", "")}
-    return attnkernels.verdict(_reach(backend, layer), readers, attnkernels.DeviceFacts(capability, cuda),
+    return attnkernels.verdict(_reach(backend, layer), readers, _device(capability, cuda),
                                lambda p: {"sgl_kernel": "sgl-kernel"}.get(p, p))
 
 
@@ -153,7 +159,9 @@ def test_a_guard_an_earlier_return_may_skip_informs_but_does_not_refuse():
     cache = SourceCache(use_disk=False)
     reader = FlashInferReader(ROOT / "sgl_kernel", cache)
     imp = attnkernels.KernelImport("sgl_kernel.flash_attn", "flash_attn_maybe", "x.py:1")
-    layers = attnkernels.read_function(reader, imp, attnkernels.DeviceFacts((10, 0), "12.9"), [])
+    dev = _device((10, 0), "12.9")
+    lib = LibraryEval(ROOT / "sgl_kernel", cache, dev.device, dev.environment)
+    layers = attnkernels.read_function(reader, imp, lib, dev, [])
     guard = _line(WRAPPER, "def flash_attn_maybe") + 3  # the second `if` of the function
     assert [(x.says, x.enforced, x.line) for x in layers] == [("unsupported", False, guard)]
     assert "an earlier statement may return first" in layers[0].detail

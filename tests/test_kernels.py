@@ -19,9 +19,11 @@ from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.render.text import render_resolution
 from sglang_audit.resolve.kernelread import FlashInferReader, evaluate_row
 from sglang_audit.resolve.kernels import attach, kernel_spec
+from sglang_audit.resolve.libeval import LibraryEval
 from sglang_audit.result import ModelSummary, Resolution, Setting, UnknownValue
 from sglang_audit.rules.knownbad import check_resolution, kernel_findings
 from sglang_audit.source.flashinfer import locate_flashinfer
+from sglang_audit.target.device import Device, Environment
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kernels"
 FI = FIXTURES / "fi_mini" / "flashinfer"
@@ -40,8 +42,12 @@ def row(entry: str, backend: str = "", callers: tuple[str, ...] = (QUANT,), **ex
     return {"entry": entry, "backend": backend, "callers": list(callers), **extra}
 
 
+def lib(cache: SourceCache, cc: tuple[int, int], package: Path = FI) -> LibraryEval:
+    return LibraryEval(package, cache, Device("cuda", f"sm{cc[0]}{cc[1]}", *cc, "12.9", None, "test", 81920), Environment())
+
+
 def verdict(cache: SourceCache, r: dict[str, Any], cc: tuple[int, int]) -> Any:
-    return evaluate_row(FlashInferReader(FI, cache), r, cc, "9.9.9", SGLANG_SIDE, cache)
+    return evaluate_row(FlashInferReader(FI, cache), r, lib(cache, cc), "9.9.9", SGLANG_SIDE, cache)
 
 
 def line_of(rel: str, text: str, root: Path = FI.parent) -> int:
@@ -111,11 +117,11 @@ def test_decorator_on_the_entry_itself_refuses(cache, tmp_path):
     (side / "caller.py").write_text("from flashinfer import direct_kernel\n")
     reader = FlashInferReader(FI, cache)
     r = row("flashinfer.direct_kernel", callers=("sglang.srt.caller",))
-    v = evaluate_row(reader, r, (12, 0), "9.9.9", tmp_path, cache)
+    v = evaluate_row(reader, r, lib(cache, (12, 0)), "9.9.9", tmp_path, cache)
     assert v.status == "unsupported"
     assert v.layers[0].mechanism == "supported_compute_capability"
     assert v.layers[0].line == line_of(GEMM, "@supported_compute_capability([90])")
-    assert evaluate_row(reader, r, (9, 0), "9.9.9", tmp_path, cache).status == "supported"
+    assert evaluate_row(reader, r, lib(cache, (9, 0)), "9.9.9", tmp_path, cache).status == "supported"
 
 
 # ---- helper + JIT spec + artifacts -------------------------------------------------------
@@ -128,15 +134,17 @@ def test_trtllm_moe_layers_disagree_with_runtime_artifacts_and_say_so(cache):
     v = verdict(cache, TRTLLM, (12, 0))
     assert v.status == "unknown"
     by = {layer.mechanism: layer for layer in v.layers}
-    assert by["helper"].says == "supported" and not by["helper"].enforced
-    assert "`arch[0] < 10` is false" in by["helper"].detail
+    # FlashInfer's helper passes torch.cuda.current_device() (an int) where its
+    # get_compute_capability wants a torch.device: run on the device, it raises, and says nothing
+    assert by["helper"].says == "unknown" and not by["helper"].enforced
+    assert "raises AttributeError: 'int' object has no attribute 'type'" in by["helper"].detail
+    assert by["helper"].line == line_of("flashinfer/fused_moe/core.py", "arch = get_compute_capability(")
     assert by["jit"].says == "supported"
     assert "majors [10, 12]" in by["jit"].detail and "'fused_moe_trtllm_sm100'" in by["jit"].detail
     assert "named for SM100" in by["jit"].detail  # the name and the arch list disagree: both shown
     assert by["jit"].line == line_of("flashinfer/jit/fused_moe.py", "supported_major_versions=[10, 12]")
     assert by["artifact"].says == "unknown"
     assert "prebuilt binaries fetched at run time" in v.reason
-    assert any("dtype_weights != dtype_act" in c for c in v.conditions)
     assert v.call_site.startswith("sglang/srt/layers/moe/moe_runner/flashinfer_trtllm.py:")
 
 
@@ -145,7 +153,31 @@ def test_trtllm_moe_below_the_jit_arch_list_is_unsupported(cache):
     assert v.status == "unsupported"
     assert "majors [10, 12]" in v.reason
     helper = next(layer for layer in v.layers if layer.mechanism == "helper")
-    assert helper.says == "unsupported" and "`arch[0] < 10` holds on SM90" in helper.detail
+    assert helper.says == "unknown" and "on SM90: the helper cannot answer" in helper.detail
+
+
+def test_a_helpers_capability_guards_run_on_the_device(cache, tmp_path):
+    # the assignments before a guard run (the capability unpacked), then each test: the first
+    # that holds refuses (informing: SGLang does not call the helper), a test on an argument
+    # is a condition
+    fi = tmp_path / "flashinfer"
+    fi.mkdir()
+    (fi / "__init__.py").write_text("raise ImportError('the API module is never run')\n")
+    (fi / "moe.py").write_text(
+        "import torch\n\n\ndef moe_kernel(x):\n    return x\n\n\n"
+        "def is_moe_supported(dtype):\n    major, minor = torch.cuda.get_device_capability()\n"
+        "    if dtype != 'bf16':\n        return False\n    if (major, minor) < (10, 0):\n        return False\n"
+        "    return True\n")
+    side = tmp_path / "sglang"
+    side.mkdir()
+    (side / "c.py").write_text("from flashinfer.moe import moe_kernel\n")
+    r = row("flashinfer.moe.moe_kernel", callers=("sglang.c",), helper="is_moe_supported")
+    for cc, says in (((9, 0), "unsupported"), ((12, 0), "supported")):
+        v = evaluate_row(FlashInferReader(fi, cache), r, lib(cache, cc, fi), "9.9.9", tmp_path, cache)
+        (helper,) = v.layers
+        assert (helper.says, helper.line) == (says, 12 if says == "unsupported" else 8), helper.detail
+        if says == "supported":
+            assert any("returns False if dtype != 'bf16'" in c for c in v.conditions), v.conditions
 
 
 CUTLASS = row("flashinfer.fused_moe.cutlass_fused_moe", jit="get_cutlass_fused_moe_module", jit_arch_param="backend")
@@ -173,7 +205,7 @@ def test_missing_entry_is_unknown(cache, tmp_path):
     side = tmp_path / "sglang"
     side.mkdir()
     (side / "c.py").write_text("from flashinfer import gone\n")
-    v = evaluate_row(FlashInferReader(FI, cache), row("flashinfer.gone", callers=("sglang.c",)), (12, 0), "9.9.9", tmp_path, cache)
+    v = evaluate_row(FlashInferReader(FI, cache), row("flashinfer.gone", callers=("sglang.c",)), lib(cache, (12, 0)), "9.9.9", tmp_path, cache)
     assert v.status == "unknown" and "flashinfer.gone not found in FlashInfer 9.9.9" in v.reason
 
 
@@ -419,11 +451,12 @@ def test_real_trtllm_moe_sm120_reports_each_layer(release, version):
     res = _real(release, version, "sm120", ["moe_runner_backend=flashinfer_trtllm"])
     k = res.settings["moe_runner_backend"].kernel
     assert k.function == "flashinfer.fused_moe.trtllm_fp4_block_scale_moe"
-    # the helper and the JIT arch list accept SM12x; the kernels are prebuilt cubins: unknown
+    # the JIT arch list accepts SM12x; the kernels are prebuilt cubins: unknown. FlashInfer's
+    # own helper raises when run (it passes an int device to get_compute_capability)
     assert k.status == "unknown"
     by = {layer.mechanism: layer for layer in k.layers}
-    assert by["helper"].function == "is_trtllm_moe_supported" and by["helper"].says == "supported"
-    assert "arch[0] < 10" in by["helper"].detail
+    assert by["helper"].function == "is_trtllm_moe_supported" and by["helper"].says == "unknown"
+    assert "raises AttributeError" in by["helper"].detail
     assert by["jit"].function == "gen_trtllm_gen_fused_moe_sm100_module" and "majors [10, 12]" in by["jit"].detail
     assert "supported_major_versions=[10, 12]" in _flashinfer_line(res, by["jit"].file, by["jit"].line)
     assert by["artifact"].says == "unknown" and "get_artifact" in by["artifact"].detail

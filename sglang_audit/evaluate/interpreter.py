@@ -410,8 +410,13 @@ class Interpreter:
         natives: World,
         decisions: dict[str, bool] | None = None,
         bounds: Bounds | None = None,
+        top_init: bool = True,
     ) -> None:
-        self.root = package_parent  # directory that holds the `sglang` package
+        self.root = package_parent  # directory that holds the analysed package
+        # whether the analysed package's own __init__ runs before its submodules, as in
+        # CPython (SGLang's: yes). A kernel library's imports its whole API and loads its
+        # compiled extension; its functions are read module by module, so it does not run
+        self.top_init = top_init
         self.cache = cache
         self.natives = natives
         self.decisions = dict(decisions or {})
@@ -448,6 +453,9 @@ class Interpreter:
         self.decision_filters: list[Callable[[Unknown, str, int, str], bool | None]] = []
         self.import_watchers: list[Callable[[str], None]] = []
         self._message_mode = False  # f-string parts rendered as SGLang's message text
+        # module bodies being run (an import inside a call): a decision filter may leave
+        # their top-level branches to the path, as any module load decides them
+        self.loading = 0
         world = natives.initial_state()
         self.environ: Any = world.environ
         self.hf_configs: dict[Any, Any] = world.hf_configs
@@ -700,6 +708,15 @@ class Interpreter:
             self.modules[name] = ext
             return ext
         parent: ModuleObj | External | None = None
+        if "." not in name and not self.top_init:
+            found_top = self.find_module_file(name)
+            if found_top is not None and found_top[1]:
+                mod = ModuleObj(name, found_top[0].parent.relative_to(self.root).as_posix() + "/", True)
+                mod.globals["__file__"] = str(found_top[0])
+                mod.unrun = f"{mod.file}__init__.py is not evaluated (a kernel library's API module)"
+                mod.loaded = True
+                self.modules[name] = mod
+                return mod
         if "." in name:
             # as in CPython, the parent package is fully imported first (its __init__ may
             # import this very module, e.g. `from .common import *`)
@@ -739,6 +756,13 @@ class Interpreter:
             mod.failed = exc.message
             return
         frame = Frame(module=mod)
+        self.loading += 1
+        try:
+            self._run_body(mod, tree, frame)
+        finally:
+            self.loading -= 1
+
+    def _run_body(self, mod: ModuleObj, tree: ir.Node, frame: Frame) -> None:
         for stmt in tree.body:
             try:
                 self.exec_block([stmt], frame)
@@ -771,6 +795,8 @@ class Interpreter:
                         return sub
         if mod.failed:
             return Unknown(f"{mod.file} could not be parsed ({mod.failed})", f"parse:{mod.file}")
+        if mod.unrun:
+            return Unknown(f"{mod.name}.{name}: {mod.unrun}")
         raise self.make_raise("AttributeError", f"module '{mod.name}' has no attribute '{name}'")
 
     def resolve_lazy(self, lazy: LazyImport) -> Any:
@@ -798,6 +824,8 @@ class Interpreter:
             return self.module_attr(mod, lazy.attr)
         if mod.failed:
             return Unknown(f"{mod.file} could not be parsed ({mod.failed})", f"parse:{mod.file}")
+        if mod.unrun:
+            return Unknown(f"{lazy.module}.{lazy.attr}: {mod.unrun}")
         return Unknown(f"{lazy.module}.{lazy.attr} not found in the source", f"missing:{lazy.module}.{lazy.attr}")
 
     # ---- statements -------------------------------------------------------------------
@@ -1282,7 +1310,7 @@ class Interpreter:
                     break
         if ctx.at < 0:
             raise Unmodelled(f"a context manager generator whose yield is nested deeper ({func.qualname} at {func.module.file}:{func.line})")
-        scope = Scope(parent=func.closure, local_names=_function_locals(func.body))
+        scope = Scope(parent=func.closure, local_names=function_locals(func.body))
         frame = ctx.frame = Frame(module=func.module, scope=scope, func=func, depth=self.depth + 1)
         self.bind_params(func, ctx.args, ctx.kwargs, scope)
         stmt = func.body[ctx.at]
@@ -2202,7 +2230,7 @@ class Interpreter:
         if self.depth > self.bounds.max_depth:
             self.depth -= 1
             raise AnalysisBound(f"analysis bound reached: call depth over {self.bounds.max_depth} at {func.qualname}")
-        scope = Scope(parent=func.closure, local_names=frozenset() if func.is_lambda else _function_locals(func.body))
+        scope = Scope(parent=func.closure, local_names=frozenset() if func.is_lambda else function_locals(func.body))
         frame = Frame(module=func.module, scope=scope, func=func, depth=self.depth)
         try:
             self.bind_params(func, args, kwargs, scope)
@@ -2699,7 +2727,7 @@ def _memo_key(values: list[Any]) -> Any:
 _LOCALS: dict[int, tuple[list[ir.Node], frozenset[str]]] = {}
 
 
-def _function_locals(body: list[ir.Node]) -> frozenset[str]:
+def function_locals(body: list[ir.Node]) -> frozenset[str]:
     """Names a function body binds (assignment, for/with/except targets, import, def,
     class), nested functions and comprehensions excluded; cached per body (the entry
     keeps the body alive, so its id is not reused)."""

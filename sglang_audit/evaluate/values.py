@@ -165,6 +165,7 @@ class ModuleObj:
         self.events: dict[str, Event] = {}
         self.loaded = False
         self.failed: str | None = None
+        self.unrun: str | None = None  # why its body was not run (its names are then unknown)
 
     def __repr__(self) -> str:
         return f"<module {self.name}>"

@@ -14,12 +14,11 @@ refuse.
 
 *What the kernel says.* Each imported function is found in the library the release pins
 (``source/sglkernel.py``, ``source/flashinfer.py``) and its top-level ``if <test>: raise``
-guards are evaluated where the test depends on the device alone: the capability
-(``...get_device_capability(...)``, ``...get_compute_capability(...)``), ``torch.version.cuda``
-(compared as the code compares it: strings), and a same-module helper returning such an
-expression (``is_fa3_supported``). A guard that holds is the kernel's own refusal
-(``unsupported``, cited at the guard); a ``@supported_compute_capability`` decorator is read as
-``kernelread`` reads it. Anything else is listed as a condition, not evaluated.
+guards are run by the interpreter on the device (``libeval``: the library's own module, its
+helpers such as ``is_fa3_supported``, the capability and ``torch.version.cuda`` from the device
+model). A guard that holds is the kernel's own refusal (``unsupported``, cited at the guard); a
+test that branches on the call's arguments or anything else the device does not decide is listed
+as a condition; a ``@supported_compute_capability`` decorator is read as ``kernelread`` reads it.
 """
 
 from __future__ import annotations
@@ -35,11 +34,11 @@ from sglang_audit.frontend.bindings import absolute_module
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 from sglang_audit.resolve.kernelread import (
     FlashInferReader,
-    Found,
     call_name,
     capability_layer,
     flat_text,
 )
+from sglang_audit.resolve.libeval import LibraryEval
 from sglang_audit.result import KERNEL_SUPPORTED as SUPPORTED
 from sglang_audit.result import KERNEL_UNKNOWN as UNKNOWN
 from sglang_audit.result import KERNEL_UNSUPPORTED as UNSUPPORTED
@@ -50,8 +49,7 @@ from sglang_audit.result import (
     KernelVerdict,
     LayerValue,
 )
-
-_MAX_HELPER_DEPTH = 2
+from sglang_audit.target.device import Device, Environment
 
 
 @dataclass(frozen=True)
@@ -268,69 +266,24 @@ def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any) 
 
 @dataclass(frozen=True)
 class DeviceFacts:
-    capability: tuple[int, int]
-    cuda: str | None  # torch.version.cuda as torch reports it ("12.9")
+    """The device model the guards run on (``libeval``) and the user's environment."""
+
+    device: Device
+    environment: Environment = Environment()
+
+    @property
+    def capability(self) -> tuple[int, int]:
+        cc = self.device.capability
+        if cc is None:
+            raise ValueError(f"{self.device.arch} has no CUDA capability")
+        return cc
 
 
-def _device_eval(node: ir.Node, dev: DeviceFacts, reader: FlashInferReader, found: Found, depth: int,
-                 used: list[str]) -> Any:
-    """The value of a guard's expression on the device; _Opaque when it reads anything else."""
-    if isinstance(node, ir.Const):
-        return node.value
-    if isinstance(node, ir.Attribute) and node.attr == "cuda" and isinstance(node.value, ir.Attribute) \
-            and node.value.attr == "version":
-        if dev.cuda is None:
-            raise _Opaque
-        return dev.cuda
-    if isinstance(node, ir.Call):
-        name = call_name(node)
-        if name in ("get_device_capability", "get_compute_capability"):
-            return dev.capability
-        if isinstance(node.func, ir.Name) and depth < _MAX_HELPER_DEPTH:
-            helper = reader.find(found.module, name)
-            if helper is not None:
-                returns = [s for s in helper.func.body if isinstance(s, ir.Return)]
-                rest = [s for s in helper.func.body if not isinstance(s, ir.Return | ir.Pass)
-                        and not (isinstance(s, ir.ExprStmt) and isinstance(s.value, ir.Const))]
-                if len(returns) == 1 and not rest and returns[0].value is not None:
-                    used.append(f"{name} at {helper.rel}:{returns[0].line}")
-                    return _device_eval(returns[0].value, dev, reader, helper, depth + 1, used)
-        raise _Opaque
-    if isinstance(node, ir.Subscript):
-        base = _device_eval(node.value, dev, reader, found, depth, used)
-        index = _device_eval(node.index, dev, reader, found, depth, used)
-        if isinstance(base, tuple) and isinstance(index, int):
-            return base[index]
-        raise _Opaque
-    if isinstance(node, ir.TupleExpr | ir.ListExpr):
-        return tuple(_device_eval(e, dev, reader, found, depth, used) for e in node.elts)
-    if isinstance(node, ir.UnaryOp) and node.op == "not":
-        return not _device_eval(node.operand, dev, reader, found, depth, used)
-    if isinstance(node, ir.BoolOp):
-        # evaluated whole (no short circuit): a side the device cannot answer is opaque
-        values = [_device_eval(v, dev, reader, found, depth, used) for v in node.values]
-        return all(values) if node.op == "and" else any(values)
-    if isinstance(node, ir.Compare):
-        left = _device_eval(node.left, dev, reader, found, depth, used)
-        ops: dict[str, Callable[[Any, Any], bool]] = {
-            "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-            ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
-            "in": lambda a, b: a in b, "not in": lambda a, b: a not in b}
-        for op, comp in zip(node.ops, node.comparators, strict=False):
-            right = _device_eval(comp, dev, reader, found, depth, used)
-            if op not in ops or type(left) is not type(right) and not (isinstance(right, tuple) and "in" in op):
-                raise _Opaque
-            if not ops[op](left, right):
-                return False
-            left = right
-        return True
-    raise _Opaque
-
-
-def read_function(reader: FlashInferReader, imp: KernelImport, dev: DeviceFacts,
+def read_function(reader: FlashInferReader, imp: KernelImport, lib: LibraryEval, dev: DeviceFacts,
                   conditions: list[str]) -> list[KernelLayer]:
     """What ``imp``'s own code says of the device: its capability decorator and the top-level
-    ``if <device test>: raise`` guards it runs on every call."""
+    ``if <test>: raise`` guards it runs on every call, each test evaluated by the interpreter
+    on the device (``libeval``; the assignments before it run first)."""
     found = reader.find(imp.module, imp.name)
     if found is None:
         return [KernelLayer("guard", imp.name, "", 0, UNKNOWN, f"{imp.module}.{imp.name} not found")]
@@ -339,19 +292,22 @@ def read_function(reader: FlashInferReader, imp: KernelImport, dev: DeviceFacts,
     for deco in found.func.decorators:
         if isinstance(deco, ir.Call) and call_name(deco) == "supported_compute_capability":
             layers.append(capability_layer(found, deco, ccn, imp.name))
+    func = lib.function(found.module, found.func)
+    frame = lib.frame(func) if func is not None else None
     returned_before = False  # a statement before the guard may return: the guard may be skipped
     for stmt in found.func.body:
         if not isinstance(stmt, ir.If) or not any(isinstance(s, ir.Raise) for s in stmt.body):
+            if frame is not None and not returned_before:
+                lib.run_prefix(stmt, frame)
             returned_before = returned_before or _may_return(stmt)
             continue
-        used: list[str] = []
         where = f"{found.rel}:{stmt.line}"
-        try:
-            fires = bool(_device_eval(stmt.test, dev, reader, found, 0, used))
-        except _Opaque:
+        got = lib.test(stmt.test, frame) if frame is not None else None
+        if got is None or got.holds is None:
             conditions.append(f"{imp.name} raises if {flat_text(stmt.text)} ({where})")
             continue
-        via = f" ({'; '.join(used)})" if used else ""
+        fires = got.holds
+        via = f" ({'; '.join(got.used)})" if got.used else ""
         raise_text = next((flat_text(s.text) for s in stmt.body if isinstance(s, ir.Raise)), "raise")
         says = UNSUPPORTED if fires else SUPPORTED
         what = f"`if {flat_text(stmt.text)}` {'holds' if fires else 'does not hold'}{via}: {raise_text}"
@@ -387,12 +343,15 @@ def verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, str
     conditions: list[str] = []
     unread: list[str] = []
     decided: list[tuple[KernelImport, KernelLayer]] = []
+    evaluators: dict[str, LibraryEval] = {}
     for imp in reach_.imports:
         reader, _version, why = readers.get(imp.package, (None, None, "not a library sglang-audit reads"))
         if reader is None:
             unread.append(f"{imp.module}.{imp.name}: {library_label(imp.package)} source not read ({why})")
             continue
-        got = read_function(reader, imp, dev, conditions)
+        if imp.package not in evaluators:
+            evaluators[imp.package] = LibraryEval(reader.package_dir, reader.cache, dev.device, dev.environment)
+        got = read_function(reader, imp, evaluators[imp.package], dev, conditions)
         for layer in got:
             if imp.condition:
                 # an import under an undecided branch may not be the one called: it informs only

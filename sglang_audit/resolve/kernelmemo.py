@@ -2,13 +2,13 @@
 
 Reading one FlashInfer entry (``kernelread.evaluate_row``) loads the IR of several large
 FlashInfer modules (~0.09 s of a 0.5.23 ``resolve`` otherwise answered from the result
-cache). The verdict is a pure function of the row of ``rules/kernels.toml``, the device's
-capability, the FlashInfer package read and what its reading found on disk: every path it
+cache). The verdict is a pure function of the row of ``rules/kernels.toml``, the device model
+and environment the library's code runs on, the FlashInfer package read and what its reading found on disk: every path it
 probed (``is_file``) or loaded, FlashInfer's and the SGLang call site's alike. The memo
 keeps, beside the verdict, each such path with its state then: not a regular file, or the
 sha256 of its content (``cachedir.StampIndex``: re-hashed when the stamp changed). An entry
 answers only while every path is in the same state, so the reading would follow the same
-steps to the same verdict; the key holds the rest (the tool, the row, the capability, the
+steps to the same verdict; the key holds the rest (the tool, the row, the device and environment, the
 FlashInfer package and version, the SGLang root).
 
 Entries live beside the results (``<cache>/results``), checksummed and unpickled with the
@@ -67,14 +67,16 @@ class KernelMemo:
         self.dir = directory
         self.hits = 0
 
-    def key(self, package_dir: Path, version: str | None, row: dict[str, Any], cc: tuple[int, int],
-            sglang_root: Path) -> str | None:
+    def key(self, package_dir: Path, version: str | None, row: dict[str, Any], device: dict[str, Any],
+            env: dict[str, str], sglang_root: Path) -> str | None:
+        """The reading's inputs besides the files: the device model and the environment the
+        library's code runs on (``libeval``), whole: what of them it reads is not recorded."""
         if self.dir is None:
             return None
         from sglang_audit.resolve.resultcache import tool_digest
 
-        parts = {"format": "kernel1", "tool": tool_digest(), "flashinfer": [str(package_dir), version],
-                 "row": row, "cc": list(cc), "sglang_root": str(sglang_root)}
+        parts = {"format": "kernel2", "tool": tool_digest(), "flashinfer": [str(package_dir), version],
+                 "row": row, "device": device, "env": env, "sglang_root": str(sglang_root)}
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
     def _path(self, key: str) -> Path | None:

@@ -11,10 +11,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from sglang_audit.evaluate.interpreter import Frame
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import absolute_module
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 from sglang_audit.resolve.kernelmemo import Reads
+from sglang_audit.resolve.libeval import LibraryEval
 from sglang_audit.result import KERNEL_SUPPORTED as SUPPORTED
 from sglang_audit.result import KERNEL_UNKNOWN as UNKNOWN
 from sglang_audit.result import KERNEL_UNSUPPORTED as UNSUPPORTED
@@ -105,8 +107,20 @@ def _top_level(body: list[ir.Node]) -> Iterator[ir.Node]:
 # --------------------------------------------------------------------------- evaluation
 
 
-def evaluate_row(reader: FlashInferReader, row: dict[str, Any], cc: tuple[int, int], version: str | None,
+def evaluate_row(reader: FlashInferReader, row: dict[str, Any], lib: LibraryEval, version: str | None,
                  sglang_root: Path, cache: SourceCache, reads: Reads | None = None) -> KernelVerdict:
+    """The verdict of one ``rules/kernels.toml`` row on ``lib``'s device: the entry's declared
+    requirements read from its decorators, its helper and JIT getter run by the interpreter."""
+    try:
+        return _evaluate_row(reader, row, lib, version, sglang_root, cache, reads)
+    finally:
+        if reads is not None:
+            lib.note_reads(reads)
+
+
+def _evaluate_row(reader: FlashInferReader, row: dict[str, Any], lib: LibraryEval, version: str | None,
+                  sglang_root: Path, cache: SourceCache, reads: Reads | None) -> KernelVerdict:
+    cc = lib.capability
     entry: str = row["entry"]
     backend: str = row["backend"]
     module, _, name = entry.rpartition(".")
@@ -136,9 +150,9 @@ def evaluate_row(reader: FlashInferReader, row: dict[str, Any], cc: tuple[int, i
     if sc is not None:
         layers.append(capability_layer(found, sc, ccn, name))
     if row.get("helper"):
-        layers.append(_helper(reader, found.module, row["helper"], cc, conditions))
+        layers.append(_helper(reader, lib, found.module, row["helper"], conditions))
     if row.get("jit"):
-        layers.extend(_jit(reader, found, row["jit"], row.get("jit_arch_param", ""), cc))
+        layers.extend(_jit(reader, lib, found, row["jit"], row.get("jit_arch_param", "")))
     return _decide(layers, verdict, name, backend, cc)
 
 
@@ -265,91 +279,39 @@ def flat_text(text: str) -> str:
     return flat if len(flat) <= 160 else flat[:157] + "..."
 
 
-# ---- a small evaluator for capability guards (names bound to the device's capability)
+# ---- the entry's `is_*_supported` helper, run on the device
 
 
-class _Opaque(Exception):
-    """The expression depends on something other than the device's capability."""
-
-
-def _eval(node: ir.Node, env: dict[str, Any]) -> Any:
-    if isinstance(node, ir.Const):
-        return node.value
-    if isinstance(node, ir.Name):
-        if node.id in env:
-            return env[node.id]
-        raise _Opaque(node.id)
-    if isinstance(node, (ir.TupleExpr, ir.ListExpr)):
-        return tuple(_eval(e, env) for e in node.elts)
-    if isinstance(node, ir.Subscript):
-        base = _eval(node.value, env)
-        index = _eval(node.index, env)
-        if isinstance(base, tuple) and isinstance(index, int):
-            return base[index]
-        raise _Opaque("subscript")
-    if isinstance(node, ir.BinOp):
-        left, right = _eval(node.left, env), _eval(node.right, env)
-        if isinstance(left, int) and isinstance(right, int) and node.op in ("+", "*", "-"):
-            return {"+": left + right, "*": left * right, "-": left - right}[node.op]
-        raise _Opaque("binop")
-    if isinstance(node, ir.UnaryOp) and node.op == "not":
-        return not _eval(node.operand, env)
-    if isinstance(node, ir.BoolOp):
-        values = [_eval(v, env) for v in node.values]
-        return all(values) if node.op == "and" else any(values)
-    if isinstance(node, ir.Compare):
-        left = _eval(node.left, env)
-        for op, comp in zip(node.ops, node.comparators, strict=False):
-            right = _eval(comp, env)
-            ops: dict[str, Callable[[Any, Any], bool]] = {
-                "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-                ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
-                "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
-            }
-            if op not in ops:
-                raise _Opaque(op)
-            try:
-                if not ops[op](left, right):
-                    return False
-            except TypeError:
-                raise _Opaque("types") from None
-            left = right
-        return True
-    raise _Opaque(node.kind)
-
-
-def _bind_capability(stmt: ir.Node, env: dict[str, Any], cc: tuple[int, int]) -> None:
-    """``x = ...capability(...)`` binds x to (major, minor); ``major, minor = ...`` both."""
-    if not isinstance(stmt, ir.Assign) or not isinstance(stmt.value, ir.Call):
-        return
-    if "capability" not in call_name(stmt.value):
-        return
-    for target in stmt.targets:
-        if isinstance(target, ir.Name):
-            env[target.id] = cc
-        elif isinstance(target, ir.TupleExpr) and len(target.elts) == 2 and all(isinstance(e, ir.Name) for e in target.elts):
-            env[target.elts[0].id], env[target.elts[1].id] = cc
-
-
-def _helper(reader: FlashInferReader, module: str, name: str, cc: tuple[int, int], conditions: list[str]) -> KernelLayer:
+def _helper(reader: FlashInferReader, lib: LibraryEval, module: str, name: str, conditions: list[str]) -> KernelLayer:
+    """The helper's ``if <test>: return False`` guards, each test run by the interpreter on the
+    device after the assignments before it (``libeval``); a test on the call's arguments is a
+    condition. Informs, never refuses (SGLang does not call it)."""
     found = reader.find(module, name)
     if found is None:
         return KernelLayer("helper", name, "", 0, UNKNOWN, f"{name} not found next to the entry", enforced=False)
-    env: dict[str, Any] = {}
+    sm = f"SM{lib.capability[0]}{lib.capability[1]}"
+    func = lib.function(found.module, found.func)
+    if func is None:
+        return KernelLayer("helper", name, found.rel, found.func.line, UNKNOWN,
+                           f"{found.module} could not be evaluated", enforced=False)
+    frame = lib.frame(func)
     passed: list[str] = []
     rest: list[str] = []
     for stmt in found.func.body:
-        _bind_capability(stmt, env, cc)
         if not isinstance(stmt, ir.If) or not any(_returns_false(s) for s in stmt.body):
+            why = lib.run_prefix(stmt, frame)
+            if why.startswith("raises "):
+                # the helper's own code fails on the device before any guard: it answers nothing
+                return KernelLayer("helper", name, found.rel, stmt.line, UNKNOWN,
+                                   f"`{flat_text(stmt.text)}` {why} on {sm}: the helper cannot answer", enforced=False)
             continue
-        try:
-            fires = bool(_eval(stmt.test, env))
-        except _Opaque:
+        got = lib.test(stmt.test, frame)
+        if got.holds is None:
             rest.append(f"{name} returns False if {flat_text(stmt.text)} ({found.rel}:{stmt.line})")
             continue
-        if fires:
+        if got.holds:
             return KernelLayer("helper", name, found.rel, stmt.line, UNSUPPORTED,
-                               f"returns False: `{flat_text(stmt.text)}` holds on SM{cc[0]}{cc[1]}", enforced=False)
+                               f"returns False: `{flat_text(stmt.text)}` holds on {sm}", enforced=False)
         passed.append(f"`{flat_text(stmt.text)}` is false ({found.rel}:{stmt.line})")
     conditions.extend(rest)
     if not passed:
@@ -382,26 +344,28 @@ def _calls(node: Any) -> Iterator[ir.Node]:
         yield from _calls(getattr(node, slot, None))
 
 
-def _chosen_body(body: list[ir.Node], env: dict[str, Any]) -> tuple[list[ir.Node], str]:
-    """The statements run, taking if/elif branches the capability decides; a branch that
-    cannot be decided stops the walk (reason returned)."""
+def _chosen_body(lib: LibraryEval, frame: Frame, body: list[ir.Node]) -> tuple[list[ir.Node], str]:
+    """The statements run, taking the if/elif branches the device decides (the interpreter
+    runs each test, and the assignments on the way); a branch it cannot decide stops the walk
+    (reason returned)."""
     out: list[ir.Node] = []
     for stmt in body:
         if isinstance(stmt, ir.If):
-            try:
-                taken = bool(_eval(stmt.test, env))
-            except _Opaque:
+            got = lib.test(stmt.test, frame)
+            if got.holds is None:
                 return out, f"`{flat_text(stmt.text)}` (line {stmt.line}) depends on more than the device"
-            inner, why = _chosen_body(stmt.body if taken else stmt.orelse, env)
+            inner, why = _chosen_body(lib, frame, stmt.body if got.holds else stmt.orelse)
             out.extend(inner)
             if why:
                 return out, why
             continue
+        lib.run_prefix(stmt, frame)
         out.append(stmt)
     return out, ""
 
 
-def _jit(reader: FlashInferReader, entry: Found, getter: str, arch_param: str, cc: tuple[int, int]) -> list[KernelLayer]:
+def _jit(reader: FlashInferReader, lib: LibraryEval, entry: Found, getter: str, arch_param: str) -> list[KernelLayer]:
+    cc = lib.capability
     sm = f"SM{cc[0]}{cc[1]}"
     calls = [c for c in _calls(entry.func.body) if call_name(c) == getter]
     if not calls:
@@ -410,7 +374,7 @@ def _jit(reader: FlashInferReader, entry: Found, getter: str, arch_param: str, c
     found = reader.find(entry.module, getter)
     if found is None:
         return [KernelLayer("jit", getter, entry.rel, calls[0].line, UNKNOWN, f"{getter} not found")]
-    gens = _gen_calls(reader, found, arch_param, cc, 0)
+    gens = _gen_calls(reader, lib, found, arch_param, 0)
     if isinstance(gens, str):
         return [KernelLayer("jit", getter, found.rel, found.func.line, UNKNOWN, gens)]
     if not gens:
@@ -441,12 +405,16 @@ def _jit(reader: FlashInferReader, entry: Found, getter: str, arch_param: str, c
     return layers
 
 
-def _gen_calls(reader: FlashInferReader, found: Found, arch_param: str, cc: tuple[int, int],
+def _gen_calls(reader: FlashInferReader, lib: LibraryEval, found: Found, arch_param: str,
                depth: int) -> list[tuple[Found, str]] | str:
-    env: dict[str, Any] = {}
-    if arch_param:
-        env[arch_param] = f"{cc[0] * 10 + cc[1]}"
-    body, why = _chosen_body(found.func.body, env)
+    func = lib.function(found.module, found.func)
+    if func is None:
+        return f"{found.module} could not be evaluated"
+    frame = lib.frame(func)
+    if arch_param and frame.scope is not None:
+        cc = lib.capability
+        frame.scope.vars[arch_param] = f"{cc[0] * 10 + cc[1]}"  # what SGLang passes: the capability as a string
+    body, why = _chosen_body(lib, frame, found.func.body)
     if why:
         return f"{found.func.name}: {why}"
     out: list[tuple[Found, str]] = []
@@ -463,7 +431,7 @@ def _gen_calls(reader: FlashInferReader, found: Found, arch_param: str, cc: tupl
             # other calls (cubin loaders, ...) are not followed
             inner = reader.find(found.module, callee)
             if inner is not None:
-                more = _gen_calls(reader, inner, "", cc, depth + 1)
+                more = _gen_calls(reader, lib, inner, "", depth + 1)
                 if isinstance(more, str):
                     return more
                 out.extend(more)

@@ -46,6 +46,7 @@ from sglang_audit.shipped import load_toml
 if TYPE_CHECKING:
     from sglang_audit.frontend.parse import SourceCache
     from sglang_audit.source.flashinfer import FlashInferTree
+    from sglang_audit.target.device import Device, Environment
 
 # the default of --flashinfer-source (e.g. `none` in the unit tests, which must not download)
 FLASHINFER_SOURCE_ENV = "SGLANG_AUDIT_FLASHINFER_SOURCE"
@@ -120,7 +121,7 @@ def attach(
                 verdict = KernelVerdict(UNKNOWN, "flashinfer", tree.version, row["entry"],
                                         row["backend"], f"no CUDA compute capability for {res.device.get('arch')}")
             else:
-                verdict = _memoised_row(tree, row, cc, sglang_root, cache, memo)
+                verdict = _memoised_row(tree, row, res, sglang_root, cache, memo)
                 layer = res.settings[name].layer
                 if isinstance(layer, LayerValue) and layer.status == STATUS_RESOLVED and layer.site:
                     # the call the built layer makes, not the first importer of the entry point;
@@ -138,19 +139,21 @@ def attach(
     return replace(res, settings=settings, kernel_source=source_json if wanted else res.kernel_source)
 
 
-def _memoised_row(tree: FlashInferTree, row: dict[str, Any], cc: tuple[int, int], sglang_root: Path, cache: SourceCache,
+def _memoised_row(tree: FlashInferTree, row: dict[str, Any], res: Resolution, sglang_root: Path, cache: SourceCache,
                   memo: KernelMemo | None) -> KernelVerdict:
-    key = memo.key(tree.package_dir, tree.version, row, cc, sglang_root) if memo is not None else None
+    key = memo.key(tree.package_dir, tree.version, row, res.device, res.env, sglang_root) if memo is not None else None
     known = memo.get(key) if memo is not None else None
     if known is not None:
         return known
     # the reading itself (kernelread) only now: a remembered verdict needs none of it
     from sglang_audit.frontend.parse import ParseFailure
     from sglang_audit.resolve.kernelread import FlashInferReader, evaluate_row
+    from sglang_audit.resolve.libeval import LibraryEval
 
     reads = Reads()
     try:
-        verdict = evaluate_row(FlashInferReader(tree.package_dir, cache, reads), row, cc, tree.version, sglang_root,
+        lib = LibraryEval(tree.package_dir, cache, *_device_model(res))
+        verdict = evaluate_row(FlashInferReader(tree.package_dir, cache, reads), row, lib, tree.version, sglang_root,
                                cache, reads)
     except (RecursionError, ParseFailure) as exc:  # a pathological file: unknown, not a crash
         return KernelVerdict(UNKNOWN, "flashinfer", tree.version, row["entry"],
@@ -203,6 +206,18 @@ def _classify(name: str, setting: Setting, res: Resolution,
     return None  # a value that calls no kernel library listed in rules/kernels.toml
 
 
+def _device_model(res: Resolution) -> tuple[Device, Environment]:
+    """The device and environment a kernel library's code runs on (``libeval``): the
+    resolution's, as its JSON holds them."""
+    from dataclasses import fields
+
+    from sglang_audit.target.device import Device, Environment
+
+    known = {f.name for f in fields(Device)}
+    return (Device(**{k: v for k, v in res.device.items() if k in known}),
+            Environment(env=tuple(sorted(res.env.items()))))
+
+
 def _capability(device: dict[str, Any]) -> tuple[int, int] | None:
     if device.get("platform") != "cuda" or device.get("major") is None or device.get("minor") is None:
         return None
@@ -242,7 +257,7 @@ def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, 
     readers: dict[str, tuple[Any, str | None, str]] = {}
     for package in sorted(packages):
         readers[package] = _library_reader(package, res, sglang_root, cache, flashinfer_source, progress, locate)
-    device = attnkernels.DeviceFacts(cc, res.device.get("cuda"))
+    device = attnkernels.DeviceFacts(*_device_model(res))
     out: dict[str, KernelVerdict] = {}
     for name, found in reaches.items():
         verdict = attnkernels.verdict(found, readers, device, lambda p: facts.libraries.get(p, p))

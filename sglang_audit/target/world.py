@@ -41,9 +41,11 @@ __all__ = ["NativeWorld", "load_toml"]
 class NativeWorld:
     """Natives for one target (device + environment + model directories)."""
 
-    package_name = "sglang"
-
-    def __init__(self, device: Device, environment: Environment, model_dirs: list[Path], torch_version: str = "2.9.1") -> None:
+    def __init__(self, device: Device, environment: Environment, model_dirs: list[Path], torch_version: str = "2.9.1",
+                 package_name: str = "sglang") -> None:
+        # the analysed package: SGLang, or a kernel library whose guards are evaluated
+        # (``resolve/libeval.py``) on the same device
+        self.package_name = package_name
         self.device = device
         self.environment = environment
         self.model_dirs = [p.resolve() for p in model_dirs]
