@@ -334,3 +334,14 @@ def torch_pins() -> fs.TorchPinsFacts:
     from sglang_audit import factschema as fs
 
     return load(fs.TorchPinsFacts, "torch_pins.toml")
+
+
+# ---- rules/kernels.toml -------------------------------------------------------------------
+
+
+@functools.cache
+def kernels() -> fs.KernelsFacts:
+    """rules/kernels.toml: the FlashInfer entry point each setting's value makes SGLang call."""
+    from sglang_audit import factschema as fs
+
+    return load(fs.KernelsFacts, "kernels.toml")

@@ -394,3 +394,48 @@ class TorchPin:
 @dataclass(frozen=True)
 class TorchPinsFacts:
     torch: dict[str, TorchPin]  # torch version -> its cuDNN pin
+
+
+# ---- rules/kernels.toml -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """A setting's value that makes SGLang call a FlashInfer entry point (``resolve/kernels.py``)."""
+
+    setting: str  # the SGLang setting (target or draft) whose value selects the kernel
+    model: str  # "target" | "draft": whose quantization ``quantization`` is matched against
+    values: tuple[str, ...]  # the setting's values (runtime value when there is one, else config)
+    quantization: tuple[str, ...]  # ModelConfig.quantization values for which SGLang reaches it
+    callers: tuple[str, ...]  # SGLang modules that import the entry (the first found is cited)
+    entry: str  # dotted name as SGLang imports it (flashinfer.mm_fp4)
+    backend: str  # the backend key SGLang passes (backend=), "" when the entry takes none
+    source: str  # where the mapping comes from
+    helper: str = ""  # an is_*_supported helper next to the entry
+    jit: str = ""  # the module getter the entry calls
+    jit_arch_param: str = ""  # the getter's parameter receiving the capability as a string
+
+    def __post_init__(self) -> None:
+        if self.model not in ("target", "draft"):
+            raise FactFileError(f"rules/kernels.toml: kernel {self.setting}: model: expected 'target' or 'draft', "
+                                f"got {self.model!r}")
+        if "." not in self.entry:
+            raise FactFileError(f"rules/kernels.toml: kernel {self.setting}: entry: expected a dotted name, "
+                                f"got {self.entry!r}")
+
+
+@dataclass(frozen=True)
+class OtherKernel:
+    """A setting's value whose kernel is in a library sglang-audit does not read: unknown, why."""
+
+    setting: str
+    values: tuple[str, ...]
+    quantization: tuple[str, ...]  # empty: any
+    library: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class KernelsFacts:
+    kernel: tuple[KernelRow, ...]
+    other: tuple[OtherKernel, ...] = ()

@@ -219,3 +219,20 @@ def test_attention_kernel_facts_load_typed_and_a_bad_library_label_names_its_fie
     assert kernel.libraries["sgl_kernel"] == "sgl-kernel"
     msg = _bad_file(AttentionFacts, "attention.toml", lambda r: r["kernel"]["libraries"].__setitem__("sgl_kernel", 1))
     assert msg == "rules/attention.toml: kernel.libraries.sgl_kernel: expected a string, got 1"
+
+
+def test_kernels_toml_loads_typed_and_a_bad_row_names_its_field() -> None:
+    # issue 40 step 4: the FlashInfer entry each setting's value reaches, typed
+    from sglang_audit.factfiles import KernelsFacts
+
+    spec = factfiles.kernels()
+    raw = load_toml("kernels.toml")
+    assert [r.entry for r in spec.kernel] == [r["entry"] for r in raw["kernel"]]
+    assert spec.kernel[0].callers == tuple(raw["kernel"][0]["callers"]) and spec.kernel[0].helper == raw["kernel"][0].get("helper", "")
+    assert [o.library for o in spec.other] == [o["library"] for o in raw["other"]]
+    msg = _bad_file(KernelsFacts, "kernels.toml", lambda r: r["kernel"][0].pop("entry"))
+    assert msg == "rules/kernels.toml: kernel[0].entry: missing"
+    msg = _bad_file(KernelsFacts, "kernels.toml", lambda r: r["kernel"][1].__setitem__("model", "both"))
+    assert msg.startswith("rules/kernels.toml: kernel ") and "model: expected 'target' or 'draft', got 'both'" in msg
+    msg = _bad_file(KernelsFacts, "kernels.toml", lambda r: r["other"][0].__setitem__("values", "cutlass"))
+    assert msg == "rules/kernels.toml: other[0].values: expected a list, got 'cutlass'"

@@ -15,6 +15,7 @@ import pytest
 import shared
 
 from sglang_audit.errors import SourceError
+from sglang_audit.factschema import KernelRow
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.render.text import render_resolution
 from sglang_audit.resolve.kernelread import FlashInferReader, evaluate_row
@@ -38,8 +39,9 @@ def cache() -> SourceCache:
     return SourceCache(use_disk=False)
 
 
-def row(entry: str, backend: str = "", callers: tuple[str, ...] = (QUANT,), **extra: Any) -> dict[str, Any]:
-    return {"entry": entry, "backend": backend, "callers": list(callers), **extra}
+def row(entry: str, backend: str = "", callers: tuple[str, ...] = (QUANT,), **extra: Any) -> KernelRow:
+    return KernelRow(setting="moe_runner_backend", model="target", values=(), quantization=(), callers=callers,
+                     entry=entry, backend=backend, source="test", **extra)
 
 
 def lib(cache: SourceCache, cc: tuple[int, int], package: Path = FI) -> LibraryEval:
@@ -404,10 +406,10 @@ def test_a_file_edited_after_it_was_read_is_remembered_as_read(copied, monkeypat
 
 def test_shipped_mapping_is_well_formed():
     spec = kernel_spec()
-    for r in spec["kernel"]:
-        assert r["entry"].startswith("flashinfer.") and r["model"] in ("target", "draft")
-        assert r["values"] and r["quantization"] and r["callers"] and r["source"]
-    assert {r["setting"] for r in spec["kernel"]} >= {"fp4_gemm_runner_backend", "moe_runner_backend", "speculative_moe_runner_backend"}
+    for r in spec.kernel:
+        assert r.entry.startswith("flashinfer.") and r.model in ("target", "draft")
+        assert r.values and r.quantization and r.callers and r.source
+    assert {r.setting for r in spec.kernel} >= {"fp4_gemm_runner_backend", "moe_runner_backend", "speculative_moe_runner_backend"}
 
 
 # ---- real releases ------------------------------------------------------------------------

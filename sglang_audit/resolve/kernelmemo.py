@@ -17,6 +17,7 @@ result classes' allowlist; anything unreadable is a miss.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -67,7 +68,7 @@ class KernelMemo:
         self.dir = directory
         self.hits = 0
 
-    def key(self, package_dir: Path, version: str | None, row: dict[str, Any], device: dict[str, Any],
+    def key(self, package_dir: Path, version: str | None, row: Any, device: dict[str, Any],
             env: dict[str, str], sglang_root: Path) -> str | None:
         """The reading's inputs besides the files: the device model and the environment the
         library's code runs on (``libeval``), whole: what of them it reads is not recorded."""
@@ -76,7 +77,7 @@ class KernelMemo:
         from sglang_audit.resolve.resultcache import tool_digest
 
         parts = {"format": "kernel2", "tool": tool_digest(), "flashinfer": [str(package_dir), version],
-                 "row": row, "device": device, "env": env, "sglang_root": str(sglang_root)}
+                 "row": dataclasses.asdict(row), "device": device, "env": env, "sglang_root": str(sglang_root)}
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
     def _path(self, key: str) -> Path | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sglang_audit.evaluate.interpreter import Frame
+from sglang_audit.factschema import KernelRow
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import absolute_module
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
@@ -107,7 +108,7 @@ def _top_level(body: list[ir.Node]) -> Iterator[ir.Node]:
 # --------------------------------------------------------------------------- evaluation
 
 
-def evaluate_row(reader: FlashInferReader, row: dict[str, Any], lib: LibraryEval, version: str | None,
+def evaluate_row(reader: FlashInferReader, row: KernelRow, lib: LibraryEval, version: str | None,
                  sglang_root: Path, cache: SourceCache, reads: Reads | None = None) -> KernelVerdict:
     """The verdict of one ``rules/kernels.toml`` row on ``lib``'s device: the entry's declared
     requirements read from its decorators, its helper and JIT getter run by the interpreter."""
@@ -118,22 +119,21 @@ def evaluate_row(reader: FlashInferReader, row: dict[str, Any], lib: LibraryEval
             lib.note_reads(reads)
 
 
-def _evaluate_row(reader: FlashInferReader, row: dict[str, Any], lib: LibraryEval, version: str | None,
+def _evaluate_row(reader: FlashInferReader, row: KernelRow, lib: LibraryEval, version: str | None,
                   sglang_root: Path, cache: SourceCache, reads: Reads | None) -> KernelVerdict:
     cc = lib.capability
-    entry: str = row["entry"]
-    backend: str = row["backend"]
+    entry, backend = row.entry, row.backend
     module, _, name = entry.rpartition(".")
     layers: list[KernelLayer] = []
     conditions: list[str] = []
-    call_site = _call_site(sglang_root, cache, row["callers"], module, name, reads)
+    call_site = _call_site(sglang_root, cache, list(row.callers), module, name, reads)
 
     def verdict(status: str, reason: str) -> KernelVerdict:
         return KernelVerdict(status, "flashinfer", version, entry, backend, reason, tuple(layers),
                              tuple(conditions), call_site)
 
     if not call_site:
-        return verdict(UNKNOWN, f"no import of {name} from {module} found in {', '.join(row['callers'])}: "
+        return verdict(UNKNOWN, f"no import of {name} from {module} found in {', '.join(row.callers)}: "
                                 "the release's call site differs from rules/kernels.toml")
     found = reader.find(module, name)
     if found is None:
@@ -149,10 +149,10 @@ def _evaluate_row(reader: FlashInferReader, row: dict[str, Any], lib: LibraryEva
     sc = decorators.get("supported_compute_capability")
     if sc is not None:
         layers.append(capability_layer(found, sc, ccn, name))
-    if row.get("helper"):
-        layers.append(_helper(reader, lib, found.module, row["helper"], conditions))
-    if row.get("jit"):
-        layers.extend(_jit(reader, lib, found, row["jit"], row.get("jit_arch_param", "")))
+    if row.helper:
+        layers.append(_helper(reader, lib, found.module, row.helper, conditions))
+    if row.jit:
+        layers.extend(_jit(reader, lib, found, row.jit, row.jit_arch_param))
     return _decide(layers, verdict, name, backend, cc)
 
 

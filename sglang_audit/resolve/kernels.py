@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sglang_audit.errors import AuditError
+from sglang_audit.factschema import KernelRow, KernelsFacts, OtherKernel
 from sglang_audit.resolve.kernelmemo import KernelMemo, Reads
 from sglang_audit.result import KERNEL_UNKNOWN as UNKNOWN
 from sglang_audit.result import (
@@ -41,7 +42,6 @@ from sglang_audit.result import (
     Setting,
     UnknownValue,
 )
-from sglang_audit.shipped import load_toml
 
 if TYPE_CHECKING:
     from sglang_audit.frontend.parse import SourceCache
@@ -58,8 +58,10 @@ SGL_KERNEL_SOURCE_ENV = "SGLANG_AUDIT_SGL_KERNEL_SOURCE"
 ATTENTION_SETTINGS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 
 
-def kernel_spec() -> dict[str, Any]:
-    return load_toml("kernels.toml")
+def kernel_spec() -> KernelsFacts:
+    from sglang_audit import factfiles
+
+    return factfiles.kernels()
 
 
 # --------------------------------------------------------------------------- attach
@@ -83,7 +85,7 @@ def attach(
     if res.rejected is not None:
         return res
     spec = kernel_spec()
-    wanted: dict[str, tuple[str, dict[str, Any] | None, str]] = {}  # setting -> (kind, row, reason)
+    wanted: dict[str, tuple[str, KernelRow | OtherKernel | None, str]] = {}  # setting -> (kind, row, reason)
     for name, setting in res.settings.items():
         if not setting.present:
             continue
@@ -113,13 +115,13 @@ def attach(
     settings = dict(res.settings)
     for name, (kind, row, reason) in wanted.items():
         if kind == "flashinfer":
-            assert row is not None
+            assert isinstance(row, KernelRow)
             if tree is None:
-                verdict = KernelVerdict(UNKNOWN, "flashinfer", None, row["entry"], row["backend"],
+                verdict = KernelVerdict(UNKNOWN, "flashinfer", None, row.entry, row.backend,
                                         f"FlashInfer source not read: {error}")
             elif cc is None:
-                verdict = KernelVerdict(UNKNOWN, "flashinfer", tree.version, row["entry"],
-                                        row["backend"], f"no CUDA compute capability for {res.device.get('arch')}")
+                verdict = KernelVerdict(UNKNOWN, "flashinfer", tree.version, row.entry,
+                                        row.backend, f"no CUDA compute capability for {res.device.get('arch')}")
             else:
                 verdict = _memoised_row(tree, row, res, sglang_root, cache, memo)
                 layer = res.settings[name].layer
@@ -130,16 +132,17 @@ def attach(
                     site = layer.code.rsplit(" at ", 1)[1] if through_runner and " at " in layer.code else layer.site
                     verdict = replace(verdict, call_site=site) if not through_runner or " at " in layer.code else verdict
         else:
-            entry = row["entry"] if row else ""
-            library = (row or {}).get("library", "flashinfer")
-            verdict = KernelVerdict(UNKNOWN, library, None, entry, (row or {}).get("backend", ""), reason)
+            entry = row.entry if isinstance(row, KernelRow) else ""
+            library = row.library if isinstance(row, OtherKernel) else "flashinfer"
+            backend = row.backend if isinstance(row, KernelRow) else ""
+            verdict = KernelVerdict(UNKNOWN, library, None, entry, backend, reason)
         settings[name] = settings[name].with_kernel(verdict)
     for name, verdict in attention.items():
         settings[name] = settings[name].with_kernel(verdict)
     return replace(res, settings=settings, kernel_source=source_json if wanted else res.kernel_source)
 
 
-def _memoised_row(tree: FlashInferTree, row: dict[str, Any], res: Resolution, sglang_root: Path, cache: SourceCache,
+def _memoised_row(tree: FlashInferTree, row: KernelRow, res: Resolution, sglang_root: Path, cache: SourceCache,
                   memo: KernelMemo | None) -> KernelVerdict:
     key = memo.key(tree.package_dir, tree.version, row, res.device, res.env, sglang_root) if memo is not None else None
     known = memo.get(key) if memo is not None else None
@@ -156,8 +159,8 @@ def _memoised_row(tree: FlashInferTree, row: dict[str, Any], res: Resolution, sg
         verdict = evaluate_row(FlashInferReader(tree.package_dir, cache, reads), row, lib, tree.version, sglang_root,
                                cache, reads)
     except (RecursionError, ParseFailure) as exc:  # a pathological file: unknown, not a crash
-        return KernelVerdict(UNKNOWN, "flashinfer", tree.version, row["entry"],
-                             row["backend"], f"FlashInfer source not readable: {exc}")
+        return KernelVerdict(UNKNOWN, "flashinfer", tree.version, row.entry,
+                             row.backend, f"FlashInfer source not readable: {exc}")
     if memo is not None:
         memo.put(key, reads, verdict)
     return verdict
@@ -170,13 +173,13 @@ def _value(setting: Setting) -> Any:
 
 
 def _classify(name: str, setting: Setting, res: Resolution,
-              spec: dict[str, Any]) -> tuple[str, dict[str, Any] | None, str] | None:
-    rows = [r for r in spec.get("kernel", []) if r["setting"] == name]
-    others = [r for r in spec.get("other", []) if r["setting"] == name]
+              spec: KernelsFacts) -> tuple[str, KernelRow | OtherKernel | None, str] | None:
+    rows = [r for r in spec.kernel if r.setting == name]
+    others = [r for r in spec.other if r.setting == name]
     if not rows and not others:
         return None
     model = res.model
-    draft = any(r["model"] == "draft" for r in rows)
+    draft = any(r.model == "draft" for r in rows)
     if draft and model.draft_architecture is None:
         return None
     quant = model.draft_quantization if draft else model.quantization
@@ -185,19 +188,19 @@ def _classify(name: str, setting: Setting, res: Resolution,
     value = _value(setting)
     layer = setting.layer
     for row in rows:
-        if value in row["values"] and quant in row["quantization"]:
-            if isinstance(layer, LayerValue) and layer.status == STATUS_RESOLVED and row["entry"].rsplit(".", 1)[-1] not in (layer.value or ""):
+        if value in row.values and quant in row.quantization:
+            if isinstance(layer, LayerValue) and layer.status == STATUS_RESOLVED and row.entry.rsplit(".", 1)[-1] not in (layer.value or ""):
                 # the layers were built and call another kernel (a draft built unquantized runs
                 # Triton whatever the checkpoint's quantization): the kernel question is theirs
                 continue
             return ("flashinfer", row, "")
     built = isinstance(layer, LayerValue) and layer.status == STATUS_RESOLVED
-    for row in others:
+    for other in others:
         if built:
             break  # the built layer names the kernel it calls (a deep_gemm flag on a layer running cutlass_moe_fp4)
-        if value in row["values"] and (not row["quantization"] or quant in row["quantization"]):
-            return ("other", {"library": row["library"], "entry": "", "backend": ""}, row["reason"])
-    if not any(quant in r["quantization"] for r in rows):
+        if value in other.values and (not other.quantization or quant in other.quantization):
+            return ("other", other, other.reason)
+    if not any(quant in r.quantization for r in rows):
         return None  # this model never reaches a listed kernel through this setting
     if isinstance(setting.layer, UnknownValue):
         return ("unknown", None, f"`{value}` is decided again when the layers are built; the kernel follows from that choice")
