@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sglang_audit.errors import AuditError  # noqa: E402
 from sglang_audit.frontend.parse import SourceCache  # noqa: E402
+from sglang_audit.inputs.device import DEFAULT_CUDA
 from sglang_audit.resolve.pipeline import Request, resolve  # noqa: E402
-from sglang_audit.target.device import DEFAULT_CUDA
 
 _CACHES: dict[str, SourceCache] = {}  # per worker process: parse each file once per release
 

@@ -36,7 +36,7 @@ def writable_subdir(name: str) -> Path | None:
 
 # ---- inspection and clearing (`sglang-audit cache info|clear`) ------------------------
 
-# parsed IR, package metadata read from the index (target/pins.py), resolutions, extracted archives, downloaded wheels
+# parsed IR, package metadata read from the index (inputs/pins.py), resolutions, extracted archives, downloaded wheels
 CACHE_PARTS = ("ir", "metadata", "results", "sources", "wheels")
 
 

@@ -2,7 +2,7 @@
 
 Declared apart from `factfiles` and imported only when a file other than `devices.toml` is
 first loaded: building ~30 frozen dataclasses costs ~25 ms, which every command would pay at
-start-up (`target/device.py` reads the device table at import, the pip profile's cuDNN the
+start-up (`inputs/device.py` reads the device table at import, the pip profile's cuDNN the
 package table), a result-cache hit included.
 """
 
@@ -280,7 +280,7 @@ class SpeculativeFacts:
 class Boundary:
     function: str  # a function of SGLang answered from the device or config.json, not evaluated
     module: str  # fnmatch pattern of the modules defining it
-    kind: str  # how it is answered (target/overlays/boundaries.py)
+    kind: str  # how it is answered (world/overlays/boundaries.py)
 
 
 @dataclass(frozen=True)

@@ -327,7 +327,7 @@ class Resolution:
     # the kernel library source read for the settings' `kernel` verdicts (kernels.py):
     # {"library", "version", "origin"} or {"library", "error"}; None: not needed/not read
     kernel_source: dict[str, Any] | None = None
-    # the environment profile the answer assumed (target/profiles.Profile.to_json), where it is
+    # the environment profile the answer assumed (inputs/profiles.Profile.to_json), where it is
     # more than a plain pip install on CUDA (whose packages each layer's assumptions state)
     environment: dict[str, Any] | None = None
 

@@ -1,6 +1,6 @@
 """The pipeline is visible in the folders: a stage imports only from the stages before it.
 
-source → frontend → evaluate → target → resolve → rules → analyses → render → cli; the data
+source → frontend → evaluate → inputs → hfconfig → world → resolve → rules → analyses → render → cli; the data
 model (`result`), `errors`, `shipped` and `factfiles` (the tool's own data), `cachedir` and `userfiles` from anywhere.
 Every import counts, at module level or inside a function, so a cycle cannot hide behind a
 deferred import.
@@ -15,7 +15,7 @@ from pathlib import Path
 import networkx as nx
 
 PACKAGE = Path(__file__).resolve().parent.parent / "sglang_audit"
-STAGES = ["source", "frontend", "evaluate", "target", "resolve", "rules", "analyses", "render", "cli"]
+STAGES = ["source", "frontend", "evaluate", "inputs", "hfconfig", "world", "resolve", "rules", "analyses", "render", "cli"]
 BASE = {"sglang_audit", "sglang_audit.errors", "sglang_audit.result", "sglang_audit.shipped", "sglang_audit.factfiles",
         "sglang_audit.factschema",
         "sglang_audit.cachedir",

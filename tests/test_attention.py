@@ -14,11 +14,11 @@ import shared
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter
 from sglang_audit.evaluate.values import Class, HFConfig, Instance
 from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.inputs.device import Environment, parse_device
 from sglang_audit.resolve.attention import evaluate_attention
 from sglang_audit.resolve.pipeline import Request
 from sglang_audit.result import LayerValue
-from sglang_audit.target.device import Environment, parse_device
-from sglang_audit.target.world import NativeWorld
+from sglang_audit.world.native import NativeWorld
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_attn" / "python"
 REGISTRY = "sglang/srt/layers/attention/attention_registry.py"

@@ -13,13 +13,13 @@ import shared
 
 from sglang_audit import factfiles
 from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.inputs.device import Device
 from sglang_audit.resolve import attnkernels
 from sglang_audit.resolve.kernelread import FlashInferReader
 from sglang_audit.resolve.libeval import LibraryEval
 from sglang_audit.resolve.pipeline import Request
 from sglang_audit.result import LayerValue
 from sglang_audit.source.sglkernel import locate_sgl_kernel
-from sglang_audit.target.device import Device
 
 ROOT = Path(__file__).resolve().parent / "data" / "attn_kernels"
 REGISTRY = "sglang/srt/layers/attention/attention_registry.py"

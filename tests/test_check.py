@@ -13,8 +13,8 @@ import pytest
 import yaml
 from clirun import cli
 
+from sglang_audit.inputs.pins import torch_cudnn_number
 from sglang_audit.shipped import load_toml
-from sglang_audit.target.pins import torch_cudnn_number
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"

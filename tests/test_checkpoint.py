@@ -1,4 +1,4 @@
-"""target/checkpoint.py: the bounded safetensors header reader (issue 41)."""
+"""inputs/checkpoint.py: the bounded safetensors header reader (issue 41)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import threading
 import pytest
 from checkpoints import write_index, write_safetensors, write_sharded
 
-from sglang_audit.target.checkpoint import (
+from sglang_audit.inputs.checkpoint import (
     MAX_HEADER,
     Checkpoint,
     CheckpointError,

@@ -14,12 +14,17 @@ from sglang_audit.errors import SourceError
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter
 from sglang_audit.evaluate.values import HFConfig, Unknown
 from sglang_audit.frontend.parse import SourceCache, convert_source
+from sglang_audit.hfconfig.configclass import (
+    ConfigClass,
+    ConfigClasses,
+    NoConfigClass,
+    _static_class,
+)
+from sglang_audit.inputs.device import Environment, parse_device
 from sglang_audit.resolve.pipeline import Request, resolve
 from sglang_audit.resolve.resolver import _model_has
-from sglang_audit.target.configclass import ConfigClass, ConfigClasses, NoConfigClass, _static_class
-from sglang_audit.target.device import Environment, parse_device
-from sglang_audit.target.overlays.boundaries import NO_DEFAULT, class_default
-from sglang_audit.target.world import NativeWorld
+from sglang_audit.world.native import NativeWorld
+from sglang_audit.world.overlays.boundaries import NO_DEFAULT, class_default
 
 ROOT = Path(__file__).resolve().parent.parent
 QWEN3_MOE = ROOT / "fixtures" / "models" / "qwen3-30b-a3b"

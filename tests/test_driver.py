@@ -11,7 +11,7 @@ import pytest
 from clirun import cli
 
 from sglang_audit.cli.main import main
-from sglang_audit.target.device import DEFAULT_DRIVER, parse_device
+from sglang_audit.inputs.device import DEFAULT_DRIVER, parse_device
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"

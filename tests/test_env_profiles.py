@@ -1,4 +1,4 @@
-"""Named environment profiles (issue 43): rules/env_profiles.toml, target/profiles.py, the
+"""Named environment profiles (issue 43): rules/env_profiles.toml, inputs/profiles.py, the
 arch-dependent default (ROCm: SGLang's image, aiter installed and SGLANG_USE_AITER=1; CUDA: a
 plain pip install), --env-profile, and --with/--without/--env over single facts."""
 
@@ -9,10 +9,10 @@ import re
 import pytest
 
 from sglang_audit.errors import InputError
+from sglang_audit.inputs import profiles
+from sglang_audit.inputs.device import Environment
 from sglang_audit.resolve import pipeline
 from sglang_audit.shipped import load_toml
-from sglang_audit.target import profiles
-from sglang_audit.target.device import Environment
 
 
 def test_every_fact_has_a_source_and_every_image_names_the_versions_read() -> None:

@@ -16,7 +16,7 @@ from sglang_audit.evaluate.values import NOT_HANDLED, Class, Instance, ModuleObj
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.resolve.pipeline import Request, resolve
-from sglang_audit.target import world as world_mod
+from sglang_audit.world import native as world_mod
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"
@@ -201,7 +201,7 @@ if "c" in opts:
 
 def _all_paths(tmp_path: Path, source: str, when: list[Any] | None = None) -> set[tuple[str, ...]]:
     """Every path the resolver's exploration (resolver._resolve) would run, by outcome."""
-    from sglang_audit.target.device import Environment, parse_device
+    from sglang_audit.inputs.device import Environment, parse_device
 
     (tmp_path / "sglang").mkdir()
     (tmp_path / "sglang" / "__init__.py").write_text("")

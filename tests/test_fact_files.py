@@ -10,9 +10,9 @@ import pytest
 from sglang_audit import factfiles
 from sglang_audit.analyses import graph, matrix
 from sglang_audit.factfiles import FactFileError, SettingsFacts, convert
+from sglang_audit.inputs.device import ARCH_CHOICES, SM_COUNT, parse_device
 from sglang_audit.resolve.pipeline import bundled_profiles
 from sglang_audit.shipped import load_toml
-from sglang_audit.target.device import ARCH_CHOICES, SM_COUNT, parse_device
 
 
 def test_every_device_has_every_field_and_parses() -> None:

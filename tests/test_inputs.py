@@ -15,9 +15,9 @@ import pytest
 from clirun import cli
 
 from sglang_audit.errors import InputError
+from sglang_audit.inputs.launch import split_launch
 from sglang_audit.resolve.pipeline import Request, profile_ids, resolve
 from sglang_audit.shipped import profiles_dir
-from sglang_audit.target.launch import split_launch
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"

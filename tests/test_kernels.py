@@ -17,6 +17,7 @@ import shared
 from sglang_audit.errors import SourceError
 from sglang_audit.factschema import KernelRow
 from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.inputs.device import Device, Environment
 from sglang_audit.render.text import render_resolution
 from sglang_audit.resolve.kernelread import FlashInferReader, evaluate_row
 from sglang_audit.resolve.kernels import attach, kernel_spec
@@ -24,7 +25,6 @@ from sglang_audit.resolve.libeval import LibraryEval
 from sglang_audit.result import ModelSummary, Resolution, Setting, UnknownValue
 from sglang_audit.rules.knownbad import check_resolution, kernel_findings
 from sglang_audit.source.flashinfer import locate_flashinfer
-from sglang_audit.target.device import Device, Environment
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kernels"
 FI = FIXTURES / "fi_mini" / "flashinfer"

@@ -15,12 +15,12 @@ import sglang_audit.resolve.layers as layers_mod
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter
 from sglang_audit.evaluate.values import Class, HFConfig, Instance
 from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.inputs.device import Environment, parse_device
 from sglang_audit.resolve.layers import evaluate_layers
 from sglang_audit.resolve.pipeline import Request
 from sglang_audit.result import LayerValue
 from sglang_audit.rules.knownbad import check_resolution, load_rules
-from sglang_audit.target.device import Environment, parse_device
-from sglang_audit.target.world import NativeWorld
+from sglang_audit.world.native import NativeWorld
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_layers" / "python"
 FP4 = "sglang/srt/layers/quantization/fp4q.py"

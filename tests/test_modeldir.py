@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from sglang_audit.analyses.recommend import attention_kind
+from sglang_audit.inputs.modeldir import model_checkpoint
 from sglang_audit.rules.facts import checkpoint_dtype, checkpoint_quant
-from sglang_audit.target.modeldir import model_checkpoint
 
 
 def _model(tmp_path: Path, config: dict, hfq: dict | None = None) -> Path:

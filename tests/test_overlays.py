@@ -9,10 +9,10 @@ import pytest
 
 from sglang_audit.evaluate.overlays import OVERLAYS as PYTHON_OVERLAYS
 from sglang_audit.evaluate.values import NOT_HANDLED
+from sglang_audit.inputs.device import Environment, parse_device
 from sglang_audit.resolve.adhoc import evaluate_function
-from sglang_audit.target.device import Environment, parse_device
-from sglang_audit.target.overlays import OVERLAYS as TARGET_OVERLAYS
-from sglang_audit.target.world import NativeWorld
+from sglang_audit.world.native import NativeWorld
+from sglang_audit.world.overlays import OVERLAYS as TARGET_OVERLAYS
 
 
 def _run(source: str, arch: str = "sm120") -> Any:

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sglang_audit.errors import AuditError
+from sglang_audit.inputs.flags import FlagTable, OptionSpec, parse_launch, parse_set
 from sglang_audit.resolve.pipeline import locate_model
-from sglang_audit.target.flags import FlagTable, OptionSpec, parse_launch, parse_set
 
 EXAMPLES = int(os.environ.get("SGA_PARSER_EXAMPLES", "300"))
 

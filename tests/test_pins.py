@@ -1,6 +1,6 @@
 """The pip-install profile's versions, derived (issue 43 item 1): ``sglang-audit env`` prints
 torch, flashinfer-python and sgl-kernel as the release's Requires-Dist pins them and cuDNN as
-the pinned torch's metadata pins it (target/pins.py), each with its source; offline, cuDNN
+the pinned torch's metadata pins it (inputs/pins.py), each with its source; offline, cuDNN
 comes from rules/torch_pins.toml and says so. torch's metadata is never read by downloading
 its wheel: only its metadata file or, by byte ranges, the wheel's directory and one member."""
 
@@ -20,8 +20,8 @@ from clirun import cli
 from packaging.requirements import Requirement
 from test_source import wheel_members, write_zip
 
+from sglang_audit.inputs import pins
 from sglang_audit.shipped import load_toml
-from sglang_audit.target import pins
 
 TABLE = load_toml("torch_pins.toml")["torch"]
 
@@ -246,7 +246,7 @@ def test_059_decides_the_cudnn_check_from_the_pip_pin(release) -> None:
 
 
 def test_device_for_applies_only_to_pip_on_cuda_without_cudnn(tmp_path, monkeypatch) -> None:
-    from sglang_audit.target.device import parse_device
+    from sglang_audit.inputs.device import parse_device
 
     monkeypatch.setenv(pins.OFFLINE_ENV, "1")
     wheel_dir = tmp_path / "tree"

@@ -12,7 +12,7 @@ from clirun import cli
 
 from sglang_audit.cli.common import DEPLOYMENT_OPTIONS, TargetOptions, make_request
 from sglang_audit.cli.main import main
-from sglang_audit.target.device import DEFAULT_CUDA
+from sglang_audit.inputs.device import DEFAULT_CUDA
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI_E2 = ROOT / "fixtures" / "checkouts" / "mini_e2"

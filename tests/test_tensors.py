@@ -1,4 +1,4 @@
-"""Abstract tensors (issue 41, target/overlays/tensors.py): shape, dtype and device without
+"""Abstract tensors (issue 41, world/overlays/tensors.py): shape, dtype and device without
 data; SGLang's parameter classes (imitated below, the shape of sglang/srt/layers/parameter.py)
 run as analysed code on them; reads of values stay unknown with a reason."""
 

@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 
 from sglang_audit.errors import InputError
+from sglang_audit.inputs.device import DEFAULT_CUDA, parse_device
 from sglang_audit.resolve.pipeline import Request
-from sglang_audit.target.device import DEFAULT_CUDA, parse_device
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
 _MAX_DEPLOYMENT_FILE = 1 << 20
@@ -37,7 +37,7 @@ class Deployment:
     # values the file gives as lists/mappings (no KEY=VALUE spelling); field names only
     typed_flags: tuple[tuple[str, Any], ...] = ()
     driver: str | None = None  # the NVIDIA driver; None: DEFAULT_DRIVER, said to be assumed
-    cudnn: str | None = None  # None: the pip profile's pin (target/pins.py)
+    cudnn: str | None = None  # None: the pip profile's pin (inputs/pins.py)
     env_profile: str | None = None  # rules/env_profiles.toml; None: the platform's default
 
     # The one mapping between a deployment and a Request's target fields (both ways): a field
@@ -176,7 +176,7 @@ def _deployment(entry: Any, idx: int, fail: Callable[[str], InputError]) -> Depl
         raise fail(f"{where}: {exc}") from None
     env_profile = entry.get("env_profile")
     if env_profile is not None:
-        from sglang_audit.target.profiles import profile_names
+        from sglang_audit.inputs.profiles import profile_names
 
         if env_profile not in profile_names():
             raise fail(f"{where}: 'env_profile' must be one of {', '.join(profile_names())}, not {env_profile!r}")

@@ -52,6 +52,7 @@ from sglang_audit.analyses.outcome import (
 )
 from sglang_audit.errors import AuditError, InputError
 from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.inputs.flags import FlagTable
 from sglang_audit.resolve.pipeline import Prepared, Request, prepare, resolve_target, with_kernels
 from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.resolve.workers import run_all
@@ -64,7 +65,6 @@ from sglang_audit.result import (
 )
 from sglang_audit.rules.knownbad import Finding, Rule, check_resolution, load_rules
 from sglang_audit.source.locate import SourceTree, locate_source
-from sglang_audit.target.flags import FlagTable
 
 # ---- vocabulary (the change and level words are outcome.py's) ------------------------
 

@@ -20,10 +20,10 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.inputs.pins import target_device
 from sglang_audit.resolve.pipeline import Request, parse_env
 from sglang_audit.resolve.resolver import ModelInput, Resolver, Target
 from sglang_audit.source.locate import SourceTree, locate_source
-from sglang_audit.target.pins import target_device
 
 
 @dataclass(frozen=True)

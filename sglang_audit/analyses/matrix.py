@@ -20,6 +20,8 @@ from typing import Any
 from sglang_audit import factfiles
 from sglang_audit.errors import AuditError, InputError
 from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.inputs.device import DEFAULT_CUDA, parse_device
+from sglang_audit.inputs.pins import target_device
 from sglang_audit.resolve.pipeline import (
     check_entry,
     flag_table,
@@ -39,8 +41,6 @@ from sglang_audit.result import (
     UnknownValue,
 )
 from sglang_audit.source.locate import SourceTree, locate_source
-from sglang_audit.target.device import DEFAULT_CUDA, parse_device
-from sglang_audit.target.pins import target_device
 
 
 @dataclass(frozen=True)
@@ -340,7 +340,7 @@ def plan(source: str | None, archs: Sequence[str] = (), models: Sequence[str] = 
     resolver = Resolver(placeholder, SourceCache(use_disk=use_cache))
     check_entry(tree, resolver)  # an unusable tree is one error, not one per case
     table = flag_table(tree, resolver)
-    from sglang_audit.target.flags import parse_set
+    from sglang_audit.inputs.flags import parse_set
 
     parse_set(table, list(common_sets))  # a bad --set is a usage error, whatever the sets
     model_sets = {m: MODEL_DEFAULT_SETS.get(m, ()) for m in models}

@@ -38,6 +38,7 @@ from typing import Any
 from sglang_audit import factfiles
 from sglang_audit.errors import InputError
 from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.inputs.modeldir import model_checkpoint
 from sglang_audit.resolve.pipeline import (
     Prepared,
     Request,
@@ -52,7 +53,6 @@ from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.resolve.workers import run_all
 from sglang_audit.result import ChainStep, LayerValue, Resolution, Setting, UnknownValue
 from sglang_audit.shipped import rules_dir
-from sglang_audit.target.modeldir import model_checkpoint
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
 SCHEMA = "sglang-audit-recommend/1"
@@ -913,7 +913,7 @@ def _argv_without(argv: list[str], options: set[str]) -> list[str]:
 def _server_argv(request: Request, prep: Prepared, forced: dict[str, str]) -> list[str]:
     """The user's server argv with the forced fields replaced (or a launch built from the
     model and --set flags when no command was given)."""
-    from sglang_audit.target.launch import split_launch
+    from sglang_audit.inputs.launch import split_launch
 
     options = {f for name in forced for f in (prep.table.by_dest[name].flags if prep.table and name in prep.table.by_dest else ())}
     if request.launch:

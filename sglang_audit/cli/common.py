@@ -14,8 +14,8 @@ from typing import Any, NoReturn
 import click
 
 from sglang_audit.errors import AuditError
+from sglang_audit.inputs.device import ARCH_CHOICES, DEFAULT_CUDA
 from sglang_audit.resolve.pipeline import Request, bundled_profiles
-from sglang_audit.target.device import ARCH_CHOICES, DEFAULT_CUDA
 
 EXIT_CODES = """\b
 Exit codes:

@@ -40,10 +40,10 @@ def env(fmt: str, **kw: Any) -> None:
     Example:
       sglang-audit env --source sglang==0.5.23
     """
+    from sglang_audit.inputs.device import parse_device
+    from sglang_audit.inputs.pins import profile_for
     from sglang_audit.render.env import render_env_json, render_env_text
     from sglang_audit.source.locate import locate_source
-    from sglang_audit.target.device import parse_device
-    from sglang_audit.target.pins import profile_for
 
     target = TargetOptions.of(kw)
 

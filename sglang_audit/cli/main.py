@@ -116,7 +116,7 @@ def guards(fmt: str, **kw: Any) -> None:
         click.echo(json.dumps({"source": tree.to_json() | {"package_dir": None}, "arch": arch, "cuda": cuda,
                                "driver": target.driver, "guards": [f.to_json() for f in facts]}, indent=2))
         return
-    from sglang_audit.target.device import DEFAULT_DRIVER
+    from sglang_audit.inputs.device import DEFAULT_DRIVER
 
     driver = f"driver {target.driver}" if target.driver else f"driver {DEFAULT_DRIVER} assumed"
     click.echo(f"SGLang {tree.version}: hardware predicates on {arch} (CUDA {cuda}, {driver})")

@@ -29,7 +29,7 @@ from sglang_audit.cli.common import (
     run_or_exit,
     target_options,
 )
-from sglang_audit.target.device import ARCH_CHOICES
+from sglang_audit.inputs.device import ARCH_CHOICES
 
 _SETS = "\n               ".join(f"{fs.name}={','.join(fs.items)}" for fs in DEFAULT_FLAG_SETS)
 MATRIX_EPILOG = f"""\b

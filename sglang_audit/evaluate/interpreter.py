@@ -11,7 +11,7 @@ through the IR and never imports, executes or evaluates analysed text.
 
 Why this module is long: it is one class, the interpreter, with one method per IR node kind;
 as in Byterun's pyvm2, the whole dispatch reads in one place. What the interpreter may ask
-of the world outside the tree is not here (target/world.py).
+of the world outside the tree is not here (world/native.py).
 """
 
 from __future__ import annotations
@@ -314,7 +314,7 @@ class WorldState:
 
 class World(Protocol):
     """What the interpreter may ask of the world outside the analysed tree — everything else
-    it decides itself. Implemented by target/world.py (builtins, stdlib, the device model and
+    it decides itself. Implemented by world/native.py (builtins, stdlib, the device model and
     SGLang's boundaries). A hook answering NOT_HANDLED leaves the operation to the
     interpreter's own semantics."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sglang_audit.target.pins import PLATFORM_TEXT, PipProfile
+from sglang_audit.inputs.pins import PLATFORM_TEXT, PipProfile
 
 
 def render_env_text(profile: PipProfile) -> str:

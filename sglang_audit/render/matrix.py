@@ -29,8 +29,8 @@ from sglang_audit.analyses.matrix import (
     unknown_reasons,
     value_text,
 )
+from sglang_audit.inputs.device import DEFAULT_DRIVER
 from sglang_audit.result import STATUS_REJECTED, STATUS_UNKNOWN, UnknownValue
-from sglang_audit.target.device import DEFAULT_DRIVER
 
 JSON_SCHEMA = "sglang-audit-matrix/1"
 HINT_WIDTH = 100  # columns of a rejection hint's explanation

@@ -24,9 +24,9 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from sglang_audit import __version__
+from sglang_audit.inputs.flagnames import cli_flag
 from sglang_audit.result import ChainStep
 from sglang_audit.rules.knownbad import CheckResult, Finding, Rule
-from sglang_audit.target.flagnames import cli_flag
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}

@@ -12,8 +12,8 @@ from typing import Any
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter, PyRaise, Unmodelled, stop_reason
 from sglang_audit.evaluate.values import AnalysisBound, Instance, ModuleObj, Unknown
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
-from sglang_audit.target.device import Environment, parse_device
-from sglang_audit.target.world import NativeWorld
+from sglang_audit.inputs.device import Environment, parse_device
+from sglang_audit.world.native import NativeWorld
 
 
 @dataclass(frozen=True)

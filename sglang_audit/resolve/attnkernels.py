@@ -32,6 +32,7 @@ from typing import Any
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import absolute_module
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
+from sglang_audit.inputs.device import Device, Environment
 from sglang_audit.resolve.kernelread import (
     FlashInferReader,
     call_name,
@@ -49,7 +50,6 @@ from sglang_audit.result import (
     KernelVerdict,
     LayerValue,
 )
-from sglang_audit.target.device import Device, Environment
 
 
 @dataclass(frozen=True)

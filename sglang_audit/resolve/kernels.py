@@ -45,8 +45,8 @@ from sglang_audit.result import (
 
 if TYPE_CHECKING:
     from sglang_audit.frontend.parse import SourceCache
+    from sglang_audit.inputs.device import Device, Environment
     from sglang_audit.source.flashinfer import FlashInferTree
-    from sglang_audit.target.device import Device, Environment
 
 # the default of --flashinfer-source (e.g. `none` in the unit tests, which must not download)
 FLASHINFER_SOURCE_ENV = "SGLANG_AUDIT_FLASHINFER_SOURCE"
@@ -214,7 +214,7 @@ def _device_model(res: Resolution) -> tuple[Device, Environment]:
     resolution's, as its JSON holds them."""
     from dataclasses import fields
 
-    from sglang_audit.target.device import Device, Environment
+    from sglang_audit.inputs.device import Device, Environment
 
     known = {f.name for f in fields(Device)}
     return (Device(**{k: v for k, v in res.device.items() if k in known}),
@@ -295,7 +295,7 @@ def _library_reader(package: str, res: Resolution, sglang_root: Path, cache: Sou
 
             pin, dist = None, "sglang-kernel"
             if spec is None:
-                from sglang_audit.target.pins import release_pins
+                from sglang_audit.inputs.pins import release_pins
 
                 found = next((p for p in release_pins(sglang_root / "sglang", str(res.source.get("version")))
                               if p.package == "sgl-kernel"), None)

@@ -71,7 +71,7 @@ from sglang_audit.result import (
     LayerValue,
 )
 from sglang_audit.shipped import load_toml
-from sglang_audit.target.overlays import tensors
+from sglang_audit.world.overlays import tensors
 
 STATUS_DATA = "data"  # a raise decided by tensor data: reported, never the layer's verdict
 STATUS_INFEASIBLE = "infeasible"  # a module body that raises: the real import did not

@@ -4,7 +4,7 @@ The kernel levels (``attnkernels``, ``kernelread``) find a library function in t
 what its guards say of the device. The guards are Python — ``if not is_fa3_supported():
 raise``, ``major, minor = get_compute_capability(device)`` then ``if major < 10: return
 False`` — so they are evaluated by the same interpreter that runs SGLang, with the same world
-(``target/world.py``: the device's capability, ``torch.version.cuda``, the user's environment
+(``world/native.py``: the device's capability, ``torch.version.cuda``, the user's environment
 variables), over the library's tree instead of SGLang's. The library's own ``__init__`` is not
 run (it imports the whole API and loads the compiled extension); each function's module is, so
 its constants, helpers and imports are the library's own.
@@ -34,10 +34,10 @@ from sglang_audit.evaluate.values import AnalysisBound, Function, ModuleObj, Sco
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import bound_names
 from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.inputs.device import Device, Environment
 from sglang_audit.resolve.kernelmemo import Reads
 from sglang_audit.resolve.stage_common import raise_message
-from sglang_audit.target.device import Device, Environment
-from sglang_audit.target.world import NativeWorld
+from sglang_audit.world.native import NativeWorld
 
 
 class _Opaque(Exception):

@@ -19,6 +19,9 @@ from sglang_audit.evaluate.stack import deep_call, recursion_room
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import bound_names
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
+from sglang_audit.inputs.device import DEFAULT_CUDA
+from sglang_audit.inputs.modeldir import HF_QUANT_CONFIG, model_checkpoint
+from sglang_audit.inputs.pins import target_device
 from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.resolve.targets import DEFAULT_MAX_PATHS, ModelInput, Target
 from sglang_audit.result import (
@@ -30,16 +33,13 @@ from sglang_audit.result import (
 )
 from sglang_audit.shipped import profiles_dir
 from sglang_audit.source.locate import SourceTree, locate_source
-from sglang_audit.target.device import DEFAULT_CUDA
-from sglang_audit.target.modeldir import HF_QUANT_CONFIG, model_checkpoint
-from sglang_audit.target.pins import target_device
 
 # The evaluator (interpreter, resolver, flag parser) is imported where it runs: a request
 # answered from the result cache never loads it (~0.15 s of a CLI start).
 if TYPE_CHECKING:
+    from sglang_audit.inputs.flags import FlagTable
+    from sglang_audit.inputs.launch import LaunchCommand
     from sglang_audit.resolve.resolver import Resolver
-    from sglang_audit.target.flags import FlagTable
-    from sglang_audit.target.launch import LaunchCommand
 
 
 @dataclass
@@ -71,7 +71,7 @@ def launch_with_config(request: Request) -> str | None:
     carry a deployment as a launch string, e.g. ``diff``'s Deployment)."""
     import shlex
 
-    from sglang_audit.target.launch import strip_comment
+    from sglang_audit.inputs.launch import strip_comment
 
     if not request.config:
         return request.launch
@@ -116,7 +116,7 @@ def _locate_model(spec: str, progress: Callable[[str], None] | None = None, role
     """A directory, a bundled profile (by name or by its Hugging Face id), or a Hugging
     Face id: the local HF cache first, then the bundled profile imitating it, then a
     download of the config files alone (unless HF_HUB_OFFLINE)."""
-    from sglang_audit.target import hfhub
+    from sglang_audit.inputs import hfhub
 
     path = Path(spec).expanduser()
     label: str | None = None
@@ -190,7 +190,7 @@ def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
     target only when what it read is the same there (a table that read no device fact
     serves every device). The environment (env vars, the packages installed, which follow
     the platform) is part of the key."""
-    from sglang_audit.target.world import TargetReads
+    from sglang_audit.world.native import TargetReads
 
     target = resolver.target
     world = resolver.world
@@ -218,7 +218,7 @@ def flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
 def _flag_table(tree: SourceTree, resolver: Resolver) -> FlagTable:
     from sglang_audit.evaluate.interpreter import Interpreter, PyRaise, Unmodelled
     from sglang_audit.evaluate.values import AnalysisBound, Class, ModuleObj
-    from sglang_audit.target.flags import extract_flags
+    from sglang_audit.inputs.flags import extract_flags
 
     entry = resolver.settings_spec.entry
     rel = entry.module.replace(".", "/") + ".py"
@@ -250,8 +250,8 @@ def read_argv(tree: SourceTree, resolver: Resolver, table: FlagTable, argv: list
     """The server's argv as the release reads it: its own ``--config FILE`` merge
     (``yamlconfig``), then its parser (custom Action classes evaluated)."""
     from sglang_audit.evaluate.interpreter import Interpreter
-    from sglang_audit.target.flags import parse_argv
-    from sglang_audit.target.yamlconfig import merge_config
+    from sglang_audit.inputs.flags import parse_argv
+    from sglang_audit.inputs.yamlconfig import merge_config
 
     interp = Interpreter(resolver.root, resolver.cache, resolver.world, {}, resolver.bounds)
     release = release_name(tree)
@@ -336,7 +336,7 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
                            getattr(tree, "version", None), request.env_profile)
     launch: LaunchCommand | None = None
     if request.launch:  # shlex and the launch grammar: only for a pasted command
-        from sglang_audit.target.launch import split_launch
+        from sglang_audit.inputs.launch import split_launch
 
         launch = split_launch(request.launch)
     # the command's own environment (NAME=VALUE, env, export, docker -e), then --env over it
@@ -381,7 +381,7 @@ def prepare(request: Request, cache: SourceCache, progress: Callable[[str], None
                 model_spec = launch_model
         if request.sets:
             try:
-                from sglang_audit.target.flags import parse_set
+                from sglang_audit.inputs.flags import parse_set
 
                 flags.update(parse_set(table, request.sets))
             except InputError as exc:
@@ -434,7 +434,7 @@ def _locate_draft(flags: dict[str, Any], progress: Callable[[str], None] | None)
     stays the flag's value, the release's reads of its config are unknown (the settings that
     depend on the draft, with the reason), the rest is answered, and a note says why (exit 3).
     A local path that is not a model directory stays an input error (a typo, not a fetch)."""
-    from sglang_audit.target import hfhub
+    from sglang_audit.inputs import hfhub
 
     draft = flags.get("speculative_draft_model_path")
     if not isinstance(draft, str) or not draft:

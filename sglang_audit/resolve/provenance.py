@@ -262,7 +262,7 @@ def build_chain(inp: Inputs) -> tuple[ChainStep, ...]:
             if ev.kind == "flag":
                 if not ev.line:
                     continue  # a flag of a generated field: its guard text names it already
-                from sglang_audit.target.flagnames import cli_flag
+                from sglang_audit.inputs.flagnames import cli_flag
 
                 shown = _shown(ev.value)
                 steps.append((ev.seq, ChainStep(ev.file, ev.line, f"set by you: {cli_flag(ev.target)} {shown}", shown,

@@ -12,11 +12,11 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from sglang_audit import factfiles
+from sglang_audit.inputs.device import Environment
+from sglang_audit.inputs.modeldir import model_checkpoint
 from sglang_audit.resolve.targets import Target
 from sglang_audit.shipped import load_toml
 from sglang_audit.source.metadata import requirements
-from sglang_audit.target.device import Environment
-from sglang_audit.target.modeldir import model_checkpoint
 
 
 def detect_structure(root: Path) -> str:
@@ -113,7 +113,7 @@ def build_environment(target: Target) -> Environment:
         (name, ns.submodules) for name, ns in sorted(spec.namespace.items())
         if name in installed and ns.by in dists and name not in target.with_packages
         and not dists & {d.lower().replace("_", "-") for d in ns.full})
-    from sglang_audit.target import profiles
+    from sglang_audit.inputs import profiles
 
     # the environment profile (rules/env_profiles.toml): its packages and variables, under the user's
     profile = profiles.select(getattr(target, "env_profile", None), target.device.platform,

@@ -42,6 +42,7 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.inputs.modeldir import model_checkpoint
 from sglang_audit.resolve.expected import missing_module
 from sglang_audit.resolve.pathforks import Answer, Budget, PathForks, can_fork_paths
 from sglang_audit.resolve.provenance import (
@@ -79,9 +80,8 @@ from sglang_audit.result import (
     Setting,
     UnknownValue,
 )
-from sglang_audit.target.modeldir import model_checkpoint
-from sglang_audit.target.overlays.boundaries import NO_DEFAULT, class_default
-from sglang_audit.target.world import NativeWorld
+from sglang_audit.world.native import NativeWorld
+from sglang_audit.world.overlays.boundaries import NO_DEFAULT, class_default
 
 
 class _Absent:
@@ -776,7 +776,7 @@ class Resolver:
         runtime_events = path.runtime_events.get(name, [])
         flag = None
         if name in self.target.flags:
-            from sglang_audit.target.flagnames import cli_flag
+            from sglang_audit.inputs.flagnames import cli_flag
 
             flag = (cli_flag(name), self.target.flags[name])
         starts = [e for e in [ev, *keyed] if e is not None]

@@ -18,7 +18,7 @@ the evaluator would give again; anything that changes misses:
   every file the evaluator may read (all files up to its 16 MB read cap, every ``*.json``
   whatever its size) and the size of the rest (the evaluator only sees their size), with,
   for a larger ``*.safetensors``, the digest of its length prefix and header (the evaluator
-  reads those: ``target/checkpoint.py``);
+  reads those: ``inputs/checkpoint.py``);
 * the model path itself (SGLang reads it: ``"llama-2" in model_path.lower()``), the package
   path and the source origin (reported in the result);
 * the target (device, flags by type and value, env, packages) and the analysis bounds.
@@ -458,9 +458,9 @@ def _model_digest(model_dir: str, hashes: StampIndex) -> str:
 
 def _checkpoint_header(name: str, path: str) -> tuple[str, ...]:
     """A large safetensors file: the digest of its length prefix and header (the evaluator
-    reads them, ``target/checkpoint.py``); nothing more of another large file."""
+    reads them, ``inputs/checkpoint.py``); nothing more of another large file."""
     if not name.endswith(".safetensors"):
         return ()
-    from sglang_audit.target.checkpoint import header_digest
+    from sglang_audit.inputs.checkpoint import header_digest
 
     return ("header", header_digest(path))

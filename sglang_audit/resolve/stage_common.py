@@ -53,7 +53,7 @@ def names_package(value: LayerValue, top: str) -> bool:
 def package_assumption(interp: Interpreter, top: str, state: bool | None) -> str:
     """The state of an optional package the layer code imported, and why it is assumed:
     "<package>: <state> (<why>)" (resolve/pipeline.py's package forks read the state)."""
-    from sglang_audit.target.profiles import assumption as profile_assumption
+    from sglang_audit.inputs.profiles import assumption as profile_assumption
 
     env = interp.natives.environment
     stated = profile_assumption(env, top, state)  # a fact of the environment profile, with its source

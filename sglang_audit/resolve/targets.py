@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sglang_audit.inputs.device import Device
     from sglang_audit.source.locate import SourceTree
-    from sglang_audit.target.device import Device
 
 DEFAULT_MAX_PATHS = 24  # decision paths explored per resolution (part of the result-cache key)
 
@@ -35,7 +35,7 @@ class Target:
     # values (explain's forced choices) leaves the others out; their settings then carry an
     # unknown layer value saying so, and the result-cache key holds the choice
     layer_stages: tuple[str, ...] | None = None
-    # the environment profile (rules/env_profiles.toml, target/profiles.py): None, the
+    # the environment profile (rules/env_profiles.toml, inputs/profiles.py): None, the
     # platform's default (ROCm: SGLang's image; CUDA: a plain pip install)
     env_profile: str | None = None
     # what the answer could not read of its inputs, said in its analysis notes (a draft model

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sglang_audit.inputs.modeldir import model_checkpoint
 from sglang_audit.result import LayerValue, Resolution, Setting, UnknownValue
 from sglang_audit.rules.model import CodeEvidence, Fingerprint, Rule
-from sglang_audit.target.modeldir import model_checkpoint
 
 # Facts the rules may name besides settings.*, flags.*, env.*, code.*, subject.*.
 # Those marked "not provided" are not (yet) in the Resolution: a rule that needs one is

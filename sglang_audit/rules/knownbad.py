@@ -29,6 +29,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from sglang_audit import factfiles
+from sglang_audit.inputs.flagnames import cli_flag
 from sglang_audit.result import (
     STATUS_UNKNOWN,
     STATUS_UNSUPPORTED,
@@ -63,7 +64,6 @@ from sglang_audit.rules.model import (
     Undecided,
 )
 from sglang_audit.shipped import known_bad_dir
-from sglang_audit.target.flagnames import cli_flag
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
 # the names other stages import from here (the facts and the rule model are their own modules)

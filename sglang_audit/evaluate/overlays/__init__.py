@@ -2,7 +2,7 @@
 semantics per file, registered in one table (pytype's overlays).
 
 ``OVERLAYS`` maps a module name to the function that lists that module's attributes (by
-dotted path) for a host world. The host (``target/world.py``'s ``NativeWorld``) composes these
+dotted path) for a host world. The host (``world/native.py``'s ``NativeWorld``) composes these
 with its own overlays (the device model, the installed packages, SGLang's boundaries) and owns
 everything that touches the outside: the file system, the environment, package metadata.
 Nothing here knows SGLang, a GPU or the command line.

@@ -1,7 +1,7 @@
 """Python's builtins: the exception classes, ``object``, and the builtin functions.
 
 Pure Python semantics; the one builtin that touches the outside (``open``) and ``hasattr``
-on an outside object ask the host world (target/world.py), which owns the file policy and
+on an outside object ask the host world (world/native.py), which owns the file policy and
 the installed packages."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What an overlay may ask of the world composing it (``target/world.py``'s NativeWorld)."""
+"""What an overlay may ask of the world composing it (``world/native.py``'s NativeWorld)."""
 
 from __future__ import annotations
 

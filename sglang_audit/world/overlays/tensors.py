@@ -33,7 +33,7 @@ from sglang_audit.evaluate.values import (
 
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter
-    from sglang_audit.target.overlays.host import TargetHost
+    from sglang_audit.world.overlays.host import TargetHost
 
 Dim = Any  # int | Unknown
 Shape = Any  # tuple[Dim, ...] | Unknown (the rank itself unknown)

@@ -1,4 +1,4 @@
-"""What a target overlay reads of the world composing it (``target/world.py``'s NativeWorld)."""
+"""What a target overlay reads of the world composing it (``world/native.py``'s NativeWorld)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter
     from sglang_audit.evaluate.values import Unknown
-    from sglang_audit.target.checkpoint import SafetensorsHeader
-    from sglang_audit.target.device import Device, Environment
+    from sglang_audit.inputs.checkpoint import SafetensorsHeader
+    from sglang_audit.inputs.device import Device, Environment
 
 
 class TargetHost(Protocol):

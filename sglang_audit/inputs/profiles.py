@@ -17,7 +17,7 @@ from sglang_audit import factfiles
 from sglang_audit.errors import InputError
 
 if TYPE_CHECKING:
-    from sglang_audit.target.device import Environment
+    from sglang_audit.inputs.device import Environment
 
 RULES = "env_profiles.toml"
 

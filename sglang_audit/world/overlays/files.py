@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from sglang_audit.evaluate.overlays.common import OpenFile, PathValue
 from sglang_audit.evaluate.values import Unknown
-from sglang_audit.target.checkpoint import (
+from sglang_audit.inputs.checkpoint import (
     CheckpointError,
     SafetensorsHeader,
     read_header_raw,
 )
-from sglang_audit.target.modeldir import model_checkpoint
-from sglang_audit.target.overlays.checkpoint import NEEDS, BinaryFile
+from sglang_audit.inputs.modeldir import model_checkpoint
+from sglang_audit.world.overlays.checkpoint import NEEDS, BinaryFile
 
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter

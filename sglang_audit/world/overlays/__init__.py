@@ -5,7 +5,7 @@
 probes, only inside the model directories and the source tree), ``boundaries.py`` (SGLang's
 I/O functions answered from config.json and the device, ``rules/boundaries.toml``),
 ``checkpoint.py`` (safetensors' ``safe_open`` and a binary read of a safetensors file,
-answered from the checkpoint's headers, ``target/checkpoint.py``), ``tensors.py`` (torch's
+answered from the checkpoint's headers, ``inputs/checkpoint.py``), ``tensors.py`` (torch's
 tensors as shape, dtype and device without data, and ``torch.nn.Parameter`` as a class SGLang's
 parameter classes subclass; the same for every target, so never a target read).
 ``OVERLAYS`` maps a module name to its attribute lister; ``NativeWorld`` composes these with
@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sglang_audit.target.overlays import boundaries, checkpoint, device, packages, tensors
-from sglang_audit.target.overlays.host import TargetHost
+from sglang_audit.world.overlays import boundaries, checkpoint, device, packages, tensors
+from sglang_audit.world.overlays.host import TargetHost
 
 TargetOverlay = Callable[[TargetHost], dict[str, Any]]
 

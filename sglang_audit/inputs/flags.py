@@ -243,7 +243,7 @@ def parse_set(table: FlagTable, items: list[str]) -> dict[str, Any]:
 def parse_launch(table: FlagTable, command: str, release: str = "this release") -> tuple[dict[str, Any], str | None]:
     """A pasted launch command → (flags, model path); its environment is ignored here
     (``pipeline.prepare`` reads it through ``launch.split_launch``)."""
-    from sglang_audit.target.launch import split_launch
+    from sglang_audit.inputs.launch import split_launch
 
     cmd = split_launch(command)
     return parse_argv(table, list(cmd.argv), release, router=cmd.router)

@@ -12,8 +12,8 @@ from sglang_audit.evaluate.values import External, Native, Unknown
 
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter
-    from sglang_audit.target.device import Environment
-    from sglang_audit.target.overlays.host import TargetHost
+    from sglang_audit.inputs.device import Environment
+    from sglang_audit.world.overlays.host import TargetHost
 
 KNOWN_PRESENT = {"torch", "transformers", "triton", "numpy", "packaging", "typing_extensions"}
 # outside modules whose attributes are assumed to exist when asked with hasattr()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sglang_audit.target.checkpoint import SafetensorsHeader, read_header
+from sglang_audit.inputs.checkpoint import SafetensorsHeader, read_header
 from sglang_audit.userfiles import UserFileError, read_user_file
 
 CONFIG = "config.json"

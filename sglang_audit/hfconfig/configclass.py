@@ -30,7 +30,7 @@ from sglang_audit import factfiles
 from sglang_audit.errors import SourceError
 from sglang_audit.evaluate.values import Class, Function, ModuleObj, Unknown
 from sglang_audit.frontend import ir
-from sglang_audit.target.configbody import (
+from sglang_audit.hfconfig.configbody import (
     NOT_LITERAL,
     PLAIN,
     Body,

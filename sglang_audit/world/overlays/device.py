@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from sglang_audit.evaluate.values import Class, External, Instance, Native, Unknown
-from sglang_audit.target.device import SM_COUNT
+from sglang_audit.inputs.device import SM_COUNT
 
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter
-    from sglang_audit.target.device import Device
-    from sglang_audit.target.overlays.host import TargetHost
+    from sglang_audit.inputs.device import Device
+    from sglang_audit.world.overlays.host import TargetHost
 
 # attributes that do not exist on a plain torch (GPU vendors' extensions)
 ABSENT_ATTRS = {"torch.hpu", "torch.musa", "torch.cuda.is_musa", "torch.version.musa", "torch.version.xpu"}

@@ -22,7 +22,7 @@ from sglang_audit.errors import InputError
 from sglang_audit.evaluate.interpreter import Interpreter, PyRaise, Unmodelled
 from sglang_audit.evaluate.values import AnalysisBound, Class, Function, Instance, ModuleObj, Native
 from sglang_audit.frontend import ir
-from sglang_audit.target.flags import FlagTable, OptionSpec
+from sglang_audit.inputs.flags import FlagTable, OptionSpec
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
 MERGER_MODULES = ("sglang.srt.utils.server_args_config_parser", "sglang.srt.server_args_config_parser")

@@ -40,7 +40,7 @@ class Device:
     driver: str = "580.95.05"  # DEFAULT_DRIVER (below) unless --driver
     driver_source: str = "assumed"  # "assumed" (DEFAULT_DRIVER) or "given with --driver"
     cudnn: int | None = None  # torch.backends.cudnn.version(), e.g. 91002; None: not known
-    # where ``cudnn`` came from: "--cudnn", or the pip profile's pin (target/pins.py device_for)
+    # where ``cudnn`` came from: "--cudnn", or the pip profile's pin (inputs/pins.py device_for)
     cudnn_source: str | None = None
 
     def to_json(self) -> dict[str, object]:
@@ -126,7 +126,7 @@ class Environment:
     # import names installed only as a namespace package, with their subpackages
     # (rules/packages.toml [namespace])
     namespaces: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # the environment profile applied (target/profiles.py: its packages are in ``installed``,
+    # the environment profile applied (inputs/profiles.py: its packages are in ``installed``,
     # its variables in ``env``); None: the release's own requirements alone. A
     # target.profiles.Profile, typed there: profiles.py imports this module, not the reverse
     profile: Any = None

@@ -33,7 +33,7 @@ from sglang_audit.source.metadata import requirements
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from sglang_audit.target.device import Device
+    from sglang_audit.inputs.device import Device
 
 OFFLINE_ENV = "SGLANG_AUDIT_OFFLINE"  # =1: never ask the package index
 INDEX_ENV = "SGLANG_AUDIT_INDEX_URL"  # the PEP 691 simple index (default: PIP_INDEX_URL, else PyPI)
@@ -411,7 +411,7 @@ def target_device(arch: str, cuda: str, cudnn: str | None, driver: str | None, p
     """The device a target runs on: ``--arch``/``--cuda``/``--cudnn``/``--driver`` as given, the
     cuDNN a plain install gets where none was (``device_for``). One per process and input: the
     matrix asks it for every case of an arch."""
-    from sglang_audit.target.device import parse_device
+    from sglang_audit.inputs.device import parse_device
 
     return device_for(parse_device(arch, cuda, cudnn=cudnn, driver=driver), package_dir, release, env_profile)
 
@@ -424,7 +424,7 @@ def device_for(device: Device, package_dir: Path, release: str | None, env_profi
     if device.platform != "cuda" or device.cudnn is not None:
         return device
     from sglang_audit.errors import InputError
-    from sglang_audit.target import profiles
+    from sglang_audit.inputs import profiles
 
     try:
         profile = profiles.select(env_profile, device.platform, release)

@@ -1,6 +1,6 @@
 """The checkpoint's headers as the analysed code reads them (issue 41): ``safetensors``'
 ``safe_open`` and a binary ``open()`` of a safetensors file, answered from
-``target/checkpoint.py``'s bounded header reader, only inside the model directories.
+``inputs/checkpoint.py``'s bounded header reader, only inside the model directories.
 
 What a header says (tensor names, dtypes, shapes, ``__metadata__``) is plain data; a tensor's
 values are never read: ``get_tensor(name)`` is a stand-in whose ``dtype``/``shape`` are known
@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from sglang_audit.evaluate.overlays.common import PathValue
 from sglang_audit.evaluate.values import External, Native, Unknown
-from sglang_audit.target.checkpoint import SafetensorsHeader
+from sglang_audit.inputs.checkpoint import SafetensorsHeader
 
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter
-    from sglang_audit.target.overlays.host import TargetHost
+    from sglang_audit.world.overlays.host import TargetHost
 
 NEEDS = "needs the checkpoint's index/headers"
 

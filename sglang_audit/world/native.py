@@ -2,7 +2,7 @@
 
 Python's builtins and the pure stdlib come from ``evaluate/overlays`` (they know nothing of
 SGLang or a GPU); the device model, the installed packages, the file system and SGLang's
-boundaries from ``target/overlays``. Each overlay table maps a module name to the function
+boundaries from ``world/overlays``. Each overlay table maps a module name to the function
 listing its attributes; ``NativeWorld`` merges them once per world and implements the
 interpreter's ``World`` protocol by dispatching to the overlay that owns a value or a module.
 Anything no overlay lists is an ``External`` whose calls yield ``Unknown``.
@@ -23,14 +23,14 @@ from sglang_audit.evaluate.overlays.builtins import (
 )
 from sglang_audit.evaluate.overlays.common import MISSING, Environ, PathValue
 from sglang_audit.evaluate.values import Class, External, HFConfig, Instance, Native, Unknown
+from sglang_audit.inputs.checkpoint import SafetensorsHeader
+from sglang_audit.inputs.device import Device, Environment
 from sglang_audit.shipped import load_toml  # re-exported: older call sites import it from here
-from sglang_audit.target.checkpoint import SafetensorsHeader
-from sglang_audit.target.device import Device, Environment
-from sglang_audit.target.overlays import OVERLAYS as TARGET_OVERLAYS
-from sglang_audit.target.overlays import device as device_overlay
-from sglang_audit.target.overlays import files, tensors
-from sglang_audit.target.overlays.boundaries import Boundaries
-from sglang_audit.target.overlays.packages import STDLIB_OBJECTS, Packages
+from sglang_audit.world.overlays import OVERLAYS as TARGET_OVERLAYS
+from sglang_audit.world.overlays import device as device_overlay
+from sglang_audit.world.overlays import files, tensors
+from sglang_audit.world.overlays.boundaries import Boundaries
+from sglang_audit.world.overlays.packages import STDLIB_OBJECTS, Packages
 
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter

@@ -23,12 +23,12 @@ from sglang_audit.evaluate.values import (
     Property,
     Unknown,
 )
-from sglang_audit.target.modeldir import model_checkpoint
+from sglang_audit.inputs.modeldir import model_checkpoint
 
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter
-    from sglang_audit.target.device import Device
-    from sglang_audit.target.overlays.host import TargetHost
+    from sglang_audit.inputs.device import Device
+    from sglang_audit.world.overlays.host import TargetHost
 
 
 def _none_marker(value: Any) -> Any:
@@ -48,7 +48,12 @@ def class_default(cfg: HFConfig, name: str, generic: bool, fallback: Callable[[s
     where the class computes it when that cannot be evaluated, or an unknown for any name
     when the class could not be read. ``fallback``: an attribute the class does not set
     (PretrainedConfig's own defaults), for the ``self.Y`` a computation reads."""
-    from sglang_audit.target.configclass import _NOT_SET, ConfigClass, NoConfigClass, computed_value
+    from sglang_audit.hfconfig.configclass import (
+        _NOT_SET,
+        ConfigClass,
+        NoConfigClass,
+        computed_value,
+    )
 
     found = cfg.config_class
     if isinstance(found, NoConfigClass) and not generic and not found.assumed:  # PretrainedConfig's own attributes stay known
@@ -99,7 +104,7 @@ class Boundaries:
         self.device = device
         self.inside_model_dir = inside
         self.analysed_package = package  # the analysed package's directory, once the resolver sets it
-        self.config_classes: Any = None  # target/configclass.ConfigClasses, built on first get_config
+        self.config_classes: Any = None  # hfconfig/configclass.ConfigClasses, built on first get_config
         self.assumptions: list[str] = []  # what reading the model's config assumed (shown with the model)
         hf = factfiles.hf_config()
         self.subconfig_keys = hf.subconfig_keys
@@ -260,14 +265,14 @@ class Boundaries:
 
     def attach_config_class(self, interp: Interpreter, cfg: HFConfig, trust_remote_code: Any, model_dir: Path) -> None:
         """Find the config class SGLang would read this config.json through (and its nested
-        configs'), for the keys it omits (issue #23; target/configclass.py)."""
+        configs'), for the keys it omits (issue #23; hfconfig/configclass.py)."""
         if self.config_classes is None:
+            from sglang_audit.hfconfig.configclass import ConfigClasses
             from sglang_audit.source.transformers import (
                 TransformersWheel,
                 transformers_pin,
                 transformers_wheel,
             )
-            from sglang_audit.target.configclass import ConfigClasses
 
             package = self.analysed_package()
 
