@@ -72,6 +72,14 @@ FINGERPRINT_EDGES = [
     ("SGA443", "0.5.5", True),
     ("SGA443", "0.5.10", True),
     ("SGA443", "0.5.11", False),  # PR #21589's return_logprob reset
+    ("SGA449", "0.5.5", True),    # spec v2 (SGLANG_ENABLE_SPEC_V2) with no topk check
+    ("SGA449", "0.5.6", True),
+    ("SGA449", "0.5.7", False),   # ServerArgs rejects topk > 1 with spec v2 (SGA001)
+    ("SGA449", "0.5.11", False),  # ServerArgs falls back to the v1 worker
+    ("SGA450", "0.5.8", True),    # FA4 page-size force tests the prefill field only
+    ("SGA450", "0.5.14", True),
+    ("SGA450", "0.5.7", False),   # FA4 is still prefill-only (ServerArgs rejects it, SGA001)
+    ("SGA450", "0.5.15", False),  # PR #28825/#28976: the force tests all three fields
 ]
 
 
@@ -101,6 +109,9 @@ def test_harvest_rule_fingerprints_on_real_releases(release, rule_id, version, f
         # 0.5.8 picks triton attention for Kimi-K2 on SM120 by itself
         ("SGA441", "0.5.8", "sm120", "kimi-k2-instruct", "--tp 8", True),
         ("SGA561", "0.5.5", "sm90", "qwen3-30b-a3b", "--enable-lora --lora-paths a=/tmp/a --speculative-algorithm NGRAM", True),
+        # sglang PR #28825's deployment: FA4 through the combined flag, page size left at 1
+        ("SGA450", "0.5.10", "sm100", "qwen3-30b-a3b", "--attention-backend fa4 --moe-runner-backend triton", True),
+        ("SGA450", "0.5.10", "sm100", "qwen3-30b-a3b", "--attention-backend fa4 --page-size 128 --moe-runner-backend triton", False),
     ],
 )
 def test_harvest_rules_through_a_resolution(release, rule_id, version, arch, model, launch, fires):
@@ -113,3 +124,24 @@ def test_harvest_rules_through_a_resolution(release, rule_id, version, arch, mod
     result = check_resolution(res, [RULES[rule_id]])
     assert {f.rule_id for f in result.findings} == ({rule_id} if fires else set()), result.findings
     assert result.undecided == ()
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version, topk, fires", [("0.5.6", 4, True), ("0.5.6", 1, False)])
+def test_spec_v2_topk_tree_through_a_resolution(release, version, topk, fires):
+    """sglang#14077's launch (EAGLE3, SGLANG_ENABLE_SPEC_V2=1): SGA449 names the draft tree (topk
+    > 1) the v2 worker of 0.5.5-0.5.6 cannot verify, and only that."""
+    from sglang_audit.resolve.pipeline import Request
+
+    draft = Path(__file__).parent / "field" / "models" / "gemma-2-eagle3-draft"
+    res = shared.resolve(Request(
+        source=str(release(version).package_dir), arch="sm90", model="qwen3-30b-a3b",
+        env=["SGLANG_ENABLE_SPEC_V2=1"],
+        launch=("python -m sglang.launch_server --model-path m --speculative-algorithm EAGLE3 "
+                f"--speculative-draft-model-path {draft} --speculative-num-steps 3 "
+                f"--speculative-eagle-topk {topk} --speculative-num-draft-tokens 4")))
+    assert res.rejected is None, res.rejected
+    result = check_resolution(res, [RULES["SGA449"]])
+    assert {f.rule_id for f in result.findings} == ({"SGA449"} if fires else set()), result.findings
+    if fires:
+        assert "verifies draft chains only" in result.findings[0].message
