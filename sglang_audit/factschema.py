@@ -220,6 +220,7 @@ class AttentionBackendFacts:
     process_state_modules: tuple[str, ...]
     optional_packages: tuple[str, ...]
     warn_only: tuple[str, ...] = ()  # functions that only warn: not evaluated
+    kernel_modules: tuple[str, ...] = ()  # kernels compiled/loaded at run time: calls return unknown
 
 
 @dataclass(frozen=True)

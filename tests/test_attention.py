@@ -207,3 +207,17 @@ def test_real_0_5_10_a_dense_model_builds_its_backend_with_the_published_server_
     v = res.settings["attention_backend"].layer
     assert (v.status, v.value) == ("resolved", "FlashInferAttnBackend")
     assert v.site == "sglang/srt/layers/attention/attention_registry.py:37"
+
+
+@pytest.mark.real_release
+def test_real_0_5_23_trtllm_mla_constructor_runs_past_its_jit_kernel(release):
+    # 0.5.23's TRTLLMMLABackend.__init__ JIT-builds a kernel (sglang.kernels.jit): the build is a
+    # run-time kernel (rules/attention.toml kernel_modules), its dtype map keyed by torch dtypes
+    # finds them (outside objects are named), so the default MLA backend on Blackwell resolves
+    tree = release("0.5.23")
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm100", model="deepseek-v3-fp8",
+                                 sets=["tp_size=8", "attention_backend=trtllm_mla"]))
+    layer = res.settings["attention_backend"].layer
+    assert (layer.status, layer.value) == ("resolved", "TRTLLMMLABackend"), layer
+    assert layer.site.startswith("sglang/srt/layers/attention/attention_registry.py:")
+    assert not any("cpp_args.py" in d for d in layer.data_dependent)

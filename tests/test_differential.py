@@ -322,3 +322,41 @@ def nested_suppressed(x):
                                   "nested_suppressed"])
 def test_context_manager_generators_agree_with_cpython(func: str) -> None:
     check(Program(CONTEXT_MANAGERS, ("int",), func), [(3,), (5,)])
+
+
+# ---- a subclass of a builtin sequence that adds methods only (0.5.23's CPPArgList, whose
+# __str__ joins its own items), against CPython -------------------------------------------------
+SEQUENCE_SUBCLASSES = '''
+class ArgList(list):
+    def __str__(self):
+        return ", ".join(self)
+
+
+class Names(tuple):
+    def joined(self):
+        return "-".join(n for n in self)
+
+
+def render(n):
+    args = ArgList(str(i) for i in range(n))
+    return str(args) + "|" + "".join(a for a in args) + "|" + Names(["a", "b"] * n).joined()
+
+
+def empty(n):
+    return str(ArgList()) + "|" + str(list(ArgList([n])))
+'''
+
+
+@pytest.mark.parametrize("func", ["render", "empty"])
+def test_builtin_sequence_subclasses_iterate_as_cpython(func: str) -> None:
+    check(Program(SEQUENCE_SUBCLASSES, ("int",), func), [(0,), (3,)])
+
+
+def test_a_dict_keyed_by_outside_objects_finds_them_however_reached() -> None:
+    # outside objects are named, not allocated: torch.float16 read at import as a dict key and
+    # reached later through getattr are one key (0.5.23's CPP_DTYPE_MAP[dtype])
+    source = ("import torch\n\nNAMES = {torch.float16: 'fp16_t', torch.bfloat16: 'bf16_t'}\n\n\n"
+              "def name(which):\n    return NAMES[getattr(torch, which)]\n")
+    assert evaluate_function(source, "name", ["bfloat16"]).value == "bf16_t"
+    got = evaluate_function(source, "name", ["float32"])
+    assert (got.kind, got.exception) == ("raised", "KeyError")

@@ -358,6 +358,10 @@ class World(Protocol):
 
 
 _UNSET = object()  # set_policy: a part not given keeps its value
+# an instance of a subclass of a builtin sequence keeps its items under this attribute name
+# (not a Python identifier: SGLang's code cannot read or write it)
+_ITEMS = "<items>"
+_SEQUENCE_BASES = frozenset({"list", "tuple"})
 
 
 def _yield_of(stmt: ir.Node) -> ir.Node | None:
@@ -2147,6 +2151,8 @@ class Interpreter:
     def call_data_method(self, method: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         owner = method.__self__
         name = method.__name__
+        # a builtin-sequence subclass's instance passed to a method of plain data: its items
+        args = [a.attrs[_ITEMS] if isinstance(a, Instance) and _ITEMS in a.attrs else a for a in args]
         self.check_method_size(owner, name, args)
         if name == "get" and isinstance(owner, dict) and args and isinstance(args[0], Unknown):
             return args[0]
@@ -2314,6 +2320,10 @@ class Interpreter:
         found, init = cls.lookup("__init__")
         if found:
             self.call(self.bind(init, inst, cls), args, kwargs)
+        elif _SEQUENCE_BASES.intersection(cls.external_bases) and len(args) <= 1 and not kwargs:
+            # a subclass of list/tuple/set that adds methods only (0.5.23's CPPArgList, whose
+            # __str__ joins itself): the instance holds its items, iterated as the base would
+            inst.attrs[_ITEMS] = self.iterate(args[0], None, 0) if args else []
         elif "dataclass" not in cls.flags and cls.external_bases and (args or kwargs):
             # a subclass of an outside class (e.g. a transformers config) built with arguments
             for k, v in kwargs.items():
@@ -2592,6 +2602,8 @@ class Interpreter:
             if found:
                 it = self.call(self.bind(meth, value, value.cls), [], {})
                 return self.iterate(it, frame, line)
+            if _ITEMS in value.attrs:
+                return list(value.attrs[_ITEMS])
         native = self.natives.iterate_native(self, value)
         if native is not None:
             return native

@@ -319,6 +319,17 @@ class External:
     def __repr__(self) -> str:
         return f"<external {self.path}>"
 
+    # Outside objects are named, not allocated: two values reached by the same path (and the
+    # same call arguments) are one object, so a dict keyed by torch dtypes at import finds
+    # ``torch.float16`` however the caller reached it (0.5.23's CPP_DTYPE_MAP). ``is`` compares
+    # them by path too (Interpreter.compare).
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, External) and self.path == other.path
+                                 and self.ident == other.ident)
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.ident))
+
 
 @dataclass(eq=False)
 class StaticMethod:

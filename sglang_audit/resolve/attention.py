@@ -270,6 +270,7 @@ def _is_backend(cls: Class, spec: factfiles.AttentionFacts) -> bool:
 
 def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: BuildState) -> Any:
     process_state = spec.backend.process_state_modules
+    kernel_modules = spec.backend.kernel_modules
     warn_only = set(spec.backend.warn_only)
 
     def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -300,6 +301,10 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
             return None
         if isinstance(func, Function) and func.module.name.startswith(process_state):
             return Unknown(f"{func.qualname}(): process state (distributed groups) is not modelled", f"proc:{func.qualname}")
+        if kernel_modules and isinstance(func, Function) and func.module.name.startswith(kernel_modules):
+            # a kernel the release compiles or loads at run time (0.5.23's TRT-LLM MLA backend
+            # JIT-builds one in its constructor): its handle is unknown, the build not evaluated
+            return Unknown(f"{func.qualname}(): a kernel built or loaded at run time (not evaluated)", f"kernel:{func.qualname}")
         return NOT_HOOKED
 
     return hook
