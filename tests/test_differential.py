@@ -481,12 +481,34 @@ def returned_after_throw(x):
     with stopping():
         raise KeyError("k")
     return x, list(_log)
+
+
+class _Bag:
+    # a method decorated @contextmanager (0.5.23's _ConfigBag.override), bound like a function
+    def __init__(self):
+        self.values = {"a": 1}
+
+    @contextlib.contextmanager
+    def override(self, **kwargs):
+        old = dict(self.values)
+        self.values.update(kwargs)
+        try:
+            yield self
+        finally:
+            self.values = old
+
+
+def method_context(x):
+    bag = _Bag()
+    with bag.override(a=x) as same:
+        inside = (same is bag, bag.values["a"])
+    return inside, bag.values["a"]
 '''
 
 
 @pytest.mark.parametrize("func", ["inside", "after_return", "raises_inside", "suppressed", "nested_with", "nested_raise",
                                   "nested_suppressed", "deep_with", "deep_raise", "deep_twice", "branch_plain",
                                   "branch_value_error", "branch_key_error", "branch_return", "caught_before_yield",
-                                  "finally_replaces", "returned_after_throw"])
+                                  "finally_replaces", "returned_after_throw", "method_context"])
 def test_context_manager_generators_agree_with_cpython(func: str) -> None:
     check(Program(CONTEXT_MANAGERS, ("int",), func), [(1,), (2,), (3,), (5,)])

@@ -720,6 +720,14 @@ class Interpreter:
     def find_module_file(self, name: str) -> tuple[Path, bool] | None:
         return _find_module_file(self.root, name)
 
+    def package_modules(self, directory: Any) -> list[tuple[str, bool]] | None:
+        """The modules of a package directory of the analysed tree (a ``__path__`` entry), as
+        pkgutil's file finder lists them: (name, is a package), sorted; None for a directory
+        outside the tree (never read)."""
+        if not isinstance(directory, str) or not _inside_tree(directory, str(self.root)):
+            return None
+        return _package_modules(directory)
+
     def load_module(self, name: str) -> ModuleObj | External:
         for watch in self.import_watchers:
             watch(name)
@@ -752,6 +760,8 @@ class Interpreter:
         rel = path.relative_to(self.root).as_posix() if path.is_file() else path.relative_to(self.root).as_posix() + "/"
         mod = ModuleObj(name, rel, is_pkg)
         mod.globals["__file__"] = str(path)
+        if is_pkg:  # where its submodules are found (pkgutil.iter_modules walks it)
+            mod.globals["__path__"] = [str(path.parent if path.is_file() else path)]
         self.modules[name] = mod
         if isinstance(parent, ModuleObj):
             parent.globals.setdefault(name.rsplit(".", 1)[1], mod)
@@ -2767,6 +2777,41 @@ def _inside_tree(path: str, root: str) -> bool:
     # memoised like _find_module_file: a located tree does not change while the tool runs
     real, top = os.path.realpath(path), os.path.realpath(root)
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+_MODULE_FILE = re.compile(r"([^.]+)(?:\.py|\.pyc|(?:\.cpython-[^.]+|\.abi3)?\.so)")
+
+
+@functools.lru_cache(maxsize=64)
+def _package_modules(directory: str) -> list[tuple[str, bool]] | None:
+    # pkgutil's iter_importer_modules for a FileFinder (CPython 3.11 pkgutil.py
+    # _iter_file_finder_modules): the directory's entries sorted; a module file by its
+    # importable suffix (.py, .pyc, an extension); a subdirectory without a dot in its name is
+    # a package when it holds an __init__ module, else skipped; __init__ itself and repeats skipped
+    try:
+        entries = sorted(os.listdir(directory))
+    except OSError:
+        return None
+    seen: set[str] = set()
+    out: list[tuple[str, bool]] = []
+    for entry in entries:
+        full = os.path.join(directory, entry)
+        match = _MODULE_FILE.fullmatch(entry)
+        name, is_pkg = (match.group(1), False) if match else (None, False)
+        if name == "__init__" or (name is not None and name in seen):
+            continue
+        if name is None and os.path.isdir(full) and "." not in entry:
+            try:
+                inner = os.listdir(full)
+            except OSError:
+                continue
+            if not any((m := _MODULE_FILE.fullmatch(f)) and m.group(1) == "__init__" for f in inner):
+                continue
+            name, is_pkg = entry, True
+        if name and "." not in name:
+            seen.add(name)
+            out.append((name, is_pkg))
+    return out
 
 
 @functools.lru_cache(maxsize=8192)
