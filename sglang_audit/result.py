@@ -48,6 +48,11 @@ class Candidate:
         return {"value": self.value, "when": list(self.when)}
 
 
+def built_what(stage: str) -> str:
+    """What a layer stage of this kind builds, as every output names it."""
+    return {"attention": "the attention backend", "speculative": "the speculative worker"}.get(stage, "the MoE layers")
+
+
 @dataclass(frozen=True)
 class LayerValue:
     """What the MoE layers built with a setting do (sglang_audit/layers.py): the kernel entry
@@ -86,7 +91,7 @@ class LayerValue:
     @property
     def what(self) -> str:
         """What was built, as every output names it (the stage's construction)."""
-        return {"attention": "the attention backend", "speculative": "the speculative worker"}.get(self.stage, "the MoE layers")
+        return built_what(self.stage)
 
     @property
     def unsettled_absences(self) -> tuple[str, ...]:

@@ -315,13 +315,203 @@ def nested_suppressed(x):
     with held_suppressing():
         raise ValueError("v")
     return x, list(_log)
+
+
+# ---- a yield deeper in if/try/with blocks (0.5.23's patch_pipeline_parallel_group: a with in
+# a try whose finally restores a global) -----------------------------------------------------
+_patched = False
+
+
+@contextlib.contextmanager
+def patched_group(value):
+    global _patched, _stack
+    assert not _patched, "Should not call when it's already patched"
+    _patched = True
+    old = _stack
+    _stack = value
+    try:
+        with plain("override"):
+            yield
+    finally:
+        _patched = False
+        _stack = old
+
+
+@contextlib.contextmanager
+def draft_context(x):
+    with patched_group(x * 10):
+        yield
+
+
+def deep_with(x):
+    del _log[:]
+    with draft_context(x):
+        seen = (_stack, _patched)
+    return seen, _stack, _patched, list(_log)
+
+
+def deep_raise(x):
+    del _log[:]
+    try:
+        with draft_context(x):
+            raise KeyError("k")
+    except KeyError:
+        _log.append("caught")
+    return _stack, _patched, list(_log)
+
+
+def deep_twice(x):
+    # the finally ran: entering again passes the assert
+    first = deep_with(x)
+    return first, deep_with(x + 1)
+
+
+@contextlib.contextmanager
+def chosen(flag):
+    _log.append("start")
+    if flag > 3:
+        try:
+            _log.append("big")
+            yield "big"
+            _log.append("after big")
+        except ValueError as e:
+            _log.append("handled " + str(e))
+        else:
+            _log.append("else")
+        finally:
+            _log.append("finally")
+    elif flag > 1:
+        with suppressing():
+            if flag == 2:
+                yield "two"
+            else:
+                yield "three"
+            _log.append("after small")
+    else:
+        yield "small"
+    _log.append("end")
+
+
+def branch_plain(x):
+    del _log[:]
+    with chosen(x) as v:
+        _log.append("body " + v)
+    return list(_log)
+
+
+def branch_value_error(x):
+    del _log[:]
+    try:
+        with chosen(x) as v:
+            _log.append("body " + v)
+            raise ValueError("bad")
+    except ValueError:
+        _log.append("escaped")
+    return list(_log)
+
+
+def branch_key_error(x):
+    del _log[:]
+    try:
+        with chosen(x):
+            raise KeyError("k")
+    except KeyError:
+        _log.append("escaped")
+    return list(_log)
+
+
+def branch_return(x):
+    del _log[:]
+
+    def inner():
+        with chosen(x) as v:
+            return v
+    return inner(), list(_log)
+
+
+@contextlib.contextmanager
+def recovering():
+    # a raise before the yield, caught by the try's handler; the yield comes after the try
+    try:
+        _log.append("try")
+        raise ValueError("early")
+    except ValueError:
+        _log.append("recovered")
+    with plain("late"):
+        yield "late"
+
+
+def caught_before_yield(x):
+    del _log[:]
+    with recovering() as v:
+        _log.append(v)
+    return x, list(_log)
+
+
+@contextlib.contextmanager
+def replacing():
+    try:
+        with plain("r"):
+            yield
+    finally:
+        raise RuntimeError("from finally")
+
+
+def finally_replaces(x):
+    del _log[:]
+    try:
+        with replacing():
+            raise KeyError("k")
+    except RuntimeError as e:
+        return str(e), list(_log)
+    return None
+
+
+@contextlib.contextmanager
+def stopping():
+    try:
+        yield
+    except KeyError:
+        return
+    _log.append("not reached")
+
+
+def returned_after_throw(x):
+    del _log[:]
+    with stopping():
+        raise KeyError("k")
+    return x, list(_log)
+
+
+class _Bag:
+    # a method decorated @contextmanager (0.5.23's _ConfigBag.override), bound like a function
+    def __init__(self):
+        self.values = {"a": 1}
+
+    @contextlib.contextmanager
+    def override(self, **kwargs):
+        old = dict(self.values)
+        self.values.update(kwargs)
+        try:
+            yield self
+        finally:
+            self.values = old
+
+
+def method_context(x):
+    bag = _Bag()
+    with bag.override(a=x) as same:
+        inside = (same is bag, bag.values["a"])
+    return inside, bag.values["a"]
 '''
 
 
 @pytest.mark.parametrize("func", ["inside", "after_return", "raises_inside", "suppressed", "nested_with", "nested_raise",
-                                  "nested_suppressed"])
+                                  "nested_suppressed", "deep_with", "deep_raise", "deep_twice", "branch_plain",
+                                  "branch_value_error", "branch_key_error", "branch_return", "caught_before_yield",
+                                  "finally_replaces", "returned_after_throw", "method_context"])
 def test_context_manager_generators_agree_with_cpython(func: str) -> None:
-    check(Program(CONTEXT_MANAGERS, ("int",), func), [(3,), (5,)])
+    check(Program(CONTEXT_MANAGERS, ("int",), func), [(1,), (2,), (3,), (5,)])
 
 
 # ---- a subclass of a builtin sequence that adds methods only (0.5.23's CPPArgList, whose

@@ -272,3 +272,14 @@ def test_a_key_built_from_a_negated_unknown_is_not_read_as_a_negation(tmp_path):
     outcomes = _all_paths(tmp_path, "import ext\nv, _ = ext.pair\nseen = []\nif v is None:\n    seen.append('none')\n"
                           "n = not v\nif n is None:\n    seen.append('n none')\n")
     assert ("none", "n none") in outcomes
+
+
+def test_a_context_manager_yielding_in_a_loop_is_unmodelled_not_guessed():
+    # @contextmanager generators are run to their yield through if/try/with blocks
+    # (tests/test_differential.py); a yield in a loop would need the loop's state kept
+    from sglang_audit.resolve.adhoc import evaluate_function
+
+    source = ("import contextlib\n\n\n@contextlib.contextmanager\ndef each(n):\n    for i in range(n):\n"
+              "        yield i\n\n\ndef f():\n    with each(2) as v:\n        return v\n")
+    got = evaluate_function(source, "f", [])
+    assert got.kind == "unknown" and "yield is in a for" in got.message, got

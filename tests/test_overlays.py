@@ -219,3 +219,70 @@ def test_a_failing_import_names_its_own_statement_as_a_verdict(tmp_path, stateme
         interp.call(mod.globals["f"], [], {})
     assert (raised.value.file, raised.value.line, raised.value.explicit) == ("sglang/m.py", 3, True)
     assert raise_message(interp, raised.value)[1] == message
+
+
+REGISTRY = """
+import importlib
+import pkgutil
+
+
+def import_model_classes(package_name):
+    # the shape of SGLang's models/registry.py import_model_classes
+    found = {}
+    package = importlib.import_module(package_name)
+    listed = []
+    for _, name, ispkg in pkgutil.iter_modules(package.__path__, package_name + "."):
+        listed.append((name, ispkg))
+        if not ispkg:
+            module = importlib.import_module(name)
+            if hasattr(module, "EntryClass"):
+                entry = module.EntryClass
+                for tmp in entry if isinstance(entry, list) else [entry]:
+                    found[tmp.__name__] = name
+    return listed, found
+"""
+
+
+def test_pkgutil_iter_modules_lists_an_analysed_packages_path_as_cpython_does(tmp_path):
+    # the model registry walks `package.__path__` (0.5.19+ EAGLE constructor: models/registry.py)
+    import pkgutil
+
+    from sglang_audit.evaluate.interpreter import Interpreter
+    from sglang_audit.frontend.parse import SourceCache
+
+    root = tmp_path / "sglang"
+    models = root / "models"
+    for d in (models / "sub", models / "no_init", models / "__pycache__"):
+        d.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "registry.py").write_text(REGISTRY)
+    (models / "__init__.py").write_text("")
+    (models / "llama.py").write_text("class LlamaForCausalLM:\n    pass\n\n\nEntryClass = LlamaForCausalLM\n")
+    (models / "deepseek.py").write_text("class A:\n    pass\n\n\nclass B:\n    pass\n\n\nEntryClass = [A, B]\n")
+    (models / "utils.py").write_text("X = 1\n")
+    (models / "sub" / "__init__.py").write_text("")
+    (models / "no_init" / "x.py").write_text("")
+    (models / "__pycache__" / "llama.cpython-311.pyc").write_bytes(b"")
+    (models / "notes.txt").write_text("")
+    expected = [(m.name, m.ispkg) for m in pkgutil.iter_modules([str(models)], "sglang.models.")]
+    assert expected == [("sglang.models.deepseek", False), ("sglang.models.llama", False),
+                        ("sglang.models.sub", True), ("sglang.models.utils", False)]
+    interp = Interpreter(tmp_path, SourceCache(use_disk=False), _world(), {})
+    mod = interp.load_module("sglang.registry")
+    listed, found = interp.call(mod.globals["import_model_classes"], ["sglang.models"], {})
+    assert listed == expected
+    assert found == {"A": "sglang.models.deepseek", "B": "sglang.models.deepseek",
+                     "LlamaForCausalLM": "sglang.models.llama"}
+
+
+def test_pkgutil_iter_modules_outside_the_analysed_tree_is_unknown(tmp_path):
+    from sglang_audit.evaluate.interpreter import Interpreter
+    from sglang_audit.evaluate.values import Unknown
+    from sglang_audit.frontend.parse import SourceCache
+
+    (tmp_path / "tree" / "sglang").mkdir(parents=True)
+    (tmp_path / "tree" / "sglang" / "__init__.py").write_text("")
+    (tmp_path / "tree" / "sglang" / "m.py").write_text(f"import pkgutil\n\nout = pkgutil.iter_modules([{str(tmp_path)!r}])\n")
+    interp = Interpreter(tmp_path / "tree", SourceCache(use_disk=False), _world(), {})
+    out = interp.load_module("sglang.m").globals["out"]
+    assert isinstance(out, Unknown) and "outside the analysed source tree" in out.reason

@@ -245,3 +245,49 @@ def test_real_0_5_16_draft_backends_built_after_the_constructor_refuse_torch_nat
     steps = {st.kind: (st.value, f"{st.file}:{st.line}") for st in s.layer.chain}
     assert steps["dispatch"] == ("EAGLEWorkerV2", "sglang/srt/speculative/spec_info.py:282")
     assert steps["then"] == ("init_attention_backends", "sglang/srt/managers/scheduler.py:837")
+
+
+@pytest.mark.real_release
+def test_real_0_5_23_eagle_worker_constructor_is_followed_past_draft_pp_context(release):
+    # read first: 0.5.23 speculative/eagle_worker_v2.py:205-232 EagleDraftWorker.__init__:
+    # `target_worker.model_runner.spec_aux_config.draft_model_config` (model_runner.py:597, an
+    # annotated `self.spec_aux_config: ... = resolve_spec_aux_hidden_state_config(...)`), then
+    # `with (draft_tp_context(...), draft_pp_context(), ..., draft_model_build_scope())` around
+    # `TpModelWorker(..., is_draft_worker=True)`: draft_pp_context (spec_utils.py:823) holds
+    # patch_pipeline_parallel_group (distributed/parallel_state.py:3089), whose yield sits in a
+    # with in a try/finally; draft_model_build_scope (layers/moe/utils.py:582) enters
+    # `get_exec().comm.override(...)`, a @contextmanager method (runtime_context.py:849);
+    # draft_parallel.py:46 get_model_architecture imports models/registry.py, whose import walks
+    # `pkgutil.iter_modules(package.__path__, ...)` (registry.py:120). The draft runner's
+    # `draft_attention_backend` is TpModelWorker's default None passed on (tp_worker.py:313,
+    # :497), so DraftBackendFactory takes the prefill/decode pair (draft_utils.py:55-63).
+    tree = release("0.5.23")
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model="deepseek-v3-fp8",
+                                 sets=["tp_size=8", "speculative_algorithm=EAGLE"]))
+    s = res.settings["speculative_algorithm"]
+    assert (s.status, s.layer.status, s.layer.value) == ("resolved", "resolved", "EAGLEWorkerV2")
+    assert s.layer.site == "sglang/srt/managers/scheduler.py:1064"
+    steps = [(st.kind, st.value, f"{st.file}:{st.line}") for st in s.layer.chain]
+    assert steps[:3] == [("dispatch", "EAGLEWorkerV2", "sglang/srt/speculative/spec_info.py:364"),
+                         ("worker", "EAGLEWorkerV2", "sglang/srt/managers/scheduler.py:1064"),
+                         ("then", "init_attention_backends", "sglang/srt/managers/scheduler.py:1117")]
+    # the draft worker's multi-step backends, built by DraftBackendFactory after the constructor
+    assert ("backend", "FlashAttentionBackend", "sglang/srt/speculative/draft_utils.py:493") in steps
+    # SGLang's refusal of a decode backend the draft worker lacks, with its line
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model="deepseek-v3-fp8",
+                                 sets=["tp_size=8", "speculative_algorithm=NEXTN", "attention_backend=torch_native"]))
+    s = res.settings["speculative_algorithm"]
+    assert (s.status, s.layer.status) == ("unsupported", "unsupported")
+    assert s.layer.value == "ValueError: EAGLE is not supported in decode attention backend torch_native"
+    assert s.layer.site == "sglang/srt/speculative/draft_utils.py:64"
+
+
+def test_explain_says_the_speculative_worker_fails_for_a_forced_algorithm():
+    # explain's forced choices read the spec_worker stage's outcome like the other stages'
+    from sglang_audit.analyses.explain import OUTCOME_LAYERS_FAIL, ChoiceOutcome, layer_stages_read
+    from sglang_audit.render.explain import _choice_lines
+
+    assert layer_stages_read("speculative_algorithm", frozenset())[-1] == "spec_worker"
+    note = "ValueError: EAGLE is not supported in decode attention backend torch_native at sglang/srt/speculative/draft_utils.py:64"
+    worker = ChoiceOutcome("NEXTN", OUTCOME_LAYERS_FAIL, note=note, stage="speculative")
+    assert _choice_lines(worker, 5, "sm90")[0] == f"  NEXTN  accepted by SGLang, but the speculative worker built with it fails: {note}"

@@ -150,7 +150,8 @@ class ChoiceOutcome:
     # (rule id, severity, title) of the known-bad rules that flag this choice's result for
     # this setting: the same findings ``check`` reports for it
     known_bad: tuple[tuple[str, str, str], ...] = ()
-    # the layer stage whose build failed (layers_fail): "moe", "moe_draft", "attention"
+    # the kind of the layer stage whose build failed (layers_fail): LayerValue.stage, "moe",
+    # "attention" or "speculative" (the worker, a forced speculative_algorithm)
     stage: str = ""
 
     def to_json(self) -> dict[str, Any]:

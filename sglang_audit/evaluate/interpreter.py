@@ -372,22 +372,58 @@ def _yield_of(stmt: ir.Node) -> ir.Node | None:
     return None
 
 
+def _holds_yield(stmt: ir.Node | list[Any]) -> bool:
+    """Whether a yield of this generator sits in ``stmt`` (nested functions, lambdas and
+    classes hold their own, not this generator's)."""
+    stack: list[Any] = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (list, tuple)):
+            stack.extend(node)
+            continue
+        if not isinstance(node, ir.Node):
+            continue
+        if node.kind == "Yield":
+            return True
+        if node is not stmt and node.kind in ("FunctionDef", "ClassDef", "Lambda"):
+            continue
+        for slot in getattr(node, "__slots__", ()):
+            child = getattr(node, slot, None)
+            if isinstance(child, (ir.Node, list, tuple)):
+                stack.append(child)
+    return False
+
+
+class _GenLevel:
+    """One block on the way from a generator's body to its yield: the statement holding the
+    block (None for the body itself), the block, the index in it of the statement the way
+    goes on through (or of the yield), a ``with``'s generator contexts entered (innermost
+    last) and an ``if``'s guard."""
+
+    __slots__ = ("node", "block", "pos", "held", "guard")
+
+    def __init__(self, node: ir.Node | None, block: list[ir.Node]) -> None:
+        self.node, self.block, self.pos = node, block, -1
+        self.held: list[GeneratorContext] = []
+        self.guard: Guard | None = None
+
+
 class GeneratorContext:
     """A call of a ``@contextlib.contextmanager`` generator function, entered by ``with``:
     its body runs to the ``yield`` on entry (the value yielded is what ``as`` binds) and
-    from there on exit, in the same frame. The yield is a statement of the body, of a ``try``
-    or of a ``with`` at the body's top level, the shapes SGLang's context managers have (a
-    global swapped in and restored in ``finally``; another context manager held around the
-    yield, 0.5.19's ``draft_pp_context``); any other shape is unmodelled."""
+    from there on exit, in the same frame. The yield may sit at any depth of ``if``/``try``/
+    ``with`` blocks (0.5.23's ``patch_pipeline_parallel_group``: a ``with`` in a ``try``);
+    the way to it (``levels``, outermost first) is kept between the two phases, and on exit
+    the rest of each block runs innermost first, each container closing as Python closes it
+    (a ``try``'s handlers, ``else`` and ``finally``, a ``with``'s context managers exited).
+    A yield in a loop, a handler or a ``finally`` is unmodelled."""
 
-    __slots__ = ("func", "args", "kwargs", "frame", "at", "inner", "held")
+    __slots__ = ("func", "args", "kwargs", "frame", "levels")
 
     def __init__(self, func: Function, args: list[Any], kwargs: dict[str, Any]) -> None:
         self.func, self.args, self.kwargs = func, args, kwargs
         self.frame: Frame | None = None
-        self.at = -1  # index in the body of the yield statement, or of the try/with holding it
-        self.inner = -1  # index of the yield in that try's/with's body (-1: the yield is at the top)
-        self.held: list[GeneratorContext] = []  # a with's generator contexts entered, innermost last
+        self.levels: list[_GenLevel] = []  # the way from the body to the yield, outermost first
 
 
 @dataclass
@@ -696,6 +732,14 @@ class Interpreter:
     def find_module_file(self, name: str) -> tuple[Path, bool] | None:
         return _find_module_file(self.root, name)
 
+    def package_modules(self, directory: Any) -> list[tuple[str, bool]] | None:
+        """The modules of a package directory of the analysed tree (a ``__path__`` entry), as
+        pkgutil's file finder lists them: (name, is a package), sorted; None for a directory
+        outside the tree (never read)."""
+        if not isinstance(directory, str) or not _inside_tree(directory, str(self.root)):
+            return None
+        return _package_modules(directory)
+
     def load_module(self, name: str) -> ModuleObj | External:
         for watch in self.import_watchers:
             watch(name)
@@ -737,6 +781,8 @@ class Interpreter:
         rel = path.relative_to(self.root).as_posix() if path.is_file() else path.relative_to(self.root).as_posix() + "/"
         mod = ModuleObj(name, rel, is_pkg)
         mod.globals["__file__"] = str(path)
+        if is_pkg:  # where its submodules are found (pkgutil.iter_modules walks it)
+            mod.globals["__path__"] = [str(path.parent if path.is_file() else path)]
         self.modules[name] = mod
         if isinstance(parent, ModuleObj):
             parent.globals.setdefault(name.rsplit(".", 1)[1], mod)
@@ -1303,137 +1349,213 @@ class Interpreter:
     def enter_generator(self, ctx: GeneratorContext) -> Any:
         """Run a generator context's body up to its yield; the value yielded."""
         func = ctx.func
-        for k, stmt in enumerate(func.body):
-            if _yield_of(stmt) is not None:
-                ctx.at = k
-                break
-            if stmt.kind in ("Try", "With"):
-                j = next((j for j, t in enumerate(stmt.body) if _yield_of(t) is not None), -1)
-                if j >= 0:
-                    ctx.at, ctx.inner = k, j
-                    break
-        if ctx.at < 0:
-            raise Unmodelled(f"a context manager generator whose yield is nested deeper ({func.qualname} at {func.module.file}:{func.line})")
         scope = Scope(parent=func.closure, local_names=function_locals(func.body))
         frame = ctx.frame = Frame(module=func.module, scope=scope, func=func, depth=self.depth + 1)
         self.bind_params(func, ctx.args, ctx.kwargs, scope)
-        stmt = func.body[ctx.at]
-        before = stmt.body[: ctx.inner] if ctx.inner >= 0 else []
-        yielded = _yield_of(stmt.body[ctx.inner] if ctx.inner >= 0 else stmt)
-        assert yielded is not None
+        ctx.levels = [_GenLevel(None, func.body)]
 
         def run() -> Any:
-            self.exec_block(func.body[: ctx.at], frame)
-            if stmt.kind == "With":
-                self.hold_items(ctx, stmt, frame)
-                try:
-                    self.exec_block(before, frame)
-                except PyRaise as raised:
-                    if not self.release_items(ctx, raised):
-                        raise
-                    raise Unmodelled(f"a with before the yield of {func.qualname} suppressed a raise") from None
-            elif before:
-                try:
-                    self.exec_block(before, frame)
-                except PyRaise:
-                    if stmt.handlers:
-                        raise Unmodelled(f"a raise before the yield of {func.qualname}, under a try with handlers") from None
-                    if stmt.finalbody:
-                        self.exec_block(stmt.finalbody, frame)
-                    raise
-            return None if yielded.value is None else self.evaluate(yielded.value, frame)
+            guards = len(self.guards)
+            try:
+                found = self.run_to_yield(ctx, 0, frame)
+            except _Return:
+                found = None
+            finally:
+                # an if's guard on the way is the with-body's no more; exit_generator puts it back
+                del self.guards[guards:]
+                self.guard_tuple = None
+            if found is None:
+                raise Unmodelled(f"a context manager generator that ended without yielding ({func.qualname} at {func.module.file}:{func.line})")
+            return None if found.value is None else self.evaluate(found.value, frame)
 
         return self._in_generator(run)
 
-    def exit_generator(self, ctx: GeneratorContext, raised: PyRaise | None) -> bool:
-        """Resume a generator context after its yield (``raised``: the with-body's raise,
-        thrown in at the yield); True when the generator suppressed it."""
-        func, frame = ctx.func, ctx.frame
-        assert frame is not None
-        stmt = func.body[ctx.at]
-        point = stmt.body[ctx.inner] if ctx.inner >= 0 else stmt
-        after = func.body[ctx.at + 1:]
-
-        def run() -> bool:
-            if point.kind == "Assign":  # `v = yield x`: a context manager is sent None
-                for target in point.targets:
-                    self.assign(target, None, frame, point.line, point.text, [])
-            if ctx.inner < 0:
-                if raised is not None:
-                    raise raised  # thrown at a top-level yield: out of the generator
-                self.exec_block(after, frame)
-                return False
-            if stmt.kind == "With":
-                # the rest of the with's body, then its context managers exit (innermost first)
-                if raised is None:
+    def run_to_yield(self, ctx: GeneratorContext, depth: int, frame: Frame) -> ir.Node | None:
+        """Execute the block of ``ctx.levels[depth]`` from its start until the yield (its Yield
+        node; ``ctx.levels`` then is the way to it) or the block's end (None). A statement
+        holding the yield is entered as Python enters it: an ``if``'s test decides the side,
+        a ``with`` holds its items, a ``try`` catches a raise before the yield with its
+        handlers (and the block goes on after it) and runs its ``finally``."""
+        level = ctx.levels[depth]
+        for pos, stmt in enumerate(level.block):
+            level.pos = pos
+            point = _yield_of(stmt)
+            if point is not None:
+                return point
+            if not _holds_yield(stmt):
+                self.exec_block([stmt], frame)
+                continue
+            kind = stmt.kind
+            if kind == "If":
+                test, reads = self.evaluate_reads(stmt.test, frame)
+                truth = self.truth(test, frame, stmt.line, stmt.text)
+                inner = _GenLevel(stmt, stmt.body if truth else stmt.orelse)
+                inner.guard = Guard(frame.module.file, stmt.line, stmt.text, truth, tuple(reads))
+                self.guards.append(inner.guard)
+                self.guard_tuple = None
+                ctx.levels.append(inner)
+                found = self.run_to_yield(ctx, depth + 1, frame)
+                if found is not None:
+                    return found
+                ctx.levels.pop()
+                self.guards.pop()
+                self.guard_tuple = None
+            elif kind == "With":
+                inner = _GenLevel(stmt, stmt.body)
+                ctx.levels.append(inner)
+                try:
+                    self.hold_items(inner, stmt, frame)
+                    found = self.run_to_yield(ctx, depth + 1, frame)
+                except PyRaise as raised:
+                    del ctx.levels[depth + 1:]
+                    if not self.release_items(inner.held, raised):
+                        raise
+                    continue  # suppressed by a context manager held: on after the with
+                except (_Return, _Break, _Continue):
+                    del ctx.levels[depth + 1:]
+                    self.release_items(inner.held, None)
+                    raise
+                if found is not None:
+                    return found
+                ctx.levels.pop()
+                self.release_items(inner.held, None)
+            elif kind == "Try" and not any(_holds_yield(part) for part in (stmt.handlers, stmt.orelse, stmt.finalbody)):
+                ctx.levels.append(_GenLevel(stmt, stmt.body))
+                try:
                     try:
-                        self.exec_block(stmt.body[ctx.inner + 1:], frame)
-                    except PyRaise as inner_raise:
-                        if not self.release_items(ctx, inner_raise):
+                        found = self.run_to_yield(ctx, depth + 1, frame)
+                    except PyRaise as raised:
+                        del ctx.levels[depth + 1:]
+                        handler = self.match_handler(stmt.handlers, raised, frame) if stmt.handlers else None
+                        if handler is None:
                             raise
-                        self.exec_block(after, frame)
-                        return False
-                    self.release_items(ctx, None)
-                elif not self.release_items(ctx, raised):
-                    raise raised
-                self.exec_block(after, frame)
-                return raised is not None
-            if raised is not None:
-                handler = self.match_handler(stmt.handlers, raised, frame) if stmt.handlers else None
-                if handler is None:
+                        self.run_handler(handler, raised, frame)
+                        found = None
+                    else:
+                        if found is not None:
+                            return found  # the finally runs on exit, not now
+                        ctx.levels.pop()
+                        self.exec_block(stmt.orelse, frame)
+                except BaseException:
                     if stmt.finalbody:
                         self.exec_block(stmt.finalbody, frame)
-                    raise raised
-                self.handling.append(raised)
-                try:
-                    self.exec_block(handler.body, frame)
-                finally:
-                    self.handling.pop()
+                    raise
                 if stmt.finalbody:
                     self.exec_block(stmt.finalbody, frame)
-                self.exec_block(after, frame)
-                return True
-            rest = ir.Try(stmt.line, stmt.body[ctx.inner + 1:], stmt.handlers, stmt.orelse, stmt.finalbody)
-            self.s_Try(rest, frame)
-            self.exec_block(after, frame)
-            return False
+            else:
+                raise Unmodelled(f"a context manager generator whose yield is in a {kind.lower()} ({ctx.func.qualname} at {frame.module.file}:{stmt.line})")
+        return None
 
+    def run_handler(self, handler: ir.Node, raised: PyRaise, frame: Frame) -> None:
+        """An ``except`` block handling ``raised`` (``s_Try``'s rules: the name bound, a bare
+        ``raise`` re-raises it)."""
+        if handler.name:
+            self.bind_name(frame, handler.name, raised.exc, handler.line, "")
+        self.handling.append(raised)
         try:
-            return bool(self._in_generator(run))
-        except _Return:
-            return False  # the generator returned: done
+            self.exec_block(handler.body, frame)
+        finally:
+            self.handling.pop()
 
-    def hold_items(self, ctx: GeneratorContext, node: ir.Node, frame: Frame) -> None:
+    def exit_generator(self, ctx: GeneratorContext, raised: PyRaise | None) -> bool:
+        """Resume a generator context after its yield (``raised``: the with-body's raise,
+        thrown in at the yield); True when the generator suppressed it. Each block on the way
+        finishes innermost first, then its container closes (``try``: a handler for what is
+        pending, ``else``, ``finally``; ``with``: its context managers exited, innermost
+        first, with what is pending); a raise or ``return`` there replaces what was pending."""
+        frame = ctx.frame
+        assert frame is not None
+        levels = ctx.levels
+
+        def run() -> bool:
+            pending: BaseException | None = raised
+            point = levels[-1].block[levels[-1].pos]
+            if raised is None and point.kind == "Assign":  # `v = yield x`: a context manager is sent None
+                for target in point.targets:
+                    self.assign(target, None, frame, point.line, point.text, [])
+            guards = len(self.guards)
+            self.guards.extend(level.guard for level in levels if level.guard is not None)
+            self.guard_tuple = None
+            try:
+                for level in reversed(levels):
+                    if pending is None:
+                        try:
+                            self.exec_block(level.block[level.pos + 1:], frame)
+                        except (PyRaise, _Return) as stopped:
+                            pending = stopped
+                    node = level.node
+                    if level.guard is not None:
+                        self.guards.pop()
+                        self.guard_tuple = None
+                    if node is None or node.kind == "If":
+                        continue
+                    try:
+                        if node.kind == "With":
+                            if self.release_items(level.held, pending if isinstance(pending, PyRaise) else None):
+                                pending = None
+                            continue
+                        if isinstance(pending, PyRaise) and node.handlers:
+                            handler = self.match_handler(node.handlers, pending, frame)
+                            if handler is not None:
+                                caught, pending = pending, None
+                                self.run_handler(handler, caught, frame)
+                        elif pending is None:
+                            self.exec_block(node.orelse, frame)
+                    except (PyRaise, _Return) as stopped:
+                        pending = stopped
+                    if node.finalbody:
+                        try:
+                            self.exec_block(node.finalbody, frame)
+                        except (PyRaise, _Return) as stopped:
+                            pending = stopped
+            finally:
+                del self.guards[guards:]
+                self.guard_tuple = None
+            if isinstance(pending, PyRaise):
+                raise pending  # the raise thrown in, or one of the generator's own: out of the with
+            return raised is not None  # the generator finished: a raise thrown in was suppressed
+
+        return bool(self._in_generator(run))
+
+    def hold_items(self, level: _GenLevel, node: ir.Node, frame: Frame) -> None:
         """Enter a ``with``'s items that hold a generator context's yield (``with_items``'
-        rules: a generator context is entered and kept in ``ctx.held``; another context
-        manager is entered only when bound)."""
+        rules: a generator context is entered and kept in ``level.held``; another context
+        manager is entered only when bound); a raise entering one exits those entered."""
         for expr, target in node.items:
-            value = self.evaluate(expr, frame)
-            entered: Any = value
-            if isinstance(value, GeneratorContext):
-                entered = self.enter_generator(value)
-                ctx.held.append(value)
-            elif target is not None and isinstance(value, Instance):
-                found, enter = value.cls.lookup("__enter__")
-                if found:
-                    entered = self.call(self.bind(enter, value, value.cls), [], {})
-            elif target is not None and isinstance(value, External):
-                entered = Unknown(f"value of `with {value.path}`", None)
+            try:
+                value = self.evaluate(expr, frame)
+                entered: Any = value
+                if isinstance(value, GeneratorContext):
+                    entered = self.enter_generator(value)
+                    level.held.append(value)
+                elif target is not None and isinstance(value, Instance):
+                    found, enter = value.cls.lookup("__enter__")
+                    if found:
+                        entered = self.call(self.bind(enter, value, value.cls), [], {})
+                elif target is not None and isinstance(value, External):
+                    entered = Unknown(f"value of `with {value.path}`", None)
+            except PyRaise as raised:
+                if not self.release_items(level.held, raised):
+                    raise
+                raise Unmodelled(f"a with item's raise suppressed by the one before it at {frame.module.file}:{node.line}") from None
             if target is not None:
                 self.assign(target, entered, frame, node.line, "with", [])
 
-    def release_items(self, ctx: GeneratorContext, raised: PyRaise | None) -> bool:
+    def release_items(self, held: list[GeneratorContext], raised: PyRaise | None) -> bool:
         """Exit the generator contexts ``hold_items`` entered, innermost first, ``raised``
-        thrown into each until one suppresses it; True when it was suppressed."""
-        while ctx.held:
-            inner = ctx.held.pop()
-            if self.exit_generator(inner, raised) and raised is not None:
-                raised = None
-                suppressed = True
-                while ctx.held:
-                    self.exit_generator(ctx.held.pop(), None)
-                return suppressed
-        return False
+        thrown into each until one suppresses it (a raise of an exit replacing it, as
+        Python's nested ``with`` does); True when it was suppressed."""
+        pending = raised
+        while held:
+            inner = held.pop()
+            try:
+                if self.exit_generator(inner, pending) and pending is not None:
+                    pending = None
+            except PyRaise as stopped:
+                pending = stopped
+        if pending is not None and pending is not raised:
+            raise pending
+        return raised is not None and pending is None
 
     def _in_generator(self, run: Callable[[], Any]) -> Any:
         """A phase of a generator context, as ``call_function`` runs a body: one call deeper,
@@ -2695,6 +2817,41 @@ def _inside_tree(path: str, root: str) -> bool:
     # memoised like _find_module_file: a located tree does not change while the tool runs
     real, top = os.path.realpath(path), os.path.realpath(root)
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+_MODULE_FILE = re.compile(r"([^.]+)(?:\.py|\.pyc|(?:\.cpython-[^.]+|\.abi3)?\.so)")
+
+
+@functools.lru_cache(maxsize=64)
+def _package_modules(directory: str) -> list[tuple[str, bool]] | None:
+    # pkgutil's iter_importer_modules for a FileFinder (CPython 3.11 pkgutil.py
+    # _iter_file_finder_modules): the directory's entries sorted; a module file by its
+    # importable suffix (.py, .pyc, an extension); a subdirectory without a dot in its name is
+    # a package when it holds an __init__ module, else skipped; __init__ itself and repeats skipped
+    try:
+        entries = sorted(os.listdir(directory))
+    except OSError:
+        return None
+    seen: set[str] = set()
+    out: list[tuple[str, bool]] = []
+    for entry in entries:
+        full = os.path.join(directory, entry)
+        match = _MODULE_FILE.fullmatch(entry)
+        name, is_pkg = (match.group(1), False) if match else (None, False)
+        if name == "__init__" or (name is not None and name in seen):
+            continue
+        if name is None and os.path.isdir(full) and "." not in entry:
+            try:
+                inner = os.listdir(full)
+            except OSError:
+                continue
+            if not any((m := _MODULE_FILE.fullmatch(f)) and m.group(1) == "__init__" for f in inner):
+                continue
+            name, is_pkg = entry, True
+        if name and "." not in name:
+            seen.add(name)
+            out.append((name, is_pkg))
+    return out
 
 
 @functools.lru_cache(maxsize=8192)

@@ -27,7 +27,7 @@ from sglang_audit.render.text import (
     unknown_reason,
     value_text,
 )
-from sglang_audit.result import ChainStep
+from sglang_audit.result import ChainStep, built_what
 
 MAX_OTHER_CONDITIONS = 2  # non-hardware conditions shown per branch before summarising
 
@@ -164,8 +164,9 @@ def _choice_lines(c: ChoiceOutcome, width: int, device: str) -> list[str]:
                 lines.append(f"  {'':{width}}    because {_condition_text(cond, device, taken=True)}")
     elif c.outcome == OUTCOME_LAYERS_FAIL:
         # the stage that failed, as the resolve output names it (the attention stage builds
-        # a backend, not MoE layers)
-        what = "the attention backend built with it fails" if c.stage == "attention" else "the MoE layers built with it fail"
+        # a backend, the speculative stage a worker, not MoE layers)
+        built = built_what(c.stage)
+        what = f"{built} built with it {'fail' if built.endswith('layers') else 'fails'}"
         lines = [f"{pad}accepted by SGLang, but {what}: {_clip(c.note, 240)}"]
     else:
         lines = [f"{pad}unknown: {_clip(c.note) or 'no reason recorded'}"]

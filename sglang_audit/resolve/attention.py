@@ -311,7 +311,12 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
 
 
 # ---- the stand-in runner ----------------------------------------------------------------
-def standin_runner(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Class, server_args: Instance, mc: Instance, draft: bool) -> Instance:
+def standin_runner(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Class, server_args: Instance, mc: Instance, draft: bool,
+                   given: dict[str, Any] | None = None) -> Instance:
+    """A stand-in of the release's model runner: its ``__init__`` assignments named in the
+    rules evaluated with the server args, the model config, the rules' parameters and
+    ``given`` (the keyword arguments a caller the tool knows passes, e.g. the speculative
+    worker's draft model worker); any other attribute unknown runtime state."""
     def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
         name = str(args[-1])
         return Unknown(f"ModelRunner.{name} (runtime state of the model runner is not modelled)", f"runner:{name}")
@@ -337,11 +342,11 @@ def standin_runner(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Cla
             bound.update({k: v for k, v in run.params.items() if k in params})
             bound.update({k: server_args.attrs.get(v, Unknown(f"server args {v}")) for k, v in run.params_from_server_args.items()
                           if k in params})
+            bound.update({k: v for k, v in (given or {}).items() if k in params})
         for p in params:
             scope.vars[p] = bound.get(p, Unknown(f"ModelRunner.{func.name} argument {p} (not modelled)", f"runner-arg:{p}"))
         frame = Frame(module=func.module, scope=scope, func=func, depth=interp.depth)
-        for node in _self_assigns(interp, func.body):
-            t = node.targets[0]
+        for t, node in _self_assigns(interp, func.body):
             if t.attr not in wanted:
                 continue
             if t.attr in runner.attrs:
@@ -355,16 +360,25 @@ def standin_runner(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Cla
     return runner
 
 
-def _self_assigns(interp: Interpreter, body: list[ir.Node]) -> list[ir.Assign]:
-    """The ``self.X = ...`` statements of a method body in ``ir.walk`` order, listed once per
-    loaded body (walking every method of the runner again on each of the stage's runs was
-    ~4% of a 0.5.23 resolution); a changed file loads as new IR and is listed again."""
+def _self_assigns(interp: Interpreter, body: list[ir.Node]) -> list[tuple[ir.Attribute, ir.Node]]:
+    """The ``self.X = ...`` statements of a method body (``self.X: T = ...`` too: 0.5.23's
+    ``self.spec_aux_config: SpecAuxHiddenStateConfig = ...``) in ``ir.walk`` order, as
+    (target, statement), listed once per loaded body (walking every method of the runner
+    again on each of the stage's runs was ~4% of a 0.5.23 resolution); a changed file loads
+    as new IR and is listed again."""
     key = ("self_assigns", id(body))
     known = interp.cache.prepared.get(key)
     if known is None or known[0] is not body:  # the body is kept: its id is not reused while listed
-        found = [n for n in ir.walk(body) if isinstance(n, ir.Assign) and len(n.targets) == 1
-                 and isinstance(n.targets[0], ir.Attribute) and isinstance(n.targets[0].value, ir.Name)
-                 and n.targets[0].value.id == "self"]
+        found: list[tuple[ir.Attribute, ir.Node]] = []
+        for n in ir.walk(body):
+            if isinstance(n, ir.Assign) and len(n.targets) == 1:
+                t = n.targets[0]
+            elif isinstance(n, ir.AnnAssign) and n.value is not None:
+                t = n.target
+            else:
+                continue
+            if isinstance(t, ir.Attribute) and isinstance(t.value, ir.Name) and t.value.id == "self":
+                found.append((t, n))
         known = (body, found)
         interp.cache.prepared[key] = known
     return known[1]

@@ -387,13 +387,13 @@ def _hook(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, sta
             return interp.instantiate(_standin(func, "runtime state of the speculative worker"), args, kwargs)
         if kind is Class and _is_model_worker(func, wf):
             draft = kwargs.get("is_draft_worker") is True
-            return _model_worker(interp, facts, att, server_args, dc if draft else mc, draft, state, func)
+            return _model_worker(interp, facts, att, server_args, dc if draft else mc, draft, state, func, kwargs)
         if kind is Function and func.name == "__init__" and func.qualname == f"{wf.model_worker_class}.__init__" \
                 and func.module.name == wf.model_worker_module and args and isinstance(args[0], Instance):
             # super().__init__(..., is_draft_worker=True) of a worker that is a model worker
             # (0.5.10's EAGLEWorker): the draft model runner it would build, stood in
             draft = kwargs.get("is_draft_worker") is True
-            _fill_model_worker(interp, facts, att, server_args, dc if draft else mc, draft, state, func.module, args[0])
+            _fill_model_worker(interp, facts, att, server_args, dc if draft else mc, draft, state, func.module, args[0], kwargs)
             return None
         if kind is Function and args and id(args[0]) in state.standins and func.name != "__init__" \
                 and not _is_getter(func, args[0]):
@@ -450,9 +450,10 @@ def _standin(cls: Class, what: str) -> Class:
 
 
 def _model_worker(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, cfg: Any, draft: bool, state: _State,
-                  cls: Class | None) -> Any:
+                  cls: Class | None, kwargs: dict[str, Any] | None = None) -> Any:
     """A stand-in model worker (``TpModelWorker``): its model runner the attention stage's
-    stand-in runner for ``cfg``, every other attribute unknown runtime state."""
+    stand-in runner for ``cfg`` (with what the worker forwards to it of ``kwargs``, the
+    keyword arguments SGLang built it with), every other attribute unknown runtime state."""
     wf = facts.worker
     if cls is None:
         if interp.find_module_file(wf.model_worker_module) is None:
@@ -463,24 +464,30 @@ def _model_worker(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFa
             return Unknown("the target's model worker (not modelled)", "spec:target_worker")
     worker = Instance(_standin(cls, "runtime state of the model worker"))
     state.standins[id(worker)] = "draft" if draft else "target"
-    _fill_model_worker(interp, facts, att, server_args, cfg, draft, state, cls.module, worker)
+    _fill_model_worker(interp, facts, att, server_args, cfg, draft, state, cls.module, worker, kwargs)
     return worker
 
 
 def _fill_model_worker(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, cfg: Any, draft: bool,
-                       state: _State, module: ModuleObj | None, worker: Instance) -> None:
+                       state: _State, module: ModuleObj | None, worker: Instance, kwargs: dict[str, Any] | None) -> None:
     """What the model worker's construction leaves that the speculative worker reads: the model
-    runner, at the attribute its ``__init__`` assigns ``ModelRunner(...)`` to."""
+    runner, at the attribute its ``__init__`` assigns ``ModelRunner(...)`` to, given what the
+    worker forwards to it of ``kwargs`` (SGLang's call; None: a worker the tool stands in
+    without one, the target's, whose arguments the scheduler passes are not read)."""
     wf = facts.worker
-    attr = _runner_attribute(interp, wf, module)
-    if attr is None:
+    found = _runner_construction(interp, wf, module)
+    if found is None:
         return
+    attr, forwards = found
     runner: Any = Unknown(f"the {'draft' if draft else 'target'} model runner (no model config)", f"spec:runner:{draft}")
     if isinstance(cfg, Instance):
         mod = interp.load_module(att.runner.module)
         rcls = interp.getattr(mod, att.runner.class_) if isinstance(mod, ModuleObj) else None
         if isinstance(rcls, Class):
-            runner = attention.standin_runner(interp, att, rcls, server_args, cfg, draft)
+            given = {} if kwargs is None else {
+                arg: kwargs[param] if param in kwargs else default for arg, (param, default) in forwards.items()
+                if param in kwargs or default is not _NO_DEFAULT}
+            runner = attention.standin_runner(interp, att, rcls, server_args, cfg, draft, given)
             attention.stamp_runner(interp, att, runner)
             _republish(rcls, runner, server_args, wf.published_getter)
     worker.attrs[attr] = runner
@@ -509,9 +516,18 @@ def _republish(rcls: Class, runner: Instance, server_args: Instance, getter: str
                 f"ModelRunner.{value.attr} (runtime state of the model runner is not modelled)", f"runner:{value.attr}"))
 
 
-def _runner_attribute(interp: Interpreter, wf: SpecWorkerFacts, module: ModuleObj | None) -> str | None:
-    """The attribute the model worker's class assigns its ``ModelRunner(...)`` to (read from
-    the release: ``self._model_runner = ModelRunner(`` in 0.5.10 and 0.5.23)."""
+_NO_DEFAULT = object()  # a worker parameter without a literal default
+
+
+def _runner_construction(interp: Interpreter, wf: SpecWorkerFacts, module: ModuleObj | None) -> tuple[str, dict[str, tuple[str, Any]]] | None:
+    """Read from the release: the attribute the model worker's class assigns its
+    ``ModelRunner(...)`` to (``self._model_runner = ModelRunner(`` in 0.5.10 and 0.5.23), and
+    the runner's keyword arguments that pass on one of the worker's own ``__init__``
+    parameters, by runner argument -> (worker parameter, its literal default or
+    ``_NO_DEFAULT``): through the ``self.x = p``
+    copy its ``__init__`` makes (0.5.23: ``TpModelWorker(draft_attention_backend=...)`` ->
+    ``self.draft_attention_backend = draft_attention_backend`` ->
+    ``ModelRunner(draft_attention_backend=self.draft_attention_backend)``)."""
     if module is None:
         return None
     found = interp.find_module_file(module.name)
@@ -522,9 +538,25 @@ def _runner_attribute(interp: Interpreter, wf: SpecWorkerFacts, module: ModuleOb
     for node in tree.body:
         if not (isinstance(node, ir.ClassDef) and node.name == wf.model_worker_class):
             continue
+        init = next((f for f in node.body if isinstance(f, ir.FunctionDef) and f.name == "__init__"), None)
+        params = {p.name for p in init.params} if init is not None else set()
+        defaults = {p.name: p.default.value if isinstance(p.default, ir.Const) else _NO_DEFAULT
+                    for p in (init.params if init is not None else [])}
+        copies = {str(n.targets[0].attr): str(n.value.id) for n in ir.walk(init.body if init is not None else [])
+                  if isinstance(n, ir.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ir.Attribute)
+                  and isinstance(n.targets[0].value, ir.Name) and n.targets[0].value.id == "self"
+                  and isinstance(n.value, ir.Name) and n.value.id in params}
         for n in ir.walk(node.body):
             if isinstance(n, ir.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ir.Attribute) \
                     and isinstance(n.targets[0].value, ir.Name) and n.targets[0].value.id == "self" \
                     and isinstance(n.value, ir.Call) and isinstance(n.value.func, ir.Name) and n.value.func.id == runner_class:
-                return str(n.targets[0].attr)
+                forwards: dict[str, tuple[str, Any]] = {}
+                for kind, expr in n.value.args:
+                    if kind in ("", "*", "**"):
+                        continue
+                    if isinstance(expr, ir.Attribute) and isinstance(expr.value, ir.Name) and expr.value.id == "self" \
+                            and str(expr.attr) in copies:
+                        param = copies[str(expr.attr)]
+                        forwards[kind] = (param, defaults.get(param, _NO_DEFAULT))
+                return str(n.targets[0].attr), forwards
     return None

@@ -39,6 +39,7 @@ OVERLAYS: dict[str, Overlay] = {
     "os.path": paths.os_path_attrs,
     "packaging.version": stdlib.packaging_attrs,
     "pathlib": paths.pathlib_attrs,
+    "pkgutil": stdlib.pkgutil_attrs,
     "re": stdlib.re_attrs,
     "struct": stdlib.struct_attrs,
     "sys": stdlib.sys_attrs,

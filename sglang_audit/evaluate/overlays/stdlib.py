@@ -399,7 +399,34 @@ def _contextmanager(interp: Any, args: list[Any], kwargs: dict[str, Any]) -> Any
     func = args[0] if args else None
     if not isinstance(func, Function):
         return Unknown("context manager")
-    return Native(f"contextmanager({func.qualname})", lambda i, a, k: GeneratorContext(func, list(a), dict(k)))
+    # a function: bound as a method where a class holds it (`@contextmanager def override(self)`)
+    return Native(f"contextmanager({func.qualname})", lambda i, a, k: GeneratorContext(func, list(a), dict(k)), bind_self=True)
+
+
+def pkgutil_attrs(host: Host) -> dict[str, Any]:
+    return {"pkgutil.iter_modules": Native("iter_modules", _iter_modules)}
+
+
+def _iter_modules(interp: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``pkgutil.iter_modules(path, prefix)`` over an analysed package's ``__path__``: the
+    modules its source directory holds (``Interpreter.package_modules``), each name once, in
+    order, as ``(finder, prefix + name, ispkg)``; the finder is not modelled. Any other path
+    (None: every top-level module of the interpreter's sys.path) is unknown."""
+    path = args[0] if args else kwargs.get("path")
+    prefix = args[1] if len(args) > 1 else kwargs.get("prefix", "")
+    if not isinstance(path, (list, tuple)) or not isinstance(prefix, str):
+        return Unknown("pkgutil.iter_modules over a path that is not an analysed package's __path__")
+    seen: set[str] = set()
+    out: list[tuple[Any, str, bool]] = []
+    for entry in path:
+        listed = interp.package_modules(entry)
+        if listed is None:
+            return Unknown(f"pkgutil.iter_modules over {entry!r}, outside the analysed source tree")
+        for name, is_pkg in listed:
+            if name not in seen:
+                seen.add(name)
+                out.append((Unknown("pkgutil's module finder (not modelled)"), prefix + name, is_pkg))
+    return out
 
 
 def importlib_attrs(host: Host) -> dict[str, Any]:
