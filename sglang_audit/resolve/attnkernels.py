@@ -33,12 +33,14 @@ from typing import Any
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import absolute_module
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
+from sglang_audit.resolve.kernelmemo import Reads
 from sglang_audit.resolve.kernelread import (
     FlashInferReader,
     Found,
     call_name,
     capability_layer,
     flat_text,
+    load_noted,
 )
 from sglang_audit.result import KERNEL_SUPPORTED as SUPPORTED
 from sglang_audit.result import KERNEL_UNKNOWN as UNKNOWN
@@ -81,21 +83,26 @@ class Reach:
 # --------------------------------------------------------------------------- the SGLang side
 
 
-def _module_path(root: Path, module: str) -> Path | None:
+def _module_path(root: Path, module: str, reads: Reads | None) -> Path | None:
     base = root.joinpath(*module.split("."))
     for cand in (base.with_suffix(".py"), base / "__init__.py"):
-        if cand.is_file():
+        found = cand.is_file()
+        if reads is not None:
+            reads.note(cand, found)
+        if found:
             return cand
     return None
 
 
-def _load(cache: SourceCache, root: Path, module: str) -> tuple[str, ir.Node] | None:
-    path = _module_path(root, module)
+def _load(cache: SourceCache, root: Path, module: str, reads: Reads | None) -> tuple[str, ir.Node] | None:
+    path = _module_path(root, module, reads)
     if path is None:
         return None
     try:
-        return path.relative_to(root).as_posix(), cache.load(path)
+        return path.relative_to(root).as_posix(), load_noted(cache, path, reads)
     except (ParseFailure, OSError):
+        if reads is not None:
+            reads.unsteady = True  # not remembered: a later run reads it again
         return None
 
 
@@ -235,9 +242,10 @@ def _kernel_imports(body: list[ir.Node], env: dict[str, Any], rel: str, librarie
             _kernel_imports(stmt.body, env, rel, libraries, condition, out)
 
 
-def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any) -> Reach:
-    """The kernel functions ``backend``'s constructor imports (``root``: the dir holding ``sglang/``)."""
-    loaded = _load(cache, root, facts.registry_module)
+def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any, reads: Reads | None = None) -> Reach:
+    """The kernel functions ``backend``'s constructor imports (``root``: the dir holding ``sglang/``);
+    ``reads`` notes every SGLang path looked at (``kernelmemo``)."""
+    loaded = _load(cache, root, facts.registry_module, reads)
     if loaded is None:
         return Reach(backend, "", (), f"no {facts.registry_module} in this release")
     registry_rel, registry = loaded
@@ -250,7 +258,7 @@ def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any) 
     cls = call.func.id
     source = {**_imported(registry.body, facts.registry_module, False),
               **_imported(creator.body, facts.registry_module, False)}.get(cls, facts.registry_module)
-    loaded = _load(cache, root, source)
+    loaded = _load(cache, root, source, reads)
     if loaded is None:
         return Reach(backend, cls, (), f"{cls}'s module {source} not found")
     rel, tree = loaded

@@ -64,7 +64,7 @@ class FlashInferReader:
         if path is None:
             return None
         try:
-            return path.relative_to(self.base).as_posix(), _load(self.cache, path, self.reads)
+            return path.relative_to(self.base).as_posix(), load_noted(self.cache, path, self.reads)
         except ParseFailure:
             return None
 
@@ -490,7 +490,7 @@ def _spec_name(gen: Found) -> str:
 # ---- the SGLang side: where the release imports the entry
 
 
-def _load(cache: SourceCache, path: Path, reads: Reads | None) -> ir.Node:
+def load_noted(cache: SourceCache, path: Path, reads: Reads | None) -> ir.Node:
     """``cache.load``, noting the content parsed (the sha256 of the very bytes read)."""
     try:
         tree = cache.load(path)
@@ -516,7 +516,7 @@ def _call_site(root: Path, cache: SourceCache, callers: list[str], module: str, 
         if not found:
             continue
         try:
-            tree = _load(cache, path, reads)
+            tree = load_noted(cache, path, reads)
         except ParseFailure:
             continue
         for node in _walk_statements(tree.body):
