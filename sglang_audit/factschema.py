@@ -1,9 +1,10 @@
 """The shapes of the TOML fact files under `rules/` (`factfiles.py` loads and validates them).
 
-Declared apart from `factfiles` and imported only when a file other than `devices.toml` is
-first loaded: building ~30 frozen dataclasses costs ~25 ms, which every command would pay at
-start-up (`target/device.py` reads the device table at import, the pip profile's cuDNN the
-package table), a result-cache hit included.
+Declared apart from `factfiles` and imported only when a file other than those every command
+reads at start (devices, packages, env_profiles) is first loaded: building ~30 frozen
+dataclasses costs ~25 ms, which every command would pay at start-up (`target/device.py` reads
+the device table at import, the pip profile's cuDNN the package table, `pins.target_device`
+the environment profiles), a result-cache hit included.
 """
 
 from __future__ import annotations
@@ -306,91 +307,3 @@ class HFConfigFacts:
     text_config_keys: tuple[str, ...]
     defaults: dict[str, Any]  # PretrainedConfig's defaults; "__none__" is None
     transformers_rope: TransformersRope
-
-
-# ---- rules/env_profiles.toml --------------------------------------------------------------
-
-
-def _release_bounds(fact: Any, what: str) -> None:
-    """A fact's `since`/`until` parse as release versions (compared with the release's)."""
-    from packaging.version import InvalidVersion, Version
-
-    for key in ("since", "until"):
-        value = getattr(fact, key)
-        try:
-            if value is not None:
-                Version(value)
-        except InvalidVersion:
-            raise FactFileError(f"rules/env_profiles.toml: {what}.{key}: not a release version: {value!r}") from None
-
-
-@dataclass(frozen=True)
-class ProfileEntry:
-    summary: str
-    why: str = ""
-    default_for: tuple[str, ...] = ()  # the device platforms this profile is the default of
-
-
-@dataclass(frozen=True)
-class ImagePackage:
-    name: str  # an import name
-    installed: bool
-    source: str  # the Dockerfile line that installs it (or leaves it out)
-    since: str | None = None  # first release the fact holds for
-    until: str | None = None  # first release it no longer holds for
-
-    def __post_init__(self) -> None:
-        _release_bounds(self, f"package {self.name}")
-
-
-@dataclass(frozen=True)
-class ImageEnv:
-    name: str
-    value: str
-    source: str
-    since: str | None = None
-    until: str | None = None
-
-    def __post_init__(self) -> None:
-        _release_bounds(self, f"env {self.name}")
-
-
-@dataclass(frozen=True)
-class Image:
-    name: str
-    dockerfile: str
-    read: tuple[str, ...]  # the stored versions of the Dockerfile read
-    flavour: str = ""
-    since: str | None = None
-    until: str | None = None
-    package: tuple[ImagePackage, ...] = ()
-    env: tuple[ImageEnv, ...] = ()
-
-    def __post_init__(self) -> None:
-        _release_bounds(self, f"image {self.name!r}")
-
-
-@dataclass(frozen=True)
-class EnvProfilesFacts:
-    profile: dict[str, ProfileEntry]  # "pip", "image"
-    image: dict[str, Image] = field(default_factory=dict)  # device platform -> its image
-
-    def __post_init__(self) -> None:
-        if "pip" not in self.profile:
-            raise FactFileError("rules/env_profiles.toml: profile.pip: missing (the fallback of every platform)")
-
-
-# ---- rules/torch_pins.toml ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TorchPin:
-    dist: str  # the nvidia-cudnn distribution torch's metadata requires
-    cudnn: str  # its pinned version
-    marker: str  # the requirement's environment marker, as written
-    read: str  # the metadata file it was read from
-
-
-@dataclass(frozen=True)
-class TorchPinsFacts:
-    torch: dict[str, TorchPin]  # torch version -> its cuDNN pin

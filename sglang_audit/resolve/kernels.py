@@ -219,11 +219,8 @@ def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, 
     kernel-library function (``attnkernels``); a library is located only when one is imported.
     With ``memo``, both halves are remembered by what they read (``kernelmemo``): a hit on
     both imports neither ``attnkernels`` nor ``kernelread``."""
-    from sglang_audit import factfiles
-
-    facts = factfiles.attention().kernel
     cc = _capability(res.device)
-    if facts is None or cc is None:
+    if cc is None:
         return {}
     reaches: dict[str, _ReachData] = {}
     built = res.settings.get(ATTENTION_SETTINGS[0])
@@ -233,7 +230,7 @@ def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, 
         value = _value(setting) if setting is not None and setting.present else None
         if not isinstance(value, str):
             continue
-        found = _memoised_reach(sglang_root, cache, facts, value, layer, memo)
+        found = _memoised_reach(sglang_root, cache, value, layer, memo)
         if found[2]:
             reaches[name] = found
     if not reaches:
@@ -244,7 +241,7 @@ def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, 
         libraries[package] = _locate_library(package, res, sglang_root, flashinfer_source, progress, locate)
     out: dict[str, KernelVerdict] = {}
     for name, found in reaches.items():
-        verdict = _memoised_attention_verdict(found, libraries, cc, res.device.get("cuda"), cache, facts, memo)
+        verdict = _memoised_attention_verdict(found, libraries, cc, res.device.get("cuda"), cache, memo)
         if verdict is not None:
             out[name] = verdict
     return out
@@ -260,7 +257,7 @@ def _is_reach_data(value: object) -> bool:
             and all(isinstance(i, tuple) and len(i) == 4 and all(isinstance(x, str) for x in i) for i in value[2]))
 
 
-def _memoised_reach(sglang_root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any,
+def _memoised_reach(sglang_root: Path, cache: SourceCache, backend: str, layer: Any,
                     memo: KernelMemo | None) -> _ReachData:
     # the creator's choice reads only the stage outcome's status, site and value (attnkernels._chosen_call)
     outcome = [layer.status, layer.site, layer.value] if isinstance(layer, LayerValue) else None
@@ -269,8 +266,13 @@ def _memoised_reach(sglang_root: Path, cache: SourceCache, facts: Any, backend: 
     known = memo.get_value(key, _is_reach_data) if memo is not None else None
     if known is not None:
         return known  # type: ignore[return-value]  # checked by _is_reach_data
+    from sglang_audit import factfiles
     from sglang_audit.resolve import attnkernels
 
+    # the facts only now (rules/attention.toml is in the key through the tool's digest)
+    facts = factfiles.attention().kernel
+    if facts is None:
+        return (backend, "", (), "rules/attention.toml has no [kernel] table")
     reads = Reads()
     found = attnkernels.reach(sglang_root, cache, facts, backend, layer, reads)
     data: _ReachData = (found.backend, found.cls, tuple((i.module, i.name, i.site, i.condition) for i in found.imports),
@@ -281,7 +283,7 @@ def _memoised_reach(sglang_root: Path, cache: SourceCache, facts: Any, backend: 
 
 
 def _memoised_attention_verdict(found: _ReachData, libraries: dict[str, tuple[Path | None, str | None, str]],
-                                cc: tuple[int, int], cuda: str | None, cache: SourceCache, facts: Any,
+                                cc: tuple[int, int], cuda: str | None, cache: SourceCache,
                                 memo: KernelMemo | None) -> KernelVerdict | None:
     used = sorted({imp[0].split(".")[0] for imp in found[2]})
     key = memo.key_of({"format": "attn-verdict1", "reach": found, "cc": list(cc), "cuda": cuda,
@@ -290,9 +292,12 @@ def _memoised_attention_verdict(found: _ReachData, libraries: dict[str, tuple[Pa
     known = memo.get(key) if memo is not None else None
     if known is not None:
         return known
+    from sglang_audit import factfiles
     from sglang_audit.resolve import attnkernels
     from sglang_audit.resolve.kernelread import FlashInferReader
 
+    facts = factfiles.attention().kernel
+    assert facts is not None  # a reach with imports was read with them
     reads = Reads()
     readers: dict[str, tuple[Any, str | None, str]] = {
         p: (FlashInferReader(d, cache, reads) if d is not None else None, v, why) for p, (d, v, why) in libraries.items()}
