@@ -1,7 +1,7 @@
 """The TOML fact files under `rules/`, each loaded once into frozen, validated dataclasses.
 
-A fact file's shape is a dataclass (`factschema.py`; the device and package tables' here, read by
-every command at start); `load(schema, name)` parses `rules/NAME` once per
+A fact file's shape is a dataclass (`factschema.py`; those of the device, package and
+environment-profile tables here, read by every command at start); `load(schema, name)` parses `rules/NAME` once per
 process and checks every key against the dataclass's annotations (str, int, float, bool,
 tuple[X, ...], dict[str, X], `X | None`, nested dataclasses, a list of tables as a tuple of
 dataclasses). A key the schema does not know, a missing one without a default, or a value of
@@ -37,6 +37,10 @@ T = TypeVar("T")
 
 def __getattr__(name: str) -> Any:
     """The shapes declared in factschema.py, as ``factfiles.<Name>``, imported on first use."""
+    if name.startswith("__"):
+        # the import system's probes (`from factfiles import X` asks for __path__): never a
+        # shape, and answering must not import factschema (~25 ms on every command)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from sglang_audit import factschema
 
     try:
@@ -315,33 +319,157 @@ def hf_config() -> fs.HFConfigFacts:
 
 
 # ---- rules/env_profiles.toml --------------------------------------------------------------
+# its shapes are declared here, not in factschema.py: every command selects the environment
+# profile at start (pins.target_device), a result-cache hit included
+
+
+def _release_bounds(fact: Any, what: str) -> None:
+    """A fact's `since`/`until` parse as release versions (compared with the release's)."""
+    from packaging.version import InvalidVersion, Version
+
+    for key in ("since", "until"):
+        value = getattr(fact, key)
+        try:
+            if value is not None:
+                Version(value)
+        except InvalidVersion:
+            raise FactFileError(f"rules/env_profiles.toml: {what}.{key}: not a release version: {value!r}") from None
+
+
+@dataclass(frozen=True)
+class ProfileEntry:
+    summary: str
+    why: str = ""
+    default_for: tuple[str, ...] = ()  # the device platforms this profile is the default of
+
+
+@dataclass(frozen=True)
+class ImagePackage:
+    name: str  # an import name
+    installed: bool
+    source: str  # the Dockerfile line that installs it (or leaves it out)
+    since: str | None = None  # first release the fact holds for
+    until: str | None = None  # first release it no longer holds for
+
+    def __post_init__(self) -> None:
+        _release_bounds(self, f"package {self.name}")
+
+
+@dataclass(frozen=True)
+class ImageEnv:
+    name: str
+    value: str
+    source: str
+    since: str | None = None
+    until: str | None = None
+
+    def __post_init__(self) -> None:
+        _release_bounds(self, f"env {self.name}")
+
+
+@dataclass(frozen=True)
+class Image:
+    name: str
+    dockerfile: str
+    read: tuple[str, ...]  # the stored versions of the Dockerfile read
+    flavour: str = ""
+    since: str | None = None
+    until: str | None = None
+    package: tuple[ImagePackage, ...] = ()
+    env: tuple[ImageEnv, ...] = ()
+
+    def __post_init__(self) -> None:
+        _release_bounds(self, f"image {self.name!r}")
+
+
+@dataclass(frozen=True)
+class EnvProfilesFacts:
+    profile: dict[str, ProfileEntry]  # "pip", "image"
+    image: dict[str, Image] = field(default_factory=dict)  # device platform -> its image
+
+    def __post_init__(self) -> None:
+        if "pip" not in self.profile:
+            raise FactFileError("rules/env_profiles.toml: profile.pip: missing (the fallback of every platform)")
 
 
 @functools.cache
-def env_profiles() -> fs.EnvProfilesFacts:
+def env_profiles() -> EnvProfilesFacts:
     """rules/env_profiles.toml: the named environment profiles (pip, the platform's image)."""
-    from sglang_audit import factschema as fs
+    return load(EnvProfilesFacts, "env_profiles.toml")
 
-    return load(fs.EnvProfilesFacts, "env_profiles.toml")
+
 
 
 # ---- rules/torch_pins.toml ----------------------------------------------------------------
+# declared here too: the pip profile's cuDNN is read at start when the index is not asked
+
+
+@dataclass(frozen=True)
+class TorchPin:
+    dist: str  # the nvidia-cudnn distribution torch's metadata requires
+    cudnn: str  # its pinned version
+    marker: str  # the requirement's environment marker, as written
+    read: str  # the metadata file it was read from
+
+
+@dataclass(frozen=True)
+class TorchPinsFacts:
+    torch: dict[str, TorchPin]  # torch version -> its cuDNN pin
 
 
 @functools.cache
-def torch_pins() -> fs.TorchPinsFacts:
+def torch_pins() -> TorchPinsFacts:
     """rules/torch_pins.toml: the cuDNN each torch version pins (the offline fallback)."""
-    from sglang_audit import factschema as fs
-
-    return load(fs.TorchPinsFacts, "torch_pins.toml")
+    return load(TorchPinsFacts, "torch_pins.toml")
 
 
-# ---- rules/kernels.toml -------------------------------------------------------------------
+# ---- rules/kernels.toml (declared here, not in factschema: resolve/kernels.py reads it on
+# every resolve, a result-cache hit included) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """A setting's value that makes SGLang call a FlashInfer entry point (``resolve/kernels.py``)."""
+
+    setting: str  # the SGLang setting (target or draft) whose value selects the kernel
+    model: str  # "target" | "draft": whose quantization ``quantization`` is matched against
+    values: tuple[str, ...]  # the setting's values (runtime value when there is one, else config)
+    quantization: tuple[str, ...]  # ModelConfig.quantization values for which SGLang reaches it
+    callers: tuple[str, ...]  # SGLang modules that import the entry (the first found is cited)
+    entry: str  # dotted name as SGLang imports it (flashinfer.mm_fp4)
+    backend: str  # the backend key SGLang passes (backend=), "" when the entry takes none
+    source: str  # where the mapping comes from
+    helper: str = ""  # an is_*_supported helper next to the entry
+    jit: str = ""  # the module getter the entry calls
+    jit_arch_param: str = ""  # the getter's parameter receiving the capability as a string
+
+    def __post_init__(self) -> None:
+        if self.model not in ("target", "draft"):
+            raise FactFileError(f"rules/kernels.toml: kernel {self.setting}: model: expected 'target' or 'draft', "
+                                f"got {self.model!r}")
+        if "." not in self.entry:
+            raise FactFileError(f"rules/kernels.toml: kernel {self.setting}: entry: expected a dotted name, "
+                                f"got {self.entry!r}")
+
+
+@dataclass(frozen=True)
+class OtherKernel:
+    """A setting's value whose kernel is in a library sglang-audit does not read: unknown, why."""
+
+    setting: str
+    values: tuple[str, ...]
+    quantization: tuple[str, ...]  # empty: any
+    library: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class KernelsFacts:
+    kernel: tuple[KernelRow, ...]
+    other: tuple[OtherKernel, ...] = ()
 
 
 @functools.cache
-def kernels() -> fs.KernelsFacts:
+def kernels() -> KernelsFacts:
     """rules/kernels.toml: the FlashInfer entry point each setting's value makes SGLang call."""
-    from sglang_audit import factschema as fs
-
-    return load(fs.KernelsFacts, "kernels.toml")
+    return load(KernelsFacts, "kernels.toml")

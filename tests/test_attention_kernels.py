@@ -165,3 +165,53 @@ def test_a_guard_an_earlier_return_may_skip_informs_but_does_not_refuse():
     guard = _line(WRAPPER, "def flash_attn_maybe") + 3  # the second `if` of the function
     assert [(x.says, x.enforced, x.line) for x in layers] == [("unsupported", False, guard)]
     assert "an earlier statement may return first" in layers[0].detail
+
+
+# ---- remembered verdicts (kernelmemo): a second run reads neither SGLang's nor the library's IR
+
+
+def _attached(root: Path, memo: object, capability: tuple[int, int] = (10, 0)) -> tuple[object, SourceCache]:
+    from sglang_audit.resolve.kernels import attach
+    from sglang_audit.result import ModelSummary, Resolution, Setting
+
+    cache = SourceCache(use_disk=False)
+    res = Resolution(
+        source={"version": "0.0.0", "origin": "x"}, structure="E?",
+        device={"platform": "cuda", "arch": "x", "major": capability[0], "minor": capability[1], "name": "x",
+                "cuda": "12.9", "hip": None, "memory_mib": 1, "gpu_count": 1, "driver": "x", "cudnn": None},
+        model=ModelSummary("m", "/m", "X", None, None), flags={}, env={}, rejected=None,
+        settings={"attention_backend": Setting("attention_backend", "fa3", "fa3", "resolved",
+                                               layer=_refused_in_registry())})
+    return attach(res, root, cache, "none", memo=memo).settings["attention_backend"].kernel, cache  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("change", ["none", "library", "backend"])
+def test_an_attention_verdict_is_remembered_until_a_file_it_read_changes(tmp_path, isolated_cache, monkeypatch, change):
+    import shutil
+
+    import sglang_audit.cachedir as cachedir
+    from sglang_audit.resolve.kernelmemo import KernelMemo
+
+    monkeypatch.setattr(cachedir, "RACY_NS", -10**12)  # stamps settle at once: an edit is seen by content
+    root = Path(shutil.copytree(ROOT, tmp_path / "attn"))
+    monkeypatch.setenv("SGLANG_AUDIT_SGL_KERNEL_SOURCE", str(root))
+    memo = KernelMemo(isolated_cache / "results")
+    first, _ = _attached(root, memo)
+    assert first is not None and first.status == "unsupported" and memo.hits == 0
+    if change == "library":  # the kernel's guard now accepts every device
+        wrapper = root / WRAPPER
+        wrapper.write_text(wrapper.read_text().replace("if not is_fa3_supported()", "if False"))
+    elif change == "backend":  # the constructor no longer imports the kernel
+        backend = root / BACKEND
+        backend.write_text(backend.read_text().replace("from sgl_kernel.flash_attn import", "from other_lib import"))
+    again, cache = _attached(root, memo)
+    if change == "none":
+        assert again == first and memo.hits == 2  # the reach and the verdict
+        assert cache.files_read == []  # no IR loaded at all
+    elif change == "library":
+        assert memo.hits == 1 and again is not None and again.status != "unsupported"  # the reach only
+    else:
+        assert memo.hits == 0 and again is None  # no kernel question asked
+    if change != "backend":
+        other, _ = _attached(root, memo, (9, 0))  # another device: its own verdict
+        assert other is not None and other.status == "supported"

@@ -15,7 +15,7 @@ import pytest
 import shared
 
 from sglang_audit.errors import SourceError
-from sglang_audit.factschema import KernelRow
+from sglang_audit.factfiles import KernelRow
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.inputs.device import Device, Environment
 from sglang_audit.render.text import render_resolution

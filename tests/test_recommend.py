@@ -339,3 +339,27 @@ def test_choices_whose_layers_run_the_same_kernel_are_one_candidate(release):
                                  sets=["tp_size=8", "moe_runner_backend=deep_gemm"]))
     moe = res.settings[MOE]
     assert moe.layer.value == "sgl-kernel cutlass_moe_fp4" and moe.kernel is None
+
+
+# ---- the result cache: a repeated recommend evaluates nothing ---------------------------------
+
+
+def test_a_second_recommend_is_answered_from_the_result_cache(isolated_cache, monkeypatch):
+    from sglang_audit.resolve.resolver import Resolver
+
+    req = Request(source=str(MINI_E5), arch="sm120", model="deepseek-r1-nvfp4", sets=["speculative_algorithm=NEXTN"])
+    first = recommend(req, jobs=2)
+    assert first.resolutions > 2  # more than one to prefetch: the workers' path is the one checked
+
+    def never(*_args: object, **_kw: object) -> None:
+        raise AssertionError("done again on a repeated run")
+
+    import sglang_audit.analyses.recommend as rec_module
+    from sglang_audit.resolve import attnkernels
+
+    monkeypatch.setattr(Resolver, "resolve", never)  # no resolution evaluated
+    monkeypatch.setattr(attnkernels, "reach", never)  # the kernel verdicts remembered (kernelmemo)
+    monkeypatch.setattr(rec_module, "run_all", never)  # no workers forked to answer hits
+    again = recommend(req, jobs=2)
+    assert render_text(again) == render_text(first)
+    assert json.dumps(again.to_json(), sort_keys=True) == json.dumps(first.to_json(), sort_keys=True)

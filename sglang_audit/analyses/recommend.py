@@ -42,6 +42,7 @@ from sglang_audit.inputs.modeldir import model_checkpoint
 from sglang_audit.resolve.pipeline import (
     Prepared,
     Request,
+    any_to_evaluate,
     entry_snapshot,
     prepare,
     progress_done,
@@ -309,7 +310,9 @@ class _Run:
 
     def __init__(self, request: Request, prep: Prepared, cache: SourceCache, limit: int, jobs: int = 1) -> None:
         self.request, self.prep, self.cache, self.limit, self.jobs = request, prep, cache, limit, jobs
-        self.results = ResultCache(enabled=request.use_cache)
+        # as explain and report: the tree listed once for every key (a resolution is stored
+        # only if it read the content keyed, so an edit during the run is never kept)
+        self.results = ResultCache(enabled=request.use_cache, stable_tree=True)
         self.count = 0
         self.memo: dict[tuple[tuple[str, Any], ...], Resolution] = {}
 
@@ -331,7 +334,7 @@ class _Run:
     def _resolve(self, flags: dict[str, Any]) -> Resolution:
         target: Target = replace(self.prep.target, flags=flags)
         res = resolve_target(target, self.cache, self.results)
-        return with_kernels(res, target, self.cache, self.request.flashinfer_source)
+        return with_kernels(res, target, self.cache, self.request.flashinfer_source, results=self.results)
 
     def prefetch(self, many: Iterable[dict[str, Any]]) -> None:
         """Resolve now, in worker processes, what a loop of ``can_resolve``/``resolve``
@@ -350,6 +353,8 @@ class _Run:
         # the combinations differ only in their flags: the entry module is loaded once and
         # each resolved in a process forked from that state (resolver.EntrySnapshot)
         targets = [replace(self.prep.target, flags=flags) for flags in todo.values()]
+        if not any_to_evaluate(targets, self.results):
+            return  # every one stored: the loop answers them here, cheaper than forking workers
         with entry_snapshot(targets, self.cache, self.results) as fresh:
             resolved = run_all(self._resolve, list(todo.values()), self.jobs, fresh=fresh)
         for key, res in zip(todo, resolved, strict=True):

@@ -33,11 +33,13 @@ from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import absolute_module
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 from sglang_audit.inputs.device import Device, Environment
+from sglang_audit.resolve.kernelmemo import Reads
 from sglang_audit.resolve.kernelread import (
     FlashInferReader,
     call_name,
     capability_layer,
     flat_text,
+    load_noted,
 )
 from sglang_audit.resolve.libeval import LibraryEval
 from sglang_audit.result import KERNEL_SUPPORTED as SUPPORTED
@@ -79,21 +81,26 @@ class Reach:
 # --------------------------------------------------------------------------- the SGLang side
 
 
-def _module_path(root: Path, module: str) -> Path | None:
+def _module_path(root: Path, module: str, reads: Reads | None) -> Path | None:
     base = root.joinpath(*module.split("."))
     for cand in (base.with_suffix(".py"), base / "__init__.py"):
-        if cand.is_file():
+        found = cand.is_file()
+        if reads is not None:
+            reads.note(cand, found)
+        if found:
             return cand
     return None
 
 
-def _load(cache: SourceCache, root: Path, module: str) -> tuple[str, ir.Node] | None:
-    path = _module_path(root, module)
+def _load(cache: SourceCache, root: Path, module: str, reads: Reads | None) -> tuple[str, ir.Node] | None:
+    path = _module_path(root, module, reads)
     if path is None:
         return None
     try:
-        return path.relative_to(root).as_posix(), cache.load(path)
+        return path.relative_to(root).as_posix(), load_noted(cache, path, reads)
     except (ParseFailure, OSError):
+        if reads is not None:
+            reads.unsteady = True  # not remembered: a later run reads it again
         return None
 
 
@@ -233,9 +240,10 @@ def _kernel_imports(body: list[ir.Node], env: dict[str, Any], rel: str, librarie
             _kernel_imports(stmt.body, env, rel, libraries, condition, out)
 
 
-def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any) -> Reach:
-    """The kernel functions ``backend``'s constructor imports (``root``: the dir holding ``sglang/``)."""
-    loaded = _load(cache, root, facts.registry_module)
+def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any, reads: Reads | None = None) -> Reach:
+    """The kernel functions ``backend``'s constructor imports (``root``: the dir holding ``sglang/``);
+    ``reads`` notes every SGLang path looked at (``kernelmemo``)."""
+    loaded = _load(cache, root, facts.registry_module, reads)
     if loaded is None:
         return Reach(backend, "", (), f"no {facts.registry_module} in this release")
     registry_rel, registry = loaded
@@ -248,7 +256,7 @@ def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any) 
     cls = call.func.id
     source = {**_imported(registry.body, facts.registry_module, False),
               **_imported(creator.body, facts.registry_module, False)}.get(cls, facts.registry_module)
-    loaded = _load(cache, root, source)
+    loaded = _load(cache, root, source, reads)
     if loaded is None:
         return Reach(backend, cls, (), f"{cls}'s module {source} not found")
     rel, tree = loaded
@@ -332,18 +340,29 @@ def _may_return(stmt: ir.Node) -> bool:
 
 
 def verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, str | None, str]], dev: DeviceFacts,
-            library_label: Callable[[str], str]) -> KernelVerdict | None:
+            library_label: Callable[[str], str], reads: Reads | None = None) -> KernelVerdict | None:
     """The kernel verdict of one backend: ``readers`` maps a library package to (its reader or
     None, its version, why it was not read). None: the backend's constructor imports no
-    kernel-library function (no kernel question asked here)."""
+    kernel-library function (no kernel question asked here). ``reads``: where the library files
+    the interpreter loaded are noted (``kernelmemo``)."""
     if not reach_.imports:
         return None
+    evaluators: dict[str, LibraryEval] = {}
+    try:
+        return _verdict(reach_, readers, dev, library_label, evaluators)
+    finally:
+        if reads is not None:
+            for lib in evaluators.values():
+                lib.note_reads(reads)
+
+
+def _verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, str | None, str]], dev: DeviceFacts,
+             library_label: Callable[[str], str], evaluators: dict[str, LibraryEval]) -> KernelVerdict | None:
     sm = f"SM{dev.capability[0]}{dev.capability[1]}"
     layers: list[KernelLayer] = []
     conditions: list[str] = []
     unread: list[str] = []
     decided: list[tuple[KernelImport, KernelLayer]] = []
-    evaluators: dict[str, LibraryEval] = {}
     for imp in reach_.imports:
         reader, _version, why = readers.get(imp.package, (None, None, "not a library sglang-audit reads"))
         if reader is None:

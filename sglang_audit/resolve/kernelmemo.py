@@ -11,6 +11,12 @@ answers only while every path is in the same state, so the reading would follow 
 steps to the same verdict; the key holds the rest (the tool, the row, the device and environment, the
 FlashInfer package and version, the SGLang root).
 
+The attention kernel level (``attnkernels``) is remembered the same way, in two entries so a
+hit imports none of its reading: which kernel functions a backend's constructor imports
+(``reach``: keyed by the backend, the attention stage's outcome and the SGLang root, with the
+SGLang files it probed and parsed), then the verdict on them (keyed by those imports, each
+library's located package and version and the device, with the library files read).
+
 Entries live beside the results (``<cache>/results``), checksummed and unpickled with the
 result classes' allowlist; anything unreadable is a miss.
 """
@@ -22,6 +28,7 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,25 +79,37 @@ class KernelMemo:
             env: dict[str, str], sglang_root: Path) -> str | None:
         """The reading's inputs besides the files: the device model and the environment the
         library's code runs on (``libeval``), whole: what of them it reads is not recorded."""
+        return self.key_of({"format": "kernel2", "flashinfer": [str(package_dir), version],
+                            "row": dataclasses.asdict(row), "device": device, "env": env,
+                            "sglang_root": str(sglang_root)})
+
+    def key_of(self, parts: dict[str, Any]) -> str | None:
+        """The key of a reading whose inputs, besides the files it reads, are ``parts``
+        (JSON-able; the tool's own digest is added: another tool may read otherwise)."""
         if self.dir is None:
             return None
         from sglang_audit.resolve.resultcache import tool_digest
 
-        parts = {"format": "kernel2", "tool": tool_digest(), "flashinfer": [str(package_dir), version],
-                 "row": dataclasses.asdict(row), "device": device, "env": env, "sglang_root": str(sglang_root)}
-        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+        text = json.dumps({**parts, "tool": tool_digest()}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def _path(self, key: str) -> Path | None:
         return None if self.dir is None else self.dir / key[:2] / f"{key}.kernel"
 
     def get(self, key: str | None) -> KernelVerdict | None:
+        found = self.get_value(key, lambda v: isinstance(v, KernelVerdict))
+        return found if isinstance(found, KernelVerdict) else None
+
+    def get_value(self, key: str | None, valid: Callable[[object], bool]) -> object | None:
+        """The value remembered under ``key`` if ``valid(value)`` and every path its reading
+        looked at is in the same state; None otherwise."""
         path = self._path(key) if key is not None else None
         if path is None:
             return None
         from sglang_audit.resolve.resultcache import ALLOWED
 
         value = load_pickled(path, _MAGIC, ALLOWED)
-        if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], KernelVerdict)
+        if not (isinstance(value, tuple) and len(value) == 2 and valid(value[1])
                 and isinstance(value[0], list) and all(isinstance(x, tuple) and len(x) == 2 for x in value[0])):
             return None
         reads, verdict = value
@@ -105,7 +124,7 @@ class KernelMemo:
         self.hits += 1
         return verdict
 
-    def put(self, key: str | None, reads: Reads, verdict: KernelVerdict) -> None:
+    def put(self, key: str | None, reads: Reads, verdict: object) -> None:
         """Remember ``verdict`` with each path's state as the reading saw it (not as the
         file is now: it may have changed since it was read)."""
         path = self._path(key) if key is not None else None

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sglang_audit.evaluate.interpreter import Frame
-from sglang_audit.factschema import KernelRow
+from sglang_audit.factfiles import KernelRow
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import absolute_module
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
@@ -67,7 +67,7 @@ class FlashInferReader:
         if path is None:
             return None
         try:
-            return path.relative_to(self.base).as_posix(), _load(self.cache, path, self.reads)
+            return path.relative_to(self.base).as_posix(), load_noted(self.cache, path, self.reads)
         except ParseFailure:
             return None
 
@@ -458,7 +458,7 @@ def _spec_name(gen: Found) -> str:
 # ---- the SGLang side: where the release imports the entry
 
 
-def _load(cache: SourceCache, path: Path, reads: Reads | None) -> ir.Node:
+def load_noted(cache: SourceCache, path: Path, reads: Reads | None) -> ir.Node:
     """``cache.load``, noting the content parsed (the sha256 of the very bytes read)."""
     try:
         tree = cache.load(path)
@@ -484,7 +484,7 @@ def _call_site(root: Path, cache: SourceCache, callers: list[str], module: str, 
         if not found:
             continue
         try:
-            tree = _load(cache, path, reads)
+            tree = load_noted(cache, path, reads)
         except ParseFailure:
             continue
         for node in _walk_statements(tree.body):

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sglang_audit.errors import AuditError
-from sglang_audit.factschema import KernelRow, KernelsFacts, OtherKernel
+from sglang_audit.factfiles import KernelRow, KernelsFacts, OtherKernel
 from sglang_audit.resolve.kernelmemo import KernelMemo, Reads
 from sglang_audit.result import KERNEL_UNKNOWN as UNKNOWN
 from sglang_audit.result import (
@@ -92,7 +92,7 @@ def attach(
         choice = _classify(name, setting, res, spec)
         if choice is not None:
             wanted[name] = choice
-    attention = _attention_verdicts(res, sglang_root, cache, flashinfer_source, progress, locate)
+    attention = _attention_verdicts(res, sglang_root, cache, flashinfer_source, progress, locate, memo)
     if not wanted and not attention:
         return res
     tree = None
@@ -232,18 +232,15 @@ def _capability(device: dict[str, Any]) -> tuple[int, int] | None:
 
 def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, flashinfer_source: str | None,
                         progress: Callable[[str], None] | None,
-                        locate: Callable[..., Any] | None) -> dict[str, KernelVerdict]:
+                        locate: Callable[..., Any] | None, memo: KernelMemo | None = None) -> dict[str, KernelVerdict]:
     """The kernel verdict of each attention setting whose backend's constructor imports a
-    kernel-library function (``attnkernels``); a library is located only when one is imported."""
-    from sglang_audit import factfiles
-
-    facts = factfiles.attention().kernel
+    kernel-library function (``attnkernels``); a library is located only when one is imported.
+    With ``memo``, both halves are remembered by what they read (``kernelmemo``): a hit on
+    both imports neither ``attnkernels`` nor ``kernelread``."""
     cc = _capability(res.device)
-    if facts is None or cc is None:
+    if cc is None:
         return {}
-    from sglang_audit.resolve import attnkernels
-
-    reaches: dict[str, attnkernels.Reach] = {}
+    reaches: dict[str, _ReachData] = {}
     built = res.settings.get(ATTENTION_SETTINGS[0])
     layer = built.layer if built is not None else None
     for name in ATTENTION_SETTINGS:
@@ -251,31 +248,90 @@ def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, 
         value = _value(setting) if setting is not None and setting.present else None
         if not isinstance(value, str):
             continue
-        found = attnkernels.reach(sglang_root, cache, facts, value, layer)
-        if found.imports:
+        found = _memoised_reach(sglang_root, cache, value, layer, memo)
+        if found[2]:
             reaches[name] = found
     if not reaches:
         return {}
-    packages = {imp.package for r in reaches.values() for imp in r.imports}
-    readers: dict[str, tuple[Any, str | None, str]] = {}
+    packages = {imp[0].split(".")[0] for r in reaches.values() for imp in r[2]}
+    libraries: dict[str, tuple[Path | None, str | None, str]] = {}
     for package in sorted(packages):
-        readers[package] = _library_reader(package, res, sglang_root, cache, flashinfer_source, progress, locate)
-    device = attnkernels.DeviceFacts(*_device_model(res))
+        libraries[package] = _locate_library(package, res, sglang_root, flashinfer_source, progress, locate)
     out: dict[str, KernelVerdict] = {}
     for name, found in reaches.items():
-        verdict = attnkernels.verdict(found, readers, device, lambda p: facts.libraries.get(p, p))
+        verdict = _memoised_attention_verdict(found, libraries, res, cache, memo)
         if verdict is not None:
             out[name] = verdict
     return out
 
 
-def _library_reader(package: str, res: Resolution, sglang_root: Path, cache: SourceCache,
-                    flashinfer_source: str | None, progress: Callable[[str], None] | None,
-                    locate: Callable[..., Any] | None) -> tuple[Any, str | None, str]:
-    """(a reader of ``package``'s source or None, its version, why it was not read)."""
-    import os
+# attnkernels.Reach as plain data, so a remembered one needs no attnkernels:
+# (backend, class, ((module, name, site, condition), ...), reason)
+_ReachData = tuple[str, str, tuple[tuple[str, str, str, str], ...], str]
 
+
+def _is_reach_data(value: object) -> bool:
+    return (isinstance(value, tuple) and len(value) == 4 and isinstance(value[2], tuple)
+            and all(isinstance(i, tuple) and len(i) == 4 and all(isinstance(x, str) for x in i) for i in value[2]))
+
+
+def _memoised_reach(sglang_root: Path, cache: SourceCache, backend: str, layer: Any,
+                    memo: KernelMemo | None) -> _ReachData:
+    # the creator's choice reads only the stage outcome's status, site and value (attnkernels._chosen_call)
+    outcome = [layer.status, layer.site, layer.value] if isinstance(layer, LayerValue) else None
+    key = memo.key_of({"format": "attn-reach1", "sglang_root": str(sglang_root), "backend": backend,
+                       "layer": outcome}) if memo is not None else None
+    known = memo.get_value(key, _is_reach_data) if memo is not None else None
+    if known is not None:
+        return known  # type: ignore[return-value]  # checked by _is_reach_data
+    from sglang_audit import factfiles
+    from sglang_audit.resolve import attnkernels
+
+    # the facts only now (rules/attention.toml is in the key through the tool's digest)
+    facts = factfiles.attention().kernel
+    if facts is None:
+        return (backend, "", (), "rules/attention.toml has no [kernel] table")
+    reads = Reads()
+    found = attnkernels.reach(sglang_root, cache, facts, backend, layer, reads)
+    data: _ReachData = (found.backend, found.cls, tuple((i.module, i.name, i.site, i.condition) for i in found.imports),
+                        found.reason)
+    if memo is not None:
+        memo.put(key, reads, data)
+    return data
+
+
+def _memoised_attention_verdict(found: _ReachData, libraries: dict[str, tuple[Path | None, str | None, str]],
+                                res: Resolution, cache: SourceCache, memo: KernelMemo | None) -> KernelVerdict | None:
+    used = sorted({imp[0].split(".")[0] for imp in found[2]})
+    # the guards run on the device model and environment (libeval): both whole in the key
+    key = memo.key_of({"format": "attn-verdict2", "reach": found, "device": res.device, "env": res.env,
+                       "libraries": {p: [str(libraries[p][0]) if libraries[p][0] else None, *libraries[p][1:]]
+                                     for p in used}}) if memo is not None else None
+    known = memo.get(key) if memo is not None else None
+    if known is not None:
+        return known
+    from sglang_audit import factfiles
+    from sglang_audit.resolve import attnkernels
     from sglang_audit.resolve.kernelread import FlashInferReader
+
+    facts = factfiles.attention().kernel
+    assert facts is not None  # a reach with imports was read with them
+    reads = Reads()
+    readers: dict[str, tuple[Any, str | None, str]] = {
+        p: (FlashInferReader(d, cache, reads) if d is not None else None, v, why) for p, (d, v, why) in libraries.items()}
+    reach = attnkernels.Reach(found[0], found[1], tuple(attnkernels.KernelImport(*i) for i in found[2]), found[3])
+    verdict = attnkernels.verdict(reach, readers, attnkernels.DeviceFacts(*_device_model(res)),
+                                  lambda p: facts.libraries.get(p, p), reads)
+    if memo is not None and verdict is not None:
+        memo.put(key, reads, verdict)
+    return verdict
+
+
+def _locate_library(package: str, res: Resolution, sglang_root: Path,
+                    flashinfer_source: str | None, progress: Callable[[str], None] | None,
+                    locate: Callable[..., Any] | None) -> tuple[Path | None, str | None, str]:
+    """(``package``'s source directory or None, its version, why it was not read)."""
+    import os
 
     try:
         if package == "flashinfer":
@@ -286,7 +342,7 @@ def _library_reader(package: str, res: Resolution, sglang_root: Path, cache: Sou
 
                 locate = locate_flashinfer
             tree = locate(flashinfer_source, res.source.get("flashinfer"), progress=progress)
-            return FlashInferReader(tree.package_dir, cache), tree.version, ""
+            return tree.package_dir, tree.version, ""
         if package == "sgl_kernel":
             spec = os.environ.get(SGL_KERNEL_SOURCE_ENV) or None
             if spec is not None and spec.strip().lower() == "none":
@@ -303,7 +359,7 @@ def _library_reader(package: str, res: Resolution, sglang_root: Path, cache: Sou
                     raise AuditError(found.source if found is not None else "the release pins no sgl-kernel")
                 pin, dist = found.version, found.dist or dist
             sk = locate_sgl_kernel(spec, pin, dist, progress=progress)
-            return FlashInferReader(sk.package_dir, cache), sk.version, ""
+            return sk.package_dir, sk.version, ""
     except AuditError as exc:
         return None, None, str(exc)
     return None, None, f"{package} is not a library sglang-audit reads"

@@ -81,6 +81,8 @@ class LibraryEval:
             if name.split(".")[0] != self.package:
                 continue
             if isinstance(mod, ModuleObj):
+                if mod.unrun:
+                    continue  # its body was not read (the library's own __init__)
                 path = Path(str(mod.globals.get("__file__", "")))
                 if path.is_file():
                     reads.note(path, True)

@@ -513,7 +513,7 @@ def entry_snapshot(targets: list[Target], cache: SourceCache, results: ResultCac
     from sglang_audit.resolve.resolver import install_snapshot
     from sglang_audit.resolve.workers import can_fork
 
-    fresh = bool(targets) and can_fork() and _any_to_evaluate(targets, results) and install_snapshot(targets[0], cache)
+    fresh = bool(targets) and can_fork() and any_to_evaluate(targets, results) and install_snapshot(targets[0], cache)
     try:
         yield fresh
     finally:
@@ -521,7 +521,7 @@ def entry_snapshot(targets: list[Target], cache: SourceCache, results: ResultCac
             install_snapshot(None)
 
 
-def _any_to_evaluate(targets: list[Target], results: ResultCache | None) -> bool:
+def any_to_evaluate(targets: list[Target], results: ResultCache | None) -> bool:
     """Whether resolving ``targets`` will evaluate at least one (no stored result for it)."""
     if results is None:
         return True
