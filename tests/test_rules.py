@@ -655,6 +655,10 @@ _EAGLE = "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-
         ("SGA407", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mha", True),
         ("SGA407", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mla", False),
         ("SGA407", "0.5.23", "sm100", "qwen3-30b-a3b", "--attention-backend trtllm_mha", False),
+        # GLM-5 (GlmMoeDsa): MLA in the release's ModelConfig from 0.5.9; 0.5.8 builds it as MHA,
+        # so the factory's non-MLA check passes there (an architecture list said MLA: a false alarm)
+        ("SGA407", "0.5.8", "sm100", FIELD_MODELS / "glm-5-nvfp4", "--tp 8 --attention-backend trtllm_mha", False),
+        ("SGA407", "0.5.9", "sm100", FIELD_MODELS / "glm-5-nvfp4", "--tp 8 --attention-backend trtllm_mha", True),
         # fa3 with an MLA model on SM 8.x: the fa3 factory's assert in every release 0.5.5-0.5.23
         ("SGA408", "0.5.5", "sm80", "deepseek-v3-fp8", "--tp 8 --attention-backend fa3", True),
         ("SGA408", "0.5.23", "sm86", "kimi-k2-instruct", "--tp 8 --attention-backend fa3", True),
