@@ -378,6 +378,26 @@ def test_cudnn_version_is_honoured(cudnn, expected):
         assert "9.7.1" in result.findings[0].message
 
 
+@pytest.mark.parametrize("source, severity", [
+    ("given with --cudnn", "error"),
+    ("the pip profile: torch 2.9.1 Requires-Dist nvidia-cudnn-cu12==9.7.1.26", "warning"),
+    (None, "warning"),
+])
+def test_a_rule_deciding_on_an_assumed_cudnn_says_if(source, severity):
+    """Issue 44: a cuDNN the user did not give is the pip profile's pin, an assumption: SGA105
+    is an error only when --cudnn stated the version, else a warning that names it with "if"."""
+    res = _cudnn_resolution(90701)
+    res = Resolution(res.source, res.structure, dict(res.device, cudnn_source=source), res.model, res.flags,
+                     res.env, res.rejected, res.settings)
+    (f,) = check_resolution(res, [_rule("SGA104"), _rule("SGA105")]).findings
+    assert (f.rule_id, f.severity) == ("SGA105", severity)
+    if severity == "warning":
+        assert f.confidence == "medium"
+        assert f.message.endswith(f" — if cudnn is 9.7.1 ({source or 'assumed'}; --cudnn states it)")
+    else:
+        assert " — if " not in f.message
+
+
 def test_cudnn_version_decoding():
     from sglang_audit.rules.knownbad import cudnn_version
 

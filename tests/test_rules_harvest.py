@@ -113,3 +113,22 @@ def test_harvest_rules_through_a_resolution(release, rule_id, version, arch, mod
     result = check_resolution(res, [RULES[rule_id]])
     assert {f.rule_id for f in result.findings} == ({rule_id} if fires else set()), result.findings
     assert result.undecided == ()
+
+
+@pytest.mark.real_release
+def test_a_rule_reading_the_default_profiles_variable_is_a_warning_that_says_if(release):
+    """Issue 44: SGA447 reads SGLANG_USE_AITER, which SGLang leaves off unless set; SGLang's ROCm
+    image sets it, and that image is the default environment on ROCm, an assumption: unset on the
+    command line, the finding is a warning naming where the value came from; set, an error."""
+    from sglang_audit.resolve.pipeline import Request
+
+    tree = release("0.5.14")
+    launch = "python -m sglang.launch_server --model-path m --tp 8 --attention-backend triton"
+    for prefix, severity in (("", "warning"), ("SGLANG_USE_AITER=1 ", "error")):
+        res = shared.resolve(Request(source=str(tree.package_dir), arch="gfx950", model="deepseek-v3-fp8",
+                                     launch=prefix + launch))
+        (f,) = check_resolution(res, [RULES["SGA447"]]).findings
+        assert f.severity == severity, prefix
+        assumed = " — if SGLANG_USE_AITER=1 (image profile, the default for hip; --env or --env-profile states it)"
+        assert f.message.endswith(assumed) is (severity == "warning")
+

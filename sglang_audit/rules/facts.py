@@ -233,6 +233,15 @@ class Facts:
             values[f"settings.{name}"] = values[f"settings.{name}.runtime"]
         for k, v in res.flags.items():
             values[f"flags.{k}"] = v
+        # the environment profile's variables (SGLang's ROCm image sets SGLANG_USE_AITER=1) as
+        # SGLang saw them, each with where it came from: a profile nobody named is an assumption
+        # (``env_source.<name>``; knownbad.py's assumed inputs)
+        profile = res.environment or {}
+        for entry in profile.get("env", ()):
+            name = entry.get("name")
+            if isinstance(name, str) and name not in res.env:
+                values[f"env.{name}"] = entry.get("value")
+                values[f"env_source.{name}"] = f"{profile.get('name')} profile, {profile.get('chosen')}"
         for k, v in res.env.items():
             values[f"env.{k}"] = v
         pkg = res.source.get("package_dir")
