@@ -290,6 +290,11 @@ class ModelSummary:
     draft_quantization: Any = None
     # what reading the model's config assumed (e.g. a remote config class not at hand)
     assumptions: tuple[str, ...] = ()
+    # ModelConfig.attention_arch as the release computes it ("MLA", "MHA", "SSM"): the model
+    # runner's use_mla_backend is `attention_arch == MLA`, which the MLA/non-MLA attention rules
+    # ask (a release that does not know an architecture as MLA builds it as MHA). A rule fact,
+    # not printed: the resolve JSON keeps its shape.
+    attention_arch: Any = None
 
     def to_json(self) -> dict[str, Any]:
         return {

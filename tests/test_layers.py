@@ -488,3 +488,35 @@ def test_0523_sm100_deepseek_r1_trtllm_prepares_weights_on_abstract_tensors(rele
     kinds = dict(t.split(": ", 1) for t in layer.tensors)
     # the kernel call carries the dtypes create_weights gave (packed FP4 in uint8, FP8 block scales)
     assert kinds["w13_weight"].startswith("uint8 (256, ") and kinds["w13_weight_scale"].startswith("float8_e4m3fn (256, ")
+
+
+FP8 = "sglang/srt/layers/quantization/fp8.py"
+# fp8.py Fp8MoEMethod.create_weights: `intermediate_size_per_partition % block_n != 0` -> ValueError
+_SHARD_RAISE = {"0.5.8": 648, "0.5.10": 819}
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version", ["0.5.8", "0.5.10"])
+def test_minimax_fp8_expert_shard_follows_expert_parallelism(release, version):
+    """MiniMax-M2 FP8 (intermediate_size 1536, weight_block_size [128, 128]) at TP 8: the MoE
+    layer's per-rank shard is 1536 / moe_tp_size, moe_tp_size = tp_size / ep_size. Without EP it
+    is 192, which Fp8MoEMethod refuses (the 128 block); with EP 8 (every spelling the release's
+    parser accepts) it is 1536 and the Triton FP8 kernel is reached: EP reaches the layer stage."""
+    tree = release(version)
+    src = str(tree.package_dir)
+    launch = "python -m sglang.launch_server --model-path MiniMaxAI/MiniMax-M2 --tp 8"
+    alone = shared.resolve(Request(source=src, arch="sm90", model="minimax-m2", launch=launch))
+    layer = alone.settings["moe_runner_backend"].layer
+    assert (layer.status, layer.site) == ("unsupported", f"{FP8}:{_SHARD_RAISE[version]}")
+    assert "weight = 192 is not divisible by weight quantization block_n = 128" in layer.value
+    assert _findings(alone)["SGA003"].severity == "error"
+    for ep in ("--ep 8", "--ep-size 8", "--expert-parallel-size 8"):
+        res = shared.resolve(Request(source=src, arch="sm90", model="minimax-m2", launch=f"{launch} {ep}"))
+        assert res.flags["ep_size"] == 8
+        moe = res.settings["moe_runner_backend"]
+        assert (moe.status, moe.layer.status, moe.layer.runner) == ("resolved", "resolved", "triton"), ep
+        assert moe.layer.value == "Triton fused_moe_kernel (SGLang's Triton MoE)"
+        assert "SGA003" not in _findings(res)
+    # EP 4 leaves moe_tp_size 2: a 768-wide shard, divisible by the block
+    half = shared.resolve(Request(source=src, arch="sm90", model="minimax-m2", launch=f"{launch} --ep 4"))
+    assert half.settings["moe_runner_backend"].layer.status == "resolved"

@@ -378,6 +378,26 @@ def test_cudnn_version_is_honoured(cudnn, expected):
         assert "9.7.1" in result.findings[0].message
 
 
+@pytest.mark.parametrize("source, severity", [
+    ("given with --cudnn", "error"),
+    ("the pip profile: torch 2.9.1 Requires-Dist nvidia-cudnn-cu12==9.7.1.26", "warning"),
+    (None, "warning"),
+])
+def test_a_rule_deciding_on_an_assumed_cudnn_says_if(source, severity):
+    """Issue 44: a cuDNN the user did not give is the pip profile's pin, an assumption: SGA105
+    is an error only when --cudnn stated the version, else a warning that names it with "if"."""
+    res = _cudnn_resolution(90701)
+    res = Resolution(res.source, res.structure, dict(res.device, cudnn_source=source), res.model, res.flags,
+                     res.env, res.rejected, res.settings)
+    (f,) = check_resolution(res, [_rule("SGA104"), _rule("SGA105")]).findings
+    assert (f.rule_id, f.severity) == ("SGA105", severity)
+    if severity == "warning":
+        assert f.confidence == "medium"
+        assert f.message.endswith(f" — if cudnn is 9.7.1 ({source or 'assumed'}; --cudnn states it)")
+    else:
+        assert " — if " not in f.message
+
+
 def test_cudnn_version_decoding():
     from sglang_audit.rules.knownbad import cudnn_version
 
@@ -655,6 +675,10 @@ _EAGLE = "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-
         ("SGA407", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mha", True),
         ("SGA407", "0.5.23", "sm100", "deepseek-r1-nvfp4", "--tp 8 --attention-backend trtllm_mla", False),
         ("SGA407", "0.5.23", "sm100", "qwen3-30b-a3b", "--attention-backend trtllm_mha", False),
+        # GLM-5 (GlmMoeDsa): MLA in the release's ModelConfig from 0.5.9; 0.5.8 builds it as MHA,
+        # so the factory's non-MLA check passes there (an architecture list said MLA: a false alarm)
+        ("SGA407", "0.5.8", "sm100", FIELD_MODELS / "glm-5-nvfp4", "--tp 8 --attention-backend trtllm_mha", False),
+        ("SGA407", "0.5.9", "sm100", FIELD_MODELS / "glm-5-nvfp4", "--tp 8 --attention-backend trtllm_mha", True),
         # fa3 with an MLA model on SM 8.x: the fa3 factory's assert in every release 0.5.5-0.5.23
         ("SGA408", "0.5.5", "sm80", "deepseek-v3-fp8", "--tp 8 --attention-backend fa3", True),
         ("SGA408", "0.5.23", "sm86", "kimi-k2-instruct", "--tp 8 --attention-backend fa3", True),

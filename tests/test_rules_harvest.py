@@ -145,3 +145,21 @@ def test_spec_v2_topk_tree_through_a_resolution(release, version, topk, fires):
     assert {f.rule_id for f in result.findings} == ({"SGA449"} if fires else set()), result.findings
     if fires:
         assert "verifies draft chains only" in result.findings[0].message
+
+
+def test_a_rule_reading_the_default_profiles_variable_is_a_warning_that_says_if(release):
+    """Issue 44: SGA447 reads SGLANG_USE_AITER, which SGLang leaves off unless set; SGLang's ROCm
+    image sets it, and that image is the default environment on ROCm, an assumption: unset on the
+    command line, the finding is a warning naming where the value came from; set, an error."""
+    from sglang_audit.resolve.pipeline import Request
+
+    tree = release("0.5.14")
+    launch = "python -m sglang.launch_server --model-path m --tp 8 --attention-backend triton"
+    for prefix, severity in (("", "warning"), ("SGLANG_USE_AITER=1 ", "error")):
+        res = shared.resolve(Request(source=str(tree.package_dir), arch="gfx950", model="deepseek-v3-fp8",
+                                     launch=prefix + launch))
+        (f,) = check_resolution(res, [RULES["SGA447"]]).findings
+        assert f.severity == severity, prefix
+        assumed = " — if SGLANG_USE_AITER=1 (image profile, the default for hip; --env or --env-profile states it)"
+        assert f.message.endswith(assumed) is (severity == "warning")
+

@@ -98,7 +98,7 @@ class _Absent:
 ABSENT = _Absent()
 # what read_model keeps of a model (interpreter objects stay in the path's process)
 _MODEL_OBJECTS = frozenset({"model_config", "draft_model_config"})
-_MODEL_VALUES = frozenset({"architecture", "quantization", "draft_architecture", "draft_quantization"})
+_MODEL_VALUES = frozenset({"architecture", "quantization", "attention_arch", "draft_architecture", "draft_quantization"})
 
 
 @dataclass
@@ -438,6 +438,7 @@ class Resolver:
             archs = hf.attrs.get("architectures") if isinstance(hf, HFConfig) else None
             result.model["architecture"] = archs[0] if isinstance(archs, list) and archs else None
             result.model["quantization"] = model_config.attrs.get("quantization")
+            result.model["attention_arch"] = _enum_name(model_config.attrs.get("attention_arch"))
             result.model["model_config"] = model_config
         spec_algo = result.config.get("speculative_algorithm")
         if spec_algo not in (None, ABSENT) and not isinstance(spec_algo, Unknown):
@@ -585,6 +586,7 @@ class Resolver:
             path=str(self.target.model.path),
             architecture=self.join_model_value(paths, "architecture"),
             quantization=self.join_model_value(paths, "quantization"),
+            attention_arch=self.join_model_value(paths, "attention_arch"),
             config_quant_method=model_checkpoint(self.target.model.path).config_quant_method,
             draft_architecture=self.join_model_value(paths, "draft_architecture"),
             draft_quantization=self.join_model_value(paths, "draft_quantization"),
@@ -868,6 +870,14 @@ def install_snapshot(target: Target | None, cache: SourceCache | None = None) ->
     _SNAPSHOT = EntrySnapshot(resolver.snapshot_key(), interp, resolver.world,
                               tuple(resolver.cache.files_read[start:]))
     return True
+
+
+def _enum_name(value: Any) -> Any:
+    """An enum member by its name (``AttentionArch.MLA`` -> "MLA": the members are ``auto()``
+    ints, meaningless shown); an attribute ModelConfig did not set is None; else as is."""
+    if isinstance(value, Instance) and "enum" in value.cls.flags:
+        return value.attrs.get("_name_")
+    return value
 
 
 def _public(value: Any) -> Any:

@@ -58,7 +58,7 @@ from sglang_audit.result import Resolution
 from sglang_audit.shipped import package_dir, rules_dir
 from sglang_audit.source.locate import SourceTree
 
-RESULT_FORMAT = "results2"  # bump when the pickled Resolution or the key changes shape
+RESULT_FORMAT = "results3"  # bump when the pickled Resolution or the key changes shape
 _MAGIC = b"SGA-RESULT2 "
 _FLAGS_MAGIC = b"SGA-FLAGS1 "
 MODEL_READ_CAP = 16 * 1024 * 1024  # natives' open() refuses larger files: only their size is seen

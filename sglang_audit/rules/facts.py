@@ -35,6 +35,7 @@ BASE_FACTS: dict[str, str] = {
     "model.architecture": "architectures[0] as the release reads it",
     "model.quantization": "ModelConfig.quantization as the release computes it",
     "model.config_quant_method": "quant_method in config.json",
+    "model.attention_arch": "ModelConfig.attention_arch as the release computes it: MLA, MHA (SSM from 0.5.2x); the model runner's use_mla_backend is attention_arch == MLA",
     "model.draft_architecture": "the draft (MTP/NEXTN) model architecture",
     "model.draft_quantization": "the draft model quantization",
     "model.quant_algo": "ModelOpt quant_algo of the checkpoint (NVFP4, FP8, MIXED_PRECISION); null when not ModelOpt",
@@ -218,6 +219,7 @@ class Facts:
             "structure": res.structure, "model.name": m.name,
             "model.architecture": _fact_value(m.architecture), "model.quantization": _fact_value(m.quantization),
             "model.config_quant_method": m.config_quant_method,
+            "model.attention_arch": _fact_value(m.attention_arch),
             "model.draft_architecture": _fact_value(m.draft_architecture),
             "model.draft_quantization": _fact_value(m.draft_quantization),
         }
@@ -231,6 +233,15 @@ class Facts:
             values[f"settings.{name}"] = values[f"settings.{name}.runtime"]
         for k, v in res.flags.items():
             values[f"flags.{k}"] = v
+        # the environment profile's variables (SGLang's ROCm image sets SGLANG_USE_AITER=1) as
+        # SGLang saw them, each with where it came from: a profile nobody named is an assumption
+        # (``env_source.<name>``; knownbad.py's assumed inputs)
+        profile = res.environment or {}
+        for entry in profile.get("env", ()):
+            name = entry.get("name")
+            if isinstance(name, str) and name not in res.env:
+                values[f"env.{name}"] = entry.get("value")
+                values[f"env_source.{name}"] = f"{profile.get('name')} profile, {profile.get('chosen')}"
         for k, v in res.env.items():
             values[f"env.{k}"] = v
         pkg = res.source.get("package_dir")

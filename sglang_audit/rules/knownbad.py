@@ -450,6 +450,37 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+# facts the tool assumes when the user does not give them, and the fact saying where each
+# came from: a rule deciding on one of these decides on an assumption unless it was given
+ASSUMED_INPUTS = {"cudnn": ("cudnn_source", "--cudnn"), "driver": ("driver_source", "--driver")}
+
+
+def _leaf_names(node: Any) -> set[str]:
+    if node[0] in ("all", "any"):
+        return set().union(*(_leaf_names(c) for c in node[1]))
+    if node[0] == "not":
+        return _leaf_names(node[1])
+    return {node[1]} | ({node[3]} if node[2] == "ne_fact" else set())
+
+
+def _assumed_inputs(when: Any, facts: Facts) -> list[str]:
+    """The assumed inputs a rule's condition reads, each as "<fact> is <value> (<where it came
+    from>; <flag> states it)"; none when every one it reads was given."""
+    out = []
+    names = _leaf_names(when)
+    for name in sorted(names & ASSUMED_INPUTS.keys()):
+        source_fact, flag = ASSUMED_INPUTS[name]
+        source = facts.values.get(source_fact)
+        if not (isinstance(source, str) and source.startswith("given")):
+            out.append(f"{name} is {_show(facts.values.get(name))} ({source or 'assumed'}; {flag} states it)")
+    for name in sorted(n for n in names if n.startswith("env.")):
+        # a variable the user did not set, taken from an environment profile nobody named
+        source = facts.values.get(f"env_source.{name[4:]}")
+        if isinstance(source, str) and "--env-profile" not in source:
+            out.append(f"{name[4:]}={_show(facts.values.get(name))} ({source}; --env or --env-profile states it)")
+    return out
+
+
 def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
     rules = tuple(rules)
     findings: list[Finding] = []
@@ -481,9 +512,16 @@ def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
                 continue
             setting = res.settings.get(subject) if subject else None
             value = facts.get("subject", rule, subject) if subject else None
+            severity, confidence, message = rule.severity, rule.confidence, _render(rule.message, facts, rule, subject)
+            assumed = _assumed_inputs(rule.when, facts)
+            if assumed and severity == "error":
+                # the condition holds on a value the deployment did not state (issue 44): the
+                # failure is known only if that assumption is true of it, so it is said with "if"
+                severity, confidence = "warning", "medium"
+                message += " — if " + "; ".join(assumed)
             findings.append(Finding(
-                rule.id, rule.slug, rule.severity, rule.confidence, rule.title,
-                _render(rule.message, facts, rule, subject), _render(rule.fix, facts, rule, subject),
+                rule.id, rule.slug, severity, confidence, rule.title,
+                message, _render(rule.fix, facts, rule, subject),
                 rule.sources, subject, _plain(value),
                 _decision_chain(setting) if setting else (),
                 _deciding(setting, value) if setting else None,

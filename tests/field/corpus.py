@@ -28,6 +28,8 @@ REQUIRED = ("url", "thread", "reported_version", "gpu", "arch", "launch", "model
             "in_scope", "kind", "expect")
 OPTIONAL = ("title", "check_version", "cuda", "cudnn", "env", "out_of_scope_reason", "notes")
 THREAD_RE = re.compile(r"^([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)#(\d+)$")
+# a documentation page (SGLang's docs and cookbook recipes): `docs:<host>/<path>`, its url the page
+DOC_RE = re.compile(r"^docs:([a-z0-9.-]+\.[a-z]+)/([\w./-]+)$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # where the SGLang command starts inside a wrapper
 ENTRY = (("-m", "sglang.launch_server"), ("-m", "sglang.launch_server_grpc"))
@@ -110,11 +112,18 @@ def load_case(path: Path) -> Case:
         if key not in REQUIRED and key not in OPTIONAL:
             raise CaseError(f"{path.name}: {key}: unknown field")
     m = THREAD_RE.match(str(data["thread"]))
-    if not m:
-        raise CaseError(f"{path.name}: thread: expected owner/repo#N")
-    owner, repo, num = m.groups()
-    if not re.fullmatch(rf"https://github\.com/{owner}/{repo}/(issues|pull)/{num}(#[\w-]+)?", str(data["url"])):
-        raise CaseError(f"{path.name}: url: does not point at {data['thread']}")
+    doc = DOC_RE.match(str(data["thread"]))
+    if m:
+        owner, repo, num = m.groups()
+        if not re.fullmatch(rf"https://github\.com/{owner}/{repo}/(issues|pull)/{num}(#[\w-]+)?", str(data["url"])):
+            raise CaseError(f"{path.name}: url: does not point at {data['thread']}")
+    elif doc:
+        if data["kind"] != "known_good":
+            raise CaseError(f"{path.name}: thread: a documentation page is a known-good recipe, not a failure report")
+        if not re.fullmatch(rf"https://{re.escape(doc[1])}/{re.escape(doc[2])}(#[\w-]+)?", str(data["url"])):
+            raise CaseError(f"{path.name}: url: does not point at {data['thread']}")
+    else:
+        raise CaseError(f"{path.name}: thread: expected owner/repo#N (or docs:<host>/<path> for a documentation page)")
     if data["kind"] not in KINDS:
         raise CaseError(f"{path.name}: kind: one of {KINDS}")
     if not isinstance(data["in_scope"], bool):
