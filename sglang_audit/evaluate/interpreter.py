@@ -1281,13 +1281,7 @@ class Interpreter:
                 handler = self.match_handler(node.handlers, raised, frame)
                 if handler is None:
                     raise
-                if handler.name:
-                    self.bind_name(frame, handler.name, raised.exc, handler.line, "")
-                self.handling.append(raised)
-                try:
-                    self.exec_block(handler.body, frame)
-                finally:
-                    self.handling.pop()
+                self.run_handler(handler, raised, frame)
             else:
                 self.exec_block(node.orelse, frame)
         finally:

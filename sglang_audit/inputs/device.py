@@ -52,6 +52,13 @@ class Device:
             return None
         return (self.major, self.minor)
 
+    def cuda_capability(self) -> tuple[int, int]:
+        """The capability of a device that has one (a kernel library's code is asked only then)."""
+        cc = self.capability
+        if cc is None:
+            raise ValueError(f"{self.arch} has no CUDA capability")
+        return cc
+
 
 def parse_cuda(text: str) -> str:
     if not re.fullmatch(r"\d{1,2}\.\d{1,2}", text.strip()):

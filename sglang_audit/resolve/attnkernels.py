@@ -281,10 +281,7 @@ class DeviceFacts:
 
     @property
     def capability(self) -> tuple[int, int]:
-        cc = self.device.capability
-        if cc is None:
-            raise ValueError(f"{self.device.arch} has no CUDA capability")
-        return cc
+        return self.device.cuda_capability()
 
 
 def read_function(reader: FlashInferReader, imp: KernelImport, lib: LibraryEval, dev: DeviceFacts,

@@ -68,10 +68,7 @@ class LibraryEval:
 
     @property
     def capability(self) -> tuple[int, int]:
-        cc = self.device.capability
-        if cc is None:
-            raise ValueError(f"{self.device.arch} has no CUDA capability")
-        return cc
+        return self.device.cuda_capability()
 
     def note_reads(self, reads: Reads) -> None:
         """Every file of the library the interpreter loaded, and every module of it looked for
