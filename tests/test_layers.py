@@ -554,3 +554,17 @@ def test_0516_gpt_oss_sm120_marlin_past_the_jit_kernel_import(release):
     layer = _run(release, "0.5.16", "sm120", "gpt-oss-120b", []).settings["moe_runner_backend"].layer
     assert (layer.status, layer.value, layer.site) == ("resolved", "Marlin fused_marlin_moe", "sglang/srt/layers/quantization/mxfp4.py:1169")
     assert (layer.method, layer.runner) == ("Mxfp4MoEMethod", "marlin")
+
+
+@pytest.mark.real_release
+def test_0516_quant_config_only_in_hf_quant_config_json_is_read_as_the_loader_reads_it(release):
+    """A ModelOpt checkpoint whose config.json has no quantization_config (nvidia/DeepSeek-R1-0528-FP4:
+    hf_quant_config.json only): the model loader builds the quant config from the file the class
+    names (ModelOptFp4Config.get_config_filenames() -> ["hf_quant_config.json"]). Before, the layer
+    was unknown ("hf_quant_config.json is not modelled"); now SM120's auto backend reaches the same
+    NotImplementedError the Qwen3.5 NVFP4 checkpoint does on 0.5.16 (the test above)."""
+    model = Path(__file__).resolve().parent / "field" / "models" / "deepseek-r1-0528-fp4-hfquant"
+    layer = _run(release, "0.5.16", "sm120", str(model), ["tp_size=8"]).settings["moe_runner_backend"].layer
+    assert (layer.status, layer.method, layer.runner) == ("unsupported", "ModelOptNvFp4FusedMoEMethod", "flashinfer_trtllm")
+    assert layer.value.startswith("NotImplementedError: Unsupported moe_runner_backend for NVFP4 MoE: MoeRunnerBackend.FLASHINFER_TRTLLM")
+    assert layer.site == f"{MQ}:2621"

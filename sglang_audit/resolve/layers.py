@@ -21,8 +21,10 @@ unsupported only when ``create_weights`` ran to its end; otherwise the outcome i
 from __future__ import annotations
 
 import bisect
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from sglang_audit.errors import strict_mode
@@ -71,6 +73,7 @@ from sglang_audit.result import (
     LayerValue,
 )
 from sglang_audit.shipped import load_toml
+from sglang_audit.target.modeldir import HF_QUANT_CONFIG, model_checkpoint
 from sglang_audit.target.overlays import tensors
 
 STATUS_DATA = "data"  # a raise decided by tensor data: reported, never the layer's verdict
@@ -649,7 +652,7 @@ def _quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any], state:
     if isinstance(cfg, HFConfig):
         cfg = cfg.attrs
     if not isinstance(cfg, dict):
-        raise Unmodelled("the model's quantization_config is not in config.json (hf_quant_config.json is not modelled)")
+        cfg = _quant_config_file(interp, cls, role.model_config)
     qc = interp.call(interp.getattr(cls, "from_config"), [cfg], {})
     qc = _loader_quant_config(interp, moe, role.model_config, qc)
     if role.draft:
@@ -658,6 +661,24 @@ def _quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any], state:
         qc = draft_quant_config(interp, spec["model_registry"], _architecture(role.model_config), hf, qc, state["chain"],
                                 layer_cls if isinstance(layer_cls, Class) else None, role.server_args)
     return qc
+
+
+def _quant_config_file(interp: Interpreter, cls: Any, model_config: Instance) -> dict[str, Any]:
+    """The quantization config the model loader reads when config.json has none: the file the
+    quant config class names (``get_config_filenames()``, evaluated; modelopt's
+    ``["hf_quant_config.json"]``) in the model directory (0.5.16/0.5.23
+    model_loader/weight_utils.py get_quant_config: ``quant_cls.from_config(json.load(f))``),
+    read through the model directory reader. Only hf_quant_config.json is read; another file
+    is unknown."""
+    names = interp.call(interp.getattr(cls, "get_config_filenames"), [], {})
+    path = model_config.attrs.get("model_path")
+    if not isinstance(names, list) or HF_QUANT_CONFIG not in names or not isinstance(path, str) or not Path(path).is_dir():
+        raise Unmodelled(f"the model's quantization_config is not in config.json and its class reads {names!r} "
+                         f"(only {HF_QUANT_CONFIG} in a local model directory is modelled)")
+    data = model_checkpoint(Path(path)).hf_quant
+    if not isinstance(data, dict):
+        raise Unmodelled(f"the model's quantization_config is neither in config.json nor in a readable {HF_QUANT_CONFIG}")
+    return copy.deepcopy(data)
 
 
 def _loader_quant_config(interp: Interpreter, moe: dict[str, Any], model_config: Any, qc: Any) -> Any:
