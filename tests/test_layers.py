@@ -568,3 +568,15 @@ def test_0516_quant_config_only_in_hf_quant_config_json_is_read_as_the_loader_re
     assert (layer.status, layer.method, layer.runner) == ("unsupported", "ModelOptNvFp4FusedMoEMethod", "flashinfer_trtllm")
     assert layer.value.startswith("NotImplementedError: Unsupported moe_runner_backend for NVFP4 MoE: MoeRunnerBackend.FLASHINFER_TRTLLM")
     assert layer.site == f"{MQ}:2621"
+
+
+@pytest.mark.real_release
+def test_0516_bf16_trtllm_block_layout_runs_on_abstract_tensors_to_the_bf16_kernel(release):
+    """0.5.16 Qwen3-30B-A3B (BF16) on SM100: the TRT-LLM BF16 weight preparation iterates the shape
+    of FlashInfer's convert_to_block_layout(...) (unquant.py); FlashInfer's Python body gives it
+    (target/overlays/tensors.py). Before: "iteration over External (<external
+    flashinfer.fused_moe.core.convert_to_block_layout().view().shape>)". The runner's fused
+    function then reaches FlashInfer's BF16 entry point."""
+    layer = _run(release, "0.5.16", "sm100", "qwen3-30b-a3b", []).settings["moe_runner_backend"].layer
+    assert (layer.status, layer.value, layer.site) == ("resolved", "FlashInfer trtllm_bf16_moe", f"{FI_TRTLLM}:1247")
+    assert (layer.method, layer.runner) == ("UnquantizedFusedMoEMethod", "flashinfer_trtllm")
