@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -478,6 +479,16 @@ def _runner_standin(interp: Interpreter, spec: dict[str, Any], cls: Class, backe
             state["real_runner"] = True
             try:
                 real = i.instantiate(cls, [backend, config], {})
+            except PyRaise as raised:
+                elsewhere = _registered_unimported(i, value)
+                if elsewhere:
+                    # the registry is filled by imports: a module this evaluation did not import
+                    # may register it in a real process; SGLang's raise is not the verdict then
+                    raise _KernelReached(_Outcome(
+                        STATUS_UNKNOWN, f"MoeRunner({value}) raised at {raised.file}:{raised.line}, but {elsewhere} registers a fused "
+                        f"function for {value!r} and was not imported here: whether a worker has imported it is not known",
+                        f"{file}:{line}")) from None
+                raise
             finally:
                 state["real_runner"] = False
             fused = real.attrs.get("fused_func") if isinstance(real, Instance) else None
@@ -494,6 +505,31 @@ def _runner_standin(interp: Interpreter, spec: dict[str, Any], cls: Class, backe
 
     inst.attrs["run"] = Native("MoeRunner.run", run)
     return inst
+
+
+def _registered_unimported(interp: Interpreter, backend: Any) -> str:
+    """A file of the release whose text registers a fused function for ``backend``
+    (``@register_fused_func(..., "<backend>")``) and that this evaluation did not load, or "".
+    A text scan (cached per tree), used only to withhold a verdict, never to give one."""
+    key = ("fused_func_registrations", interp.root)
+    found = interp.cache.prepared.get(key)
+    if found is None:
+        found = {}
+        pattern = re.compile(r"register_fused_func\(\s*[\"'][^\"']*[\"']\s*,\s*[\"']([^\"']+)[\"']")
+        for path in sorted(interp.root.rglob("*.py")):
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            for name in pattern.findall(text) if "register_fused_func" in text else ():
+                found.setdefault(name, []).append(path)
+        interp.cache.prepared[key] = found
+    loaded = {getattr(m, "file", None) for m in interp.modules.values()}
+    for path in found.get(backend, []) if isinstance(backend, str) else ():
+        rel = path.relative_to(interp.root).as_posix()
+        if rel not in loaded and str(path) not in loaded:
+            return rel
+    return ""
 
 
 def _find_call(interp: Interpreter, module: str, name: str) -> str:
