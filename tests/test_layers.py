@@ -520,3 +520,95 @@ def test_minimax_fp8_expert_shard_follows_expert_parallelism(release, version):
     # EP 4 leaves moe_tp_size 2: a 768-wide shard, divisible by the block
     half = shared.resolve(Request(source=src, arch="sm90", model="minimax-m2", launch=f"{launch} --ep 4"))
     assert half.settings["moe_runner_backend"].layer.status == "resolved"
+
+
+# ---- issue 41's work queue: 0.5.23 and 0.5.16 layers that stopped before a kernel -----------
+FI_TRTLLM = "sglang/srt/layers/moe/moe_runner/flashinfer_trtllm.py"
+FI_CUTLASS = "sglang/srt/layers/moe/moe_runner/flashinfer_cutlass.py"
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize(("arch", "kernel", "site", "info"), [
+    ("sm100", "FlashInfer trtllm_fp4_block_scale_moe", f"{FI_TRTLLM}:1306", "FlashInferTrtllmGenMxfp4MoeQuantInfo"),
+    ("sm120", "FlashInfer cutlass_fused_moe", f"{FI_CUTLASS}:585", "FlashInferCutlassMxfp4MoeQuantInfo"),
+])
+def test_0523_gpt_oss_mxfp4_runner_runs_the_fused_function_its_release_registered(release, arch, kernel, site, info):
+    """0.5.23 gpt-oss (MXFP4): create_moe_runner builds MoeRunner(flashinfer_mxfp4), whose fused
+    function rules/layers.toml does not list; the release's own MoeRunner is built (its __init__
+    imports flashinfer_cutlass, whose @register_fused_func("none", "flashinfer_mxfp4") fills
+    the registry) and its run() evaluated down to FlashInfer's entry point. Before: "the
+    runner's fused function is not listed in rules/layers.toml". On SM120 the CUTLASS path's
+    `if x.shape[0] == 0: return` (an empty batch) reaches no kernel: reported, not the answer."""
+    layer = _run(release, "0.5.23", arch, "gpt-oss-120b", []).settings["moe_runner_backend"].layer
+    assert (layer.status, layer.value, layer.site) == ("resolved", kernel, site)
+    assert (layer.method, layer.runner) == ("Mxfp4MoEMethod", "flashinfer_mxfp4")
+    step = next(c for c in layer.chain if c.code.startswith("MoeRunner(flashinfer_mxfp4).run("))
+    assert step.code == (f"MoeRunner(flashinfer_mxfp4).run(..., {info}) -> its fused function "
+                         f"fused_experts_none_to_flashinfer_mxfp4 ({FI_CUTLASS}:452)")
+    if arch == "sm120":
+        assert any(d.startswith("no kernel on an empty batch: ") for d in layer.data_dependent)
+
+
+@pytest.mark.real_release
+def test_0523_fp8_trtllm_routing_method_int_enum_and_fused_function(release):
+    """0.5.23 DeepSeek-V3 FP8 on SM100 (flashinfer_trtllm): fp8.py calls
+    int(layer.routing_method_type), a member of `class RoutingMethodType(IntEnum): DeepSeekV3 =
+    (2,)`; CPython makes its value int(*(2,)), the tool kept the tuple ("int() argument must be
+    ... not 'tuple'"). Now the runner's fused function is reached and one branch calls FlashInfer's
+    routed FP8 kernel; the other stops on the TopK output format the stand-in forward does not
+    know, so the layer stays unknown with both candidates."""
+    layer = _run(release, "0.5.23", "sm100", "deepseek-v3-fp8", []).settings["moe_runner_backend"].layer
+    values = [c.value for c in layer.candidates]
+    assert "FlashInfer trtllm_fp8_block_scale_routed_moe" in values
+    assert not any("int() argument" in v or "has not been written" in v for v in values)
+
+
+@pytest.mark.real_release
+def test_0523_worker_process_groups_are_unknown_process_state_not_a_stop(release):
+    """0.5.23 reads the worker's process groups from its parallel context
+    (`use_symmetric_memory(get_parallel().tp_group, ...)`); the tool stopped at "parallel name
+    'tp_group' has not been written in this process", which a worker never sees (it builds its
+    groups first). Now the layer reaches the DeepEP dispatcher's import, as on 0.5.16 (the test
+    above): the deep_ep fork decides."""
+    res = _run(release, "0.5.23", "sm90", "deepseek-v3-fp8", ["tp_size=4", "moe_a2a_backend=deepep", "fp8_gemm_runner_backend=triton"])
+    layer = res.settings["moe_runner_backend"].layer
+    assert layer.status == "unsupported" and layer.value.startswith("ImportError: DeepEP is not available")
+    assert layer.site == "sglang/srt/layers/moe/token_dispatcher/deepep.py:382"
+    assert layer.unsettled_absences == ("deep_ep",)
+
+
+@pytest.mark.real_release
+def test_0516_gpt_oss_sm120_marlin_past_the_jit_kernel_import(release):
+    """0.5.16 gpt-oss on SM120: the Marlin weight repack imports sglang.jit_kernel, whose
+    module body finds its C++ sources through importlib.util.find_spec("sglang.jit_kernel").origin
+    (now the file in the analysed tree; before, "Cannot find sglang.jit_kernel path"), and
+    load_jit, which compiles them at first use, is a boundary (rules/layers.toml jit_builders)."""
+    layer = _run(release, "0.5.16", "sm120", "gpt-oss-120b", []).settings["moe_runner_backend"].layer
+    assert (layer.status, layer.value, layer.site) == ("resolved", "Marlin fused_marlin_moe", "sglang/srt/layers/quantization/mxfp4.py:1169")
+    assert (layer.method, layer.runner) == ("Mxfp4MoEMethod", "marlin")
+
+
+@pytest.mark.real_release
+def test_0516_quant_config_only_in_hf_quant_config_json_is_read_as_the_loader_reads_it(release):
+    """A ModelOpt checkpoint whose config.json has no quantization_config (nvidia/DeepSeek-R1-0528-FP4:
+    hf_quant_config.json only): the model loader builds the quant config from the file the class
+    names (ModelOptFp4Config.get_config_filenames() -> ["hf_quant_config.json"]). Before, the layer
+    was unknown ("hf_quant_config.json is not modelled"); now SM120's auto backend reaches the same
+    NotImplementedError the Qwen3.5 NVFP4 checkpoint does on 0.5.16 (the test above)."""
+    model = Path(__file__).resolve().parent / "field" / "models" / "deepseek-r1-0528-fp4-hfquant"
+    layer = _run(release, "0.5.16", "sm120", str(model), ["tp_size=8"]).settings["moe_runner_backend"].layer
+    assert (layer.status, layer.method, layer.runner) == ("unsupported", "ModelOptNvFp4FusedMoEMethod", "flashinfer_trtllm")
+    assert layer.value.startswith("NotImplementedError: Unsupported moe_runner_backend for NVFP4 MoE: MoeRunnerBackend.FLASHINFER_TRTLLM")
+    assert layer.site == f"{MQ}:2621"
+
+
+@pytest.mark.real_release
+def test_0516_bf16_trtllm_block_layout_runs_on_abstract_tensors_to_the_bf16_kernel(release):
+    """0.5.16 Qwen3-30B-A3B (BF16) on SM100: the TRT-LLM BF16 weight preparation iterates the shape
+    of FlashInfer's convert_to_block_layout(...) (unquant.py); FlashInfer's Python body gives it
+    (world/overlays/tensors.py). Before: "iteration over External (<external
+    flashinfer.fused_moe.core.convert_to_block_layout().view().shape>)". The runner's fused
+    function then reaches FlashInfer's BF16 entry point."""
+    layer = _run(release, "0.5.16", "sm100", "qwen3-30b-a3b", []).settings["moe_runner_backend"].layer
+    assert (layer.status, layer.value, layer.site) == ("resolved", "FlashInfer trtllm_bf16_moe", f"{FI_TRTLLM}:1247")
+    assert (layer.method, layer.runner) == ("UnquantizedFusedMoEMethod", "flashinfer_trtllm")

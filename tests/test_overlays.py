@@ -32,6 +32,17 @@ def test_builtin_isinstance_treats_bool_as_int_and_str_enum_as_str() -> None:
     assert _run(src) == (True, True, False)
 
 
+def test_enum_int_mixin_member_given_as_a_tuple_is_the_mixin_of_its_items() -> None:
+    # 0.5.23 layers/moe/utils.py: `class RoutingMethodType(IntEnum): Default = (0,)`; CPython's
+    # EnumType builds int(*(0,)), so int(member) is 0 (fp8.py's TRT-LLM path calls int() on it);
+    # a plain Enum keeps its tuple, and a class with its own __new__ gets the tuple itself
+    src = ("import enum\nclass R(enum.IntEnum):\n    A = (0,)\n    B = (2,)\n    C = 9\n"
+           "class P(enum.Enum):\n    A = (0,)\n"
+           "class S(str, enum.Enum):\n    A = ('x',)\n"
+           "def f():\n    return int(R.B), R.A.value, R(2) is R.B, R.C.value, P.A.value, S.A.value\n")
+    assert _run(src) == (2, 0, True, 9, (0,), "x")
+
+
 def test_builtin_len_of_an_unknown_is_unknown_not_a_guess() -> None:
     outcome = evaluate_function("import torch\ndef f():\n    return len(torch.foo())\n", "f", [])
     assert outcome.kind == "unknown"

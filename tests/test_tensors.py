@@ -156,3 +156,18 @@ def f():
     return keep.dtype, keep.shape, keep.to(torch.int32).dtype, view.abs().float().amax(dim=(1, 3), keepdim=True).shape
 """)
     assert (got[0].path, got[1], got[2].path, got[3]) == ("torch.bool", (4, 8), "torch.int32", (2, 1, 4, 1))
+
+
+def test_flashinfer_convert_to_block_layout_gives_the_shape_its_python_body_gives() -> None:
+    # flashinfer/fused_moe/core.py: input.view(M, K // blockK, blockK).permute(1, 0, 2).contiguous();
+    # 0.5.16/0.5.23 unquant.py's TRT-LLM BF16 block layout iterates the result's shape
+    got = _value("""
+def f():
+    from flashinfer.fused_moe.core import convert_to_block_layout
+    tile = torch.empty(1536, 4096, dtype=torch.uint8)
+    blocked = convert_to_block_layout(tile, 128)
+    a, b, c = blocked.view(torch.bfloat16).shape
+    return blocked.shape, blocked.dtype, (a, b, c), convert_to_block_layout(torch.empty(8, 100), 128)
+""")
+    assert got[:3] == ((32, 1536, 128), got[1], (32, 1536, 64)) and got[1].path == "torch.uint8"
+    assert isinstance(got[3], Unknown) and "not divisible by blockK=128" in got[3].reason

@@ -21,6 +21,7 @@ unsupported only when ``create_weights`` ran to its end; otherwise the outcome i
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,7 +31,6 @@ from sglang_audit.evaluate.ending import EVALUATION_ENDS, ending
 from sglang_audit.evaluate.explore import explore_paths
 from sglang_audit.evaluate.interpreter import (
     NOT_HOOKED,
-    Frame,
     Interpreter,
     PyRaise,
     Unmodelled,
@@ -45,13 +45,13 @@ from sglang_audit.evaluate.values import (
     Instance,
     ModuleObj,
     Native,
-    Scope,
     Unknown,
 )
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.resolve.draft import draft_quant_config
 from sglang_audit.resolve.expected import missing_module
+from sglang_audit.resolve.layer_quant import loader_quant_config, quant_config_file
 from sglang_audit.resolve.stage_common import (
     ImportWatch,
     at_module_level,
@@ -75,6 +75,7 @@ from sglang_audit.world.overlays import tensors
 
 STATUS_DATA = "data"  # a raise decided by tensor data: reported, never the layer's verdict
 STATUS_INFEASIBLE = "infeasible"  # a module body that raises: the real import did not
+TOKENS_KEY = "dispatch:hidden_states.tokens"  # the stand-in forward's token count (any value, 0 too)
 MAX_LAYER_PATHS = 64  # branches on unknown tensors explored per layer (each is a few ms)
 
 
@@ -179,6 +180,7 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
     # the decisions taken, as (key, truth) pairs -> the layer FusedMoE.__init__ left; and
     # "data_keys" -> the tensor keys of the raise that ended the last run
     built: dict[Any, Any] = {}
+    current: dict[str, Any] = {}  # "state": the state of the run under way
     branches = _TensorBranches(spec, built)
 
     def assert_on_tensors(value: Unknown, file: str, line: int, text: str) -> bool | None:
@@ -191,7 +193,7 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
 
     def run() -> _Outcome:
         with interp.filtered_decisions(assert_on_tensors):
-            return _run_once(interp, role, spec, built)
+            return _run_once(interp, role, spec, built, current)
 
     watch = ImportWatch(interp, spec["moe"]["optional_packages"])
     with interp.watched_imports(watch):
@@ -241,12 +243,13 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
 
 
 # ---- one evaluation of the layer ----------------------------------------------------------
-def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dict[Any, Any]) -> _Outcome:
+def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dict[Any, Any], current: dict[str, Any]) -> _Outcome:
     """One branch assignment. ``built`` keeps the layer as FusedMoE.__init__ left it when
     building it took no decision: later branches start from a copy instead of rebuilding."""
     state: dict[str, Any] = {"weights_created": False, "method": "", "runner": "", "chain": []}
     publish_server_args(interp, spec, role.server_args)
-    with interp.hooked_calls(_hook(interp, spec, state, role.server_args)):
+    current["state"] = state  # a runner stand-in kept from an earlier run reports to this run's state
+    with interp.hooked_calls(_hook(interp, spec, state, role.server_args, current)):
         return _run_hooked(interp, role, spec, built, state)
 
 
@@ -275,10 +278,10 @@ def _run_hooked(interp: Interpreter, role: _Role, spec: dict[str, Any], built: d
             interp.call(interp.getattr(method, "process_weights_after_loading"), [layer], {})
         dispatch = _dispatch_output(interp, spec, layer, (_moe_args(role.model_config, spec) or {}).get("hidden_size"))
         result = interp.call(interp.getattr(method, "apply"), [layer, dispatch], {})
-        return _Outcome(STATUS_UNKNOWN, f"apply() returned without reaching a kernel entry point listed in rules/layers.toml ({_short(result)})",
-                        runner=state["runner"], method=state["method"])
+        return _no_kernel(interp, _Outcome(STATUS_UNKNOWN, f"apply() returned without reaching a kernel entry point listed in rules/layers.toml ({_short(result)})",
+                                           runner=state["runner"], method=state["method"]))
     except _KernelReached as hit:
-        o = hit.outcome
+        o = _no_kernel(interp, hit.outcome) if hit.outcome.status == STATUS_UNKNOWN else hit.outcome
         return _Outcome(o.status, o.value, o.site, o.code, o.exception, state["runner"], state["method"], (*state["chain"], *o.chain),
                         o.tensors)
     except EVALUATION_ENDS as exc:
@@ -293,6 +296,15 @@ def _run_hooked(interp: Interpreter, role: _Role, spec: dict[str, Any], built: d
     finally:
         if restore is not None:
             restore()
+
+
+def _no_kernel(interp: Interpreter, outcome: _Outcome) -> _Outcome:
+    """A run that ended without a kernel after a branch on the forward's token count (``if
+    x.shape[0] == 0: return``, an empty batch) says nothing about the layer's kernel: reported
+    with the tensor-data outcomes, never the answer. Any other such run stays unknown."""
+    if any(TOKENS_KEY in (d.key or "") for d, _ in interp.taken):
+        return replace(outcome, status=STATUS_DATA, value=f"no kernel on an empty batch: {outcome.value}")
+    return outcome
 
 
 def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], spec: dict[str, Any]) -> _Outcome:
@@ -320,12 +332,13 @@ def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], 
                     runner=state["runner"], method=state["method"])
 
 
-def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any], server_args: Any) -> Any:
+def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any], server_args: Any, current: dict[str, Any]) -> Any:
     functions = {k["function"]: k["label"] for k in spec["kernel"] if "function" in k}
     externals = {k["external"]: k["label"] for k in spec["kernel"] if "external" in k}
     runner = spec["moe"]["runner"]
     process_state = tuple(spec["moe"]["process_state_modules"])
     process_values = spec["moe"]["process_values"]
+    jit_builders = frozenset(spec["moe"].get("jit_builders", ()))
     regex_aliases = spec["moe"]["regex_aliases"]
     regex_compile = set(spec["moe"]["regex_compile"])
     external_attrs: set[tuple[int, str]] = set()  # attributes set on outside objects (tensors)
@@ -343,6 +356,9 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any], serv
                 file, line = site()
                 raise _KernelReached(_Outcome(STATUS_RESOLVED, functions[qual], f"{file}:{line}", f"{func.name}(...)",
                                               tensors=kernel_tensors(args, kwargs)))
+            if qual in jit_builders:
+                # a native module compiled from the tree's C++ at first use: outside code
+                return External(f"{qual}({', '.join(a for a in args if isinstance(a, str))})")
             if func.module.name.startswith(process_state):
                 if func.name in process_values:
                     return process_value(process_values[func.name], server_args)
@@ -369,13 +385,15 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any], serv
                                               tensors=kernel_tensors(args, kwargs)))
             return NOT_HOOKED
         if kind is Class:
-            if func.name == runner["class"] and func.module is not None and func.module.name == runner["module"]:
+            if func.name == runner["class"] and func.module is not None and func.module.name == runner["module"] \
+                    and not state.get("real_runner"):
                 backend = args[0] if args else kwargs.get("runner_backend")
                 value = backend.attrs.get("_value_") if isinstance(backend, Instance) else backend
                 state["runner"] = value if isinstance(value, str) else repr(value)
                 file, line = site()
                 state["chain"].append(ChainStep(file, line, _guards_text(interp.guards), state["runner"], "MoeRunner(...)", "layers", "runner"))
-                return _runner_standin(interp, spec, func, backend, value)
+                config = args[1] if len(args) > 1 else kwargs.get("config")
+                return _runner_standin(interp, spec, func, backend, value, config, current)
             return NOT_HOOKED
         if kind is Native and func.name == "hasattr" and len(args) >= 2 and isinstance(args[1], str):
             # the same rule for an abstract tensor or a parameter: what torch has, or SGLang set
@@ -435,7 +453,8 @@ def _made_outside(value: Any) -> bool:
     return isinstance(value, External) and value.path.endswith(")")
 
 
-def _runner_standin(interp: Interpreter, spec: dict[str, Any], cls: Class, backend: Any, value: Any) -> Instance:
+def _runner_standin(interp: Interpreter, spec: dict[str, Any], cls: Class, backend: Any, value: Any, config: Any,
+                    current: dict[str, Any]) -> Instance:
     inst = Instance(Class(cls.name, (), {}, cls.module))
     inst.attrs["runner_backend"] = backend
 
@@ -448,11 +467,65 @@ def _runner_standin(interp: Interpreter, spec: dict[str, Any], cls: Class, backe
                 where = _find_call(i, rk["module"], rk["call"])
                 code = f"MoeRunner({value}).run(..., {info_name}) -> {rk['call']}" + (f" at {where}" if where else "")
                 raise _KernelReached(_kernel(i, rk["label"], code, kernel_tensors([info], {})))
+        if isinstance(backend, Instance) and config is not None:
+            state = current["state"]  # the run calling it (the layer may be a copy of an earlier run's)
+            # not listed: the release's own MoeRunner, built as create_moe_runner built it (its
+            # __init__ imports the module registering the backend's fused function and looks
+            # it up), then its run() evaluated down to a kernel entry point ([[kernel]])
+            state["real_runner"] = True
+            try:
+                real = i.instantiate(cls, [backend, config], {})
+            except PyRaise as raised:
+                elsewhere = _registered_unimported(i, value)
+                if elsewhere:
+                    # the registry is filled by imports: a module this evaluation did not import
+                    # may register it in a real process; SGLang's raise is not the verdict then
+                    raise _KernelReached(_Outcome(
+                        STATUS_UNKNOWN, f"MoeRunner({value}) raised at {raised.file}:{raised.line}, but {elsewhere} registers a fused "
+                        f"function for {value!r} and was not imported here: whether a worker has imported it is not known",
+                        f"{file}:{line}")) from None
+                raise
+            finally:
+                state["real_runner"] = False
+            fused = real.attrs.get("fused_func") if isinstance(real, Instance) else None
+            how = (f"its fused function {fused.name} ({fused.module.file}:{fused.line})" if isinstance(fused, Function)
+                   else "its runner core")
+            state["chain"].append(ChainStep(file, line, _guards_text(i.guards), value,
+                                            f"MoeRunner({value}).run(..., {info_name}) -> {how}", "layers", "runner"))
+            result = i.call(i.getattr(real, "run"), args, kwargs)
+            raise _KernelReached(_Outcome(STATUS_UNKNOWN, f"MoeRunner({value}).run with {info_name} returned without reaching a "
+                                                          f"kernel entry point listed in rules/layers.toml ({_short(result)})",
+                                          f"{file}:{line}"))
         raise _KernelReached(_Outcome(STATUS_UNKNOWN, f"MoeRunner({value}).run with {info_name}: the runner's fused function is not listed in rules/layers.toml",
                                       f"{file}:{line}"))
 
     inst.attrs["run"] = Native("MoeRunner.run", run)
     return inst
+
+
+def _registered_unimported(interp: Interpreter, backend: Any) -> str:
+    """A file of the release whose text registers a fused function for ``backend``
+    (``@register_fused_func(..., "<backend>")``) and that this evaluation did not load, or "".
+    A text scan (cached per tree), used only to withhold a verdict, never to give one."""
+    key = ("fused_func_registrations", interp.root)
+    found = interp.cache.prepared.get(key)
+    if found is None:
+        found = {}
+        pattern = re.compile(r"register_fused_func\(\s*[\"'][^\"']*[\"']\s*,\s*[\"']([^\"']+)[\"']")
+        for path in sorted(interp.root.rglob("*.py")):
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            for name in pattern.findall(text) if "register_fused_func" in text else ():
+                found.setdefault(name, []).append(path)
+        interp.cache.prepared[key] = found
+    loaded = {getattr(m, "file", None) for m in interp.modules.values()}
+    for path in found.get(backend, []) if isinstance(backend, str) else ():
+        rel = path.relative_to(interp.root).as_posix()
+        if rel not in loaded and str(path) not in loaded:
+            return rel
+    return ""
 
 
 def _find_call(interp: Interpreter, module: str, name: str) -> str:
@@ -611,73 +684,15 @@ def _quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any], state:
     if isinstance(cfg, HFConfig):
         cfg = cfg.attrs
     if not isinstance(cfg, dict):
-        raise Unmodelled("the model's quantization_config is not in config.json (hf_quant_config.json is not modelled)")
+        cfg = quant_config_file(interp, cls, role.model_config)
     qc = interp.call(interp.getattr(cls, "from_config"), [cfg], {})
-    qc = _loader_quant_config(interp, moe, role.model_config, qc)
+    qc = loader_quant_config(interp, moe, role.model_config, qc)
     if role.draft:
         hf = role.model_config.attrs.get("hf_config")
         layer_cls = interp.getattr(interp.load_module(moe["layer_module"]), moe["layer_class"])
         qc = draft_quant_config(interp, spec["model_registry"], _architecture(role.model_config), hf, qc, state["chain"],
                                 layer_cls if isinstance(layer_cls, Class) else None, role.server_args)
     return qc
-
-
-def _loader_quant_config(interp: Interpreter, moe: dict[str, Any], model_config: Any, qc: Any) -> Any:
-    """The quant config as the release's model loader hands it to the model: the loader
-    function's imports and its ``if`` statements on the config (``isinstance(quant_config,
-    Fp8Config)``: ``is_fp4_experts`` from the ModelConfig, ...) evaluated with the config
-    built and the ModelConfig bound (``[moe] loader_quant_config``), when the ModelConfig
-    carries a fact the loader hands on (``when_model_config``)."""
-    spec = moe.get("loader_quant_config")
-    if not spec or qc is None or interp.find_module_file(spec["module"]) is None:
-        return qc
-    attrs = model_config.attrs if isinstance(model_config, Instance) else {}
-    if not any(attrs.get(name) not in (None, False) for name in spec["when_model_config"]):
-        return qc  # no checkpoint layout fact for the loader to hand on
-    mod = interp.load_module(spec["module"])
-    func = mod.globals.get(spec["function"]) if isinstance(mod, ModuleObj) else None
-    if not isinstance(func, Function):
-        return qc
-    var = spec["variable"]
-    bound = _assigned_names(func.body) | {p.name for p in func.params}
-    stmts = _loader_statements(func.body, var, frozenset(bound - {var, "model_config"}))
-    scope = Scope(parent=func.closure, local_names=frozenset(_assigned_names(func.body)))
-    for p in func.params:
-        scope.vars[p.name] = Unknown(f"{func.name} argument {p.name} (not modelled)", f"loader-arg:{p.name}")
-    scope.vars["model_config"] = model_config
-    scope.vars[var] = qc
-    frame = Frame(module=func.module, scope=scope, func=func, depth=interp.depth)
-    interp.exec_block(stmts, frame)
-    return scope.vars[var]
-
-
-def _loader_statements(body: list[ir.Node], var: str, others: frozenset[str]) -> list[ir.Node]:
-    """In source order, at any depth of ``body``: its imports, and the ``if`` statements whose
-    test reads ``var`` and no other local (``others``: not bound here) and whose body holds no
-    return (the statements enclosing them are not run: the config they would build is the
-    one given)."""
-    found: list[ir.Node] = []
-    for node in body:
-        if isinstance(node, (ir.Import, ir.ImportFrom)):
-            found.append(node)
-        elif (isinstance(node, ir.If) and _reads_name(node.test, var)
-              and not any(isinstance(n, ir.Name) and n.id in others for n in ir.walk(node.test))):
-            if not any(isinstance(x, ir.Return) for x in ir.walk([*node.body, *node.orelse])):
-                found.append(node)
-        else:
-            for block in ("body", "orelse", "finalbody"):
-                inner = getattr(node, block, None)
-                if isinstance(inner, list):
-                    found.extend(_loader_statements(inner, var, others))
-    return found
-
-
-def _reads_name(node: Any, name: str) -> bool:
-    return any(isinstance(n, ir.Name) and n.id == name for n in ir.walk(node))
-
-
-def _assigned_names(body: Any) -> set[str]:
-    return {t.id for n in ir.walk(body) if isinstance(n, ir.Assign) for t in n.targets if isinstance(t, ir.Name)}
 
 
 def _swap_to_speculative(interp: Interpreter, spec: dict[str, Any]) -> Any:
@@ -719,7 +734,7 @@ def _dispatch_output(interp: Interpreter, spec: dict[str, Any], layer: Instance,
         # the activations entering the MoE layer: (tokens, the model's hidden_size, as the
         # constructor was given it: never the layer's padded one) in the dtype the layer was
         # built with (params_dtype); the token count is a forward's, unknown here
-        tokens = Unknown("the token count of tensor hidden_states (not known before a forward)", "dispatch:hidden_states.tokens")
+        tokens = Unknown("the token count of tensor hidden_states (not known before a forward)", TOKENS_KEY)
         fields["hidden_states"] = tensors.AbstractTensor((tokens, hidden), layer.attrs.get("params_dtype", External("torch.bfloat16")),
                                                          "cuda", False, "(the MoE layer's input hidden_states)")
     if interp.find_module_file(moe["dispatch_module"]) is not None:

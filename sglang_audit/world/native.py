@@ -256,8 +256,8 @@ class NativeWorld:
             values.update(python_overlay(self))
         for name, target_overlay in TARGET_OVERLAYS.items():
             made = target_overlay(self)
-            if name == "torch:tensors":
-                values.update(made)  # a model of torch itself, the same for every target: not a read
+            if name.endswith(":tensors"):
+                values.update(made)  # a model of torch (FlashInfer) itself, the same for every target: not a read
                 continue
             # importlib's answers come from the packages (a key of their own where it matters)
             what = {"importlib": "packages", "transformers": "model", "safetensors": "model"}.get(name, "device")

@@ -186,11 +186,23 @@ def make_enum(interp: Interpreter, cls: Class) -> None:
     counter = 0
     if any(p.endswith("IntEnum") or p.endswith("IntFlag") or p == "int" for p in cls.external_bases):
         cls.flags.add("int_mixin")
+    # the member values' data type when the class mixes one in and keeps its __new__
+    # (a class defining __new__ makes its members from the tuple itself)
+    own_new = any("__new__" in c.ns for c in cls.mro())
+    mixin: type | None = None if own_new else int if "int_mixin" in cls.flags else str if "str_mixin" in cls.flags else None
     for name, value in list(cls.ns.items()):
         if name.startswith("_") or isinstance(value, (Function, StaticMethod, ClassMethod, Property, Native, Cached, Class)):
             continue
         if isinstance(value, Unknown) or isinstance(value, External):
             continue
+        if isinstance(value, tuple) and mixin is not None and is_plain_data(value):
+            # a data-type mixin's member value given as a tuple is the mixin's arguments:
+            # EnumType builds `int(*value)` (SGLang's `class RoutingMethodType(IntEnum):
+            # Default = (0,)` has the value 0, layers/moe/utils.py); a plain Enum keeps the tuple
+            try:
+                value = mixin(*value)
+            except (TypeError, ValueError):
+                pass  # CPython fails the class statement; the tuple stays (not a verdict)
         if isinstance(value, EnumAuto):
             counter += 1
             value = name.lower() if "str_mixin" in cls.flags else counter

@@ -7,7 +7,9 @@ I/O functions answered from config.json and the device, ``rules/boundaries.toml`
 ``checkpoint.py`` (safetensors' ``safe_open`` and a binary read of a safetensors file,
 answered from the checkpoint's headers, ``inputs/checkpoint.py``), ``tensors.py`` (torch's
 tensors as shape, dtype and device without data, and ``torch.nn.Parameter`` as a class SGLang's
-parameter classes subclass; the same for every target, so never a target read).
+parameter classes subclass; the same for every target, so never a target read),
+``libtensors.py`` (kernel libraries' pure tensor helpers, FlashInfer's convert_to_block_layout,
+as the shapes their Python bodies give).
 ``OVERLAYS`` maps a module name to its attribute lister; ``NativeWorld`` composes these with
 the pure Python ones of ``evaluate/overlays``.
 """
@@ -17,7 +19,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sglang_audit.world.overlays import boundaries, checkpoint, device, packages, tensors
+from sglang_audit.world.overlays import (
+    boundaries,
+    checkpoint,
+    device,
+    libtensors,
+    packages,
+    tensors,
+)
 from sglang_audit.world.overlays.host import TargetHost
 
 TargetOverlay = Callable[[TargetHost], dict[str, Any]]
@@ -35,6 +44,7 @@ OVERLAYS: dict[str, TargetOverlay] = {
     "torch": device.torch_attrs,
     # a second lister of torch's names, keyed "<module>:<part>": the same for every target
     "torch:tensors": tensors.tensor_attrs,
+    "flashinfer:tensors": libtensors.flashinfer_attrs,
     "transformers": boundaries.transformers_attrs,
     "triton": device.triton_attrs,
 }

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from sglang_audit import factfiles
-from sglang_audit.evaluate.values import External, Native, Unknown
+from sglang_audit.evaluate.values import Class, External, Instance, Native, Unknown
 
 if TYPE_CHECKING:
     from sglang_audit.evaluate.interpreter import Interpreter
@@ -46,7 +46,7 @@ class Packages:
             return Unknown("find_spec of an unknown name")
         top = name.split(".")[0]
         if top == self.package_name:
-            return External(f"spec:{name}") if interp.find_module_file(name) is not None else None
+            return _source_spec(interp, name)
         state = self.package_state(top)
         if state is True:
             return External(f"spec:{name}")
@@ -74,6 +74,28 @@ class Packages:
         if norm == "torch":
             return self.torch_version
         raise interp.make_raise("PackageNotFoundError", name)
+
+
+def _source_spec(interp: Interpreter, name: str) -> Any:
+    """importlib's ModuleSpec of a module of the analysed source tree, located as the import
+    system locates it: ``origin`` is the file ``__file__`` names (a package's ``__init__.py``;
+    None for a namespace package) and a package's ``submodule_search_locations`` its directory,
+    so SGLang's probes of files next to it (0.5.16 jit_kernel/utils/compile.py
+    ``Path(find_spec("sglang.jit_kernel").origin).parent / "include"``) are answered from the
+    source tree; None for a module the tree lacks. Other attributes are unknown."""
+    found = interp.find_module_file(name)
+    if found is None:
+        return None
+    path, package = found
+    namespace = package and path.name != "__init__.py"
+    def other(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        return Unknown(f"ModuleSpec.{args[-1]} of {name}", f"spec:{name}.{args[-1]}")
+
+    spec = Instance(Class("ModuleSpec", (), {"__getattr__": Native("ModuleSpec.__getattr__", other)}, None))
+    spec.attrs.update(name=name, origin=None if namespace else str(path), has_location=not namespace,
+                      submodule_search_locations=[str(path if namespace else path.parent)] if package else None,
+                      parent=name if package else name.rpartition(".")[0])
+    return spec
 
 
 def importlib_attrs(host: TargetHost) -> dict[str, Any]:

@@ -1,0 +1,91 @@
+"""The quant config the model loader hands a model's layers (the MoE layer stage, ``layers.py``):
+from config.json's ``quantization_config``, else from the file the quant config class names in
+the model directory, then what the loader's own statements do to it (``[moe]
+loader_quant_config`` in rules/layers.toml)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from sglang_audit.evaluate.interpreter import Frame, Interpreter, Unmodelled
+from sglang_audit.evaluate.values import Function, Instance, ModuleObj, Scope, Unknown
+from sglang_audit.frontend import ir
+from sglang_audit.inputs.modeldir import HF_QUANT_CONFIG, model_checkpoint
+
+
+def quant_config_file(interp: Interpreter, cls: Any, model_config: Instance) -> dict[str, Any]:
+    """The quantization config the model loader reads when config.json has none: the file the
+    quant config class names (``get_config_filenames()``, evaluated; modelopt's
+    ``["hf_quant_config.json"]``) in the model directory (0.5.16/0.5.23
+    model_loader/weight_utils.py get_quant_config: ``quant_cls.from_config(json.load(f))``),
+    read through the model directory reader. Only hf_quant_config.json is read; another file
+    is unknown."""
+    names = interp.call(interp.getattr(cls, "get_config_filenames"), [], {})
+    path = model_config.attrs.get("model_path")
+    if not isinstance(names, list) or HF_QUANT_CONFIG not in names or not isinstance(path, str) or not Path(path).is_dir():
+        raise Unmodelled(f"the model's quantization_config is not in config.json and its class reads {names!r} "
+                         f"(only {HF_QUANT_CONFIG} in a local model directory is modelled)")
+    data = model_checkpoint(Path(path)).hf_quant
+    if not isinstance(data, dict):
+        raise Unmodelled(f"the model's quantization_config is neither in config.json nor in a readable {HF_QUANT_CONFIG}")
+    return copy.deepcopy(data)
+
+
+def loader_quant_config(interp: Interpreter, moe: dict[str, Any], model_config: Any, qc: Any) -> Any:
+    """The quant config as the release's model loader hands it to the model: the loader
+    function's imports and its ``if`` statements on the config (``isinstance(quant_config,
+    Fp8Config)``: ``is_fp4_experts`` from the ModelConfig, ...) evaluated with the config
+    built and the ModelConfig bound (``[moe] loader_quant_config``), when the ModelConfig
+    carries a fact the loader hands on (``when_model_config``)."""
+    spec = moe.get("loader_quant_config")
+    if not spec or qc is None or interp.find_module_file(spec["module"]) is None:
+        return qc
+    attrs = model_config.attrs if isinstance(model_config, Instance) else {}
+    if not any(attrs.get(name) not in (None, False) for name in spec["when_model_config"]):
+        return qc  # no checkpoint layout fact for the loader to hand on
+    mod = interp.load_module(spec["module"])
+    func = mod.globals.get(spec["function"]) if isinstance(mod, ModuleObj) else None
+    if not isinstance(func, Function):
+        return qc
+    var = spec["variable"]
+    bound = _assigned_names(func.body) | {p.name for p in func.params}
+    stmts = _loader_statements(func.body, var, frozenset(bound - {var, "model_config"}))
+    scope = Scope(parent=func.closure, local_names=frozenset(_assigned_names(func.body)))
+    for p in func.params:
+        scope.vars[p.name] = Unknown(f"{func.name} argument {p.name} (not modelled)", f"loader-arg:{p.name}")
+    scope.vars["model_config"] = model_config
+    scope.vars[var] = qc
+    frame = Frame(module=func.module, scope=scope, func=func, depth=interp.depth)
+    interp.exec_block(stmts, frame)
+    return scope.vars[var]
+
+
+def _loader_statements(body: list[ir.Node], var: str, others: frozenset[str]) -> list[ir.Node]:
+    """In source order, at any depth of ``body``: its imports, and the ``if`` statements whose
+    test reads ``var`` and no other local (``others``: not bound here) and whose body holds no
+    return (the statements enclosing them are not run: the config they would build is the
+    one given)."""
+    found: list[ir.Node] = []
+    for node in body:
+        if isinstance(node, (ir.Import, ir.ImportFrom)):
+            found.append(node)
+        elif (isinstance(node, ir.If) and _reads_name(node.test, var)
+              and not any(isinstance(n, ir.Name) and n.id in others for n in ir.walk(node.test))):
+            if not any(isinstance(x, ir.Return) for x in ir.walk([*node.body, *node.orelse])):
+                found.append(node)
+        else:
+            for block in ("body", "orelse", "finalbody"):
+                inner = getattr(node, block, None)
+                if isinstance(inner, list):
+                    found.extend(_loader_statements(inner, var, others))
+    return found
+
+
+def _reads_name(node: Any, name: str) -> bool:
+    return any(isinstance(n, ir.Name) and n.id == name for n in ir.walk(node))
+
+
+def _assigned_names(body: Any) -> set[str]:
+    return {t.id for n in ir.walk(body) if isinstance(n, ir.Assign) for t in n.targets if isinstance(t, ir.Name)}
