@@ -375,23 +375,7 @@ def _yield_of(stmt: ir.Node) -> ir.Node | None:
 def _holds_yield(stmt: ir.Node | list[Any]) -> bool:
     """Whether a yield of this generator sits in ``stmt`` (nested functions, lambdas and
     classes hold their own, not this generator's)."""
-    stack: list[Any] = [stmt]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (list, tuple)):
-            stack.extend(node)
-            continue
-        if not isinstance(node, ir.Node):
-            continue
-        if node.kind == "Yield":
-            return True
-        if node is not stmt and node.kind in ("FunctionDef", "ClassDef", "Lambda"):
-            continue
-        for slot in getattr(node, "__slots__", ()):
-            child = getattr(node, slot, None)
-            if isinstance(child, (ir.Node, list, tuple)):
-                stack.append(child)
-    return False
+    return any(node.kind == "Yield" for node in ir.walk(stmt, into_scopes=False))
 
 
 class _GenLevel:

@@ -242,14 +242,21 @@ STATEMENT_KINDS = frozenset(
 )
 
 
-def walk(nodes: Any) -> Iterator[Node]:
+_SCOPES = ("FunctionDef", "ClassDef", "Lambda")
+
+
+def walk(nodes: Any, into_scopes: bool = True) -> Iterator[Node]:
     """Every node under ``nodes`` (a node or a list), statements and expressions, breadth first
-    (source order within a body)."""
-    stack = deque(nodes) if isinstance(nodes, list) else deque([nodes])
+    (source order within a body). ``into_scopes=False``: a function, class or lambda below the
+    root is yielded but not entered (its body is another scope's)."""
+    roots = nodes if isinstance(nodes, list) else [nodes]
+    stack = deque(roots)
     while stack:
         node = stack.popleft()  # list.pop(0) made a walk of a large module quadratic
         if isinstance(node, Node):
             yield node
+            if not into_scopes and node.kind in _SCOPES and node is not nodes:
+                continue
             for slot in getattr(node, "__slots__", ()) or getattr(node, "__dataclass_fields__", {}):
                 child = getattr(node, slot, None)
                 if isinstance(child, Node):

@@ -299,11 +299,12 @@ def _helper(reader: FlashInferReader, lib: LibraryEval, module: str, name: str, 
     rest: list[str] = []
     for stmt in found.func.body:
         if not isinstance(stmt, ir.If) or not any(_returns_false(s) for s in stmt.body):
-            why = lib.run_prefix(stmt, frame)
-            if why.startswith("raises "):
+            stopped = lib.run_prefix(stmt, frame)
+            if stopped is not None and stopped.raised:
                 # the helper's own code fails on the device before any guard: it answers nothing
                 return KernelLayer("helper", name, found.rel, stmt.line, UNKNOWN,
-                                   f"`{flat_text(stmt.text)}` {why} on {sm}: the helper cannot answer", enforced=False)
+                                   f"`{flat_text(stmt.text)}` {stopped.why} on {sm}: the helper cannot answer",
+                                   enforced=False)
             continue
         got = lib.test(stmt.test, frame)
         if got.holds is None:

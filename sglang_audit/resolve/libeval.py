@@ -54,6 +54,15 @@ class GuardValue:
     why: str = ""
 
 
+@dataclass(frozen=True)
+class Stopped:
+    """Why a statement before the guards did not run: ``raised`` when the library's own code
+    raised on the device (``why`` then says ``raises <Exception>: <message>``)."""
+
+    why: str
+    raised: bool
+
+
 class LibraryEval:
     """One library tree (``package_dir``: the directory of its top-level package) evaluated for
     one device; functions are bound in their modules as the interpreter loads them."""
@@ -108,13 +117,12 @@ class LibraryEval:
             scope.vars[p.name] = Unknown(f"argument {p.name} of {func.qualname} (the caller's)")
         return Frame(module=func.module, scope=scope, func=func, depth=1)
 
-    def run_prefix(self, stmt: ir.Node, frame: Frame) -> str:
+    def run_prefix(self, stmt: ir.Node, frame: Frame) -> Stopped | None:
         """Run one statement before the guards if it only binds names (an assignment); a name it
-        cannot bind on the device alone is unknown. Returns what stopped it: "" when it ran
-        (or is not an assignment), else the reason, ``raises ...`` when the library's own code
-        raised on the device."""
+        cannot bind on the device alone is unknown. None when it ran (or is not an
+        assignment), else what stopped it."""
         if not isinstance(stmt, ir.Assign | ir.AnnAssign):
-            return ""
+            return None
         try:
             with self._opaque_branches():
                 self.interp.exec_block([stmt], frame)
@@ -124,8 +132,8 @@ class LibraryEval:
                 if frame.scope is not None:
                     frame.scope.vars[name] = Unknown(f"{frame.module.file}:{stmt.line} not evaluated on the device "
                                                      f"alone ({why})")
-            return why
-        return ""
+            return Stopped(why, isinstance(exc, PyRaise))
+        return None
 
     def test(self, node: ir.Node, frame: Frame) -> GuardValue:
         """The truth of a guard's test in ``frame``."""
