@@ -107,7 +107,15 @@ def _value(tp: Any, value: Any, file: str, where: str) -> Any:
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        return _value(inner[0], value, file, where)
+        if len(inner) == 1:
+            return _value(inner[0], value, file, where)
+        for alt in inner:  # the first alternative the value is (str | int | bool: in that order)
+            try:
+                return _value(alt, value, file, where)
+            except FactFileError:
+                continue
+        wants = " or ".join(_WANT.get(a, "a table") for a in inner)
+        raise FactFileError(f"{file}: {where}: expected {wants}, got {_shown(value)}")
     if dataclasses.is_dataclass(tp):
         return convert(tp, value, file, where)  # type: ignore[arg-type]
     if origin is tuple:
@@ -120,13 +128,16 @@ def _value(tp: Any, value: Any, file: str, where: str) -> Any:
         return FrozenDict({k: _value(args[1], v, file, _at(where, k)) for k, v in value.items()})
     if tp is Any:
         return value
-    want = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}[tp]
+    want = _WANT[tp]
     ok = isinstance(value, tp) and not (tp is int and isinstance(value, bool))
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if not ok:
         raise FactFileError(f"{file}: {where}: expected {want}, got {_shown(value)}")
     return value
+
+
+_WANT: dict[Any, str] = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
 
 
 def _key(name: str) -> str:
@@ -473,3 +484,135 @@ class KernelsFacts:
 def kernels() -> KernelsFacts:
     """rules/kernels.toml: the FlashInfer entry point each setting's value makes SGLang call."""
     return load(KernelsFacts, "kernels.toml")
+
+
+# ---- rules/layers.toml --------------------------------------------------------------------
+# Declared here, not in factschema.py: the layer stages read it on every resolve.
+
+# A process value (`[moe.process_values]`, process objects): a server-args field name or an
+# "a/b" quotient of two (str), or a literal (int, bool); `process_value` computes it.
+ProcessValue = str | int | bool
+
+
+@dataclass(frozen=True)
+class GlobalServerArgs:
+    module: str
+    setter: str  # releases before the publish() bag: the setter the scheduler calls
+
+
+@dataclass(frozen=True)
+class LoaderQuantConfig:
+    module: str
+    function: str
+    variable: str  # the function's variable holding the quant config
+    when_model_config: tuple[str, ...]  # ModelConfig facts that make the loader change it
+
+
+@dataclass(frozen=True)
+class WorkerGroups:
+    module: str
+    getter: str
+    declarations: str
+    computed_by: str
+    stamp: str
+
+
+@dataclass(frozen=True)
+class MoeRunnerFacts:
+    module: str
+    class_: str
+
+
+@dataclass(frozen=True)
+class SpeculativeSwap:
+    """One shape of the draft model's swap to the speculative MoE runner: a module global
+    (``global_``) or a path in a flags object (``flags``, ``path``) set from ``getter``."""
+
+    module: str
+    getter: str
+    global_: str = ""
+    flags: str = ""
+    path: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if bool(self.global_) == bool(self.flags) or (self.flags and not self.path):
+            raise FactFileError(f"rules/layers.toml: moe.speculative_swap {self.getter}: expected either global, "
+                                "or flags with a path")
+
+
+@dataclass(frozen=True)
+class MoeLayerFacts:
+    layer_module: str
+    layer_class: str
+    dispatch_module: str
+    dispatch_class: str
+    dispatch_fields: tuple[str, ...]
+    quant_registry_module: str
+    quant_registry_function: str
+    moe_keys: tuple[str, ...]
+    prefix: str
+    draft_prefix: str
+    first_moe_layer_keys: tuple[str, ...]
+    process_state_modules: tuple[str, ...]
+    verdict_files: tuple[str, ...]
+    tensor_markers: tuple[str, ...]
+    regex_aliases: dict[str, str]
+    regex_compile: tuple[str, ...]
+    optional_packages: tuple[str, ...]
+    global_server_args: GlobalServerArgs
+    process_values: dict[str, ProcessValue]
+    init_args: dict[str, tuple[str, ...]]
+    speculative_swap: tuple[SpeculativeSwap, ...]
+    runner: MoeRunnerFacts
+    loader_quant_config: LoaderQuantConfig | None = None
+    worker_groups: WorkerGroups | None = None
+    jit_builders: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelRegistryFacts:
+    package: str
+    entry: str
+    body_files: tuple[str, ...]
+    external_env: str
+    process_state_modules: tuple[str, ...]
+    pure_functions: tuple[str, ...] = ()
+    # getter -> attribute -> a process value, or a nested object's attributes
+    process_objects: dict[str, dict[str, ProcessValue | dict[str, ProcessValue]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LayerKernel:
+    """A kernel entry point: SGLang's own ``function`` or an outside ``external`` one."""
+
+    label: str
+    function: str = ""
+    external: str = ""
+
+    def __post_init__(self) -> None:
+        if bool(self.function) == bool(self.external):
+            raise FactFileError(f"rules/layers.toml: kernel {self.label!r}: expected exactly one of function, external")
+
+
+@dataclass(frozen=True)
+class RunnerKernel:
+    backend: str
+    quant_info: str
+    module: str
+    call: str
+    label: str
+
+
+@dataclass(frozen=True)
+class LayersFacts:
+    moe: MoeLayerFacts
+    model_registry: ModelRegistryFacts
+    kernel: tuple[LayerKernel, ...]
+    runner_kernel: tuple[RunnerKernel, ...] = ()
+
+
+@functools.cache
+def layers() -> LayersFacts:
+    """rules/layers.toml: the MoE layer, the model registry and the kernel entry points the layer
+    stages evaluate SGLang's code against."""
+    return load(LayersFacts, "layers.toml")

@@ -236,3 +236,29 @@ def test_kernels_toml_loads_typed_and_a_bad_row_names_its_field() -> None:
     assert msg.startswith("rules/kernels.toml: kernel ") and "model: expected 'target' or 'draft', got 'both'" in msg
     msg = _bad_file(KernelsFacts, "kernels.toml", lambda r: r["other"][0].__setitem__("values", "cutlass"))
     assert msg == "rules/kernels.toml: other[0].values: expected a list, got 'cutlass'"
+
+
+def test_layers_toml_loads_typed_and_bad_values_name_their_field() -> None:
+    # issue 40 step 4: the last untyped fact file
+    from sglang_audit.factfiles import LayersFacts
+
+    spec = factfiles.layers()
+    raw = load_toml("layers.toml")
+    assert spec.moe.runner.class_ == raw["moe"]["runner"]["class"]
+    assert [k.function or k.external for k in spec.kernel] == [k.get("function") or k["external"] for k in raw["kernel"]]
+    # a process value is a server-args expression or a literal, kept as written
+    assert spec.moe.process_values["get_moe_expert_parallel_rank"] == 0
+    assert spec.model_registry.process_objects["get_parallel"]["pp_group"]["world_size"] == "pp_size"
+    assert [s.global_ or s.flags for s in spec.moe.speculative_swap] == \
+        [s.get("global") or s["flags"] for s in raw["moe"]["speculative_swap"]]
+    msg = _bad_file(LayersFacts, "layers.toml", lambda r: r["moe"]["process_values"].__setitem__("x", 1.5))
+    assert msg == "rules/layers.toml: moe.process_values.x: expected a string or an integer or true or false, got 1.5"
+    msg = _bad_file(LayersFacts, "layers.toml", lambda r: r["kernel"][0].__setitem__("external", "flashinfer.x"))
+    assert msg == ("rules/layers.toml: kernel 'sgl-kernel cutlass_moe_fp4': expected exactly one of function, "
+                   "external")
+    msg = _bad_file(LayersFacts, "layers.toml", lambda r: r["moe"]["speculative_swap"][1].pop("path"))
+    assert msg.startswith("rules/layers.toml: moe.speculative_swap get_speculative_moe_runner_backend: expected either")
+    msg = _bad_file(LayersFacts, "layers.toml", lambda r: r["model_registry"].pop("entry"))
+    assert msg == "rules/layers.toml: model_registry.entry: missing"
+    msg = _bad_file(LayersFacts, "layers.toml", lambda r: r["runner_kernel"][0].__setitem__("lable", "x"))
+    assert msg.startswith("rules/layers.toml: runner_kernel[0].lable: not a known key")

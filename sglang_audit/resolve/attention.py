@@ -54,7 +54,6 @@ from sglang_audit.result import (
     ChainStep,
     LayerValue,
 )
-from sglang_audit.shipped import load_toml
 
 MAX_ATTENTION_PATHS = 24  # branches on unknown runtime state explored per role
 # CPU-time budget of the stage on one resolver path (parsing excluded), outside the
@@ -89,7 +88,7 @@ def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any,
         return {}
     # the scheduler publishes the server args before the model runner builds the backend
     # (rules/layers.toml global_server_args): the MoE stage did so only for an MoE model
-    publish_server_args(interp, load_toml("layers.toml"), server_args)
+    publish_server_args(interp, factfiles.layers(), server_args)
     out: dict[str, LayerValue] = {}
     roles = [("attention_backend", model_config, False)]
     if isinstance(draft_config, Instance):

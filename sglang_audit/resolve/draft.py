@@ -13,6 +13,7 @@ process state (parallel groups) is unknown.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -34,6 +35,7 @@ from sglang_audit.evaluate.values import (
     Native,
     Unknown,
 )
+from sglang_audit.factfiles import ModelRegistryFacts
 from sglang_audit.resolve.stage_common import process_value, raise_message
 from sglang_audit.result import ChainStep
 
@@ -54,7 +56,7 @@ _NO_ARG = object()
 MAX_DRAFT_PATHS = 64  # paths of the draft's constructor explored for its MoE layer's quant config
 
 
-def draft_quant_config(interp: Interpreter, reg: dict[str, Any], arch: Any, hf: Any, qc: Any, chain: list[ChainStep],
+def draft_quant_config(interp: Interpreter, reg: ModelRegistryFacts, arch: Any, hf: Any, qc: Any, chain: list[ChainStep],
                        moe_class: Class | None = None, server_args: Any = None) -> Any:
     """The quant config the draft model's MoE layers get: the draft class (found in the
     release's own model registry) is constructed as SGLang constructs it, with the draft's
@@ -77,10 +79,10 @@ def draft_quant_config(interp: Interpreter, reg: dict[str, Any], arch: Any, hf: 
     found, init = cls.lookup("__init__")
     if not found or not isinstance(init, Function):
         raise Unmodelled(f"the draft model class {cls.name} has no __init__ the tool can read")
-    body_files = tuple(reg["body_files"])
-    process_state = tuple(reg["process_state_modules"])
-    process_objects = reg.get("process_objects", {})
-    pure = set(reg.get("pure_functions", ()))
+    body_files = reg.body_files
+    process_state = reg.process_state_modules
+    process_objects = reg.process_objects
+    pure = set(reg.pure_functions)
     outer = interp.call_hook  # the layer stage's: it knows the sizes a worker has (process values)
     standin = Class(cls.name, (cls,), {"__getattr__": Native("Module.__getattr__", _unset_attribute)}, cls.module, cls.line,
                     external_bases=())
@@ -170,7 +172,7 @@ def draft_quant_config(interp: Interpreter, reg: dict[str, Any], arch: Any, hf: 
     return reached[0].value
 
 
-def process_object(name: str, attrs: dict[str, Any], server_args: Any) -> Instance:
+def process_object(name: str, attrs: Mapping[str, Any], server_args: Any) -> Instance:
     """A process-state object (rules/layers.toml ``process_objects``): the listed attributes
     as a worker with these server args has them, any other unknown."""
     def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -249,20 +251,20 @@ def _unset_attribute(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) ->
     return Unknown(f"attribute {args[-1]!r} of a module the draft builds (not evaluated)", f"draft:{args[-1]}")
 
 
-def _registry_class(interp: Interpreter, reg: dict[str, Any], arch: Any) -> Class:
+def _registry_class(interp: Interpreter, reg: ModelRegistryFacts, arch: Any) -> Class:
     """The class SGLang's model registry maps ``arch`` to: a module of the model package whose
     ``EntryClass`` (a class or a list of classes) holds a class of that ``__name__``
     (``import_model_classes``, models/registry.py). Only modules whose text defines such a
     class are loaded."""
     if not isinstance(arch, str):
         raise Unmodelled(f"the draft model's architecture is not known ({arch!r})")
-    found = interp.find_module_file(reg["package"])
+    found = interp.find_module_file(reg.package)
     if found is None:
-        raise Unmodelled(f"the model package {reg['package']} is not in the source tree")
+        raise Unmodelled(f"the model package {reg.package} is not in the source tree")
     path, is_pkg = found
     pkg_dir = path if path.is_dir() else path.parent  # a namespace package is its directory
     if not is_pkg:
-        raise Unmodelled(f"{reg['package']} is a module, not the model package")
+        raise Unmodelled(f"{reg.package} is a module, not the model package")
     needle = f"class {arch}("
     for path in sorted(pkg_dir.glob("*.py")) + sorted(pkg_dir.glob("*/__init__.py")):  # pkgutil.iter_modules' set
         try:
@@ -271,9 +273,9 @@ def _registry_class(interp: Interpreter, reg: dict[str, Any], arch: Any) -> Clas
         except OSError:
             continue
         name = path.stem if path.name != "__init__.py" else path.parent.name
-        mod = interp.load_module(f"{reg['package']}.{name}")
-        entry = mod.globals.get(reg["entry"]) if isinstance(mod, ModuleObj) else None
+        mod = interp.load_module(f"{reg.package}.{name}")
+        entry = mod.globals.get(reg.entry) if isinstance(mod, ModuleObj) else None
         for cls in entry if isinstance(entry, (list, tuple)) else [entry]:
             if isinstance(cls, Class) and cls.name == arch:
                 return cls
-    raise Unmodelled(f"no class named {arch} in the release's model registry ({reg['entry']} of {reg['package']}.*)")
+    raise Unmodelled(f"no class named {arch} in the release's model registry ({reg.entry} of {reg.package}.*)")

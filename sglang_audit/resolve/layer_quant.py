@@ -11,6 +11,7 @@ from typing import Any
 
 from sglang_audit.evaluate.interpreter import Frame, Interpreter, Unmodelled
 from sglang_audit.evaluate.values import Function, Instance, ModuleObj, Scope, Unknown
+from sglang_audit.factfiles import MoeLayerFacts
 from sglang_audit.frontend import ir
 from sglang_audit.inputs.modeldir import HF_QUANT_CONFIG, model_checkpoint
 
@@ -33,23 +34,23 @@ def quant_config_file(interp: Interpreter, cls: Any, model_config: Instance) -> 
     return copy.deepcopy(data)
 
 
-def loader_quant_config(interp: Interpreter, moe: dict[str, Any], model_config: Any, qc: Any) -> Any:
+def loader_quant_config(interp: Interpreter, moe: MoeLayerFacts, model_config: Any, qc: Any) -> Any:
     """The quant config as the release's model loader hands it to the model: the loader
     function's imports and its ``if`` statements on the config (``isinstance(quant_config,
     Fp8Config)``: ``is_fp4_experts`` from the ModelConfig, ...) evaluated with the config
     built and the ModelConfig bound (``[moe] loader_quant_config``), when the ModelConfig
     carries a fact the loader hands on (``when_model_config``)."""
-    spec = moe.get("loader_quant_config")
-    if not spec or qc is None or interp.find_module_file(spec["module"]) is None:
+    spec = moe.loader_quant_config
+    if spec is None or qc is None or interp.find_module_file(spec.module) is None:
         return qc
     attrs = model_config.attrs if isinstance(model_config, Instance) else {}
-    if not any(attrs.get(name) not in (None, False) for name in spec["when_model_config"]):
+    if not any(attrs.get(name) not in (None, False) for name in spec.when_model_config):
         return qc  # no checkpoint layout fact for the loader to hand on
-    mod = interp.load_module(spec["module"])
-    func = mod.globals.get(spec["function"]) if isinstance(mod, ModuleObj) else None
+    mod = interp.load_module(spec.module)
+    func = mod.globals.get(spec.function) if isinstance(mod, ModuleObj) else None
     if not isinstance(func, Function):
         return qc
-    var = spec["variable"]
+    var = spec.variable
     bound = _assigned_names(func.body) | {p.name for p in func.params}
     stmts = _loader_statements(func.body, var, frozenset(bound - {var, "model_config"}))
     scope = Scope(parent=func.closure, local_names=frozenset(_assigned_names(func.body)))

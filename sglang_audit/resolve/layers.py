@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sglang_audit import factfiles
 from sglang_audit.errors import strict_mode
 from sglang_audit.evaluate.ending import EVALUATION_ENDS, ending
 from sglang_audit.evaluate.explore import explore_paths
@@ -47,6 +48,7 @@ from sglang_audit.evaluate.values import (
     Native,
     Unknown,
 )
+from sglang_audit.factfiles import LayersFacts, MoeLayerFacts
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.resolve.draft import draft_quant_config
@@ -70,7 +72,6 @@ from sglang_audit.result import (
     ChainStep,
     LayerValue,
 )
-from sglang_audit.shipped import load_toml
 from sglang_audit.world.overlays import tensors
 
 STATUS_DATA = "data"  # a raise decided by tensor data: reported, never the layer's verdict
@@ -112,7 +113,7 @@ def evaluate_layers(interp: Interpreter, server_args: Any, model_config: Any, dr
     """The layer value of ``moe_runner_backend`` (target) and ``speculative_moe_runner_backend``
     (draft), for an MoE model; {} when the model has no MoE layers or the release lacks the
     classes named in rules/layers.toml."""
-    spec = load_toml("layers.toml")
+    spec = factfiles.layers()
     roles = [_Role("moe_runner_backend", model_config, False, server_args)]
     if isinstance(draft_config, Instance):
         roles.append(_Role("speculative_moe_runner_backend", draft_config, True, server_args))
@@ -120,14 +121,14 @@ def evaluate_layers(interp: Interpreter, server_args: Any, model_config: Any, dr
     for role in roles:
         if not isinstance(role.model_config, Instance) or _moe_args(role.model_config, spec) is None:
             continue
-        if interp.find_module_file(spec["moe"]["layer_module"]) is None:
+        if interp.find_module_file(spec.moe.layer_module) is None:
             # an MoE model in a tree that should have the layer module: unknown, never skipped
             # (a skipped layer reads as a setting nothing contradicts); a partial tree without
             # its package or a scheduler is a release without this layer
-            missing = missing_module(interp, spec["moe"]["layer_module"])
+            missing = missing_module(interp, spec.moe.layer_module)
             if missing is not None:
                 out[role.setting] = LayerValue(STATUS_UNKNOWN, None, reason=(
-                    f"the MoE layer class {spec['moe']['layer_class']} not found: {missing}"))
+                    f"the MoE layer class {spec.moe.layer_class} not found: {missing}"))
             continue
         out[role.setting] = _explore(interp, role, spec)
     return out
@@ -140,7 +141,7 @@ class _TensorBranches:
     paths and never counted as a combination; once a tensor branch is flipped, the tensor
     branches it meets are flipped one at a time, not in every combination."""
 
-    def __init__(self, spec: dict[str, Any], built: dict[Any, Any]) -> None:
+    def __init__(self, spec: LayersFacts, built: dict[Any, Any]) -> None:
         self.spec = spec
         self.built = built  # _run_once leaves "data_keys" there: the tensor keys of its raise
         self.defaults: dict[str, bool] = {}
@@ -173,7 +174,7 @@ class _TensorBranches:
         return out
 
 
-def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerValue:
+def _explore(interp: Interpreter, role: _Role, spec: LayersFacts) -> LayerValue:
     """Run the layer once per assignment of its own unknown branches (depth-first, bounded);
     the resolver's decisions, taken and new lists are restored afterwards."""
     assumed: set[str] = set()
@@ -195,7 +196,7 @@ def _explore(interp: Interpreter, role: _Role, spec: dict[str, Any]) -> LayerVal
         with interp.filtered_decisions(assert_on_tensors):
             return _run_once(interp, role, spec, built, current)
 
-    watch = ImportWatch(interp, spec["moe"]["optional_packages"])
+    watch = ImportWatch(interp, spec.moe.optional_packages)
     with interp.watched_imports(watch):
         runs, complete = explore_paths(interp, run, MAX_LAYER_PATHS, branches)
     outcomes = [(outcome, tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in ran.taken))
@@ -243,7 +244,7 @@ def _join(outcomes: list[tuple[_Outcome, tuple[str, ...]]], complete: bool) -> L
 
 
 # ---- one evaluation of the layer ----------------------------------------------------------
-def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dict[Any, Any], current: dict[str, Any]) -> _Outcome:
+def _run_once(interp: Interpreter, role: _Role, spec: LayersFacts, built: dict[Any, Any], current: dict[str, Any]) -> _Outcome:
     """One branch assignment. ``built`` keeps the layer as FusedMoE.__init__ left it when
     building it took no decision: later branches start from a copy instead of rebuilding."""
     state: dict[str, Any] = {"weights_created": False, "method": "", "runner": "", "chain": []}
@@ -253,7 +254,7 @@ def _run_once(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dic
         return _run_hooked(interp, role, spec, built, state)
 
 
-def _run_hooked(interp: Interpreter, role: _Role, spec: dict[str, Any], built: dict[Any, Any], state: dict[str, Any]) -> _Outcome:
+def _run_hooked(interp: Interpreter, role: _Role, spec: LayersFacts, built: dict[Any, Any], state: dict[str, Any]) -> _Outcome:
     restore = None
     try:
         if role.draft:
@@ -307,7 +308,7 @@ def _no_kernel(interp: Interpreter, outcome: _Outcome) -> _Outcome:
     return outcome
 
 
-def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], spec: dict[str, Any]) -> _Outcome:
+def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], spec: LayersFacts) -> _Outcome:
     name, message = raise_message(interp, raised)
     site = f"{raised.file}:{raised.line}"
     if at_module_level(interp, raised.file, raised.line):
@@ -319,7 +320,7 @@ def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], 
         state["data_keys"] = [tensor_sites[s] for s in enclosing if s in tensor_sites]
         # an assert on tensor data/metadata: fails only for a checkpoint that violates it
         return _Outcome(STATUS_DATA, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"])
-    verdict = any(raised.file.startswith(prefix) for prefix in spec["moe"]["verdict_files"])
+    verdict = any(raised.file.startswith(prefix) for prefix in spec.moe.verdict_files)
     chain = (*state["chain"], *guard_steps(raised.guards),
              ChainStep(raised.file, raised.line, "", f"{name}: {message}", raised.text, "layers", "raise"))
     if raised.explicit and verdict:
@@ -332,15 +333,15 @@ def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], 
                     runner=state["runner"], method=state["method"])
 
 
-def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any], server_args: Any, current: dict[str, Any]) -> Any:
-    functions = {k["function"]: k["label"] for k in spec["kernel"] if "function" in k}
-    externals = {k["external"]: k["label"] for k in spec["kernel"] if "external" in k}
-    runner = spec["moe"]["runner"]
-    process_state = tuple(spec["moe"]["process_state_modules"])
-    process_values = spec["moe"]["process_values"]
-    jit_builders = frozenset(spec["moe"].get("jit_builders", ()))
-    regex_aliases = spec["moe"]["regex_aliases"]
-    regex_compile = set(spec["moe"]["regex_compile"])
+def _hook(interp: Interpreter, spec: LayersFacts, state: dict[str, Any], server_args: Any, current: dict[str, Any]) -> Any:
+    functions = {k.function: k.label for k in spec.kernel if k.function}
+    externals = {k.external: k.label for k in spec.kernel if k.external}
+    runner = spec.moe.runner
+    process_state = spec.moe.process_state_modules
+    process_values = spec.moe.process_values
+    jit_builders = frozenset(spec.moe.jit_builders)
+    regex_aliases = spec.moe.regex_aliases
+    regex_compile = set(spec.moe.regex_compile)
     external_attrs: set[tuple[int, str]] = set()  # attributes set on outside objects (tensors)
 
     def site() -> tuple[str, int]:
@@ -385,7 +386,7 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any], serv
                                               tensors=kernel_tensors(args, kwargs)))
             return NOT_HOOKED
         if kind is Class:
-            if func.name == runner["class"] and func.module is not None and func.module.name == runner["module"] \
+            if func.name == runner.class_ and func.module is not None and func.module.name == runner.module \
                     and not state.get("real_runner"):
                 backend = args[0] if args else kwargs.get("runner_backend")
                 value = backend.attrs.get("_value_") if isinstance(backend, Instance) else backend
@@ -412,9 +413,9 @@ def _hook(interp: Interpreter, spec: dict[str, Any], state: dict[str, Any], serv
     return hook
 
 
-def _tensor_decided(decision: Any, spec: dict[str, Any]) -> bool:
+def _tensor_decided(decision: Any, spec: LayersFacts) -> bool:
     text = f"{decision.reason} {decision.key or ''}"
-    return any(m in text for m in spec["moe"]["tensor_markers"])
+    return any(m in text for m in spec.moe.tensor_markers)
 
 
 def _compiled_pattern(pattern: str) -> Instance:
@@ -453,7 +454,7 @@ def _made_outside(value: Any) -> bool:
     return isinstance(value, External) and value.path.endswith(")")
 
 
-def _runner_standin(interp: Interpreter, spec: dict[str, Any], cls: Class, backend: Any, value: Any, config: Any,
+def _runner_standin(interp: Interpreter, spec: LayersFacts, cls: Class, backend: Any, value: Any, config: Any,
                     current: dict[str, Any]) -> Instance:
     inst = Instance(Class(cls.name, (), {}, cls.module))
     inst.attrs["runner_backend"] = backend
@@ -462,11 +463,11 @@ def _runner_standin(interp: Interpreter, spec: dict[str, Any], cls: Class, backe
         file, line = getattr(i, "_call_site", ("?", 0))
         info = args[1] if len(args) > 1 else kwargs.get("quant_info")
         info_name = info.cls.name if isinstance(info, Instance) else type(info).__name__
-        for rk in spec["runner_kernel"]:
-            if rk["backend"] == value and rk["quant_info"] == info_name:
-                where = _find_call(i, rk["module"], rk["call"])
-                code = f"MoeRunner({value}).run(..., {info_name}) -> {rk['call']}" + (f" at {where}" if where else "")
-                raise _KernelReached(_kernel(i, rk["label"], code, kernel_tensors([info], {})))
+        for rk in spec.runner_kernel:
+            if rk.backend == value and rk.quant_info == info_name:
+                where = _find_call(i, rk.module, rk.call)
+                code = f"MoeRunner({value}).run(..., {info_name}) -> {rk.call}" + (f" at {where}" if where else "")
+                raise _KernelReached(_kernel(i, rk.label, code, kernel_tensors([info], {})))
         if isinstance(backend, Instance) and config is not None:
             state = current["state"]  # the run calling it (the layer may be a copy of an earlier run's)
             # not listed: the release's own MoeRunner, built as create_moe_runner built it (its
@@ -551,28 +552,28 @@ def _architecture(model_config: Instance) -> Any:
     return archs[0] if isinstance(archs, list) and archs else None
 
 
-def _first_moe_layer(model_config: Instance, moe: dict[str, Any]) -> int:
+def _first_moe_layer(model_config: Instance, moe: MoeLayerFacts) -> int:
     hf = model_config.attrs.get("hf_config")
     if not isinstance(hf, HFConfig):
         return 0
     text = hf.attrs.get("text_config")
     for source in (text.attrs if isinstance(text, HFConfig) else text if isinstance(text, dict) else {}, hf.attrs):
-        for key in moe["first_moe_layer_keys"]:
+        for key in moe.first_moe_layer_keys:
             if isinstance(source.get(key), int):
                 return source[key]
     return 0
 
 
-def _moe_args(model_config: Instance, spec: dict[str, Any]) -> dict[str, Any] | None:
+def _moe_args(model_config: Instance, spec: LayersFacts) -> dict[str, Any] | None:
     hf = model_config.attrs.get("hf_config")
     if not isinstance(hf, HFConfig):
         return None
     text = hf.attrs.get("text_config")
     sources = [text.attrs if isinstance(text, HFConfig) else text if isinstance(text, dict) else {}, hf.attrs]
-    if not any(k in s for s in sources for k in spec["moe"]["moe_keys"]):
+    if not any(k in s for s in sources for k in spec.moe.moe_keys):
         return None
     args: dict[str, Any] = {}
-    for kw, keys in spec["moe"]["init_args"].items():
+    for kw, keys in spec.moe.init_args.items():
         value: Any = Unknown(f"{kw} of the model", f"layer:{kw}")
         for s in sources:
             hit = next((s[k] for k in keys if k in s and isinstance(s[k], int)), None)
@@ -583,14 +584,14 @@ def _moe_args(model_config: Instance, spec: dict[str, Any]) -> dict[str, Any] | 
     return args
 
 
-def _build_layer(interp: Interpreter, role: _Role, spec: dict[str, Any], state: dict[str, Any]) -> Instance:
-    moe = spec["moe"]
-    mod = interp.load_module(moe["layer_module"])
+def _build_layer(interp: Interpreter, role: _Role, spec: LayersFacts, state: dict[str, Any]) -> Instance:
+    moe = spec.moe
+    mod = interp.load_module(moe.layer_module)
     if not isinstance(mod, ModuleObj):
-        raise Unmodelled(f"{moe['layer_module']} not in the source tree")
-    base = interp.getattr(mod, moe["layer_class"])
+        raise Unmodelled(f"{moe.layer_module} not in the source tree")
+    base = interp.getattr(mod, moe.layer_class)
     if not isinstance(base, Class):
-        raise Unmodelled(f"{moe['layer_class']} is not a class in {moe['layer_module']}")
+        raise Unmodelled(f"{moe.layer_class} is not a class in {moe.layer_module}")
 
     def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
         # torch.nn.Module.__getattr__: a name never registered on the module
@@ -606,7 +607,7 @@ def _build_layer(interp: Interpreter, role: _Role, spec: dict[str, Any], state: 
     quant_config = _quant_config(interp, role, spec, state)
     kwargs = dict(_moe_args(role.model_config, spec) or {})
     first = _first_moe_layer(role.model_config, moe)
-    prefix = moe["draft_prefix"] if role.draft else moe["prefix"].format(layer=first)
+    prefix = moe.draft_prefix if role.draft else moe.prefix.format(layer=first)
     kwargs.update(layer_id=0 if role.draft else first, quant_config=quant_config, prefix=prefix,
                   params_dtype=External("torch.bfloat16"))
     found, init = base.lookup("__init__")
@@ -670,15 +671,15 @@ def _copy_layer(layer: Instance) -> Instance:
     return new
 
 
-def _quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any], state: dict[str, Any]) -> Any:
+def _quant_config(interp: Interpreter, role: _Role, spec: LayersFacts, state: dict[str, Any]) -> Any:
     quant = role.model_config.attrs.get("quantization")
     if quant is None:
         return None
     if not isinstance(quant, str):
         raise Unmodelled(f"the model's quantization is not known ({quant!r})")
-    moe = spec["moe"]
-    reg = interp.load_module(moe["quant_registry_module"])
-    cls = interp.call(interp.getattr(reg, moe["quant_registry_function"]), [quant], {})
+    moe = spec.moe
+    reg = interp.load_module(moe.quant_registry_module)
+    cls = interp.call(interp.getattr(reg, moe.quant_registry_function), [quant], {})
     hf = role.model_config.attrs.get("hf_config")
     cfg = hf.attrs.get("quantization_config") if isinstance(hf, HFConfig) else None
     if isinstance(cfg, HFConfig):
@@ -689,35 +690,35 @@ def _quant_config(interp: Interpreter, role: _Role, spec: dict[str, Any], state:
     qc = loader_quant_config(interp, moe, role.model_config, qc)
     if role.draft:
         hf = role.model_config.attrs.get("hf_config")
-        layer_cls = interp.getattr(interp.load_module(moe["layer_module"]), moe["layer_class"])
-        qc = draft_quant_config(interp, spec["model_registry"], _architecture(role.model_config), hf, qc, state["chain"],
+        layer_cls = interp.getattr(interp.load_module(moe.layer_module), moe.layer_class)
+        qc = draft_quant_config(interp, spec.model_registry, _architecture(role.model_config), hf, qc, state["chain"],
                                 layer_cls if isinstance(layer_cls, Class) else None, role.server_args)
     return qc
 
 
-def _swap_to_speculative(interp: Interpreter, spec: dict[str, Any]) -> Any:
-    for sw in spec["moe"]["speculative_swap"]:
-        if interp.find_module_file(sw["module"]) is None:
+def _swap_to_speculative(interp: Interpreter, spec: LayersFacts) -> Any:
+    for sw in spec.moe.speculative_swap:
+        if interp.find_module_file(sw.module) is None:
             continue
-        mod = interp.load_module(sw["module"])
-        if not isinstance(mod, ModuleObj) or sw["getter"] not in mod.globals:
+        mod = interp.load_module(sw.module)
+        if not isinstance(mod, ModuleObj) or sw.getter not in mod.globals:
             continue
-        if "global" in sw and sw["global"] in mod.globals:
-            value = interp.call(interp.getattr(mod, sw["getter"]), [], {})
-            old = mod.globals[sw["global"]]
-            mod.globals[sw["global"]] = value
+        if sw.global_ and sw.global_ in mod.globals:
+            value = interp.call(interp.getattr(mod, sw.getter), [], {})
+            old = mod.globals[sw.global_]
+            mod.globals[sw.global_] = value
 
-            def restore_global(m: ModuleObj = mod, k: str = sw["global"], v: Any = old) -> None:
+            def restore_global(m: ModuleObj = mod, k: str = sw.global_, v: Any = old) -> None:
                 m.globals[k] = v
             return restore_global
-        if "flags" in sw and sw["flags"] in mod.globals:
-            value = interp.call(interp.getattr(mod, sw["getter"]), [], {})
-            obj = interp.call(interp.getattr(mod, sw["flags"]), [], {})
-            for step in sw["path"][:-1]:
+        if sw.flags and sw.flags in mod.globals:
+            value = interp.call(interp.getattr(mod, sw.getter), [], {})
+            obj = interp.call(interp.getattr(mod, sw.flags), [], {})
+            for step in sw.path[:-1]:
                 obj = interp.getattr(obj, step)
             if not isinstance(obj, Instance):
                 continue
-            key = sw["path"][-1]
+            key = sw.path[-1]
             old = obj.attrs.get(key)
             obj.attrs[key] = value
 
@@ -727,9 +728,9 @@ def _swap_to_speculative(interp: Interpreter, spec: dict[str, Any]) -> Any:
     raise Unmodelled("the speculative MoE runner swap of this release is not described in rules/layers.toml")
 
 
-def _dispatch_output(interp: Interpreter, spec: dict[str, Any], layer: Instance, hidden: Any) -> Any:
-    moe = spec["moe"]
-    fields: dict[str, Any] = {f: Unknown(f"tensor {f} (values are not known before a forward)", f"dispatch:{f}") for f in moe["dispatch_fields"]}
+def _dispatch_output(interp: Interpreter, spec: LayersFacts, layer: Instance, hidden: Any) -> Any:
+    moe = spec.moe
+    fields: dict[str, Any] = {f: Unknown(f"tensor {f} (values are not known before a forward)", f"dispatch:{f}") for f in moe.dispatch_fields}
     if "hidden_states" in fields and isinstance(hidden, int) and not isinstance(hidden, bool):
         # the activations entering the MoE layer: (tokens, the model's hidden_size, as the
         # constructor was given it: never the layer's padded one) in the dtype the layer was
@@ -737,14 +738,14 @@ def _dispatch_output(interp: Interpreter, spec: dict[str, Any], layer: Instance,
         tokens = Unknown("the token count of tensor hidden_states (not known before a forward)", TOKENS_KEY)
         fields["hidden_states"] = tensors.AbstractTensor((tokens, hidden), layer.attrs.get("params_dtype", External("torch.bfloat16")),
                                                          "cuda", False, "(the MoE layer's input hidden_states)")
-    if interp.find_module_file(moe["dispatch_module"]) is not None:
-        mod = interp.load_module(moe["dispatch_module"])
-        cls = interp.getattr(mod, moe["dispatch_class"]) if isinstance(mod, ModuleObj) else None
+    if interp.find_module_file(moe.dispatch_module) is not None:
+        mod = interp.load_module(moe.dispatch_module)
+        cls = interp.getattr(mod, moe.dispatch_class) if isinstance(mod, ModuleObj) else None
         if isinstance(cls, Class):
             inst = Instance(Class(cls.name, (cls,), {}, cls.module, cls.line))
             inst.attrs.update(fields)
             return inst
-    raise Unmodelled(f"{moe['dispatch_class']} not found in {moe['dispatch_module']}")
+    raise Unmodelled(f"{moe.dispatch_class} not found in {moe.dispatch_module}")
 
 
 def _short(value: Any) -> str:

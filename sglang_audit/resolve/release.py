@@ -15,7 +15,6 @@ from sglang_audit import factfiles
 from sglang_audit.inputs.device import Environment
 from sglang_audit.inputs.modeldir import model_checkpoint
 from sglang_audit.resolve.targets import Target
-from sglang_audit.shipped import load_toml
 from sglang_audit.source.metadata import requirements
 
 
@@ -71,8 +70,8 @@ def unregistered_architecture(root: Path, model_dir: Path, architecture: Any, en
     if arch is None:
         arch = model_checkpoint(model_dir).architecture
     models = root / "sglang" / "srt" / "models"
-    spec = load_toml("layers.toml").get("model_registry", {})
-    if arch is None or not models.is_dir() or spec.get("external_env", "") in env:
+    spec = factfiles.layers().model_registry
+    if arch is None or not models.is_dir() or spec.external_env in env:
         return None
     needle = f"class {arch}("
     for path in models.rglob("*.py"):

@@ -62,7 +62,6 @@ from sglang_audit.result import (
     ChainStep,
     LayerValue,
 )
-from sglang_audit.shipped import load_toml
 
 if TYPE_CHECKING:
     from sglang_audit.factschema import (
@@ -105,7 +104,7 @@ def evaluate_spec_worker(interp: Interpreter, server_args: Any, model_config: An
     if not isinstance(server_args.attrs.get(SETTING), str):
         return {SETTING: LayerValue(STATUS_UNKNOWN, None, reason="the speculative algorithm is not known here", stage=STAGE)}
     # the scheduler publishes the server args before it builds its workers
-    publish_server_args(interp, load_toml("layers.toml"), server_args)
+    publish_server_args(interp, factfiles.layers(), server_args)
     return {SETTING: _explore(interp, facts, server_args, model_config, draft_config)}
 
 
@@ -366,9 +365,9 @@ def _hook(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, sta
     sched, wf = facts.scheduler, facts.worker
     process_state = tuple(wf.process_state_modules)
     kernel_modules = tuple(wf.kernel_modules)
-    registry = load_toml("layers.toml")["model_registry"]
-    process_objects = registry.get("process_objects", {})
-    object_modules = tuple(registry["process_state_modules"])
+    registry = factfiles.layers().model_registry
+    process_objects = registry.process_objects
+    object_modules = registry.process_state_modules
 
     def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         kind = func.__class__

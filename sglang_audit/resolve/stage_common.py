@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from sglang_audit.evaluate.interpreter import Interpreter, PyRaise
 from sglang_audit.evaluate.values import Function, Instance, ModuleObj, Unknown
+from sglang_audit.factfiles import LayersFacts
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.result import STATUS_UNSUPPORTED, ChainStep, LayerValue
@@ -150,22 +151,22 @@ def module_nodes(interp: Interpreter, path: Any, tree: ir.Node) -> list[ir.Node]
     return known[1]
 
 
-def publish_server_args(interp: Interpreter, spec: dict[str, Any], server_args: Any) -> None:
+def publish_server_args(interp: Interpreter, spec: LayersFacts, server_args: Any) -> None:
     """What a worker has done before it builds its layers: the server args published (releases
     before the publish() bag: the global setter) and its process groups built
     (``worker_groups``)."""
     worker_groups(interp, spec)
-    gsa = spec["moe"]["global_server_args"]
-    if server_args is None or interp.find_module_file(gsa["module"]) is None:
+    gsa = spec.moe.global_server_args
+    if server_args is None or interp.find_module_file(gsa.module) is None:
         return
-    mod = interp.load_module(gsa["module"])
-    if isinstance(mod, ModuleObj) and gsa["setter"] in mod.globals:
-        setter = interp.getattr(mod, gsa["setter"])
+    mod = interp.load_module(gsa.module)
+    if isinstance(mod, ModuleObj) and gsa.setter in mod.globals:
+        setter = interp.getattr(mod, gsa.setter)
         if isinstance(setter, Function) and "publish" not in [n for n in names_in(setter.body)]:
             interp.call(setter, [server_args], {})
 
 
-def worker_groups(interp: Interpreter, spec: dict[str, Any]) -> None:
+def worker_groups(interp: Interpreter, spec: LayersFacts) -> None:
     """The names a worker writes into the release's parallel context when it builds its
     process groups (0.5.23: ``initialize_model_parallel`` ends with
     ``get_parallel().override_permanently(tp_group=_TP, ...)``), written as unknown process
@@ -175,26 +176,26 @@ def worker_groups(interp: Interpreter, spec: dict[str, Any]) -> None:
     bundle wrote answers, and keeps its value). Without this a read such as
     ``use_symmetric_memory(get_parallel().tp_group, ...)`` raises "has not been written in
     this process", which no worker sees. A release without the context skips this."""
-    facts = spec["moe"].get("worker_groups")
-    if not facts or interp.find_module_file(facts["module"]) is None:
+    facts = spec.moe.worker_groups
+    if facts is None or interp.find_module_file(facts.module) is None:
         return
-    mod = interp.load_module(facts["module"])
-    if not isinstance(mod, ModuleObj) or not all(facts[k] in mod.globals for k in ("getter", "declarations")):
+    mod = interp.load_module(facts.module)
+    if not isinstance(mod, ModuleObj) or not all(k in mod.globals for k in (facts.getter, facts.declarations)):
         return
-    context = interp.call(interp.getattr(mod, facts["getter"]), [], {})
-    declared = interp.call(interp.getattr(mod, facts["declarations"]), [], {})
+    context = interp.call(interp.getattr(mod, facts.getter), [], {})
+    declared = interp.call(interp.getattr(mod, facts.declarations), [], {})
     if not isinstance(context, Instance) or not isinstance(declared, dict):
         return
     unwritten: dict[str, Any] = {}
     for name, decl in declared.items():
-        if not isinstance(name, str) or interp.getattr(decl, facts["computed_by"]) != "":
+        if not isinstance(name, str) or interp.getattr(decl, facts.computed_by) != "":
             continue  # a width computed from the configuration at publication
         try:
             interp.getattr(context, name)
         except PyRaise:  # nothing published or built it: the worker's groups
             unwritten[name] = Unknown(f"get_parallel().{name}: process state a worker builds (its process groups) is not modelled",
                                       f"proc:parallel.{name}")
-    stamp = context.attrs.get(facts["stamp"])
+    stamp = context.attrs.get(facts.stamp)
     if unwritten and isinstance(stamp, dict):
         # into the permanent values directly, as override_permanently stores them: its topology
         # check reads each group's world_size, unknown here, and would split the path on
