@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini
 FP8 = "sglang/srt/layers/quantization/fp8.py"
 # a dense model: 8 heads of 128, an MLP of 1280 (10 blocks of 128)
 DENSE = {"architectures": ["MiniForCausalLM"], "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 8,
-         "head_dim": 128, "intermediate_size": 1280}
+         "head_dim": 128, "intermediate_size": 1280, "num_hidden_layers": 2}
 BLOCK = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
 
 
@@ -44,11 +44,27 @@ def _line(path: str, text: str) -> int:
 
 
 def test_a_tp_shard_not_divisible_by_the_block_is_sglangs_raise():
-    # TP 4: the MLP's shard is 1280 / 4 = 320, not a multiple of 128; the attention's are
+    # TP 4: the MLP's shard is 1280 / 4 = 320, not a multiple of 128; the attention's are. The
+    # raise at config.json's shapes is confirmed on the layers the model class itself builds
     v = _linear(4, BLOCK)
     assert (v.status, v.exception, v.stage) == ("unsupported", "ValueError", "linear")
     assert v.value == "ValueError: Weight output_partition_size = 320 is not divisible by weight quantization block_n = 128."
     assert v.site == f"{FP8}:{_line(FP8, 'if output_partition_size % block_n != 0:') + 1}"
+    assert [s.value for s in v.chain if s.kind == "method"][:3] == ["Fp8LinearMethod"] * 3
+
+
+def test_a_model_that_passes_its_attention_no_quant_config_is_answered_by_its_own_constructor():
+    # 6 heads of 64 at TP 2: a q shard of 192, not a multiple of 128, at config.json's shapes; but
+    # the model (gpt_oss.py's shape) builds its attention unquantized: the layers it builds resolve
+    odd = {**DENSE, "architectures": ["MiniPlainAttnForCausalLM"], "num_attention_heads": 6, "num_key_value_heads": 6,
+           "head_dim": 64}
+    v = _linear(2, BLOCK, odd)
+    assert (v.status, v.value) == ("resolved", "built: UnquantizedLinearMethod (self_attn.qkv_proj, self_attn.o_proj); "
+                                               "Fp8LinearMethod (mlp.gate_up_proj, mlp.down_proj)")
+    # the same shapes in a model that quantizes its attention: SGLang's raise
+    v = _linear(2, BLOCK, {**odd, "architectures": ["MiniForCausalLM"]})
+    assert (v.status, v.value) == ("unsupported", "ValueError: Weight output_partition_size = 192 is not divisible by "
+                                                  "weight quantization block_n = 128.")
 
 
 def test_a_tp_that_divides_builds_every_layer_and_prepares_its_weights():
@@ -64,6 +80,7 @@ def test_layers_the_checkpoint_leaves_unquantized_take_sglangs_own_skip():
                                            "model.layers.0.mlp.down_proj"]}
     v = _linear(4, ignored)
     assert (v.status, v.value) == ("resolved", "built: Fp8LinearMethod (qkv_proj, o_proj); UnquantizedLinearMethod (gate_up_proj, down_proj)")
+    assert v.data_dependent[0].startswith("the model's own constructor (the layers built at config.json's shapes")
     # one shard of a fused layer ignored: SGLang's own refusal
     half = {**BLOCK, "ignored_layers": ["model.layers.0.mlp.gate_proj"]}
     v = _linear(2, half)
