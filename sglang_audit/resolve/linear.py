@@ -120,13 +120,16 @@ def evaluate_linear(interp: Interpreter, server_args: Any, model_config: Any, dr
     lin = spec["linear"]
     if not isinstance(model_config, Instance) or model_config.attrs.get("quantization") is None:
         return {}
+    shapes = _layer_args(model_config, lin)
+    if not shapes:
+        return {}  # decided from config.json alone: no module of the release loaded (nor read)
     if interp.find_module_file(lin["module"]) is None:
         missing = missing_module(interp, lin["module"])
         return {} if missing is None else {SETTING: LayerValue(
             STATUS_UNKNOWN, None, reason=f"the linear layer module {lin['module']} not found: {missing}", stage="linear")}
     mod = interp.load_module(lin["module"])
     derived = []
-    for entry, args in _layer_args(model_config, lin):
+    for entry, args in shapes:
         cls = interp.getattr(mod, entry["class"]) if isinstance(mod, ModuleObj) and entry["class"] in mod.globals else None
         if isinstance(cls, Class):
             derived.append(_Recorded(entry["name"], cls, tuple(args), (("prefix", entry["prefix"]),), derived=True))
