@@ -604,9 +604,36 @@ class RunnerKernel:
 
 
 @dataclass(frozen=True)
+class LinearLayer:
+    """One dense layer the cheap build makes at config.json's shapes (``args``: dimension names,
+    ``a*b``/``a//b``, or ``[a,b]``), skipped when config.json has any of ``unless``."""
+
+    name: str
+    class_: str
+    prefix: str
+    args: tuple[str, ...]
+    unless: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LinearFacts:
+    module: str
+    base_class: str
+    first_layer: str  # a regex on a layer's prefix: the first decoder layer
+    next_layer: str  # ... and the second, where recording stops
+    verdict_files: tuple[str, ...]
+    dims: dict[str, tuple[str, ...]]  # a dimension -> config.json keys, first present wins
+    layer: tuple[LinearLayer, ...]
+    logical_groups: tuple[str, ...] = ()
+    pure_functions: tuple[str, ...] = ()
+    derived: dict[str, str] = field(default_factory=dict)  # a dimension -> an expression of others
+
+
+@dataclass(frozen=True)
 class LayersFacts:
     moe: MoeLayerFacts
     model_registry: ModelRegistryFacts
+    linear: LinearFacts
     kernel: tuple[LayerKernel, ...]
     runner_kernel: tuple[RunnerKernel, ...] = ()
 

@@ -50,7 +50,8 @@ class Candidate:
 
 def built_what(stage: str) -> str:
     """What a layer stage of this kind builds, as every output names it."""
-    return {"attention": "the attention backend", "speculative": "the speculative worker"}.get(stage, "the MoE layers")
+    return {"attention": "the attention backend", "speculative": "the speculative worker",
+            "linear": "the dense linear layers"}.get(stage, "the MoE layers")
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ class LayerValue:
     assumptions: tuple[str, ...] = ()
     # "moe": the MoE layers (layers.py; they decide the published value again), "attention": the
     # attention backend's construction (attention.py; it builds the published value or raises),
-    # "speculative": the speculative worker (spec_worker.py; the class built, or SGLang's raise)
+    # "speculative": the speculative worker (spec_worker.py; the class built, or SGLang's raise),
+    # "linear": the dense linear layers (linear.py; the quant methods built, or SGLang's raise)
     stage: str = "moe"
     # the optional-package forks: "<package> <state>: <outcome>" for the state not assumed
     forks: tuple[str, ...] = ()

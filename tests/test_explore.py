@@ -109,7 +109,7 @@ def test_strict_mode_lets_an_evaluator_defect_fail() -> None:
 def test_the_stage_table_gives_each_setting_to_one_stage_in_order() -> None:
     from sglang_audit.resolve.stages import LAYER_STAGES, STAGES
 
-    assert [s.name for s in STAGES] == ["moe", "moe_draft", "attention", "spec_worker"]
+    assert [s.name for s in STAGES] == ["moe", "moe_draft", "attention", "spec_worker", "linear"]
     owned = [name for s in STAGES for name in s.settings]
     assert len(owned) == len(set(owned)) and list(LAYER_STAGES) == [s.name for s in STAGES]
 

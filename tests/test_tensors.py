@@ -171,3 +171,15 @@ def f():
 """)
     assert got[:3] == ((32, 1536, 128), got[1], (32, 1536, 64)) and got[1].path == "torch.uint8"
     assert isinstance(got[3], Unknown) and "not divisible by blockK=128" in got[3].reason
+
+
+def test_repeat_interleave_scales_the_dim_it_repeats() -> None:
+    # fp8_utils.py block_quant_dequant (0.5.23): a scale per 128x128 block spread over the weight,
+    # whose shape the DeepGEMM requant unpacks next (`*batch_dims, n, k = weight_dequant.shape`)
+    got = _value("""
+def f():
+    s = torch.empty(19, 20, dtype=torch.float32)
+    r = s.repeat_interleave(128, dim=-2).repeat_interleave(128, dim=-1)
+    return (r.shape, s.repeat_interleave(2).shape, torch.repeat_interleave(s, 3, 0).shape)
+""")
+    assert got == ((19 * 128, 20 * 128), (19 * 20 * 2,), (57, 20))

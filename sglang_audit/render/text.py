@@ -270,6 +270,8 @@ def layer_lines(v: LayerValue, label: str = "") -> list[str]:
         if v.status != "unknown":
             lines += [f"          or {c.value}  (when {'; '.join(c.when)})" for c in v.candidates]
         lines += [f"          not followed: {p}" for p in v.data_dependent]
+    if v.stage == "linear":
+        lines += [f"          not followed: {p}" for p in v.data_dependent]
     lines += [f"          assuming {a}" for a in v.assumptions]
     lines += [f"          fork: {f}" for f in v.forks]
     if isinstance(v.draft, LayerValue):

@@ -308,7 +308,10 @@ def _no_kernel(interp: Interpreter, outcome: _Outcome) -> _Outcome:
     return outcome
 
 
-def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], spec: LayersFacts) -> _Outcome:
+def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], spec: LayersFacts,
+                   verdict_files: Sequence[str] | None = None) -> _Outcome:
+    """A raise that ended a run: SGLang's verdict when explicit and in the stage's own code
+    (``verdict_files``, the MoE layer's by default), data-dependent, or unknown."""
     name, message = raise_message(interp, raised)
     site = f"{raised.file}:{raised.line}"
     if at_module_level(interp, raised.file, raised.line):
@@ -320,7 +323,7 @@ def _raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], 
         state["data_keys"] = [tensor_sites[s] for s in enclosing if s in tensor_sites]
         # an assert on tensor data/metadata: fails only for a checkpoint that violates it
         return _Outcome(STATUS_DATA, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"])
-    verdict = any(raised.file.startswith(prefix) for prefix in spec.moe.verdict_files)
+    verdict = any(raised.file.startswith(prefix) for prefix in (verdict_files or spec.moe.verdict_files))
     chain = (*state["chain"], *guard_steps(raised.guards),
              ChainStep(raised.file, raised.line, "", f"{name}: {message}", raised.text, "layers", "raise"))
     if raised.explicit and verdict:

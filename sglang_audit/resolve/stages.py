@@ -25,6 +25,7 @@ from sglang_audit.evaluate.ending import EVALUATION_ENDS, ending
 from sglang_audit.evaluate.interpreter import Interpreter
 from sglang_audit.resolve.attention import ATTENTION_CPU_SECONDS, evaluate_attention
 from sglang_audit.resolve.layers import evaluate_layers
+from sglang_audit.resolve.linear import LINEAR_CPU_SECONDS, evaluate_linear
 from sglang_audit.resolve.spec_worker import WORKER_CPU_SECONDS, evaluate_spec_worker
 from sglang_audit.result import STATUS_UNKNOWN, LayerValue
 
@@ -35,7 +36,7 @@ Evaluate = Callable[[Interpreter, Any, Any, Any], dict[str, LayerValue]]
 class LayerStage:
     name: str
     settings: tuple[str, ...]  # the settings whose layer value the stage gives
-    kind: str  # LayerValue.stage of its values: "moe", "attention" or "speculative"
+    kind: str  # LayerValue.stage of its values: "moe", "attention", "speculative" or "linear"
     evaluate: Evaluate  # (interp, server_args, model_config, draft_config) -> {setting: LayerValue}
     failure: str  # how a failed evaluation is named in the unknown's reason
     # CPU seconds the stage may spend, outside the resolution's own budget (so a slow stage
@@ -79,6 +80,10 @@ STAGES: tuple[LayerStage, ...] = (
     # constructors write the server args and build the draft worker's attention backends
     LayerStage("spec_worker", ("speculative_algorithm",), "speculative", evaluate_spec_worker,
                "speculative worker evaluation", cpu_budget=WORKER_CPU_SECONDS, models="both"),
+    # the dense linear layers with the model's quant config (their value is the layer value of
+    # `quantization`), last: no other stage reads what they build
+    LayerStage("linear", ("quantization",), "linear", evaluate_linear, "linear layer evaluation",
+               cpu_budget=LINEAR_CPU_SECONDS),
 )
 
 # the stage names in order -> the settings each gives (what selecting stages needs)

@@ -605,7 +605,8 @@ def layer_findings(res: Resolution) -> list[Finding]:
         for who, lv in (("", layer), ("the draft model's ", getattr(layer, "draft", None))):
             if not isinstance(lv, LayerValue) or lv.status != STATUS_UNSUPPORTED:
                 continue
-            stage = {"attention": "attention backend", "speculative": "speculative worker"}.get(lv.stage, "MoE layers")
+            stage = {"attention": "attention backend", "speculative": "speculative worker",
+                     "linear": "dense linear layers"}.get(lv.stage, "MoE layers")
             where = f" at {lv.site}" if lv.site else ""
             message = f"SGLang {res.source.get('version')}: building {who}{stage} with {name} fails{where}: {lv.value}"
             severity, confidence = rule.severity, rule.confidence

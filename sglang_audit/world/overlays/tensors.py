@@ -15,6 +15,9 @@ classes (``BasevLLMParameter(Parameter)`` and its subclasses, ``sglang/srt/layer
 parameter.py``) run as SGLang code: ``super().__new__(cls, data=..., requires_grad=...)`` finds
 the ``__new__`` below, which keeps the tensor in ``data`` (as torch's ``param.data``), and any
 tensor attribute the class does not define is read from that tensor (``__getattr__``).
+
+Why this module is long: torch's tensor metadata rules are one surface (factories, views,
+shape-changing methods, ``Parameter``); split, each half would import the other's class.
 """
 
 from __future__ import annotations
@@ -386,6 +389,13 @@ class AbstractTensor:
         own = (1,) * (len(times) - self.rank) + self.shape
         return self.like(shape=tuple(mul(a, b) for a, b in zip(own, times, strict=True)))
 
+    def m_repeat_interleave(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        repeats, dim = args[0] if args else kwargs.get("repeats"), args[1] if len(args) > 1 else kwargs.get("dim")  # flattened if None
+        i = None if dim is None or self.rank is None else norm_dim(dim, self.rank)
+        if not isinstance(repeats, int) or isinstance(repeats, bool) or self.rank is None or (dim is not None and i is None):
+            return self.like(shape=Unknown("the shape of a repeat_interleave"))  # a tensor of repeats: its values decide
+        return self.like(shape=(mul(numel(self.shape), repeats),) if i is None else (*self.shape[:i], mul(self.shape[i], repeats), *self.shape[i + 1:]))
+
     def m_narrow(self, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if self.rank is None or len(args) < 3:
             return self.like(shape=Unknown("the shape of a narrow"))
@@ -746,7 +756,7 @@ def tensor_item(interp: Interpreter, param: Any, index: Any) -> Any:
 FACTORIES = ("empty", "zeros", "ones", "randn", "rand", "full", "empty_strided")
 LIKES = ("empty_like", "zeros_like", "ones_like", "full_like", "randn_like", "rand_like")
 AS_FUNCTIONS = ("permute", "transpose", "reshape", "narrow", "flatten", "unsqueeze", "squeeze", "chunk",
-                "split", "t", "clone", "abs", "max", "min", "sum", "amax", "amin", "exp", "sqrt", "clamp")
+                "split", "t", "clone", "abs", "max", "min", "sum", "amax", "amin", "exp", "sqrt", "clamp", "repeat_interleave")
 
 
 def tensor_attrs(host: TargetHost) -> dict[str, Any]:

@@ -1,0 +1,480 @@
+"""The dense linear layers SGLang builds with the model's quant config (issue 42/44): where
+they fail, or that they build.
+
+On one resolver path, after the other layer stages, the same interpreter evaluates the target
+model class's own ``__init__`` (found in the release's model registry, as the draft's class is:
+``draft.py``) with its config and the quant config the model loader hands it, down to its
+first decoder layer: every ``LinearBase`` subclass that layer constructs (``QKVParallelLinear``,
+``RowParallelLinear``, ``MergedColumnParallelLinear``, ``ReplicatedLinear``, ...) is recorded
+with the arguments the model passes (sizes, ``quant_config`` or none, ``parallel_group``,
+``tp_size``, prefix) and left a stand-in; model-package classes on the way are built for
+real. Then the recorded layers are built from the release's own classes: each constructor
+asks the quant config's ``get_quant_method`` (SGLang's ``is_layer_skipped`` on the prefix) and
+runs ``create_weights`` on abstract tensors; then, as the model loader does after loading,
+each quant method's ``process_weights_after_loading``. The tensor-parallel partition is the
+release's own (its group resolution on the published sizes). A raise in the layers' own code
+decided by known values is SGLang's verdict on the ``quantization`` setting (e.g. fp8.py
+``validate_block_quant_shapes``: a TP shard not divisible by the weight block); branches on
+unknowns are explored and joined as the MoE stage joins them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sglang_audit import factfiles
+from sglang_audit.errors import strict_mode
+from sglang_audit.evaluate.ending import EVALUATION_ENDS, ending
+from sglang_audit.evaluate.explore import explore_paths
+from sglang_audit.evaluate.interpreter import (
+    NOT_HOOKED,
+    Interpreter,
+    PyRaise,
+    Unmodelled,
+)
+from sglang_audit.evaluate.values import (
+    AnalysisBound,
+    BoundMethod,
+    Class,
+    External,
+    Function,
+    HFConfig,
+    Instance,
+    ModuleObj,
+    Native,
+    Unknown,
+)
+from sglang_audit.factfiles import LayersFacts, LinearFacts, LinearLayer
+from sglang_audit.resolve.draft import (
+    _NO_ARG,
+    _bound_argument,
+    _is_torch_module,
+    _registry_class,
+    _stop_text,
+    _unset_attribute,
+    process_object,
+)
+from sglang_audit.resolve.expected import missing_module
+from sglang_audit.resolve.layers import (
+    _architecture,
+    _attribute_line,
+    _hook,
+    _join,
+    _module_natives,
+    _Outcome,
+    _quant_config,
+    _raise_outcome,
+    _Role,
+    _tensor_decided,
+    _TensorBranches,
+)
+from sglang_audit.resolve.stage_common import ImportWatch, is_assert, publish_server_args
+from sglang_audit.result import (
+    STATUS_RESOLVED,
+    STATUS_UNKNOWN,
+    STATUS_UNSUPPORTED,
+    Candidate,
+    LayerValue,
+)
+
+# its own CPU budget (0.5.23, Qwen3-4B-FP8 at TP 4, sm90: 0.6 s), outside the resolution's
+LINEAR_CPU_SECONDS = 10.0
+SETTING = "quantization"  # the setting whose layer value the dense layers give
+MAX_RECORD_PATHS = 16  # paths of the model's constructor explored until one records its linear layers
+MAX_LINEAR_PATHS = 64  # branches on unknowns explored while the layers are constructed
+MAX_PREPARE_PATHS = 16  # ... while one layer's weights are prepared (runtime kernel choices, mostly)
+NOT_FOLLOWED = "not followed: "
+# a run whose weight preparation the evaluator could not follow to its end (a kernel library's
+# outside object, ...): listed, never the verdict, while another run of the layer is followed
+STATUS_NOT_FOLLOWED = "not followed"
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """A linear layer to build: one the model's first decoder layer constructs, with what it
+    passes, or one rules/layers.toml describes at config.json's shapes (``derived``: the
+    loader's quant config is passed to it)."""
+    name: str  # the prefix below the decoder layer (self_attn.qkv_proj)
+    cls: Class
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...]
+    derived: bool = False
+
+
+class _LayerDone(Exception):
+    """The model began its second decoder layer: the first one's linear layers are known."""
+
+
+def evaluate_linear(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
+    """The layer value of ``quantization`` for a quantized model; {} for an unquantized one
+    (its layers take the unquantized method), a release without the linear layer module, or a
+    model whose configuration the rules derive no layer for.
+
+    The layers are first built at the shapes config.json gives (``[[linear.layer]]``: cheap,
+    no model code run). A build that does not resolve is confirmed on what the model's own
+    constructor builds (``_record``: its linear layers, with the quant config, sizes and groups
+    it passes them), since a model may pass its layers another quant config or none
+    (gpt_oss.py's attention takes none); that build is the answer."""
+    spec = factfiles.layers()
+    lin = spec.linear
+    if not isinstance(model_config, Instance) or model_config.attrs.get("quantization") is None:
+        return {}
+    shapes = _layer_args(model_config, lin)
+    if not shapes:
+        return {}  # decided from config.json alone: no module of the release loaded (nor read)
+    if interp.find_module_file(lin.module) is None:
+        missing = missing_module(interp, lin.module)
+        return {} if missing is None else {SETTING: LayerValue(
+            STATUS_UNKNOWN, None, reason=f"the linear layer module {lin.module} not found: {missing}", stage="linear")}
+    mod = interp.load_module(lin.module)
+    derived = []
+    for entry, args in shapes:
+        cls = interp.getattr(mod, entry.class_) if isinstance(mod, ModuleObj) and entry.class_ in mod.globals else None
+        if isinstance(cls, Class):
+            derived.append(_Recorded(entry.name, cls, tuple(args), (("prefix", entry.prefix),), derived=True))
+    if not derived:
+        return {}
+    value = _explore(interp, server_args, model_config, spec, derived)
+    if value.status == STATUS_RESOLVED:
+        return {SETTING: replace(value, data_dependent=(
+            "the model's own constructor (the layers built at config.json's shapes, rules/layers.toml [linear])",
+            *value.data_dependent))}
+    layers = _record(interp, spec, model_config, server_args)
+    if isinstance(layers, str):
+        said = value.value if value.status == STATUS_UNSUPPORTED else value.reason
+        cand = Candidate(f"{value.status}: {said}", ((f"at {value.site}",) if value.site else ()) +
+                         ("with config.json's shapes and the loader's quant config",))
+        return {SETTING: LayerValue(STATUS_UNKNOWN, None, stage="linear", candidates=(cand,), reason=(
+            f"the layers built at config.json's shapes do not resolve, and {layers}"))}
+    if not layers:
+        return {}
+    return {SETTING: _explore(interp, server_args, model_config, spec, layers)}
+
+
+def _layer_args(model_config: Instance, lin: LinearFacts) -> list[tuple[LinearLayer, list[Any]]]:
+    """The layers to build with their positional arguments, from config.json's dimensions
+    (text_config first); a layer whose `unless` key the model has, or whose dimension is not
+    a known int, is left out."""
+    hf = model_config.attrs.get("hf_config")
+    if not isinstance(hf, HFConfig):
+        return []
+    text = hf.attrs.get("text_config")
+    sources = [text.attrs if isinstance(text, HFConfig) else text if isinstance(text, dict) else {}, hf.attrs]
+    dims: dict[str, int] = {}
+    for name, keys in lin.dims.items():
+        hit = next((s[k] for s in sources for k in keys if _is_int(s.get(k))), None)
+        if hit is not None:
+            dims[name] = hit
+    for name, expr in lin.derived.items():
+        if name not in dims:
+            value = _dim(expr, dims)
+            if value is not None:
+                dims[name] = value
+    out: list[tuple[LinearLayer, list[Any]]] = []
+    for entry in lin.layer:
+        if any(s.get(k) not in (None, False, 0) for s in sources for k in entry.unless):
+            continue
+        args = [_arg(a, dims) for a in entry.args]
+        if all(a is not None for a in args):
+            out.append((entry, args))
+    return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _dim(expr: str, dims: dict[str, int]) -> int | None:
+    """``a``, ``a*b`` or ``a//b`` of known dimensions (rules/layers.toml [linear.derived])."""
+    for op in ("//", "*"):
+        if op in expr:
+            left, right = (dims.get(p.strip()) for p in expr.split(op, 1))
+            if left is None or right is None or (op == "//" and right == 0):
+                return None
+            return left // right if op == "//" else left * right
+    return dims.get(expr.strip())
+
+
+def _arg(expr: str, dims: dict[str, int]) -> Any:
+    if expr.startswith("[") and expr.endswith("]"):
+        items = [_dim(p, dims) for p in expr[1:-1].split(",")]
+        return None if any(i is None for i in items) else items
+    return _dim(expr, dims)
+
+
+def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, server_args: Any) -> list[_Recorded] | str:
+    """The linear layers the model class's ``__init__`` constructs for its first decoder layer
+    (prefix matching ``[linear] first_layer``), in order, with the arguments it passes; the
+    evaluation stops when a second decoder layer begins (``next_layer``). Its own unknown
+    branches are explored until one path records a layer. A reason (str) when none does."""
+    lin, reg = spec.linear, spec.model_registry
+    first, following = re.compile(lin.first_layer), re.compile(lin.next_layer)
+    state: dict[str, Any] = {"weights_created": False, "method": "", "runner": "", "chain": []}
+    role = _Role(SETTING, model_config, False, server_args)
+    try:
+        cls = _registry_class(interp, reg, _architecture(model_config))
+    except Unmodelled as exc:
+        return f"the model class is not known: {exc}"
+    found, init = cls.lookup("__init__")
+    if not found or not isinstance(init, Function):
+        return f"the model class {cls.name} has no __init__ the tool can read"
+    linear_base = interp.getattr(interp.load_module(lin.module), lin.base_class)
+    if not isinstance(linear_base, Class):
+        return f"{lin.base_class} is not a class in {lin.module}"
+    body_files = reg.body_files
+    process_state = reg.process_state_modules
+    process_objects = reg.process_objects
+    pure = set(reg.pure_functions) | set(lin.pure_functions)
+    standin = Class(cls.name, (cls,), {"__getattr__": Native("Module.__getattr__", _unset_attribute)}, cls.module, cls.line,
+                    external_bases=())
+    recorded: list[_Recorded] = []
+    skipped: list[str] = []  # model-package classes whose construction stopped (stand-ins)
+    outer: list[Any] = []
+
+    def stub(func: Class) -> Instance:
+        return Instance(Class(func.name, (func,), {"__getattr__": Native("Module.__getattr__", _unset_attribute)},
+                              func.module, func.line, external_bases=()))
+
+    def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if func.__class__ is Function and func.module.name.startswith(process_state):
+            if func.name in process_objects:
+                return process_object(func.name, process_objects[func.name], server_args)
+            if func.name in pure:
+                return interp.call_function(func, args, kwargs)
+            known = outer[0](func, args, kwargs) if outer else NOT_HOOKED
+            if known is not NOT_HOOKED:
+                return known
+            return Unknown(f"{func.qualname}(): process state (parallel groups) is not modelled", f"proc:{func.qualname}")
+        if func.__class__ is Class and func is not standin and not standin.is_subclass_of(func):
+            ok, body_init = func.lookup("__init__")
+            if func.is_subclass_of(linear_base) and isinstance(body_init, Function):
+                prefix = _bound_argument(body_init, args, kwargs, "prefix")
+                if isinstance(prefix, str) and following.search(prefix):
+                    raise _LayerDone()
+                if isinstance(prefix, str) and (m := first.search(prefix)):
+                    recorded.append(_Recorded(prefix[m.end():], func, tuple(args), tuple(kwargs.items())))
+                return stub(func)
+            if ok and isinstance(body_init, Function) and body_init.module.file.startswith(body_files) \
+                    and _bound_argument(body_init, args, kwargs, "quant_config") is not _NO_ARG:
+                try:  # a model-package class that takes a quant config: built for real
+                    return interp.instantiate(func, args, kwargs)
+                except (Unmodelled, AnalysisBound, PyRaise) as exc:
+                    skipped.append(f"{func.name}: {_stop_text(interp, exc)}")
+                    return stub(func)  # off the way (its linear layers recorded so far stay)
+            if _is_torch_module(func):
+                return stub(func)
+        return NOT_HOOKED
+
+    def build() -> list[_Recorded] | str:
+        recorded.clear()
+        skipped.clear()
+        try:
+            qc = _quant_config(interp, role, spec, state)
+            hf = model_config.attrs.get("hf_config")
+            interp.call(BoundMethod(init, Instance(standin)), [hf], {"quant_config": qc, "prefix": ""})
+        except _LayerDone:
+            pass
+        except (Unmodelled, AnalysisBound, PyRaise) as exc:
+            skipped.append(f"{cls.name}: {_stop_text(interp, exc)}")
+        if skipped and not recorded:
+            # a class that stopped may hold the layers: none recorded is not "no linear layer"
+            return f"{cls.name}.__init__ was not followed to its first decoder layer's linear layers ({'; '.join(list(dict.fromkeys(skipped))[:2])})"
+        return list(recorded)
+
+    publish_server_args(interp, spec, server_args)
+    with interp.hooked_calls(_hook(interp, spec, state, server_args, {"state": state})):
+        outer.append(interp.call_hook)
+        with interp.hooked_calls(hook):
+            logged = len(interp.logs)
+            with interp.unwatched_imports():
+                runs, _ = explore_paths(interp, build, MAX_RECORD_PATHS, until=lambda r: isinstance(r, list) and bool(r))
+            del interp.logs[logged:]
+    lists = [r for r, _ in runs if isinstance(r, list)]
+    if any(lists):
+        return next(r for r in lists if r)
+    if lists:
+        return []  # the model's first decoder layer builds no linear layer
+    return "; ".join(sorted({r for r, _ in runs if isinstance(r, str)})[:2])
+
+
+def _explore(interp: Interpreter, server_args: Any, model_config: Instance, spec: LayersFacts,
+             layers: list[_Recorded]) -> LayerValue:
+    """First every layer constructed (SGLang builds the whole model before it loads a weight):
+    a raise there is the verdict. Then each layer's weights prepared on its own exploration
+    (that layer constructed alone), so that the branches of one layer's
+    ``process_weights_after_loading`` are never combined with another's: a raise of SGLang's
+    there is the verdict too; runs the evaluator cannot follow, or beyond the bound, are
+    listed on the value."""
+    built = _explore_one(interp, server_args, model_config, spec, layers, None)
+    if built.status != STATUS_RESOLVED:
+        return built
+    notes = list(built.data_dependent)
+    for rec in layers:
+        value = _explore_one(interp, server_args, model_config, spec, [rec], rec.name)
+        if value.status != STATUS_RESOLVED and not value.reason.startswith(NOT_FOLLOWED):
+            return replace(value, reason=f"{rec.name}'s weight preparation: {value.reason}" if value.reason else "")
+        notes += [n for n in (*value.data_dependent, *([value.reason[len(NOT_FOLLOWED):]] if value.reason else ())) if n not in notes]
+    return replace(built, data_dependent=tuple(notes))
+
+
+def _explore_one(interp: Interpreter, server_args: Any, model_config: Instance, spec: LayersFacts,
+                 layers: list[_Recorded], prepared: str | None) -> LayerValue:
+    assumed: set[str] = set()
+    built: dict[Any, Any] = {}  # _TensorBranches reads "data_keys" (the tensor keys of a raise)
+    branches = _TensorBranches(spec, built)
+    role = _Role(SETTING, model_config, False, server_args)
+
+    def assert_on_tensors(value: Unknown, file: str, line: int, text: str) -> bool | None:
+        # as in the MoE stage: an assert on tensor data holds for a checkpoint SGLang loads
+        if is_assert(interp, file, line) and _tensor_decided(value, spec):
+            assumed.add(f"assert {text} at {file}:{line} (tensor data; assumed to hold)")
+            return True
+        return None
+
+    def run() -> _Outcome:
+        with interp.filtered_decisions(assert_on_tensors):
+            return _run_once(interp, role, spec, layers, built, prepared)
+
+    watch = ImportWatch(interp, spec.moe.optional_packages)
+    with interp.watched_imports(watch):
+        bound = MAX_LINEAR_PATHS if prepared is None else MAX_PREPARE_PATHS
+        runs, complete = explore_paths(interp, run, bound, branches)
+    outcomes = [(outcome, tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in ran.taken))
+                for outcome, ran in runs]
+    followed = [(o, w) for o, w in outcomes if o.status != STATUS_NOT_FOLLOWED]
+    stops = sorted({o.value for o, _ in outcomes if o.status == STATUS_NOT_FOLLOWED})
+    if not followed:
+        return LayerValue(STATUS_UNKNOWN, None, stage="linear", paths=len(outcomes), reason=(
+            f"{NOT_FOLLOWED}{prepared}'s process_weights_after_loading on every branch ({'; '.join(stops)})"))
+    value = _join(followed, complete)
+    assumed.update(f"{prepared}'s process_weights_after_loading: {s}" for s in stops)
+    if not complete and prepared is not None:
+        # the first runs of the weight preparation, each followed to its end without a raise
+        assumed.add(f"{prepared}'s process_weights_after_loading beyond {bound} branches "
+                    f"(the first {len(outcomes)} followed)")
+        if value.status == STATUS_UNKNOWN and len({o.value for o, _ in followed}) == 1 and followed[0][0].status == STATUS_RESOLVED:
+            first = followed[0][0]
+            value = LayerValue(STATUS_RESOLVED, first.value, first.method, "", first.site, paths=len(outcomes), chain=first.chain)
+    elif not complete:
+        value = replace(value, reason=f"analysis bound reached: more than {bound} branches of the layers")
+    if branches.pairwise:
+        assumed.add(f"branches on tensor data ({len(branches.tensor_keys)}) explored one at a time, not in every combination")
+    return replace(value, stage="linear", data_dependent=tuple(sorted(assumed)) + value.data_dependent,
+                   assumptions=watch.assumptions(value))
+
+
+def _run_once(interp: Interpreter, role: _Role, spec: LayersFacts, layers: list[_Recorded],
+              built: dict[Any, Any], prepared: str | None) -> _Outcome:
+    lin = spec.linear
+    state: dict[str, Any] = {"weights_created": False, "method": "", "runner": "", "chain": []}
+    publish_server_args(interp, spec, role.server_args)
+    restore = _logical_groups(interp, spec)
+    try:
+        with interp.hooked_calls(_hook(interp, spec, state, role.server_args, {"state": state})), \
+                interp.hooked_calls(_pure(interp, lin)):
+            qc = _quant_config(interp, role, spec, state) if any(rec.derived for rec in layers) else None
+            made: list[tuple[str, Instance]] = []
+            for rec in layers:
+                # SGLang constructs every layer of the model before it loads any weight
+                made.append((rec.name, _construct(interp, rec, qc)))
+            methods: dict[str, list[str]] = {}
+            for name, layer in made:
+                method = layer.attrs.get("quant_method")
+                if not isinstance(method, Instance):
+                    return _Outcome(STATUS_UNKNOWN, f"{name}: the linear layer left no quant method ({method!r})")
+                methods.setdefault(method.cls.name, []).append(name)
+                if name != prepared:
+                    continue
+                state["method"] = method.cls.name
+                state["preparing"] = True
+                found, _ = method.cls.lookup("process_weights_after_loading")
+                if found:
+                    interp.call(interp.getattr(method, "process_weights_after_loading"), [layer], {})
+            chain = tuple(state["chain"])
+            label = "; ".join(f"{cls} ({', '.join(names)})" for cls, names in methods.items())
+            site = f"{chain[0].file}:{chain[0].line}" if chain else ""
+            return _Outcome(STATUS_RESOLVED, f"built: {label}", site, "", "", "", ", ".join(methods), chain)
+    except EVALUATION_ENDS as exc:
+        end = ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
+        if end.raised is not None:
+            out = _raise_outcome(interp, end.raised, state, spec, lin.verdict_files)
+            if "data_keys" in state:
+                built["data_keys"] = state["data_keys"]
+            if out.status == STATUS_UNKNOWN and state.get("preparing"):
+                # a raise outside SGLang's own layer code (a kernel library's stand-in): not followed
+                return replace(out, status=STATUS_NOT_FOLLOWED)
+            return out
+        if state.get("preparing"):
+            return _Outcome(STATUS_NOT_FOLLOWED, end.reason, method=state["method"])
+        return _Outcome(STATUS_UNKNOWN, end.reason, method=state["method"])
+    finally:
+        restore()
+
+
+def _construct(interp: Interpreter, rec: _Recorded, quant_config: Any) -> Instance:
+    """The release's linear class built as the model constructs it, on a stand-in whose
+    unregistered attributes raise AttributeError (as torch.nn.Module does); its constructor
+    picks the quant method and runs create_weights, which registers abstract tensors."""
+    base = rec.cls
+
+    def missing(i: Interpreter, a: list[Any], k: dict[str, Any]) -> Any:
+        raised = i.make_raise("AttributeError", f"'{base.name}' object has no attribute '{a[-1]}'")
+        raised.line = _attribute_line(i, raised.file, raised.line, str(a[-1]))
+        raised.text = f".{a[-1]}"
+        raise raised
+
+    standin = Class(base.name, (base,), {"__getattr__": Native("Module.__getattr__", missing)}, base.module, base.line,
+                    external_bases=())
+    layer = Instance(standin)
+    _module_natives(layer)
+    found, init = base.lookup("__init__")
+    if not found or not isinstance(init, Function):
+        raise Unmodelled(f"{base.name}.__init__ not found")
+    kwargs = dict(rec.kwargs)
+    if rec.derived:
+        kwargs["quant_config"] = quant_config
+    if _bound_argument(init, list(rec.args), kwargs, "params_dtype") is None:
+        # a worker loads the model under its dtype (torch.set_default_dtype): bfloat16, as the
+        # MoE stage builds its layer
+        kwargs["params_dtype"] = External("torch.bfloat16")
+    interp.call(BoundMethod(init, layer), list(rec.args), kwargs)
+    return layer
+
+
+def _pure(interp: Interpreter, lin: LinearFacts) -> Any:
+    """Functions of the process-state modules that compute from their arguments only are
+    evaluated (the MoE stage's hook would answer them unknown)."""
+    pure = frozenset(lin.pure_functions)
+
+    def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if func.__class__ is Function and func.name in pure:
+            return interp.call_function(func, args, kwargs)
+        return NOT_HOOKED
+
+    return hook
+
+
+def _logical_groups(interp: Interpreter, spec: LayersFacts) -> Any:
+    """While the stage builds, the parallel context's process groups that only a worker's
+    distributed setup writes (``worker_groups`` leaves them unknown) read None, so the
+    release's group resolution partitions over the published sizes (0.5.23 linear.py
+    ``_resolve_linear_group``: ``_LogicalGroup(rank, size)``). Returns the restorer."""
+    facts = spec.moe.worker_groups
+    names = spec.linear.logical_groups
+    if facts is None or interp.find_module_file(facts.module) is None:
+        return lambda: None
+    mod = interp.load_module(facts.module)
+    if not isinstance(mod, ModuleObj) or facts.getter not in mod.globals:
+        return lambda: None
+    context = interp.call(interp.getattr(mod, facts.getter), [], {})
+    stamp = context.attrs.get(facts.stamp) if isinstance(context, Instance) else None
+    if not isinstance(stamp, dict):
+        return lambda: None
+    saved = {n: stamp[n] for n in names if isinstance(stamp.get(n), Unknown)}
+    stamp.update(dict.fromkeys(saved))
+
+    def restore() -> None:
+        stamp.update(saved)
+    return restore

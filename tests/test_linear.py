@@ -1,0 +1,113 @@
+"""The dense linear layers SGLang builds with the model's quant config (issue 42/44): the
+release's linear classes at the shapes config.json gives and the TP size, each constructor's
+get_quant_method (is_layer_skipped on the prefix) and create_weights on abstract tensors, then
+process_weights_after_loading; a raise with known values is SGLang's verdict on `quantization`.
+Evaluated on the fixture checkout fixtures/checkouts/mini_linear and on 0.5.23."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import shared
+
+from sglang_audit.evaluate.interpreter import Bounds, Interpreter
+from sglang_audit.evaluate.values import Class, HFConfig, Instance
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.inputs.device import Environment, parse_device
+from sglang_audit.resolve.linear import evaluate_linear
+from sglang_audit.resolve.pipeline import Request
+from sglang_audit.world.native import NativeWorld
+
+ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_linear" / "python"
+FP8 = "sglang/srt/layers/quantization/fp8.py"
+# a dense model: 8 heads of 128, an MLP of 1280 (10 blocks of 128)
+DENSE = {"architectures": ["MiniForCausalLM"], "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 8,
+         "head_dim": 128, "intermediate_size": 1280, "num_hidden_layers": 2}
+BLOCK = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+
+
+def _linear(tp: int, quant_cfg: dict[str, Any], config: dict[str, Any] | None = None, quant: str | None = "fp8") -> Any:
+    world = NativeWorld(parse_device("sm90"), Environment(installed=frozenset({"torch"})), [])
+    interp = Interpreter(ROOT, SourceCache(use_disk=False), world, {}, Bounds())
+    mc = Instance(Class("ModelConfig", (), {}, None))
+    mc.attrs.update(hf_config=HFConfig({**(config or DENSE), "quantization_config": quant_cfg}, "test"), quantization=quant)
+    sa = Instance(Class("ServerArgs", (), {}, None))
+    sa.attrs.update(tp_size=tp, ep_size=1, enable_dp_attention=False)
+    return evaluate_linear(interp, sa, mc, None).get("quantization")
+
+
+def _line(path: str, text: str) -> int:
+    lines = (ROOT / path).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+def test_a_tp_shard_not_divisible_by_the_block_is_sglangs_raise():
+    # TP 4: the MLP's shard is 1280 / 4 = 320, not a multiple of 128; the attention's are. The
+    # raise at config.json's shapes is confirmed on the layers the model class itself builds
+    v = _linear(4, BLOCK)
+    assert (v.status, v.exception, v.stage) == ("unsupported", "ValueError", "linear")
+    assert v.value == "ValueError: Weight output_partition_size = 320 is not divisible by weight quantization block_n = 128."
+    assert v.site == f"{FP8}:{_line(FP8, 'if output_partition_size % block_n != 0:') + 1}"
+    assert [s.value for s in v.chain if s.kind == "method"][:3] == ["Fp8LinearMethod"] * 3
+
+
+def test_a_model_that_passes_its_attention_no_quant_config_is_answered_by_its_own_constructor():
+    # 6 heads of 64 at TP 2: a q shard of 192, not a multiple of 128, at config.json's shapes; but
+    # the model (gpt_oss.py's shape) builds its attention unquantized: the layers it builds resolve
+    odd = {**DENSE, "architectures": ["MiniPlainAttnForCausalLM"], "num_attention_heads": 6, "num_key_value_heads": 6,
+           "head_dim": 64}
+    v = _linear(2, BLOCK, odd)
+    assert (v.status, v.value) == ("resolved", "built: UnquantizedLinearMethod (self_attn.qkv_proj, self_attn.o_proj); "
+                                               "Fp8LinearMethod (mlp.gate_up_proj, mlp.down_proj)")
+    # the same shapes in a model that quantizes its attention: SGLang's raise
+    v = _linear(2, BLOCK, {**odd, "architectures": ["MiniForCausalLM"]})
+    assert (v.status, v.value) == ("unsupported", "ValueError: Weight output_partition_size = 192 is not divisible by "
+                                                  "weight quantization block_n = 128.")
+
+
+def test_a_tp_that_divides_builds_every_layer_and_prepares_its_weights():
+    v = _linear(2, BLOCK)  # 1280 / 2 = 640 = 5 blocks
+    assert v.status == "resolved"
+    assert v.value == "built: Fp8LinearMethod (qkv_proj, o_proj, gate_up_proj, down_proj)"
+    assert v.site.startswith("sglang/srt/layers/linear.py:")
+
+
+def test_layers_the_checkpoint_leaves_unquantized_take_sglangs_own_skip():
+    # is_layer_skipped runs on each prefix: the MLP's shards ignored -> unquantized, no block check
+    ignored = {**BLOCK, "ignored_layers": ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj",
+                                           "model.layers.0.mlp.down_proj"]}
+    v = _linear(4, ignored)
+    assert (v.status, v.value) == ("resolved", "built: Fp8LinearMethod (qkv_proj, o_proj); UnquantizedLinearMethod (gate_up_proj, down_proj)")
+    assert v.data_dependent[0].startswith("the model's own constructor (the layers built at config.json's shapes")
+    # one shard of a fused layer ignored: SGLang's own refusal
+    half = {**BLOCK, "ignored_layers": ["model.layers.0.mlp.gate_proj"]}
+    v = _linear(2, half)
+    assert (v.status, v.exception) == ("unsupported", "ValueError")
+    assert v.value == "ValueError: Detected some but not all shards of model.layers.0.mlp.gate_up_proj are quantized."
+
+
+def test_no_value_for_an_unquantized_model_nor_for_shapes_the_rules_do_not_derive():
+    assert _linear(4, BLOCK, quant=None) is None
+    # MLA attention and routed experts: neither the standard projections nor a dense MLP
+    assert _linear(4, BLOCK, {**DENSE, "kv_lora_rank": 512, "n_routed_experts": 8}) is None
+
+
+@pytest.mark.real_release
+def test_0523_fp8_block_model_refused_at_tp8_by_validate_block_quant_shapes_and_built_at_tp4(release):
+    """Qwen3-4B-FP8 (intermediate 9728, blocks of 128): at TP 8 the MLP shard is 1216 = 9.5
+    blocks, and 0.5.23's Fp8LinearMethod.validate_block_quant_shapes raises; at TP 4 (2432 = 19
+    blocks) every layer builds."""
+    tree = release("0.5.23")
+    model = str(Path(__file__).resolve().parent / "data" / "models" / "qwen3-4b-fp8")
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model=model, sets=["tp_size=8"]))
+    s = res.settings["quantization"]
+    assert (s.status, s.layer.status, s.layer.stage) == ("unsupported", "unsupported", "linear")
+    assert s.layer.value == "ValueError: Weight output_partition_size = 1216 is not divisible by weight quantization block_n = 128."
+    assert s.layer.site == "sglang/srt/layers/quantization/fp8.py:606"
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model=model, sets=["tp_size=4"]))
+    s = res.settings["quantization"]
+    assert (s.status, s.layer.status) == ("resolved", "resolved")
+    assert s.layer.value == "built: Fp8LinearMethod (qkv_proj, o_proj, gate_up_proj, down_proj)"
+    assert s.layer.site.startswith("sglang/srt/layers/linear.py:")
