@@ -37,12 +37,16 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend import ir
+from sglang_audit.frontend.irtext import expr_text
 from sglang_audit.frontend.parse import ParseFailure
+from sglang_audit.resolve.draft import process_object
 from sglang_audit.resolve.stage_common import (
     ImportWatch,
     at_module_level,
     guard_steps,
     is_assert,
+    names_in,
+    process_value,
     publish_server_args,
     raise_message,
 )
@@ -79,6 +83,12 @@ class BuildState:
     built: list[ChainStep] = field(default_factory=list)
     partial: list[str] = field(default_factory=list)
     names: dict[int, str] = field(default_factory=dict)  # id(instance) -> its description
+    # the runner's process set-up run on this path (process_setup): its steps, and the module
+    # globals each set-up wrote, by module; the steps join the chain once a construction
+    # calls a function of that module reading one of them
+    setup: list[ChainStep] = field(default_factory=list)
+    setup_globals: dict[str, frozenset[str]] = field(default_factory=dict)
+    setup_read: bool = False
 
 
 def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
@@ -215,6 +225,10 @@ def _run_hooked(interp: Interpreter, spec: factfiles.AttentionFacts, server_args
         if not isinstance(cls, Class):
             return Outcome(STATUS_UNKNOWN, f"{run.class_} is not a class in {run.module}")
         runner = standin_runner(interp, spec, cls, server_args, mc, draft)
+        if not draft:
+            # the draft worker's runner skips it (`if not self.is_draft_worker`) and shares the
+            # target's process: the globals the target's run wrote are its own
+            process_setup(interp, spec, cls, runner, server_args, state)
         stamp_runner(interp, spec, runner)
         pending = _unchosen(interp, runner, server_args, draft)
         if pending is not None:
@@ -274,6 +288,10 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
     warn_only = set(spec.backend.warn_only)
 
     def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if state.setup_globals and not state.setup_read and isinstance(func, Function) and _reads_setup(interp, func, state):
+            # a construction reads what the runner's process set-up wrote: that step is evidence
+            state.setup_read = True
+            state.built[:0] = state.setup
         if isinstance(func, Class) and _is_backend(func, spec):
             file, line = getattr(interp, "_call_site", ("?", 0))
             parts = [state.names[id(a)] for a in args if isinstance(a, Instance) and id(a) in state.names]
@@ -308,6 +326,116 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
         return NOT_HOOKED
 
     return hook
+
+
+# ---- the runner's process set-up ---------------------------------------------------------
+def process_setup(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Class, runner: Instance, server_args: Instance,
+                  state: BuildState) -> None:
+    """The process set-up the model runner does before it builds a backend
+    (``rules/attention.toml [[runner.process_init]]``: 0.5.2-0.5.13 ``init_torch_distributed``
+    calls ``initialize_dp_attention(server_args=self.server_args, ...)``, which writes
+    dp_attention's ``_ATTN_TP_SIZE`` and the other globals every MLA backend's constructor
+    asserts): the call as written in the runner's method, evaluated on the stand-in, so the
+    module globals hold what SGLang's code computes from the server args. What a worker knows
+    of its process answers as in the MoE stage (this rank's indices, ``rules/layers.toml
+    [moe.process_values]``); the process groups it builds are opaque objects; any other
+    process state unknown. A set-up that stops leaves the globals as they were and says so."""
+    layers = load_toml("layers.toml")
+    process_state = tuple(spec.backend.process_state_modules)
+    values = layers["moe"]["process_values"]
+
+    def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        module = getattr(func, "module", None)
+        if not isinstance(module, ModuleObj) or not module.name.startswith(process_state):
+            return NOT_HOOKED
+        if isinstance(func, Function) and func.name in values:
+            return process_value(values[func.name], server_args)
+        if isinstance(func, Class):  # a process group the worker builds (GroupCoordinator): opaque
+            return process_object(f"{func.name}(...)", {}, server_args)
+        return NOT_HOOKED  # other process state: the backend hook's unknown
+
+    for init in spec.runner.process_init:
+        found = _setup_call(interp, cls, init)
+        if found is None:
+            continue
+        method, call, target = found
+        frame = _method_frame(interp, method, runner)
+        site = f"{method.module.file}:{call.line}"
+        try:
+            with interp.hooked_calls(hook):
+                interp.evaluate(call, frame)
+        except (PyRaise, Unmodelled, AnalysisBound) as exc:
+            if isinstance(exc, PyRaise):
+                name, message = raise_message(interp, exc)
+                why = f"{name}: {message} at {exc.file}:{exc.line}"
+            else:
+                why = str(exc)
+            state.partial.append(f"{init.function}() at {site} not evaluated to its end ({why}): the globals it sets are not known")
+            continue
+        state.setup.append(ChainStep(method.module.file, call.line, "", f"{init.function}(...)", expr_text(call), STAGE, "process"))
+        state.setup_globals[target.module.name] = _declared_globals(target)
+
+
+def _setup_call(interp: Interpreter, cls: Class, init: Any) -> tuple[Function, ir.Node, Function] | None:
+    """The runner's call of ``init.function`` (a method's statement ``f(...)`` whose name is
+    that function of ``init.module``): (method, call, the function), or None."""
+    if interp.find_module_file(init.module) is None:
+        return None
+    mod = interp.load_module(init.module)
+    found = mod.globals.get(init.function) if isinstance(mod, ModuleObj) else None
+    if not isinstance(found, Function):
+        return None
+    target: Function = found
+    for method, node in _named_calls(interp, cls, init.function):
+        if interp.module_attr(method.module, init.function) is target:  # the runner's import resolved
+            return method, node, target
+    return None
+
+
+def _named_calls(interp: Interpreter, cls: Class, name: str) -> list[tuple[Function, ir.Node]]:
+    """The calls ``name(...)`` in the methods of ``cls``'s MRO whose module binds ``name``,
+    listed once per loaded body (the runner's methods are walked once, not on every run)."""
+    found: list[tuple[Function, ir.Node]] = []
+    for klass in cls.mro():
+        for method in klass.ns.values():
+            if not isinstance(method, Function) or name not in method.module.globals:
+                continue
+            key = ("named_calls", id(method.body), name)
+            known = interp.cache.prepared.get(key)
+            if known is None or known[0] is not method.body:
+                calls = [n for n in ir.walk(method.body, into_scopes=False)
+                         if isinstance(n, ir.Call) and isinstance(n.func, ir.Name) and n.func.id == name]
+                known = (method.body, calls)
+                interp.cache.prepared[key] = known
+            found += [(method, n) for n in known[1]]
+    return found
+
+
+def _method_frame(interp: Interpreter, method: Function, runner: Instance) -> Frame:
+    scope = Scope(parent=method.closure)
+    for p in method.params:
+        scope.vars[p.name] = Unknown(f"ModelRunner.{method.name} argument {p.name} (not modelled)", f"runner-arg:{p.name}")
+    scope.vars["self"] = runner
+    return Frame(module=method.module, scope=scope, func=method, depth=interp.depth)
+
+
+def _declared_globals(func: Function) -> frozenset[str]:
+    return frozenset(n for node in ir.walk(func.body, into_scopes=False) if isinstance(node, ir.Global) for n in node.names)
+
+
+def _reads_setup(interp: Interpreter, func: Function, state: BuildState) -> bool:
+    """Whether ``func`` is a function of a set-up's module whose body names a global it wrote
+    (``get_attention_tp_size``: ``assert _ATTN_TP_SIZE is not None``); the names listed once
+    per loaded body, as ``_self_assigns``."""
+    written = state.setup_globals.get(func.module.name)
+    if not written:
+        return False
+    key = ("names_in", id(func.body))
+    known = interp.cache.prepared.get(key)
+    if known is None or known[0] is not func.body:
+        known = (func.body, frozenset(names_in(func.body)))
+        interp.cache.prepared[key] = known
+    return bool(known[1] & written)
 
 
 # ---- the stand-in runner ----------------------------------------------------------------
