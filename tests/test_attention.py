@@ -29,8 +29,9 @@ def _line(path: str, text: str) -> int:
     return next(i for i, line in enumerate(lines, 1) if text in line)
 
 
-def _attention(arch: str, draft: bool = False, model_type: str = "llama", mla: bool = False, **flags: Any) -> dict[str, LayerValue]:
-    world = NativeWorld(parse_device(arch), Environment(installed=frozenset({"torch"})), [])
+def _attention(arch: str, draft: bool = False, model_type: str = "llama", mla: bool = False,
+               installed: frozenset[str] = frozenset({"torch"}), **flags: Any) -> dict[str, LayerValue]:
+    world = NativeWorld(parse_device(arch), Environment(installed=installed), [])
     interp = Interpreter(ROOT, SourceCache(use_disk=False), world, {}, Bounds())
     sa_mod = interp.load_module("sglang.srt.server_args")
     server_args = interp.call(interp.getattr(sa_mod, "ServerArgs"), [], flags)
@@ -265,3 +266,24 @@ def test_real_0_5_5_mla_backend_constructs_past_the_dp_attention_globals(release
     assert (setup.kind, setup.file, setup.line) == ("process", "sglang/srt/model_executor/model_runner.py", 648)
     assert setup.code == "initialize_dp_attention(server_args=self.server_args, model_config=self.model_config)"
     assert not any("dp_attention.py" in d for d in v.data_dependent)
+    # the constructor ran on to FlashInferMLAAttnBackend.__init__ (its base), whose family for the
+    # ragged prefill SGLang's own is_sm100_supported() chose on the device (flashinfer_mla_backend.py:245-251)
+    assert v.library_calls[0] == ("flashinfer.BatchPrefillWithRaggedKVCacheWrapper",
+                                  "sglang/srt/layers/attention/flashinfer_mla_backend.py:250",
+                                  (("", "?"), ("", "'NHD'"), ("backend", "'cutlass'")))
+
+
+def test_the_kernel_library_objects_a_constructor_builds_are_noted_with_sglangs_arguments():
+    # MiniFlashInferMLABackend passes backend="cutlass" when SGLang's own is_sm100_supported()
+    # holds on the device, else "auto": the stage evaluates it and notes the FlashInfer wrapper
+    # it builds, for the kernel level (attnkernels: FlashInfer's own dispatch)
+    path = "sglang/srt/layers/attention/flashinfer_mla_backend.py"
+    site = f"{path}:{_line(path, 'BatchPrefillWithRaggedKVCacheWrapper(')}"
+    with_fi = frozenset({"torch", "flashinfer"})
+    for arch, family in (("sm100", "'cutlass'"), ("sm120", "'auto'")):
+        v = _attention(arch, mla=True, attention_backend="mini_fi_mla", installed=with_fi)["attention_backend"]
+        assert (v.status, v.value) == ("resolved", "MiniFlashInferMLABackend"), v
+        assert v.library_calls == (("flashinfer.BatchPrefillWithRaggedKVCacheWrapper", site,
+                                    (("", "?"), ("", "'NHD'"), ("backend", family))),)
+    # a backend that builds none notes none
+    assert _attention("sm90", attention_backend="fa3")["attention_backend"].library_calls == ()

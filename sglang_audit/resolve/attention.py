@@ -29,6 +29,7 @@ from sglang_audit.evaluate.values import (
     AnalysisBound,
     BoundMethod,
     Class,
+    External,
     Function,
     Instance,
     ModuleObj,
@@ -76,6 +77,7 @@ class Outcome:
     exception: str = ""
     chain: tuple[ChainStep, ...] = ()
     partial: tuple[str, ...] = ()  # constructors not evaluated to their end
+    library_calls: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
 
 
 @dataclass
@@ -89,6 +91,8 @@ class BuildState:
     setup: list[ChainStep] = field(default_factory=list)
     setup_globals: dict[str, frozenset[str]] = field(default_factory=dict)
     setup_read: bool = False
+    # kernel-library objects built (LayerValue.library_calls)
+    library_calls: list[tuple[str, str, tuple[tuple[str, str], ...]]] = field(default_factory=list)
 
 
 def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
@@ -159,7 +163,10 @@ def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: I
         assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")
     logs = tuple(dict.fromkeys(ChainStep(r.file, r.line, "", r.message, "", STAGE, "log") for r in logged))
     value = replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent,
-                    chain=value.chain + (logs if value.status != STATUS_UNKNOWN else ()))
+                    chain=value.chain + (logs if value.status != STATUS_UNKNOWN else ()),
+                    # only from a construction that ends in a backend built (the first run's
+                    # calls made before any branch on runtime state: every run makes them)
+                    library_calls=runs[0][0][0].library_calls if runs and value.status == STATUS_RESOLVED else ())
     return replace(value, assumptions=watch.assumptions(value))
 
 
@@ -213,7 +220,8 @@ def join_outcomes(outcomes: list[tuple[Outcome, tuple[str, ...]]], complete: boo
 def _run_once(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool) -> Outcome:
     state = BuildState()
     with interp.hooked_calls(backend_hook(interp, spec, state)):
-        return _run_hooked(interp, spec, server_args, mc, draft, state)
+        outcome = _run_hooked(interp, spec, server_args, mc, draft, state)
+    return replace(outcome, library_calls=tuple(state.library_calls))
 
 
 def _run_hooked(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool,
@@ -286,6 +294,7 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
     process_state = spec.backend.process_state_modules
     kernel_modules = spec.backend.kernel_modules
     warn_only = set(spec.backend.warn_only)
+    libraries = frozenset(spec.kernel.libraries) if spec.kernel is not None else frozenset()
 
     def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if state.setup_globals and not state.setup_read and isinstance(func, Function) and _reads_setup(interp, func, state):
@@ -312,6 +321,15 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
             state.names[id(inst)] = label
             state.built.append(ChainStep(file, line, guards, label, f"{func.name}(...)", STAGE, "backend"))
             return inst
+        if libraries and "backend" in kwargs and isinstance(func, External) and func.path.split(".")[0] in libraries \
+                and not interp.taken:
+            # a kernel library's object built with SGLang's choice of its kernel family (a
+            # FlashInfer wrapper's backend="auto") before any branch on runtime state (so on
+            # every path): noted for the kernel level, the call itself left as it was
+            file, line = getattr(interp, "_call_site", ("?", 0))
+            given = tuple([("", _plain(a)) for a in args] + [(k, _plain(v)) for k, v in kwargs.items()])
+            state.library_calls.append((func.path, f"{file}:{line}", given))
+            return NOT_HOOKED
         if isinstance(func, Function) and func.name in warn_only:
             return None
         inner = getattr(func, "func", None)
@@ -326,6 +344,13 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
         return NOT_HOOKED
 
     return hook
+
+
+def _plain(value: Any) -> str:
+    """An argument as the kernel level reads it: the repr of plain data, else "?"."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    return "?"
 
 
 # ---- the runner's process set-up ---------------------------------------------------------
