@@ -91,6 +91,7 @@ class BuildState:
     setup: list[ChainStep] = field(default_factory=list)
     setup_globals: dict[str, frozenset[str]] = field(default_factory=dict)
     setup_read: bool = False
+    setup_failed: list[str] = field(default_factory=list)  # set-ups that stopped: listed once read
     # kernel-library objects built (LayerValue.library_calls)
     library_calls: list[tuple[str, str, tuple[tuple[str, str], ...]]] = field(default_factory=list)
 
@@ -233,14 +234,14 @@ def _run_hooked(interp: Interpreter, spec: factfiles.AttentionFacts, server_args
         if not isinstance(cls, Class):
             return Outcome(STATUS_UNKNOWN, f"{run.class_} is not a class in {run.module}")
         runner = standin_runner(interp, spec, cls, server_args, mc, draft)
-        if not draft:
-            # the draft worker's runner skips it (`if not self.is_draft_worker`) and shares the
-            # target's process: the globals the target's run wrote are its own
-            process_setup(interp, spec, cls, runner, server_args, state)
         stamp_runner(interp, spec, runner)
         pending = _unchosen(interp, runner, server_args, draft)
         if pending is not None:
             return Outcome(STATUS_UNKNOWN, pending)
+        if not draft:
+            # the draft worker's runner skips it (`if not self.is_draft_worker`) and shares the
+            # target's process: the globals the target's run wrote are its own
+            process_setup(interp, spec, cls, runner, server_args, state)
         _, method = cls.lookup(spec.runner.method)
         result = interp.call(BoundMethod(method, runner), [], {})
         if not isinstance(result, Instance) or id(result) not in state.names:
@@ -299,8 +300,10 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
     def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if state.setup_globals and not state.setup_read and isinstance(func, Function) and _reads_setup(interp, func, state):
             # a construction reads what the runner's process set-up wrote: that step is evidence
+            # (or, when the set-up stopped, why those globals are not SGLang's)
             state.setup_read = True
             state.built[:0] = state.setup
+            state.partial.extend(state.setup_failed)
         if isinstance(func, Class) and _is_backend(func, spec):
             file, line = getattr(interp, "_call_site", ("?", 0))
             parts = [state.names[id(a)] for a in args if isinstance(a, Instance) and id(a) in state.names]
@@ -395,7 +398,9 @@ def process_setup(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Clas
                 why = f"{name}: {message} at {exc.file}:{exc.line}"
             else:
                 why = str(exc)
-            state.partial.append(f"{init.function}() at {site} not evaluated to its end ({why}): the globals it sets are not known")
+            state.setup_failed.append(f"{init.function}() at {site} not evaluated to its end ({why}): the globals it sets "
+                                      "are not known")
+            state.setup_globals[target.module.name] = _declared_globals(target)
             continue
         state.setup.append(ChainStep(method.module.file, call.line, "", f"{init.function}(...)", expr_text(call), STAGE, "process"))
         state.setup_globals[target.module.name] = _declared_globals(target)
@@ -404,14 +409,15 @@ def process_setup(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Clas
 def _setup_call(interp: Interpreter, cls: Class, init: Any) -> tuple[Function, ir.Node, Function] | None:
     """The runner's call of ``init.function`` (a method's statement ``f(...)`` whose name is
     that function of ``init.module``): (method, call, the function), or None."""
-    if interp.find_module_file(init.module) is None:
-        return None
+    calls = _named_calls(interp, cls, init.function)
+    if not calls or interp.find_module_file(init.module) is None:
+        return None  # a runner that does not call it (0.5.16+): its module is not loaded
     mod = interp.load_module(init.module)
     found = mod.globals.get(init.function) if isinstance(mod, ModuleObj) else None
     if not isinstance(found, Function):
         return None
     target: Function = found
-    for method, node in _named_calls(interp, cls, init.function):
+    for method, node in calls:
         if interp.module_attr(method.module, init.function) is target:  # the runner's import resolved
             return method, node, target
     return None

@@ -78,7 +78,7 @@ def wrapper_dispatch(reader: FlashInferReader, lib: LibraryEval, module: str, na
     """The family ``name(..., <keyword>=backend)`` runs on ``lib``'s device and what its code says."""
     found = reader.find(module, name, kinds=(ir.ClassDef,))
     if found is None:
-        return Dispatch("", (KernelLayer("dispatch", name, "", 0, UNKNOWN, f"{module}.{name} not found"),), ())
+        return Dispatch("", (KernelLayer("dispatch", name, "", 0, UNKNOWN, f"{module}.{name} not found", enforced=False),), ())
     label = f"{name}({keyword}={backend!r})"
     methods: list[ir.Node] = [f for f in found.func.body if isinstance(f, ir.FunctionDef)]
     holders = _holders(methods, keyword)
@@ -320,8 +320,24 @@ def _walk(lib: LibraryEval, frame: Frame, body: list[ir.Node], out: _Walked | No
         if isinstance(stmt, (ir.Return, ir.Raise)):
             out.stop = stmt
             return out
+        if _exits(stmt):
+            # a return or raise inside a loop, `with` or `try`: where the call goes on is not
+            # followed (a statement after it may never run)
+            out.why = f"may return or raise inside the statement at line {stmt.line}, which is not followed"
+            return out
         lib.run_prefix(stmt, frame)
     return out
+
+
+def _exits(stmt: ir.Node) -> bool:
+    """Whether a compound statement (not a function or class) holds a return or raise."""
+    if isinstance(stmt, ir.FunctionDef | ir.ClassDef):
+        return False
+    for slot in ("body", "orelse", "finalbody"):
+        inner = getattr(stmt, slot, None)
+        if isinstance(inner, list) and any(isinstance(x, ir.Return | ir.Raise) or _exits(x) for x in inner):
+            return True
+    return any(isinstance(x, ir.Return | ir.Raise) or _exits(x) for h in getattr(stmt, "handlers", None) or [] for x in h.body)
 
 
 def _frame(lib: LibraryEval, found: Found, family: str | None) -> Frame | None:
