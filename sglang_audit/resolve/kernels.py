@@ -309,9 +309,9 @@ def _memoised_attention_verdict(found: _ReachData, libraries: dict[str, tuple[Pa
     key = memo.key_of({"format": "attn-verdict3", "reach": found, "device": res.device, "env": res.env,
                        "libraries": {p: [str(libraries[p][0]) if libraries[p][0] else None, *libraries[p][1:]]
                                      for p in used}}) if memo is not None else None
-    known = memo.get(key) if memo is not None else None
+    known = memo.get_value(key, lambda v: isinstance(v, KernelVerdict) or v == _NO_VERDICT) if memo is not None else None
     if known is not None:
-        return known
+        return known if isinstance(known, KernelVerdict) else None
     from sglang_audit import factfiles
     from sglang_audit.resolve import attnkernels
     from sglang_audit.resolve.kernelread import FlashInferReader
@@ -324,9 +324,14 @@ def _memoised_attention_verdict(found: _ReachData, libraries: dict[str, tuple[Pa
     reach = attnkernels.Reach(found[0], found[1], tuple(attnkernels.KernelImport(*i) for i in found[2]), found[3])
     verdict = attnkernels.verdict(reach, readers, attnkernels.DeviceFacts(*_device_model(res)),
                                   lambda p: facts.libraries.get(p, p), reads)
-    if memo is not None and verdict is not None:
-        memo.put(key, reads, verdict)
+    if memo is not None:
+        # "no verdict" too (the library objects built dispatch without a refusal): asking
+        # again walks FlashInfer's dispatch on every resolution
+        memo.put(key, reads, verdict if verdict is not None else _NO_VERDICT)
     return verdict
+
+
+_NO_VERDICT = "no-verdict"  # remembered: the reading made no verdict
 
 
 def _locate_library(package: str, res: Resolution, sglang_root: Path,
