@@ -203,6 +203,15 @@ class RunnerStamp:
 
 
 @dataclass(frozen=True)
+class ProcessInit:
+    """A function the runner calls to set its process's module globals before it builds a
+    backend (0.5.2-0.5.13 ``initialize_dp_attention``): run with the runner's own arguments."""
+
+    module: str
+    function: str
+
+
+@dataclass(frozen=True)
 class AttentionRunner:
     module: str
     class_: str
@@ -211,6 +220,7 @@ class AttentionRunner:
     stamp: tuple[RunnerStamp, ...] = ()
     params: dict[str, int] = field(default_factory=dict)  # runner __init__ parameters: this rank's
     params_from_server_args: dict[str, str] = field(default_factory=dict)  # parameter -> server args field
+    process_init: tuple[ProcessInit, ...] = ()  # process set-up the runner calls before building
 
 
 @dataclass(frozen=True)

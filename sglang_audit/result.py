@@ -89,6 +89,11 @@ class LayerValue:
     # the kernel call's tensor arguments as the abstract tensors know them (issue 41):
     # "name: dtype (shape)", a dim or dtype not known printed "?"; () when none is known
     tensors: tuple[str, ...] = ()
+    # attention: the kernel-library objects the construction built, as SGLang's code called them
+    # (the first branch's): (dotted name, SGLang's file:line, ((keyword or "" for a positional
+    # argument, repr of its value or "?" when not plain data), ...)); read by the attention
+    # kernel level (attnkernels: FlashInfer's wrapper dispatch), not printed
+    library_calls: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
 
     @property
     def what(self) -> str:

@@ -29,8 +29,9 @@ def _line(path: str, text: str) -> int:
     return next(i for i, line in enumerate(lines, 1) if text in line)
 
 
-def _attention(arch: str, draft: bool = False, model_type: str = "llama", mla: bool = False, **flags: Any) -> dict[str, LayerValue]:
-    world = NativeWorld(parse_device(arch), Environment(installed=frozenset({"torch"})), [])
+def _attention(arch: str, draft: bool = False, model_type: str = "llama", mla: bool = False,
+               installed: frozenset[str] = frozenset({"torch"}), **flags: Any) -> dict[str, LayerValue]:
+    world = NativeWorld(parse_device(arch), Environment(installed=installed), [])
     interp = Interpreter(ROOT, SourceCache(use_disk=False), world, {}, Bounds())
     sa_mod = interp.load_module("sglang.srt.server_args")
     server_args = interp.call(interp.getattr(sa_mod, "ServerArgs"), [], flags)
@@ -221,3 +222,68 @@ def test_real_0_5_23_trtllm_mla_constructor_runs_past_its_jit_kernel(release):
     assert (layer.status, layer.value) == ("resolved", "TRTLLMMLABackend"), layer
     assert layer.site.startswith("sglang/srt/layers/attention/attention_registry.py:")
     assert not any("cpp_args.py" in d for d in layer.data_dependent)
+
+
+# ---- the runner's process set-up (dp attention's globals, 0.5.2-0.5.13) ---------------------
+def test_an_mla_constructor_reads_the_globals_the_runners_process_setup_wrote():
+    # the fixture's MiniMLABackend divides 128 heads by get_attention_tp_size(), which asserts
+    # dp_attention's _ATTN_TP_SIZE; initialize_dp_attention (called by the runner's
+    # init_torch_distributed) sets it from the server args: tp 16 -> 8 heads, refused
+    v = _attention("sm100", mla=True, attention_backend="mini_mla", tp_size=16)["attention_backend"]
+    path = "sglang/srt/layers/attention/mla_backend.py"
+    assert (v.status, v.value) == ("unsupported", "AssertionError: MiniMLA needs at least 16 heads per attention TP rank")
+    assert v.site == f"{path}:{_line(path, 'assert self.num_local_heads')}"
+    runner = "sglang/srt/model_executor/model_runner.py"
+    setup = v.chain[0]
+    assert (setup.kind, setup.value, setup.file, setup.line) == (
+        "process", "initialize_dp_attention(...)", runner, _line(runner, "initialize_dp_attention("))
+    assert setup.code.startswith("initialize_dp_attention(server_args=self.server_args")
+    # dp attention: the attention TP group is tp/dp = 1 rank, all 128 heads on it
+    v = _attention("sm100", mla=True, attention_backend="mini_mla", tp_size=16, dp_size=16,
+                   enable_dp_attention=True)["attention_backend"]
+    assert (v.status, v.value) == ("resolved", "MiniMLABackend"), v
+    assert not v.data_dependent  # constructed to its end: no assert left undecided
+
+
+def test_a_backend_that_reads_no_process_global_has_no_setup_step():
+    v = _attention("sm90", attention_backend="fa3")["attention_backend"]
+    assert (v.status, v.value) == ("resolved", "FlashAttentionBackend")
+    assert all(s.kind != "process" for s in v.chain)
+
+
+@pytest.mark.real_release
+def test_real_0_5_5_mla_backend_constructs_past_the_dp_attention_globals(release):
+    # read first: 0.5.5 model_runner.py:648 init_torch_distributed calls
+    # initialize_dp_attention(server_args=..., model_config=...), which sets _ATTN_TP_SIZE
+    # (dp_attention.py:274); TRTLLMMLABackend.__init__ (trtllm_mla_backend.py:245) divides the
+    # heads by get_attention_tp_size(), whose assert (dp_attention.py:335) stopped it before
+    tree = release("0.5.5")
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm100", model="deepseek-r1-nvfp4", sets=["tp_size=8"]))
+    v = res.settings["attention_backend"].layer
+    assert (v.status, v.value) == ("resolved", "TRTLLMMLABackend"), v
+    assert v.site == "sglang/srt/layers/attention/attention_registry.py:54"
+    setup = v.chain[0]
+    assert (setup.kind, setup.file, setup.line) == ("process", "sglang/srt/model_executor/model_runner.py", 648)
+    assert setup.code == "initialize_dp_attention(server_args=self.server_args, model_config=self.model_config)"
+    assert not any("dp_attention.py" in d for d in v.data_dependent)
+    # the constructor ran on to FlashInferMLAAttnBackend.__init__ (its base), whose family for the
+    # ragged prefill SGLang's own is_sm100_supported() chose on the device (flashinfer_mla_backend.py:245-251)
+    assert v.library_calls[0] == ("flashinfer.BatchPrefillWithRaggedKVCacheWrapper",
+                                  "sglang/srt/layers/attention/flashinfer_mla_backend.py:250",
+                                  (("", "?"), ("", "'NHD'"), ("backend", "'cutlass'")))
+
+
+def test_the_kernel_library_objects_a_constructor_builds_are_noted_with_sglangs_arguments():
+    # MiniFlashInferMLABackend passes backend="cutlass" when SGLang's own is_sm100_supported()
+    # holds on the device, else "auto": the stage evaluates it and notes the FlashInfer wrapper
+    # it builds, for the kernel level (attnkernels: FlashInfer's own dispatch)
+    path = "sglang/srt/layers/attention/flashinfer_mla_backend.py"
+    site = f"{path}:{_line(path, 'BatchPrefillWithRaggedKVCacheWrapper(')}"
+    with_fi = frozenset({"torch", "flashinfer"})
+    for arch, family in (("sm100", "'cutlass'"), ("sm120", "'auto'")):
+        v = _attention(arch, mla=True, attention_backend="mini_fi_mla", installed=with_fi)["attention_backend"]
+        assert (v.status, v.value) == ("resolved", "MiniFlashInferMLABackend"), v
+        assert v.library_calls == (("flashinfer.BatchPrefillWithRaggedKVCacheWrapper", site,
+                                    (("", "?"), ("", "'NHD'"), ("backend", family))),)
+    # a backend that builds none notes none
+    assert _attention("sm90", attention_backend="fa3")["attention_backend"].library_calls == ()

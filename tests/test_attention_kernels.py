@@ -13,7 +13,7 @@ import shared
 
 from sglang_audit import factfiles
 from sglang_audit.frontend.parse import SourceCache
-from sglang_audit.inputs.device import Device
+from sglang_audit.inputs.device import Device, Environment
 from sglang_audit.resolve import attnkernels
 from sglang_audit.resolve.kernelread import FlashInferReader
 from sglang_audit.resolve.libeval import LibraryEval
@@ -215,3 +215,87 @@ def test_an_attention_verdict_is_remembered_until_a_file_it_read_changes(tmp_pat
     if change != "backend":
         other, _ = _attached(root, memo, (9, 0))  # another device: its own verdict
         assert other is not None and other.status == "supported"
+
+
+# ---- FlashInfer's own dispatch between kernel families (libdispatch, flashinfer#2555) ---------
+FI_PREFILL = "flashinfer/prefill.py"
+FI_UTILS = "flashinfer/utils.py"
+FI_BACKEND = "sglang/srt/layers/attention/flashinfer_backend.py"
+
+
+def _dispatch(capability: tuple[int, int], backend: str, root: Path = ROOT / "flashinfer", cache: SourceCache | None = None):
+    from sglang_audit.resolve.libdispatch import wrapper_dispatch
+
+    cache = cache if cache is not None else SourceCache(use_disk=False)
+    dev = _device(capability, "12.9").device
+    lib = LibraryEval(root, cache, dev, Environment())
+    return wrapper_dispatch(FlashInferReader(root, cache), lib, "flashinfer", "BatchPrefillWithRaggedKVCacheWrapper", backend)
+
+
+def test_flashinfer_auto_is_dispatched_on_the_device_and_stays_a_condition_where_the_call_decides():
+    # determine_attention_backend: `is_sm90a_supported(device) and is_fa3_backend_supported(...)`
+    got = _dispatch((12, 0), "auto")
+    assert got.family == "fa2"
+    chose = got.layers[0]
+    assert (chose.mechanism, chose.function, chose.file) == ("dispatch", "determine_attention_backend", FI_UTILS)
+    assert chose.line == _line(FI_UTILS, 'return "fa2"') and not chose.enforced
+    assert "is_sm90a_supported at flashinfer/utils.py:" in chose.detail
+    # on SM90 the FA3 test reads the call's mask and encoding: a condition, no family
+    got = _dispatch((9, 0), "auto")
+    assert got.family == "" and not any(x.says == "unsupported" for x in got.layers)
+    assert len(got.conditions) == 1 and "is_fa3_backend_supported" in got.conditions[0]
+
+
+def test_a_family_whose_module_getter_raises_on_the_device_is_refused_at_that_raise():
+    got = _dispatch((12, 0), "cutlass")
+    refusal = got.layers[-1]
+    assert (refusal.says, refusal.enforced, refusal.function, refusal.file) == ("unsupported", True, "get_fmha_module", FI_PREFILL)
+    assert refusal.line == _line(FI_PREFILL, "raise ValueError(")
+    assert "CUTLASS FMHA requires SM100a" in refusal.detail
+    # on SM100 the same family builds its JIT module, compiled for majors [10, 11]
+    got = _dispatch((10, 0), "cutlass")
+    assert [(x.mechanism, x.says) for x in got.layers] == [("jit", "supported")]
+    assert "nvcc archs for majors [10, 11]" in got.layers[0].detail
+
+
+def _fi_verdict(capability: tuple[int, int], family: str):
+    cache = SourceCache(use_disk=False)
+    readers = {"flashinfer": (FlashInferReader(ROOT / "flashinfer", cache), "0.0.test", "")}
+    site = f"{FI_BACKEND}:{_line(FI_BACKEND, 'BatchPrefillWithRaggedKVCacheWrapper(')}"
+    layer = LayerValue("resolved", "FlashInferAttnBackend", stage="attention", library_calls=(
+        ("flashinfer.BatchPrefillWithRaggedKVCacheWrapper", site, (("", "?"), ("", "'NHD'"), ("backend", repr(family)))),))
+    return attnkernels.verdict(_reach("flashinfer", layer), readers, _device(capability, "12.9"), lambda p: p), site
+
+
+def test_the_wrapper_sglang_built_refuses_the_device_through_its_family_and_says_where():
+    v, site = _fi_verdict((12, 0), "cutlass")
+    assert v is not None and v.status == "unsupported"
+    assert v.function == "flashinfer.BatchPrefillWithRaggedKVCacheWrapper" and v.call_site == site and v.backend == "cutlass"
+    assert f"at {FI_PREFILL}:{_line(FI_PREFILL, 'raise ValueError(')}" in v.reason
+    # a family the device accepts makes no verdict of its own (its compiled kernels decide)
+    assert _fi_verdict((10, 0), "cutlass")[0] is None
+    assert _fi_verdict((12, 0), "auto")[0] is None
+
+
+@pytest.mark.real_release
+def test_real_flashinfer_0_7_2_cutlass_fmha_family_is_refused_on_sm120_by_its_getter():
+    # read first: FlashInfer 0.7.2 (SGLang 0.5.23's pin) prefill.py:191-206 get_fmha_module builds
+    # the CUTLASS FMHA module if is_sm100a_supported or is_sm110a_supported, else raises (:204);
+    # BatchPrefillWithRaggedKVCacheWrapper.plan calls it for backend "cutlass" (:4897); "auto"
+    # goes through determine_attention_backend (utils.py:616-629), FA3 only on SM90
+    from sglang_audit.source.flashinfer import locate_flashinfer
+
+    root = locate_flashinfer(None, "0.7.2").package_dir
+    cache = SourceCache()  # the IR of FlashInfer's large modules from the user cache, once for the three
+    got = _dispatch((12, 0), "cutlass", root, cache)
+    refusal = got.layers[-1]
+    assert (refusal.says, refusal.enforced, refusal.function) == ("unsupported", True, "get_fmha_module")
+    assert (refusal.file, refusal.line) == (FI_PREFILL, 204)
+    assert "CUTLASS FMHA requires SM100a (B200/GB200) or SM110a" in refusal.detail
+    assert "is_sm100a_supported at flashinfer/utils.py:670" in refusal.detail
+    got = _dispatch((10, 0), "cutlass", root, cache)
+    assert [(x.says, x.function, x.file, x.line) for x in got.layers] == [
+        ("supported", "gen_fmha_cutlass_sm100a_module", "flashinfer/jit/attention/modules.py", 2299)]
+    got = _dispatch((12, 0), "auto", root, cache)
+    assert got.family == "fa2" and (got.layers[0].file, got.layers[0].line) == (FI_UTILS, 628)
+    assert not any(x.says == "unsupported" for x in got.layers)

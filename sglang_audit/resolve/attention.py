@@ -29,6 +29,7 @@ from sglang_audit.evaluate.values import (
     AnalysisBound,
     BoundMethod,
     Class,
+    External,
     Function,
     Instance,
     ModuleObj,
@@ -37,12 +38,16 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend import ir
+from sglang_audit.frontend.irtext import expr_text
 from sglang_audit.frontend.parse import ParseFailure
+from sglang_audit.resolve.draft import process_object
 from sglang_audit.resolve.stage_common import (
     ImportWatch,
     at_module_level,
     guard_steps,
     is_assert,
+    names_in,
+    process_value,
     publish_server_args,
     raise_message,
 )
@@ -71,6 +76,7 @@ class Outcome:
     exception: str = ""
     chain: tuple[ChainStep, ...] = ()
     partial: tuple[str, ...] = ()  # constructors not evaluated to their end
+    library_calls: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
 
 
 @dataclass
@@ -78,6 +84,15 @@ class BuildState:
     built: list[ChainStep] = field(default_factory=list)
     partial: list[str] = field(default_factory=list)
     names: dict[int, str] = field(default_factory=dict)  # id(instance) -> its description
+    # the runner's process set-up run on this path (process_setup): its steps, and the module
+    # globals each set-up wrote, by module; the steps join the chain once a construction
+    # calls a function of that module reading one of them
+    setup: list[ChainStep] = field(default_factory=list)
+    setup_globals: dict[str, frozenset[str]] = field(default_factory=dict)
+    setup_read: bool = False
+    setup_failed: list[str] = field(default_factory=list)  # set-ups that stopped: listed once read
+    # kernel-library objects built (LayerValue.library_calls)
+    library_calls: list[tuple[str, str, tuple[tuple[str, str], ...]]] = field(default_factory=list)
 
 
 def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
@@ -148,7 +163,10 @@ def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: I
         assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")
     logs = tuple(dict.fromkeys(ChainStep(r.file, r.line, "", r.message, "", STAGE, "log") for r in logged))
     value = replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent,
-                    chain=value.chain + (logs if value.status != STATUS_UNKNOWN else ()))
+                    chain=value.chain + (logs if value.status != STATUS_UNKNOWN else ()),
+                    # only from a construction that ends in a backend built (the first run's
+                    # calls made before any branch on runtime state: every run makes them)
+                    library_calls=runs[0][0][0].library_calls if runs and value.status == STATUS_RESOLVED else ())
     return replace(value, assumptions=watch.assumptions(value))
 
 
@@ -202,7 +220,8 @@ def join_outcomes(outcomes: list[tuple[Outcome, tuple[str, ...]]], complete: boo
 def _run_once(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool) -> Outcome:
     state = BuildState()
     with interp.hooked_calls(backend_hook(interp, spec, state)):
-        return _run_hooked(interp, spec, server_args, mc, draft, state)
+        outcome = _run_hooked(interp, spec, server_args, mc, draft, state)
+    return replace(outcome, library_calls=tuple(state.library_calls))
 
 
 def _run_hooked(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool,
@@ -218,6 +237,10 @@ def _run_hooked(interp: Interpreter, spec: factfiles.AttentionFacts, server_args
         pending = _unchosen(interp, runner, server_args, draft)
         if pending is not None:
             return Outcome(STATUS_UNKNOWN, pending)
+        if not draft:
+            # the draft worker's runner skips it (`if not self.is_draft_worker`) and shares the
+            # target's process: the globals the target's run wrote are its own
+            process_setup(interp, spec, cls, runner, server_args, state)
         _, method = cls.lookup(spec.runner.method)
         result = interp.call(BoundMethod(method, runner), [], {})
         if not isinstance(result, Instance) or id(result) not in state.names:
@@ -271,8 +294,15 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
     process_state = spec.backend.process_state_modules
     kernel_modules = spec.backend.kernel_modules
     warn_only = set(spec.backend.warn_only)
+    libraries = frozenset(spec.kernel.libraries) if spec.kernel is not None else frozenset()
 
     def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if state.setup_globals and not state.setup_read and isinstance(func, Function) and _reads_setup(interp, func, state):
+            # a construction reads what the runner's process set-up wrote: that step is evidence
+            # (or, when the set-up stopped, why those globals are not SGLang's)
+            state.setup_read = True
+            state.built[:0] = state.setup
+            state.partial.extend(state.setup_failed)
         if isinstance(func, Class) and _is_backend(func, spec):
             file, line = getattr(interp, "_call_site", ("?", 0))
             parts = [state.names[id(a)] for a in args if isinstance(a, Instance) and id(a) in state.names]
@@ -293,6 +323,15 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
             state.names[id(inst)] = label
             state.built.append(ChainStep(file, line, guards, label, f"{func.name}(...)", STAGE, "backend"))
             return inst
+        if libraries and "backend" in kwargs and isinstance(func, External) and func.path.split(".")[0] in libraries \
+                and not interp.taken:
+            # a kernel library's object built with SGLang's choice of its kernel family (a
+            # FlashInfer wrapper's backend="auto") before any branch on runtime state (so on
+            # every path): noted for the kernel level, the call itself left as it was
+            file, line = getattr(interp, "_call_site", ("?", 0))
+            given = tuple([("", _plain(a)) for a in args] + [(k, _plain(v)) for k, v in kwargs.items()])
+            state.library_calls.append((func.path, f"{file}:{line}", given))
+            return NOT_HOOKED
         if isinstance(func, Function) and func.name in warn_only:
             return None
         inner = getattr(func, "func", None)
@@ -307,6 +346,126 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
         return NOT_HOOKED
 
     return hook
+
+
+def _plain(value: Any) -> str:
+    """An argument as the kernel level reads it: the repr of plain data, else "?"."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    return "?"
+
+
+# ---- the runner's process set-up ---------------------------------------------------------
+def process_setup(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Class, runner: Instance, server_args: Instance,
+                  state: BuildState) -> None:
+    """The process set-up the model runner does before it builds a backend
+    (``rules/attention.toml [[runner.process_init]]``: 0.5.2-0.5.13 ``init_torch_distributed``
+    calls ``initialize_dp_attention(server_args=self.server_args, ...)``, which writes
+    dp_attention's ``_ATTN_TP_SIZE`` and the other globals every MLA backend's constructor
+    asserts): the call as written in the runner's method, evaluated on the stand-in, so the
+    module globals hold what SGLang's code computes from the server args. What a worker knows
+    of its process answers as in the MoE stage (this rank's indices, ``rules/layers.toml
+    [moe.process_values]``); the process groups it builds are opaque objects; any other
+    process state unknown. A set-up that stops leaves the globals as they were and says so."""
+    layers = load_toml("layers.toml")
+    process_state = tuple(spec.backend.process_state_modules)
+    values = layers["moe"]["process_values"]
+
+    def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        module = getattr(func, "module", None)
+        if not isinstance(module, ModuleObj) or not module.name.startswith(process_state):
+            return NOT_HOOKED
+        if isinstance(func, Function) and func.name in values:
+            return process_value(values[func.name], server_args)
+        if isinstance(func, Class):  # a process group the worker builds (GroupCoordinator): opaque
+            return process_object(f"{func.name}(...)", {}, server_args)
+        return NOT_HOOKED  # other process state: the backend hook's unknown
+
+    for init in spec.runner.process_init:
+        found = _setup_call(interp, cls, init)
+        if found is None:
+            continue
+        method, call, target = found
+        frame = _method_frame(interp, method, runner)
+        site = f"{method.module.file}:{call.line}"
+        try:
+            with interp.hooked_calls(hook):
+                interp.evaluate(call, frame)
+        except (PyRaise, Unmodelled, AnalysisBound) as exc:
+            if isinstance(exc, PyRaise):
+                name, message = raise_message(interp, exc)
+                why = f"{name}: {message} at {exc.file}:{exc.line}"
+            else:
+                why = str(exc)
+            state.setup_failed.append(f"{init.function}() at {site} not evaluated to its end ({why}): the globals it sets "
+                                      "are not known")
+            state.setup_globals[target.module.name] = _declared_globals(target)
+            continue
+        state.setup.append(ChainStep(method.module.file, call.line, "", f"{init.function}(...)", expr_text(call), STAGE, "process"))
+        state.setup_globals[target.module.name] = _declared_globals(target)
+
+
+def _setup_call(interp: Interpreter, cls: Class, init: Any) -> tuple[Function, ir.Node, Function] | None:
+    """The runner's call of ``init.function`` (a method's statement ``f(...)`` whose name is
+    that function of ``init.module``): (method, call, the function), or None."""
+    calls = _named_calls(interp, cls, init.function)
+    if not calls or interp.find_module_file(init.module) is None:
+        return None  # a runner that does not call it (0.5.16+): its module is not loaded
+    mod = interp.load_module(init.module)
+    found = mod.globals.get(init.function) if isinstance(mod, ModuleObj) else None
+    if not isinstance(found, Function):
+        return None
+    target: Function = found
+    for method, node in calls:
+        if interp.module_attr(method.module, init.function) is target:  # the runner's import resolved
+            return method, node, target
+    return None
+
+
+def _named_calls(interp: Interpreter, cls: Class, name: str) -> list[tuple[Function, ir.Node]]:
+    """The calls ``name(...)`` in the methods of ``cls``'s MRO whose module binds ``name``,
+    listed once per loaded body (the runner's methods are walked once, not on every run)."""
+    found: list[tuple[Function, ir.Node]] = []
+    for klass in cls.mro():
+        for method in klass.ns.values():
+            if not isinstance(method, Function) or name not in method.module.globals:
+                continue
+            key = ("named_calls", id(method.body), name)
+            known = interp.cache.prepared.get(key)
+            if known is None or known[0] is not method.body:
+                calls = [n for n in ir.walk(method.body, into_scopes=False)
+                         if isinstance(n, ir.Call) and isinstance(n.func, ir.Name) and n.func.id == name]
+                known = (method.body, calls)
+                interp.cache.prepared[key] = known
+            found += [(method, n) for n in known[1]]
+    return found
+
+
+def _method_frame(interp: Interpreter, method: Function, runner: Instance) -> Frame:
+    scope = Scope(parent=method.closure)
+    for p in method.params:
+        scope.vars[p.name] = Unknown(f"ModelRunner.{method.name} argument {p.name} (not modelled)", f"runner-arg:{p.name}")
+    scope.vars["self"] = runner
+    return Frame(module=method.module, scope=scope, func=method, depth=interp.depth)
+
+
+def _declared_globals(func: Function) -> frozenset[str]:
+    return frozenset(n for node in ir.walk(func.body, into_scopes=False) if isinstance(node, ir.Global) for n in node.names)
+
+
+def _reads_setup(interp: Interpreter, func: Function, state: BuildState) -> bool:
+    """Whether ``func`` is a function of a set-up's module whose body names a global it wrote
+    (``get_attention_tp_size``: ``assert _ATTN_TP_SIZE is not None``); the names listed once
+    per loaded body, as ``_self_assigns``."""
+    written = state.setup_globals.get(func.module.name)
+    if not written:
+        return False
+    key = ("names_in", id(func.body))
+    known = interp.cache.prepared.get(key)
+    if known is None or known[0] is not func.body:
+        known = (func.body, frozenset(names_in(func.body)))
+        interp.cache.prepared[key] = known
+    return bool(known[1] & written)
 
 
 # ---- the stand-in runner ----------------------------------------------------------------

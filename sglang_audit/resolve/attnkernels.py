@@ -62,6 +62,9 @@ class KernelImport:
     name: str  # "flash_attn_varlen_func"
     site: str  # the SGLang file:line of the import
     condition: str = ""  # the undecided branch it sits under ("" when on the constructor's path)
+    # a library object the attention stage saw the construction build (LayerValue.library_calls):
+    # its arguments as SGLang passed them, repr'd ((keyword or "", repr or "?"), ...); "" for an import
+    call: str = ""
 
     @property
     def package(self) -> str:
@@ -266,7 +269,22 @@ def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any, 
         return Reach(backend, cls, (), f"{cls}.__init__ not found in {rel}")
     out: list[KernelImport] = []
     _kernel_imports(init.body, _init_env(init, call), rel, tuple(facts.libraries), "", out)
+    out += built_objects(layer, tuple(facts.libraries))
     return Reach(backend, cls, tuple(dict.fromkeys(out)))
+
+
+def built_objects(layer: Any, libraries: tuple[str, ...]) -> list[KernelImport]:
+    """The kernel-library objects the attention stage saw the construction build, with the
+    arguments SGLang's code passed (evaluated there: 0.5.5's ``if is_sm100_supported():
+    self.fmha_backend = "cutlass"`` decided on the device)."""
+    if not isinstance(layer, LayerValue):
+        return []
+    out = []
+    for path, site, given in layer.library_calls:
+        module, _, name = path.rpartition(".")
+        if module.split(".")[0] in libraries:
+            out.append(KernelImport(module, name, site, "", repr(tuple(given))))
+    return out
 
 
 # --------------------------------------------------------------------------- the library side
@@ -323,6 +341,60 @@ def read_function(reader: FlashInferReader, imp: KernelImport, lib: LibraryEval,
     return layers
 
 
+def _built(reader: FlashInferReader, imp: KernelImport, lib: LibraryEval, conditions: list[str]) -> list[KernelLayer]:
+    """What a library class built with SGLang's arguments runs on the device: its own dispatch
+    between kernel families (``libdispatch``); a function called, or a class without a
+    ``backend`` choice, asks nothing here."""
+    import ast
+
+    from sglang_audit.resolve.libdispatch import wrapper_dispatch
+
+    if reader.find(imp.module, imp.name, kinds=(ir.ClassDef,)) is None:
+        return []
+    given = dict(ast.literal_eval(imp.call))
+    chosen = given.get("backend")
+    if chosen is None:
+        chosen = _default(reader, imp, "backend")
+    if chosen is None:
+        return []  # no backend keyword: no family choice to evaluate
+    if chosen == "?":
+        conditions.append(f"{imp.name}(backend=...) at {imp.site}: the family SGLang passes is not known")
+        return []
+    try:
+        family = ast.literal_eval(chosen)
+    except (ValueError, SyntaxError):
+        return []
+    if not isinstance(family, str):
+        return []
+    got = wrapper_dispatch(reader, lib, imp.module, imp.name, family)
+    conditions.extend(f"{c} (built at {imp.site})" for c in got.conditions)
+    return list(got.layers)
+
+
+def _family(imp: KernelImport) -> str:
+    """The ``backend=`` a library object was built with ("" for an import or when not literal)."""
+    import ast
+
+    if not imp.call:
+        return ""
+    chosen = dict(ast.literal_eval(imp.call)).get("backend", "?")
+    try:
+        value = ast.literal_eval(chosen)
+    except (ValueError, SyntaxError):
+        return ""
+    return value if isinstance(value, str) else ""
+
+
+def _default(reader: FlashInferReader, imp: KernelImport, param: str) -> str | None:
+    """repr of the literal default of ``param`` in the class's ``__init__``, or None."""
+    found = reader.find(imp.module, imp.name, kinds=(ir.ClassDef,))
+    init = next((f for f in found.func.body if isinstance(f, ir.FunctionDef) and f.name == "__init__"), None) if found else None
+    p = next((p for p in init.params if p.name == param), None) if init is not None else None
+    if p is None or not isinstance(p.default, ir.Const):
+        return None
+    return repr(p.default.value)
+
+
 def _may_return(stmt: ir.Node) -> bool:
     """Whether ``stmt`` holds a ``return`` of the function (nested functions excluded)."""
     if isinstance(stmt, ir.Return):
@@ -360,13 +432,21 @@ def _verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, st
     conditions: list[str] = []
     unread: list[str] = []
     decided: list[tuple[KernelImport, KernelLayer]] = []
+    first = reach_.imports[0]
     for imp in reach_.imports:
         reader, _version, why = readers.get(imp.package, (None, None, "not a library sglang-audit reads"))
         if reader is None:
-            unread.append(f"{imp.module}.{imp.name}: {library_label(imp.package)} source not read ({why})")
+            if not imp.call:  # an object built is read only with the library: no question of its own
+                unread.append(f"{imp.module}.{imp.name}: {library_label(imp.package)} source not read ({why})")
             continue
         if imp.package not in evaluators:
             evaluators[imp.package] = LibraryEval(reader.package_dir, reader.cache, dev.device, dev.environment)
+        if imp.call:
+            got = _built(reader, imp, evaluators[imp.package], conditions)
+            for layer in got:
+                layers.append(layer)
+                decided.append((imp, layer))
+            continue
         got = read_function(reader, imp, evaluators[imp.package], dev, conditions)
         for layer in got:
             if imp.condition:
@@ -375,17 +455,22 @@ def _verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, st
                                     f"{layer.detail} [reached only {imp.condition}]", enforced=False)
             layers.append(layer)
             decided.append((imp, layer))
-    first = reach_.imports[0]
 
     def make(status: str, imp: KernelImport, reason: str) -> KernelVerdict:
         version = readers.get(imp.package, (None, None, ""))[1]
-        return KernelVerdict(status, library_label(imp.package), version, f"{imp.module}.{imp.name}", "", reason,
+        return KernelVerdict(status, library_label(imp.package), version, f"{imp.module}.{imp.name}", _family(imp), reason,
                              tuple(layers), tuple(conditions), imp.site)
 
     refusing = [(i, x) for i, x in decided if x.says == UNSUPPORTED and x.enforced]
     if refusing:
         imp, x = refusing[0]
         return make(UNSUPPORTED, imp, f"{imp.name} refuses {sm}: {x.detail} at {x.file}:{x.line}")
+    if all(i.call for i in reach_.imports):
+        # only objects built, none refused: what the families' compiled kernels support is not
+        # in the source, so no verdict is made of their dispatch alone
+        return None
+    first = next(i for i in reach_.imports if not i.call)
+    decided = [(i, x) for i, x in decided if not i.call or x.says == UNSUPPORTED]
     if unread:
         return make(UNKNOWN, first, "; ".join(unread))
     unsure = [(i, x) for i, x in decided if x.says != SUPPORTED or not x.enforced]

@@ -71,13 +71,14 @@ class FlashInferReader:
         except ParseFailure:
             return None
 
-    def find(self, module: str, name: str, hops: int = 0) -> Found | None:
+    def find(self, module: str, name: str, hops: int = 0, kinds: tuple[type, ...] = (ir.FunctionDef,)) -> Found | None:
+        """The top-level definition ``name`` of ``module`` (a function; ``kinds`` for a class)."""
         loaded = self.module(module)
         if loaded is None or hops > _MAX_IMPORT_HOPS:
             return None
         rel, tree = loaded
         for node in _top_level(tree.body):
-            if isinstance(node, ir.FunctionDef) and node.name == name:
+            if isinstance(node, kinds) and node.name == name:
                 return Found(rel, module, node)
         is_package = rel.endswith("__init__.py")
         for node in _top_level(tree.body):
@@ -85,7 +86,7 @@ class FlashInferReader:
                 for imported, asname in node.names:
                     if (asname or imported) == name:
                         target = absolute_module(module, is_package, node.module or "", node.level or 0)
-                        found = self.find(target, imported, hops + 1)
+                        found = self.find(target, imported, hops + 1, kinds)
                         if found is not None:
                             return found
         return None

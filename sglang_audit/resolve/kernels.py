@@ -266,20 +266,22 @@ def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, 
 
 
 # attnkernels.Reach as plain data, so a remembered one needs no attnkernels:
-# (backend, class, ((module, name, site, condition), ...), reason)
-_ReachData = tuple[str, str, tuple[tuple[str, str, str, str], ...], str]
+# (backend, class, ((module, name, site, condition, call), ...), reason)
+_ReachData = tuple[str, str, tuple[tuple[str, str, str, str, str], ...], str]
 
 
 def _is_reach_data(value: object) -> bool:
     return (isinstance(value, tuple) and len(value) == 4 and isinstance(value[2], tuple)
-            and all(isinstance(i, tuple) and len(i) == 4 and all(isinstance(x, str) for x in i) for i in value[2]))
+            and all(isinstance(i, tuple) and len(i) == 5 and all(isinstance(x, str) for x in i) for i in value[2]))
 
 
 def _memoised_reach(sglang_root: Path, cache: SourceCache, backend: str, layer: Any,
                     memo: KernelMemo | None) -> _ReachData:
     # the creator's choice reads only the stage outcome's status, site and value (attnkernels._chosen_call)
-    outcome = [layer.status, layer.site, layer.value] if isinstance(layer, LayerValue) else None
-    key = memo.key_of({"format": "attn-reach1", "sglang_root": str(sglang_root), "backend": backend,
+    # ... and the library objects it built (attnkernels.built_objects)
+    outcome = [layer.status, layer.site, layer.value, [[p, s, [list(g) for g in given]] for p, s, given in layer.library_calls]] \
+        if isinstance(layer, LayerValue) else None
+    key = memo.key_of({"format": "attn-reach2", "sglang_root": str(sglang_root), "backend": backend,
                        "layer": outcome}) if memo is not None else None
     known = memo.get_value(key, _is_reach_data) if memo is not None else None
     if known is not None:
@@ -293,7 +295,7 @@ def _memoised_reach(sglang_root: Path, cache: SourceCache, backend: str, layer: 
         return (backend, "", (), "rules/attention.toml has no [kernel] table")
     reads = Reads()
     found = attnkernels.reach(sglang_root, cache, facts, backend, layer, reads)
-    data: _ReachData = (found.backend, found.cls, tuple((i.module, i.name, i.site, i.condition) for i in found.imports),
+    data: _ReachData = (found.backend, found.cls, tuple((i.module, i.name, i.site, i.condition, i.call) for i in found.imports),
                         found.reason)
     if memo is not None:
         memo.put(key, reads, data)
@@ -304,12 +306,12 @@ def _memoised_attention_verdict(found: _ReachData, libraries: dict[str, tuple[Pa
                                 res: Resolution, cache: SourceCache, memo: KernelMemo | None) -> KernelVerdict | None:
     used = sorted({imp[0].split(".")[0] for imp in found[2]})
     # the guards run on the device model and environment (libeval): both whole in the key
-    key = memo.key_of({"format": "attn-verdict2", "reach": found, "device": res.device, "env": res.env,
+    key = memo.key_of({"format": "attn-verdict3", "reach": found, "device": res.device, "env": res.env,
                        "libraries": {p: [str(libraries[p][0]) if libraries[p][0] else None, *libraries[p][1:]]
                                      for p in used}}) if memo is not None else None
-    known = memo.get(key) if memo is not None else None
+    known = memo.get_value(key, lambda v: isinstance(v, KernelVerdict) or v == _NO_VERDICT) if memo is not None else None
     if known is not None:
-        return known
+        return known if isinstance(known, KernelVerdict) else None
     from sglang_audit import factfiles
     from sglang_audit.resolve import attnkernels
     from sglang_audit.resolve.kernelread import FlashInferReader
@@ -322,9 +324,14 @@ def _memoised_attention_verdict(found: _ReachData, libraries: dict[str, tuple[Pa
     reach = attnkernels.Reach(found[0], found[1], tuple(attnkernels.KernelImport(*i) for i in found[2]), found[3])
     verdict = attnkernels.verdict(reach, readers, attnkernels.DeviceFacts(*_device_model(res)),
                                   lambda p: facts.libraries.get(p, p), reads)
-    if memo is not None and verdict is not None:
-        memo.put(key, reads, verdict)
+    if memo is not None:
+        # "no verdict" too (the library objects built dispatch without a refusal): asking
+        # again walks FlashInfer's dispatch on every resolution
+        memo.put(key, reads, verdict if verdict is not None else _NO_VERDICT)
     return verdict
+
+
+_NO_VERDICT = "no-verdict"  # remembered: the reading made no verdict
 
 
 def _locate_library(package: str, res: Resolution, sglang_root: Path,

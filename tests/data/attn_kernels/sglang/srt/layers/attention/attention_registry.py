@@ -51,3 +51,10 @@ def create_triton_backend(runner):
     from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
 
     return TritonAttnBackend(runner)
+
+
+@register_attention_backend("flashinfer")
+def create_flashinfer_backend(runner):
+    from sglang.srt.layers.attention.flashinfer_backend import FlashInferAttnBackend
+
+    return FlashInferAttnBackend(runner)
