@@ -367,9 +367,8 @@ def process_setup(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Clas
     of its process answers as in the MoE stage (this rank's indices, ``rules/layers.toml
     [moe.process_values]``); the process groups it builds are opaque objects; any other
     process state unknown. A set-up that stops leaves the globals as they were and says so."""
-    layers = load_toml("layers.toml")
     process_state = tuple(spec.backend.process_state_modules)
-    values = layers["moe"]["process_values"]
+    values = factfiles.layers().moe.process_values
 
     def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         module = getattr(func, "module", None)
