@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import shared
 
 from sglang_audit.errors import SourceError
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter
@@ -233,8 +234,10 @@ def test_0523_omitted_key_reads_as_the_transformers_default(release, tmp_path):
     answers = []
     for omit in (False, True):
         model = _qwen_nvfp4(tmp_path, f"q{int(omit)}", omit)
+        # evaluated (no result cache), on the release's IR from the disk cache (parsing its ~350
+        # files from source would cost ~35 s of CPU per resolution)
         res = resolve(Request(source=src, arch="sm100", model=str(model), sets=["tp_size=4"], use_cache=False,
-                              flashinfer_source="none"))
+                              flashinfer_source="none"), cache=shared.cache_for(src))
         answers.append({k: (s.config, s.runtime) for k, s in res.settings.items()})
     assert answers[0] == answers[1]
     assert answers[1]["moe_runner_backend"] == ("flashinfer_trtllm", "flashinfer_trtllm")
