@@ -577,6 +577,7 @@ class ModelRegistryFacts:
     external_env: str
     process_state_modules: tuple[str, ...]
     pure_functions: tuple[str, ...] = ()
+    torch_module_attrs: tuple[str, ...] = ()  # torch.nn.Module's own: never a model's SGLang API
     # getter -> attribute -> a process value, or a nested object's attributes
     process_objects: dict[str, dict[str, ProcessValue | dict[str, ProcessValue]]] = field(default_factory=dict)
 

@@ -221,6 +221,22 @@ class AttentionRunner:
     params: dict[str, int] = field(default_factory=dict)  # runner __init__ parameters: this rank's
     params_from_server_args: dict[str, str] = field(default_factory=dict)  # parameter -> server args field
     process_init: tuple[ProcessInit, ...] = ()  # process set-up the runner calls before building
+    memory: RunnerMemory | None = None  # the KV pool the runner builds (None: unknown runtime state)
+
+
+@dataclass(frozen=True)
+class RunnerMemory:
+    """The KV-cache pool a model runner builds (issue 42, resolve/kvpool.py), by the release's code."""
+
+    derived_attrs: tuple[str, ...]  # runner attributes its own no-argument method sets (found by the assignment)
+    pool_attr: str  # the runner attribute holding the pool
+    builder: str  # the configurator's method that picks and builds the pool class
+    builder_caller: str  # the configurator's method calling it (its keyword arguments evaluated from there)
+    configurator_attr: str  # the runner attribute holding the configurator (one of derived_attrs)
+    pool_base_module: str
+    pool_base_class: str  # every KV pool subclasses it
+    model_attr: str = ""  # the runner attribute holding the loaded model (resolve/model_standin.py)
+    statement_attrs: tuple[str, ...] = ()  # set where the model is loaded: their statement evaluated on first read
 
 
 @dataclass(frozen=True)
@@ -262,6 +278,7 @@ class SpecScheduler:
     method: str  # builds the draft worker: the class the dispatch returns, with its kwargs
     dispatch: str  # the algorithm's method that returns the worker class (SGLang's own dispatch)
     worker_attr: str = "draft_worker"  # the scheduler's attribute holding the worker built
+    target_attr: str = ""  # the scheduler's attribute holding the target's model worker ("": none called)
     algorithm_attr: str = "spec_algorithm"  # the attribute its __init__ builds the algorithm object in
     then: tuple[str, ...] = ()  # worker methods the scheduler calls after building it (if it does)
     params: dict[str, int] = field(default_factory=dict)  # the worker's kwargs that are this rank's

@@ -174,6 +174,10 @@ def test_attention_toml_loads_typed_and_a_bad_stamp_names_its_field() -> None:
     assert msg == "rules/attention.toml: runner.stamp[0].runner_kwarg: missing"
     msg = _bad_file(AttentionFacts, "attention.toml", lambda r: r["runner"]["params"].__setitem__("tp_rank", "0"))
     assert msg == "rules/attention.toml: runner.params.tp_rank: expected an integer, got '0'"
+    # the KV pool the runner builds (resolve/kvpool.py)
+    assert att.runner.memory is not None and att.runner.memory.pool_attr == raw["runner"]["memory"]["pool_attr"]
+    msg = _bad_file(AttentionFacts, "attention.toml", lambda r: r["runner"]["memory"].pop("builder"))
+    assert msg == "rules/attention.toml: runner.memory.builder: missing"
 
 
 def test_env_profiles_and_torch_pins_load_typed_and_bad_values_name_their_field() -> None:

@@ -207,9 +207,11 @@ def test_what_the_scheduler_calls_on_the_worker_afterwards_is_evaluated_too():
     # scheduler calls on the worker after building it (read from its class, never loaded)
     ok = _worker(attention_backend="triton", speculative_algorithm="STANDALONE")
     assert ok is not None and (ok.status, ok.value) == ("resolved", "StandaloneWorkerV2")
-    then = next(s for s in ok.chain if s.kind == "then")
-    assert (then.file, then.line, then.value) == ("sglang/srt/managers/scheduler.py", _line(
-        "sglang/srt/managers/scheduler.py", "self.draft_worker.init_attention_backends()"), "init_attention_backends")
+    # in the scheduler's order: the target's model worker first, then the draft worker
+    then = [(s.code, s.line) for s in ok.chain if s.kind == "then"]
+    sched = "sglang/srt/managers/scheduler.py"
+    assert then == [("self.tp_worker.init_attention_backends()", _line(sched, "self.tp_worker.init_attention_backends()")),
+                    ("self.draft_worker.init_attention_backends()", _line(sched, "self.draft_worker.init_attention_backends()"))]
     assert [s.value for s in ok.chain if s.kind == "backend"] == ["TritonAttnBackend"] * 2
     # the draft model worker it builds as a class is stood in: its own method is listed, not run
     assert any(d.startswith("TpModelWorker.init_attention_backends() of the draft model worker: not evaluated") for d in ok.data_dependent)
@@ -268,8 +270,9 @@ def test_real_0_5_23_eagle_worker_constructor_is_followed_past_draft_pp_context(
     assert (s.status, s.layer.status, s.layer.value) == ("resolved", "resolved", "EAGLEWorkerV2")
     assert s.layer.site == "sglang/srt/managers/scheduler.py:1064"
     steps = [(st.kind, st.value, f"{st.file}:{st.line}") for st in s.layer.chain]
-    assert steps[:3] == [("dispatch", "EAGLEWorkerV2", "sglang/srt/speculative/spec_info.py:364"),
+    assert steps[:4] == [("dispatch", "EAGLEWorkerV2", "sglang/srt/speculative/spec_info.py:364"),
                          ("worker", "EAGLEWorkerV2", "sglang/srt/managers/scheduler.py:1064"),
+                         ("then", "init_attention_backends", "sglang/srt/managers/scheduler.py:1115"),
                          ("then", "init_attention_backends", "sglang/srt/managers/scheduler.py:1117")]
     # the draft worker's multi-step backends, built by DraftBackendFactory after the constructor
     assert ("backend", "FlashAttentionBackend", "sglang/srt/speculative/draft_utils.py:493") in steps
@@ -291,3 +294,78 @@ def test_explain_says_the_speculative_worker_fails_for_a_forced_algorithm():
     note = "ValueError: EAGLE is not supported in decode attention backend torch_native at sglang/srt/speculative/draft_utils.py:64"
     worker = ChoiceOutcome("NEXTN", OUTCOME_LAYERS_FAIL, note=note, stage="speculative")
     assert _choice_lines(worker, 5, "sm90")[0] == f"  NEXTN  accepted by SGLang, but the speculative worker built with it fails: {note}"
+
+
+def _resolve_stages(tree: Any, arch: str, model: str, sets: list[str]) -> Any:
+    """The attention and speculative worker stages only (no MoE layers: not what is asked)."""
+    import dataclasses
+
+    from sglang_audit.resolve.pipeline import prepare, resolve_target
+
+    cache = shared.cache_for(str(tree.package_dir))
+    prep = prepare(Request(source=str(tree.package_dir), arch=arch, model=model, sets=sets), cache)
+    return resolve_target(dataclasses.replace(prep.target, layer_stages=("attention", "spec_worker")), cache, None, forks=False)
+
+
+@pytest.mark.real_release
+def test_real_0_5_23_the_kv_pool_sglang_builds_decides_flashinfers_kv_access_check(release):
+    # read first: 0.5.23 FlashInferAttnBackend.__init__ reads `self.token_to_kv_pool.
+    # get_kv_cache_quant_method()` (flashinfer_backend.py:351) and raises unless the method
+    # resolves a "flashinfer" access (:578-582). The runner's pool is what its configurator builds
+    # (model_runner.py init_kv_cache_configurator; kv_cache_configurator.py _init_pools ->
+    # _build_token_to_kv_pool -> _build_mha_kv_pool: `pool_cls(...)` at :2775, an
+    # MHATokenToKVPool whose quant_method defaults to UnquantizedKVCacheMethod, memory_pool.py:2289).
+    # Before the pool was modelled, both the target's backend and the EAGLE worker were unknown.
+    res = _resolve_stages(release("0.5.23"), "sm100", "qwen3-30b-a3b", ["speculative_algorithm=EAGLE"])
+    att = res.settings["attention_backend"]
+    assert (att.config, att.layer.status, att.layer.value) == ("flashinfer", "resolved", "FlashInferAttnBackend")
+    steps = [(st.kind, st.value, f"{st.file}:{st.line}") for st in att.layer.chain]
+    assert steps[0] == ("kvpool", "MHATokenToKVPool", "sglang/srt/mem_cache/kv_cache_configurator.py:2775")
+    assert ("backend", "FlashInferAttnBackend", "sglang/srt/layers/attention/attention_registry.py:69") in steps
+    s = res.settings["speculative_algorithm"]
+    assert (s.status, s.layer.status, s.layer.value) == ("resolved", "resolved", "EAGLEWorkerV2")
+    assert s.layer.site == "sglang/srt/managers/scheduler.py:1064"
+    # the draft runner's pool too (the multi-step FlashInfer backends DraftBackendFactory builds)
+    assert ("kvpool", "MHATokenToKVPool", "sglang/srt/mem_cache/kv_cache_configurator.py:2775") in \
+        [(st.kind, st.value, f"{st.file}:{st.line}") for st in s.layer.chain]
+
+
+# GLM-4-9B-0414's config.json (architectures Glm4ForCausalLM, whose 0.5.23 class models/glm4.py
+# defines get_embed_and_head but not set_eagle3_layers_to_capture) and an EAGLE3 draft for it
+_GLM4 = {"architectures": ["Glm4ForCausalLM"], "model_type": "glm4", "attention_bias": True, "head_dim": 128,
+         "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 13696, "max_position_embeddings": 32768,
+         "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 2, "partial_rotary_factor": 0.5,
+         "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+         "vocab_size": 151552, "pad_token_id": 151329, "eos_token_id": [151329, 151336, 151338]}
+_EAGLE3 = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "draft_vocab_size": 32000, "head_dim": 128,
+           "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 13696, "max_position_embeddings": 32768,
+           "num_attention_heads": 32, "num_hidden_layers": 1, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+           "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 151552}
+
+
+@pytest.mark.real_release
+def test_real_0_5_23_eagle3_on_a_target_model_class_without_the_capture_hook_is_refused(release, tmp_path):
+    # read first: 0.5.23 Scheduler.init_all_attention_backends calls
+    # `self.tp_worker.init_attention_backends()` (scheduler.py:1115) before the draft's (:1117);
+    # the target runner's init_attention_backends runs configure_aux_hidden_state_capture
+    # (model_runner.py:1109) on the loaded model, which raises for a class without
+    # set_eagle3_layers_to_capture when the draft is EAGLE3 (attention_backend_setup.py:55-60;
+    # eagle_use_aux_hidden_state from spec_aux_hidden_state.py:184). The model is the registry's
+    # class for architectures[0]; that Glm4ForCausalLM lacks the method is read from the release.
+    import json
+
+    (tmp_path / "glm4").mkdir()
+    (tmp_path / "glm4" / "config.json").write_text(json.dumps(_GLM4))
+    (tmp_path / "eagle3").mkdir()
+    (tmp_path / "eagle3" / "config.json").write_text(json.dumps(_EAGLE3))
+    res = _resolve_stages(release("0.5.23"), "sm90", str(tmp_path / "glm4"),
+                          ["speculative_algorithm=EAGLE3", f"speculative_draft_model_path={tmp_path / 'eagle3'}"])
+    s = res.settings["speculative_algorithm"]
+    assert (s.status, s.layer.status) == ("unsupported", "unsupported")
+    assert s.layer.value == ("ValueError: Model Glm4ForCausalLM does not implement set_eagle3_layers_to_capture, "
+                             "which EAGLE3 aux hidden-state capture requires.")
+    assert s.layer.site == "sglang/srt/model_executor/model_runner_components/attention_backend_setup.py:56"
+    steps = [(st.kind, st.value, f"{st.file}:{st.line}") for st in s.layer.chain]
+    assert ("then", "init_attention_backends", "sglang/srt/managers/scheduler.py:1115") in steps
+    # the target's own backend is the attention stage's value, not refused
+    assert res.settings["attention_backend"].layer.status == "resolved"

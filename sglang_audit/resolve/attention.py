@@ -40,6 +40,7 @@ from sglang_audit.evaluate.values import (
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.irtext import expr_text
 from sglang_audit.frontend.parse import ParseFailure
+from sglang_audit.resolve import kvpool, model_standin
 from sglang_audit.resolve.draft import process_object
 from sglang_audit.resolve.stage_common import (
     ImportWatch,
@@ -232,7 +233,7 @@ def _run_hooked(interp: Interpreter, spec: factfiles.AttentionFacts, server_args
         cls = interp.getattr(mod, run.class_) if isinstance(mod, ModuleObj) else None
         if not isinstance(cls, Class):
             return Outcome(STATUS_UNKNOWN, f"{run.class_} is not a class in {run.module}")
-        runner = standin_runner(interp, spec, cls, server_args, mc, draft)
+        runner = standin_runner(interp, spec, cls, server_args, mc, draft, built=state.built)
         stamp_runner(interp, spec, runner)
         pending = _unchosen(interp, runner, server_args, draft)
         if pending is not None:
@@ -285,7 +286,7 @@ def _guard_steps_any(guards: Any) -> tuple[ChainStep, ...]:
     return extra + steps
 
 
-def _is_backend(cls: Class, spec: factfiles.AttentionFacts) -> bool:
+def is_backend(cls: Class, spec: factfiles.AttentionFacts) -> bool:
     be = spec.backend
     return any(k.name == be.base_class and k.module is not None and k.module.name == be.base_module for k in cls.mro()[1:])
 
@@ -303,7 +304,7 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
             state.setup_read = True
             state.built[:0] = state.setup
             state.partial.extend(state.setup_failed)
-        if isinstance(func, Class) and _is_backend(func, spec):
+        if isinstance(func, Class) and is_backend(func, spec):
             file, line = getattr(interp, "_call_site", ("?", 0))
             parts = [state.names[id(a)] for a in args if isinstance(a, Instance) and id(a) in state.names]
             parts += [f"{k}={state.names[id(a)]}" for k, a in kwargs.items() if isinstance(a, Instance) and id(a) in state.names]
@@ -469,28 +470,60 @@ def _reads_setup(interp: Interpreter, func: Function, state: BuildState) -> bool
 
 # ---- the stand-in runner ----------------------------------------------------------------
 def standin_runner(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Class, server_args: Instance, mc: Instance, draft: bool,
-                   given: dict[str, Any] | None = None) -> Instance:
+                   given: dict[str, Any] | None = None, built: list[ChainStep] | None = None) -> Instance:
     """A stand-in of the release's model runner: its ``__init__`` assignments named in the
     rules evaluated with the server args, the model config, the rules' parameters and
     ``given`` (the keyword arguments a caller the tool knows passes, e.g. the speculative
-    worker's draft model worker); any other attribute unknown runtime state."""
+    worker's draft model worker); the KV pool and what it is built from evaluated on first read
+    (``kvpool``, its class recorded in ``built``); any other attribute unknown runtime state."""
+    busy: set[str] = set()
+    mem = spec.runner.memory
+
     def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
         name = str(args[-1])
+        if mem is not None and name == mem.model_attr and name not in busy:
+            # the loaded model: a stand-in of the registry's class (resolve/model_standin.py)
+            runner.attrs[name] = model_standin.loaded_model(i, mc, "draft" if draft else "target")
+            return runner.attrs[name]
+        if mem is not None and name in mem.statement_attrs and name not in busy:
+            # set where the model is loaded (load_model): its statement evaluated on first read
+            busy.add(name)
+            try:
+                _evaluate_assignments(i, spec, runner, cls, server_args, mc, draft, given, {name})
+            finally:
+                busy.discard(name)
+            if name in runner.attrs:
+                return runner.attrs[name]
+        # the KV pool and what it is built from, by the release's own code (resolve/kvpool.py)
+        derived = kvpool.runtime_attr(i, spec, runner, name, busy, built)
+        if derived is not None:
+            return derived
         return Unknown(f"ModelRunner.{name} (runtime state of the model runner is not modelled)", f"runner:{name}")
 
     standin = Class(cls.name, (cls,), {"__getattr__": Native("ModelRunner.__getattr__", missing)}, cls.module, cls.line,
                     external_bases=())
     runner = Instance(standin)
     runner.attrs.update(server_args=server_args, model_config=mc, is_draft_worker=draft)
+    _evaluate_assignments(interp, spec, runner, cls, server_args, mc, draft, given, set(spec.runner.init_attrs))
+    return runner
+
+
+def _evaluate_assignments(interp: Interpreter, spec: factfiles.AttentionFacts, runner: Instance, cls: Class, server_args: Instance,
+                          mc: Instance, draft: bool, given: dict[str, Any] | None, wanted: set[str]) -> None:
+    """The first assignment in source order of each ``wanted`` attribute, evaluated with its
+    method's parameters bound (``__init__``'s from the server args, the model config, the
+    rules and ``given``; any other unknown); one that cannot be evaluated stays unknown."""
     found, init = cls.lookup("__init__")
     if not found or not isinstance(init, Function):
-        return runner
+        return
     run = spec.runner
-    wanted = set(run.init_attrs)
     # __init__ first, then the other methods (0.5.2x sets `self.dtype` in load_model): the first
     # assignment in source order of each attribute, evaluated with that method's parameters
     methods = [init] + [f for n, f in cls.ns.items() if isinstance(f, Function) and n != "__init__"]
     for func in methods:
+        assigns = [(t, node) for t, node in _self_assigns(interp, func.body) if t.attr in wanted and t.attr not in runner.attrs]
+        if not assigns:
+            continue  # nothing wanted here: no frame to build
         scope = Scope(parent=func.closure)
         params = {p.name for p in func.params}
         bound: dict[str, Any] = {"self": runner}
@@ -503,9 +536,7 @@ def standin_runner(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Cla
         for p in params:
             scope.vars[p] = bound.get(p, Unknown(f"ModelRunner.{func.name} argument {p} (not modelled)", f"runner-arg:{p}"))
         frame = Frame(module=func.module, scope=scope, func=func, depth=interp.depth)
-        for t, node in _self_assigns(interp, func.body):
-            if t.attr not in wanted:
-                continue
+        for t, node in assigns:
             if t.attr in runner.attrs:
                 continue  # the first assignment in the source order (the unconditional one)
             try:
@@ -514,7 +545,6 @@ def standin_runner(interp: Interpreter, spec: factfiles.AttentionFacts, cls: Cla
                 continue  # left to __getattr__: unknown
             if not isinstance(value, Unknown):
                 runner.attrs[t.attr] = value
-    return runner
 
 
 def _self_assigns(interp: Interpreter, body: list[ir.Node]) -> list[tuple[ir.Attribute, ir.Node]]:

@@ -75,7 +75,7 @@ def draft_quant_config(interp: Interpreter, reg: ModelRegistryFacts, arch: Any, 
     (config.json ``architectures[0]``); ``hf``: the draft's config; the step that made the
     value differ from ``qc`` is appended to ``chain``. Without ``moe_class`` the first model
     body's argument is taken (the older, shallower answer)."""
-    cls = _registry_class(interp, reg, arch)
+    cls = registry_class(interp, reg, arch)
     found, init = cls.lookup("__init__")
     if not found or not isinstance(init, Function):
         raise Unmodelled(f"the draft model class {cls.name} has no __init__ the tool can read")
@@ -251,7 +251,7 @@ def _unset_attribute(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) ->
     return Unknown(f"attribute {args[-1]!r} of a module the draft builds (not evaluated)", f"draft:{args[-1]}")
 
 
-def _registry_class(interp: Interpreter, reg: ModelRegistryFacts, arch: Any) -> Class:
+def registry_class(interp: Interpreter, reg: ModelRegistryFacts, arch: Any) -> Class:
     """The class SGLang's model registry maps ``arch`` to: a module of the model package whose
     ``EntryClass`` (a class or a list of classes) holds a class of that ``__name__``
     (``import_model_classes``, models/registry.py). Only modules whose text defines such a
@@ -265,17 +265,30 @@ def _registry_class(interp: Interpreter, reg: ModelRegistryFacts, arch: Any) -> 
     pkg_dir = path if path.is_dir() else path.parent  # a namespace package is its directory
     if not is_pkg:
         raise Unmodelled(f"{reg.package} is a module, not the model package")
-    needle = f"class {arch}("
-    for path in sorted(pkg_dir.glob("*.py")) + sorted(pkg_dir.glob("*/__init__.py")):  # pkgutil.iter_modules' set
-        try:
-            if needle not in path.read_text(encoding="utf-8", errors="replace"):
-                continue
-        except OSError:
-            continue
-        name = path.stem if path.name != "__init__.py" else path.parent.name
+    for name in _defining_modules(interp, pkg_dir, arch):
         mod = interp.load_module(f"{reg.package}.{name}")
         entry = mod.globals.get(reg.entry) if isinstance(mod, ModuleObj) else None
         for cls in entry if isinstance(entry, (list, tuple)) else [entry]:
             if isinstance(cls, Class) and cls.name == arch:
                 return cls
     raise Unmodelled(f"no class named {arch} in the release's model registry ({reg.entry} of {reg.package}.*)")
+
+
+def _defining_modules(interp: Interpreter, pkg_dir: Any, arch: str) -> list[str]:
+    """The modules of the model package whose text defines ``class <arch>(``, in
+    ``pkgutil.iter_modules``' set and order; read once per package directory and name (the
+    speculative worker stage asks on every one of its runs)."""
+    key = ("registry_modules", str(pkg_dir), arch)
+    known = interp.cache.prepared.get(key)
+    if known is None:
+        needle = f"class {arch}("
+        known = []
+        for path in sorted(pkg_dir.glob("*.py")) + sorted(pkg_dir.glob("*/__init__.py")):
+            try:
+                if needle not in path.read_text(encoding="utf-8", errors="replace"):
+                    continue
+            except OSError:
+                continue
+            known.append(path.stem if path.name != "__init__.py" else path.parent.name)
+        interp.cache.prepared[key] = known
+    return list(known)

@@ -599,7 +599,7 @@ def _build_layer(interp: Interpreter, role: _Role, spec: LayersFacts, state: dic
     def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
         # torch.nn.Module.__getattr__: a name never registered on the module
         raised = i.make_raise("AttributeError", f"'{base.name}' object has no attribute '{args[-1]}'")
-        raised.line = _attribute_line(i, raised.file, raised.line, str(args[-1]))
+        raised.line = attribute_line(i, raised.file, raised.line, str(args[-1]))
         raised.text = f".{args[-1]}"
         raise raised
 
@@ -621,7 +621,7 @@ def _build_layer(interp: Interpreter, role: _Role, spec: LayersFacts, state: dic
     return layer
 
 
-def _attribute_line(interp: Interpreter, file: str, line: int, name: str) -> int:
+def attribute_line(interp: Interpreter, file: str, line: int, name: str) -> int:
     """The line of the first `.name` read at or after the call site (make_raise knows only
     the site of the last call)."""
     try:

@@ -51,15 +51,14 @@ from sglang_audit.resolve.draft import (
     _NO_ARG,
     _bound_argument,
     _is_torch_module,
-    _registry_class,
     _stop_text,
     _unset_attribute,
     process_object,
+    registry_class,
 )
 from sglang_audit.resolve.expected import missing_module
 from sglang_audit.resolve.layers import (
     _architecture,
-    _attribute_line,
     _hook,
     _join,
     _module_natives,
@@ -69,6 +68,7 @@ from sglang_audit.resolve.layers import (
     _Role,
     _tensor_decided,
     _TensorBranches,
+    attribute_line,
 )
 from sglang_audit.resolve.stage_common import ImportWatch, is_assert, publish_server_args
 from sglang_audit.result import (
@@ -214,7 +214,7 @@ def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, serv
     state: dict[str, Any] = {"weights_created": False, "method": "", "runner": "", "chain": []}
     role = _Role(SETTING, model_config, False, server_args)
     try:
-        cls = _registry_class(interp, reg, _architecture(model_config))
+        cls = registry_class(interp, reg, _architecture(model_config))
     except Unmodelled as exc:
         return f"the model class is not known: {exc}"
     found, init = cls.lookup("__init__")
@@ -421,7 +421,7 @@ def _construct(interp: Interpreter, rec: _Recorded, quant_config: Any) -> Instan
 
     def missing(i: Interpreter, a: list[Any], k: dict[str, Any]) -> Any:
         raised = i.make_raise("AttributeError", f"'{base.name}' object has no attribute '{a[-1]}'")
-        raised.line = _attribute_line(i, raised.file, raised.line, str(a[-1]))
+        raised.line = attribute_line(i, raised.file, raised.line, str(a[-1]))
         raised.text = f".{a[-1]}"
         raise raised
 

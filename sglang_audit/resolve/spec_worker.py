@@ -32,8 +32,16 @@ from sglang_audit import factfiles
 from sglang_audit.errors import strict_mode
 from sglang_audit.evaluate.ending import BOUND, EVALUATION_ENDS, ending
 from sglang_audit.evaluate.explore import ONE_AT_A_TIME, explore_paths
-from sglang_audit.evaluate.interpreter import NOT_HOOKED, Frame, Interpreter, PyRaise
+from sglang_audit.evaluate.interpreter import (
+    NOT_HOOKED,
+    Frame,
+    Interpreter,
+    PyRaise,
+    Unmodelled,
+    stop_reason,
+)
 from sglang_audit.evaluate.values import (
+    AnalysisBound,
     Class,
     Function,
     Instance,
@@ -88,6 +96,7 @@ class _State:
     called_at: tuple[str, int] | None = None  # the scheduler's construction of the worker
     then: list[ChainStep] = field(default_factory=list)  # the scheduler's calls on it afterwards
     standins: dict[int, str] = field(default_factory=dict)  # id(model worker stood in) -> "draft"/"target"
+    evaluated: set[int] = field(default_factory=set)  # stood-in workers whose methods run (the scheduler's call on the target)
     skipped: list[str] = field(default_factory=list)  # their methods called, not evaluated
     backends: attention.BuildState = field(default_factory=attention.BuildState)  # attention backends built inside
 
@@ -212,12 +221,17 @@ def _run_hooked(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFact
     built = interp.call(worker, [], _worker_kwargs(worker, sched, server_args, target))
     if state.built is None:
         return attention.Outcome(STATUS_UNKNOWN, f"{sched.dispatch}() returned {worker.name}, which the tool did not construct")
-    # what the scheduler calls on the built worker next (0.5.16+ build the draft attention
-    # backends there, init_all_attention_backends: `self.draft_worker.init_attention_backends()`)
-    for name, line in _then_calls(interp, sched):
-        if isinstance(built, Instance) and built.cls.lookup(name)[0]:
-            state.then.append(ChainStep(state.built.file, line, "", name, f"self.draft_worker.{name}()", STAGE, "then"))
-            interp.call(interp.getattr(built, name), [], {})
+    # what the scheduler calls on its workers next, in its order (0.5.16+
+    # init_all_attention_backends: `self.tp_worker.init_attention_backends()`, then
+    # `self.draft_worker.init_attention_backends()`, which builds the draft's backends)
+    for attr, name, line in _then_calls(interp, sched):
+        obj = built if attr == sched.worker_attr else target
+        if isinstance(obj, Instance) and obj.cls.lookup(name)[0]:
+            state.then.append(ChainStep(state.built.file, line, "", name, f"self.{attr}.{name}()", STAGE, "then"))
+            if obj is built:
+                interp.call(interp.getattr(built, name), [], {})
+            else:
+                _target_then(interp, facts, att, obj, name, state)
     return attention.Outcome(STATUS_RESOLVED, worker.name, f"{state.built.file}:{state.built.line}",
                               chain=_steps(state), partial=tuple(state.backends.partial))
 
@@ -314,9 +328,49 @@ def _steps(state: _State) -> tuple[ChainStep, ...]:
     return tuple(s for s in (state.dispatch, state.built) if s is not None) + tuple(state.then) + tuple(state.backends.built)
 
 
-def _then_calls(interp: Interpreter, sched: SpecScheduler) -> list[tuple[str, int]]:
-    """The methods of the rules' ``then`` list the scheduler calls on its draft worker
-    (``self.draft_worker.<name>()``, read from its class, never loaded), with the first line."""
+def _target_then(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, worker: Instance, name: str,
+                 state: _State) -> None:
+    """The scheduler's call on the target's (stood-in) model worker: its method evaluated, so
+    what its runner's method does before building the backends is SGLang's code on the target
+    (0.5.23 ModelRunner.init_attention_backends: configure_aux_hidden_state_capture(model=
+    self.model, ...), whose raise for a model class without set_eagle3_layers_to_capture is
+    the verdict). The backends it builds are the attention stage's value: built unevaluated
+    here. A step the evaluator cannot take, or a raise that is no verdict, ends the call
+    (listed), never the worker's construction."""
+    def stub_backends(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if isinstance(func, Class) and attention.is_backend(func, att):
+            return Instance(func)
+        return NOT_HOOKED
+
+    def known_only(value: Unknown, file: str, line: int, text: str) -> bool | None:
+        # what the target's runner does is evaluated only as far as known values decide it
+        # (its backends' own runtime branches are the attention stage's): no branch of the stage
+        raise Unmodelled(f"a branch on runtime state at {file}:{line} ({text})")
+
+    state.evaluated.add(id(worker))
+    try:
+        with interp.hooked_calls(stub_backends), interp.filtered_decisions(known_only):
+            interp.call(interp.getattr(worker, name), [], {})
+    except (Unmodelled, AnalysisBound) as exc:
+        state.skipped.append(f"{worker.cls.name}.{name}() of the target model worker: not followed past {stop_reason(exc)}")
+    except PyRaise as raised:
+        # the target's backend code (its creators' raises on process state: 0.5.23's
+        # create_trtllm_mla_backend on DCP) is the attention stage's question, not the worker's
+        backend_code = att.backend.base_module.rsplit(".", 1)[0].replace(".", "/") + "/"
+        if raised.explicit and any(raised.file.startswith(p) for p in facts.worker.verdict_files) \
+                and not raised.file.startswith(backend_code) and not at_module_level(interp, raised.file, raised.line):
+            raise
+        name_, message = raise_message(interp, raised)
+        state.skipped.append(f"{worker.cls.name}.{name}() of the target model worker: not followed past "
+                             f"{raised.file}:{raised.line} ({name_}: {message})")
+    finally:
+        state.evaluated.discard(id(worker))
+
+
+def _then_calls(interp: Interpreter, sched: SpecScheduler) -> list[tuple[str, str, int]]:
+    """The methods of the rules' ``then`` list the scheduler calls on its workers
+    (``self.<worker_attr>.<name>()``, ``self.<target_attr>.<name>()``, read from its class, never
+    loaded) as (attribute, name, first line), in line order."""
     found = interp.find_module_file(sched.module)
     if found is None or not sched.then:
         return []
@@ -324,16 +378,23 @@ def _then_calls(interp: Interpreter, sched: SpecScheduler) -> list[tuple[str, in
         tree = interp.cache.load(found[0])
     except (ParseFailure, OSError):
         return []
-    out: dict[str, int] = {}
+    attrs = tuple(a for a in (sched.target_attr, sched.worker_attr) if a)
+    key = ("spec_then_calls", id(tree), sched.class_, attrs, tuple(sched.then))
+    known = interp.cache.prepared.get(key)
+    if known is not None and known[0] is tree:  # the tree is kept: its id is not reused while listed
+        return list(known[1])
+    out: dict[tuple[str, str], int] = {}
     for c in tree.body:
         if not (isinstance(c, ir.ClassDef) and c.name == sched.class_):
             continue
         for n in ir.walk(c.body):
             f = n.func if isinstance(n, ir.Call) else None
             if isinstance(f, ir.Attribute) and f.attr in sched.then and isinstance(f.value, ir.Attribute) \
-                    and f.value.attr == sched.worker_attr and isinstance(f.value.value, ir.Name) and f.value.value.id == "self":
-                out.setdefault(str(f.attr), n.line)
-    return sorted(out.items(), key=lambda kv: kv[1])
+                    and f.value.attr in attrs and isinstance(f.value.value, ir.Name) and f.value.value.id == "self":
+                out.setdefault((str(f.value.attr), str(f.attr)), n.line)
+    calls = sorted(((a, m, line) for (a, m), line in out.items()), key=lambda c: c[2])
+    interp.cache.prepared[key] = (tree, calls)  # walking the Scheduler class on every run cost ~0.15 s
+    return list(calls)
 
 
 def _partial(state: _State, reason: str) -> attention.Outcome:
@@ -394,8 +455,8 @@ def _hook(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, sta
             draft = kwargs.get("is_draft_worker") is True
             _fill_model_worker(interp, facts, att, server_args, dc if draft else mc, draft, state, func.module, args[0], kwargs)
             return None
-        if kind is Function and args and id(args[0]) in state.standins and func.name != "__init__" \
-                and not _is_getter(func, args[0]):
+        if kind is Function and args and id(args[0]) in state.standins and id(args[0]) not in state.evaluated \
+                and func.name != "__init__" and not _is_getter(func, args[0]):
             # a method of a stood-in model worker (0.5.16+'s `self.draft_worker.
             # init_attention_backends()`): its runner's own backend is the attention stage's
             # question (attention_backend's draft line), not evaluated again here
@@ -486,7 +547,7 @@ def _fill_model_worker(interp: Interpreter, facts: SpeculativeFacts, att: Attent
             given = {} if kwargs is None else {
                 arg: kwargs[param] if param in kwargs else default for arg, (param, default) in forwards.items()
                 if param in kwargs or default is not _NO_DEFAULT}
-            runner = attention.standin_runner(interp, att, rcls, server_args, cfg, draft, given)
+            runner = attention.standin_runner(interp, att, rcls, server_args, cfg, draft, given, state.backends.built)
             attention.stamp_runner(interp, att, runner)
             _republish(rcls, runner, server_args, wf.published_getter)
     worker.attrs[attr] = runner
