@@ -87,6 +87,10 @@ class LayerValue:
     # the kernel call's tensor arguments as the abstract tensors know them (issue 41):
     # "name: dtype (shape)", a dim or dtype not known printed "?"; () when none is known
     tensors: tuple[str, ...] = ()
+    # attention (issue 42): the kernel-library functions the built backend calls serving a
+    # batch, as (module, name, SGLang call site, the undecided branch it sits under or "");
+    # the attention kernel level reads their guards as it reads the constructor's imports
+    kernel_calls: tuple[tuple[str, str, str, str], ...] = ()
 
     @property
     def what(self) -> str:
@@ -126,7 +130,8 @@ class LayerValue:
             "candidates": [c.to_json() for c in self.candidates], "paths": self.paths,
             "data_dependent": list(self.data_dependent), "stage": self.stage, "forks": list(self.forks),
             "draft": self.draft.to_json() if isinstance(self.draft, LayerValue) else None,
-        } | ({"tensors": list(self.tensors)} if self.tensors else {})
+        } | ({"tensors": list(self.tensors)} if self.tensors else {}) \
+          | ({"kernel_calls": [list(c) for c in self.kernel_calls]} if self.kernel_calls else {})
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,9 @@ class KernelImport:
     name: str  # "flash_attn_varlen_func"
     site: str  # the SGLang file:line of the import
     condition: str = ""  # the undecided branch it sits under ("" when on the constructor's path)
+    # called while the built backend served a batch (the attention stage's request time), not
+    # imported by its constructor: it counts only where the library's code checks the device
+    served: bool = False
 
     @property
     def package(self) -> str:
@@ -240,9 +243,23 @@ def _kernel_imports(body: list[ir.Node], env: dict[str, Any], rel: str, librarie
             _kernel_imports(stmt.body, env, rel, libraries, condition, out)
 
 
-def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any, reads: Reads | None = None) -> Reach:
-    """The kernel functions ``backend``'s constructor imports (``root``: the dir holding ``sglang/``);
-    ``reads`` notes every SGLang path looked at (``kernelmemo``)."""
+def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any, reads: Reads | None = None,
+          calls: tuple[tuple[str, str, str, str], ...] = ()) -> Reach:
+    """The kernel functions ``backend``'s constructor imports (``root``: the dir holding ``sglang/``),
+    then the ones the built backend called serving a batch (``calls``: the attention stage's
+    ``LayerValue.kernel_calls``, (module, name, call site, condition)); ``reads`` notes every
+    SGLang path looked at (``kernelmemo``)."""
+    found = _reach(root, cache, facts, backend, layer, reads)
+    served = tuple(KernelImport(m, n, site, cond, served=True) for m, n, site, cond in calls
+                   if m.split(".")[0] in facts.libraries)
+    if not served:
+        return found
+    known = {(i.module, i.name) for i in found.imports}
+    extra = tuple(dict.fromkeys(i for i in served if (i.module, i.name) not in known))
+    return Reach(found.backend, found.cls, found.imports + extra, found.reason)
+
+
+def _reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any, reads: Reads | None = None) -> Reach:
     loaded = _load(cache, root, facts.registry_module, reads)
     if loaded is None:
         return Reach(backend, "", (), f"no {facts.registry_module} in this release")
@@ -363,11 +380,14 @@ def _verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, st
     for imp in reach_.imports:
         reader, _version, why = readers.get(imp.package, (None, None, "not a library sglang-audit reads"))
         if reader is None:
-            unread.append(f"{imp.module}.{imp.name}: {library_label(imp.package)} source not read ({why})")
+            if not imp.served:
+                unread.append(f"{imp.module}.{imp.name}: {library_label(imp.package)} source not read ({why})")
             continue
         if imp.package not in evaluators:
             evaluators[imp.package] = LibraryEval(reader.package_dir, reader.cache, dev.device, dev.environment)
         got = read_function(reader, imp, evaluators[imp.package], dev, conditions)
+        if imp.served and not any(x.line for x in got):
+            continue  # no device check of its own read (or not found): a call, no kernel question
         for layer in got:
             if imp.condition:
                 # an import under an undecided branch may not be the one called: it informs only
@@ -375,7 +395,10 @@ def _verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, st
                                     f"{layer.detail} [reached only {imp.condition}]", enforced=False)
             layers.append(layer)
             decided.append((imp, layer))
-    first = reach_.imports[0]
+    asked = [i for i in reach_.imports if not i.served] + [i for i, _ in decided if i.served]
+    if not asked:
+        return None  # only calls whose library code checks nothing of the device
+    first = asked[0]
 
     def make(status: str, imp: KernelImport, reason: str) -> KernelVerdict:
         version = readers.get(imp.package, (None, None, ""))[1]
@@ -393,7 +416,7 @@ def _verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, st
         imp, x = unsure[0]
         return make(UNKNOWN, imp, f"{x.detail} ({x.file}:{x.line})")
     if not decided:
-        return make(UNKNOWN, first, f"{', '.join(i.name for i in reach_.imports)}: no device check sglang-audit "
+        return make(UNKNOWN, first, f"{', '.join(i.name for i in asked)}: no device check sglang-audit "
                                     "reads (the kernels' own arch support is in their compiled code)")
     imp, x = decided[0]
     return make(SUPPORTED, imp, f"{imp.name} accepts {sm}: {x.detail} at {x.file}:{x.line}")
