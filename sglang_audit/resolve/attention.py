@@ -549,11 +549,7 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
             return None
         if isinstance(func, Function) and func.module.name.startswith(process_state):
             return Unknown(f"{func.qualname}(): process state (distributed groups) is not modelled", f"proc:{func.qualname}")
-        if kernel_modules and isinstance(func, Function) and func.module.name.startswith(kernel_modules) \
-                and func.closure is None and not (len(args) == 1 and not kwargs and isinstance(args[0], Function)):
-            # (a decorator applied to a function of the tree, and the wrapper it returns, build
-            # nothing: 0.5.23's cache_once around flash_attention_v3._is_fa3_supported is
-            # evaluated, so the FA3 guard reads the device)
+        if kernel_modules and isinstance(func, Function) and func.module.name.startswith(kernel_modules):
             # a kernel the release compiles or loads at run time (0.5.23's TRT-LLM MLA backend
             # JIT-builds one in its constructor): its handle is unknown, the build not evaluated
             return Unknown(f"{func.qualname}(): a kernel built or loaded at run time (not evaluated)", f"kernel:{func.qualname}")
