@@ -260,10 +260,31 @@ class AttentionKernelFacts:
 
 
 @dataclass(frozen=True)
+class AttentionRequest:
+    """What the model worker calls on a built backend per batch (issue 42): the methods, the
+    batch and layer classes the stand-ins subclass, and the forward modes explored per role."""
+
+    batch_module: str  # the module of the ForwardBatch and ForwardMode classes
+    batch_class: str
+    mode_class: str
+    layer_module: str  # the attention layer handed to ``forward``
+    layer_class: str
+    methods: tuple[str, ...]  # called once per mode with the stand-in batch
+    graph_methods: tuple[str, ...] = ()  # called once when CUDA graphs are on
+    target_modes: tuple[str, ...] = ()  # ForwardMode members (those the release has)
+    target_speculative_modes: tuple[str, ...] = ()
+    draft_modes: tuple[str, ...] = ()
+    verdict_files: tuple[str, ...] = ()  # besides the backend's: SGLang's own kernel wrappers
+    # a method taking **kwargs (forward) gets the None-default keywords all of these declare
+    forward_kwargs_from: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class AttentionFacts:
     runner: AttentionRunner
     backend: AttentionBackendFacts
     kernel: AttentionKernelFacts | None = None  # None: no kernel level for attention
+    request: AttentionRequest | None = None  # None: the backend's request-time methods are not called
 
 
 # ---- rules/speculative.toml ---------------------------------------------------------------

@@ -94,6 +94,10 @@ class LayerValue:
     # argument, repr of its value or "?" when not plain data), ...)); read by the attention
     # kernel level (attnkernels: FlashInfer's wrapper dispatch), not printed
     library_calls: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
+    # attention (issue 42): the kernel-library functions the built backend calls serving a
+    # batch, as (module, name, SGLang call site, the undecided branch it sits under or "");
+    # the attention kernel level reads their guards as it reads the constructor's imports
+    kernel_calls: tuple[tuple[str, str, str, str], ...] = ()
 
     @property
     def what(self) -> str:
@@ -133,7 +137,8 @@ class LayerValue:
             "candidates": [c.to_json() for c in self.candidates], "paths": self.paths,
             "data_dependent": list(self.data_dependent), "stage": self.stage, "forks": list(self.forks),
             "draft": self.draft.to_json() if isinstance(self.draft, LayerValue) else None,
-        } | ({"tensors": list(self.tensors)} if self.tensors else {})
+        } | ({"tensors": list(self.tensors)} if self.tensors else {}) \
+          | ({"kernel_calls": [list(c) for c in self.kernel_calls]} if self.kernel_calls else {})
 
 
 @dataclass(frozen=True)

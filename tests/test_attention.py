@@ -287,3 +287,95 @@ def test_the_kernel_library_objects_a_constructor_builds_are_noted_with_sglangs_
                                     (("", "?"), ("", "'NHD'"), ("backend", family))),)
     # a backend that builds none notes none
     assert _attention("sm90", attention_backend="fa3")["attention_backend"].library_calls == ()
+
+
+# ---- request time (issue 42): the built backend serving a stand-in batch per forward mode --
+REQT = "sglang/srt/layers/attention/request_time_backend.py"
+FA3 = "sglang/kernels/ops/attention/flash_attention_v3.py"
+
+
+def test_a_raise_reached_only_through_init_forward_metadata_on_a_verify_batch_is_the_verdict():
+    # the constructor passes; serving a TARGET_VERIFY batch raises on the server args' topk
+    v = _attention("sm90", attention_backend="reqtime", speculative_algorithm="EAGLE",
+                   speculative_eagle_topk=4)["attention_backend"]
+    assert v.status == "unsupported" and v.exception == "ValueError"
+    assert v.value == "ValueError: RequestTimeBackend verifies with topk == 1 only, got 4"
+    assert v.site == f"{REQT}:{_line(REQT, 'raise ValueError(')}"
+    request = [s for s in v.chain if s.kind == "request"]
+    assert [s.value for s in request] == ["RequestTimeBackend.init_forward_metadata on a TARGET_VERIFY batch"]
+    assert v.chain[0].kind == "backend" and v.chain[-1].kind == "raise"
+
+
+def test_request_time_raises_on_unknown_batch_state_or_unexplored_modes_are_no_verdict():
+    # topk 1 verifies; without speculative decoding no verify batch is served; the
+    # `seq_lens_cpu is None` raise is on request-time state a real batch has
+    for flags in ({"speculative_algorithm": "EAGLE", "speculative_eagle_topk": 1}, {"speculative_eagle_topk": 4}):
+        v = _attention("sm90", attention_backend="reqtime", **flags)["attention_backend"]
+        assert (v.status, v.value) == ("resolved", "RequestTimeBackend"), (flags, v)
+        assert not any(s.kind == "request" for s in v.chain)
+
+
+def test_the_kernel_a_decode_forward_calls_refuses_the_device_at_its_own_guard():
+    # dsa_decode_backend=fa3: only forward_decode reaches SGLang's FA3 wrapper, whose guard reads
+    # the device; the argument sink (None unless a model passes it) does not decide the verdict
+    v = _attention("sm100", attention_backend="reqtime", dsa_decode_backend="fa3")["attention_backend"]
+    assert v.status == "unsupported" and v.exception == "NotImplementedError"
+    assert v.value == "NotImplementedError: flash_attn at sgl-kernel is only supported on sm90 and above"
+    assert v.site == f"{FA3}:{_line(FA3, 'raise NotImplementedError')}"
+    assert [s.value for s in v.chain if s.kind == "request"] == ["RequestTimeBackend.forward on a DECODE batch"]
+    assert any(s.file == FA3 and s.kind == "branch" for s in v.chain)  # the guard, cited
+    # the same choice on Hopper, and another sub-backend on Blackwell, are served
+    for arch, impl in (("sm90", "fa3"), ("sm100", "flashmla")):
+        v = _attention(arch, attention_backend="reqtime", dsa_decode_backend=impl)["attention_backend"]
+        assert (v.status, v.value) == ("resolved", "RequestTimeBackend"), (arch, impl, v)
+
+
+@pytest.mark.real_release
+def test_real_0_5_23_dsa_decode_fa3_on_sm100_is_refused_by_the_fa3_guard_its_forward_reaches(release):
+    # 0.5.23 DeepseekSparseAttnBackend builds with any --dsa-decode-backend; only forward_decode
+    # reaches `_forward_fa3` -> flash_attention.py -> flash_attention_v3.flash_attn_with_kvcache,
+    # whose `if not _is_fa3_supported(): raise NotImplementedError(...)` (lines 137-138) reads the
+    # device: Blackwell is refused there. The release's own default (trtllm on SM100,
+    # arg_groups/overrides.py) is served. GLM-5 (GlmMoeDsaForCausalLM) is a DSA model.
+    tree = release("0.5.23")
+    glm5 = str(Path(__file__).resolve().parent / "field" / "models" / "glm-5-nvfp4")
+    launch = "python -m sglang.launch_server --model-path m --tp 4"  # as tests/test_rules.py's SGA502 edge
+    refused = shared.resolve(Request(source=str(tree.package_dir), arch="sm100", model=glm5,
+                                     launch=launch + " --dsa-decode-backend fa3"))
+    setting = refused.settings["attention_backend"]
+    layer = setting.layer
+    assert (setting.effective, setting.status) == ("dsa", "unsupported")
+    assert refused.settings["dsa_decode_backend"].effective == "fa3"
+    assert (layer.status, layer.exception) == ("unsupported", "NotImplementedError")
+    assert layer.value == "NotImplementedError: flash_attn at sgl-kernel is only supported on sm90 and above"
+    assert layer.site == "sglang/kernels/ops/attention/flash_attention_v3.py:138"
+    assert [s.value for s in layer.chain if s.kind == "request"] == ["DeepseekSparseAttnBackend.forward on a DECODE batch"]
+    assert any((s.file, s.line, s.kind) == ("sglang/kernels/ops/attention/flash_attention_v3.py", 137, "branch")
+               for s in layer.chain)
+    assert layer.chain[0].value == "DeepseekSparseAttnBackend"
+    served = shared.resolve(Request(source=str(tree.package_dir), arch="sm100", model=glm5, launch=launch))
+    setting = served.settings["attention_backend"]
+    assert served.settings["dsa_decode_backend"].effective == "trtllm"
+    assert (setting.status, setting.layer.status, setting.layer.value) == ("resolved", "resolved", "DeepseekSparseAttnBackend")
+    assert not any(s.kind == "request" for s in setting.layer.chain)
+
+
+def test_a_branch_written_over_several_lines_is_on_request_time_state_when_an_operand_is():
+    # 0.5.23 flashinfer_backend.py:2335-2341: `if (\n spec_info is not None\n and use_custom_mask
+    # is None\n ...):` then `raise RuntimeError`; the decisions on the unknown operands sit at
+    # 2336-2338, below the guard's own line. Read as decided by known values, that raise became
+    # a verdict refusing FlashInfer for Qwen3 + EAGLE on sm100 (a working deployment).
+    from sglang_audit.evaluate.interpreter import PyRaise
+    from sglang_audit.evaluate.values import Guard
+    from sglang_audit.resolve.attention import _on_unknowns
+
+    f = "sglang/srt/layers/attention/flashinfer_backend.py"
+    raised = PyRaise(None, f, 2341)
+    raised.guards = (Guard(f, 1025, "forward_batch.forward_mode.is_target_verify()", True), Guard(f, 2335, "...", True))
+    test_end = {1025: 1025, 2335: 2340}.__getitem__
+    assert _on_unknowns(raised, [(f, 1004), (f, 2337)], lambda file, line: test_end(line))  # an operand
+    assert not _on_unknowns(raised, [(f, 1004), (f, 2231)], lambda file, line: test_end(line))  # outside both tests
+    assert _on_unknowns(raised, [(f, 1025)], lambda file, line: test_end(line))
+    assert not _on_unknowns(raised, [("sglang/other.py", 2337)], lambda file, line: test_end(line))
+    # without the test's extent (the guard's line only) the operand at 2337 is missed
+    assert not _on_unknowns(raised, [(f, 1004), (f, 2337)], lambda file, line: line)

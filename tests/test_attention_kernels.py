@@ -299,3 +299,31 @@ def test_real_flashinfer_0_7_2_cutlass_fmha_family_is_refused_on_sm120_by_its_ge
     got = _dispatch((12, 0), "auto", root, cache)
     assert got.family == "fa2" and (got.layers[0].file, got.layers[0].line) == (FI_UTILS, 628)
     assert not any(x.says == "unsupported" for x in got.layers)
+
+
+def _served_verdict(calls: tuple[tuple[str, str, str, str], ...], capability: tuple[int, int]):
+    cache = SourceCache(use_disk=False)
+    facts = factfiles.attention().kernel
+    assert facts is not None
+    reach = attnkernels.reach(ROOT, cache, facts, "triton", None, calls=calls)
+    readers = {"sgl_kernel": (FlashInferReader(ROOT / "sgl_kernel", cache), "0.0.test", "")}
+    return reach, attnkernels.verdict(reach, readers, _device(capability, "12.9"), lambda p: p)
+
+
+def test_a_kernel_the_backend_calls_serving_a_batch_is_read_as_an_import_is():
+    # the attention stage's request-time calls (LayerValue.kernel_calls) join the constructor's
+    # imports: sgl-kernel's own guard refuses Blackwell at the SGLang call site that reached it
+    site = "sglang/srt/layers/attention/triton_backend.py:99"
+    assert _reach("triton").imports == ()  # its constructor imports no kernel
+    reach, v = _served_verdict((("sgl_kernel.flash_attn", "flash_attn_varlen_func", site, ""),), (10, 0))
+    assert [(i.name, i.served) for i in reach.imports] == [("flash_attn_varlen_func", True)]
+    assert v is not None and (v.status, v.function, v.call_site) == ("unsupported", "sgl_kernel.flash_attn.flash_attn_varlen_func", site)
+    assert v.reason.endswith(f"at {WRAPPER}:{_line(WRAPPER, 'if not is_fa3_supported()')}")
+    _, ok = _served_verdict((("sgl_kernel.flash_attn", "flash_attn_varlen_func", site, ""),), (9, 0))
+    assert ok is not None and ok.status == "supported"
+    # under a branch on request-time state it informs only
+    _, cond = _served_verdict((("sgl_kernel.flash_attn", "flash_attn_varlen_func", site, "if q_rope is not None (x.py:1)"),), (10, 0))
+    assert cond is not None and cond.status == "unknown" and "[reached only if q_rope is not None" in cond.reason
+    # a called function whose code checks nothing of the device asks no kernel question
+    _, none = _served_verdict((("sgl_kernel.flash_attn", "flash_attn_with_kvcache", site, ""),), (10, 0))
+    assert none is None

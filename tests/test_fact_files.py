@@ -225,6 +225,19 @@ def test_attention_kernel_facts_load_typed_and_a_bad_library_label_names_its_fie
     assert msg == "rules/attention.toml: kernel.libraries.sgl_kernel: expected a string, got 1"
 
 
+def test_attention_request_facts_load_typed_and_a_bad_mode_list_names_its_field() -> None:
+    # issue 42: what the attention stage calls on a built backend per batch, and in which modes
+    from sglang_audit.factfiles import AttentionFacts
+
+    req = factfiles.attention().request
+    assert req is not None and req.methods == ("init_forward_metadata", "forward")
+    assert "TARGET_VERIFY" in req.target_speculative_modes and "DECODE" not in req.target_speculative_modes
+    msg = _bad_file(AttentionFacts, "attention.toml", lambda r: r["request"].__setitem__("target_modes", "DECODE"))
+    assert msg.startswith("rules/attention.toml: request.target_modes: expected")
+    msg = _bad_file(AttentionFacts, "attention.toml", lambda r: r["request"].pop("batch_class"))
+    assert msg == "rules/attention.toml: request.batch_class: missing"
+
+
 def test_kernels_toml_loads_typed_and_a_bad_row_names_its_field() -> None:
     # issue 40 step 4: the FlashInfer entry each setting's value reaches, typed
     from sglang_audit.factfiles import KernelsFacts

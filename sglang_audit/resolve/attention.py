@@ -17,18 +17,21 @@ inside this stage (never as resolver paths) and joined as the MoE layers are.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sglang_audit import factfiles
 from sglang_audit.errors import strict_mode
 from sglang_audit.evaluate.ending import BOUND, EVALUATION_ENDS, ending
-from sglang_audit.evaluate.explore import ONE_AT_A_TIME, explore_paths
+from sglang_audit.evaluate.explore import ONE_AT_A_TIME, explore, explore_paths
 from sglang_audit.evaluate.interpreter import NOT_HOOKED, Frame, Interpreter, PyRaise, Unmodelled
 from sglang_audit.evaluate.values import (
     AnalysisBound,
     BoundMethod,
     Class,
+    Decision,
     External,
     Function,
     Instance,
@@ -47,6 +50,7 @@ from sglang_audit.resolve.stage_common import (
     at_module_level,
     guard_steps,
     is_assert,
+    module_nodes,
     names_in,
     process_value,
     publish_server_args,
@@ -142,9 +146,16 @@ def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: I
             return True
         return None
 
+    # the request-time verdict, asked on the first run only (the constructor's default branch):
+    # every run builds the same class when the join is resolved
+    request: list[Outcome] = []  # the verdict, or a resolved Outcome when there is none
+    request_calls: list[KernelCall] = []
+    first = [True]
+
     def run() -> tuple[Outcome, list[Any]]:
         start = len(interp.logs)
-        outcome = _run_once(interp, spec, server_args, mc, draft)
+        outcome = _run_once(interp, spec, server_args, mc, draft, request if first[0] else None, request_calls)
+        first[0] = False
         # what SGLang logs while it builds the backend (the linear-attention kernel choice, ...)
         # is evidence on the value (the first branch's), never the path's own logs
         logs = interp.logs[start:]
@@ -160,6 +171,15 @@ def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: I
     logged = [r for r in runs[0][0][1] if r.level in ("info", "warning")] if runs else []
     flipped = len(runs[0][1].new_decisions) if runs else 0
     value = join_outcomes(outcomes, complete)
+    if value.status == STATUS_RESOLVED and request and request[0].status == STATUS_UNSUPPORTED:
+        # the backend builds, and SGLang's code refuses the first batch it serves
+        refused = request[0]  # its `partial`: the request-time asserts assumed to hold
+        value = replace(value, status=STATUS_UNSUPPORTED, value=refused.value, site=refused.site, code=refused.code,
+                        exception=refused.exception, chain=value.chain + refused.chain,
+                        data_dependent=value.data_dependent + refused.partial)
+    elif value.status == STATUS_RESOLVED and request_calls:
+        # what the kernel libraries' own guards say of them is the kernel level's (attnkernels)
+        value = replace(value, kernel_calls=tuple(dict.fromkeys(request_calls)))
     if flipped > 1:
         assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")
     logs = tuple(dict.fromkeys(ChainStep(r.file, r.line, "", r.message, "", STAGE, "log") for r in logged))
@@ -218,15 +238,17 @@ def join_outcomes(outcomes: list[tuple[Outcome, tuple[str, ...]]], complete: boo
                       data_dependent=partial, stage=stage)
 
 
-def _run_once(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool) -> Outcome:
+def _run_once(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool,
+              request: list[Outcome] | None = None, request_calls: list[KernelCall] | None = None) -> Outcome:
     state = BuildState()
     with interp.hooked_calls(backend_hook(interp, spec, state)):
-        outcome = _run_hooked(interp, spec, server_args, mc, draft, state)
+        outcome = _run_hooked(interp, spec, server_args, mc, draft, state, request, request_calls)
     return replace(outcome, library_calls=tuple(state.library_calls))
 
 
 def _run_hooked(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool,
-                state: BuildState) -> Outcome:
+                state: BuildState, request: list[Outcome] | None = None,
+                request_calls: list[KernelCall] | None = None) -> Outcome:
     run = spec.runner
     try:
         mod = interp.load_module(run.module)
@@ -247,6 +269,11 @@ def _run_hooked(interp: Interpreter, spec: factfiles.AttentionFacts, server_args
         if not isinstance(result, Instance) or id(result) not in state.names:
             return Outcome(STATUS_UNKNOWN, f"{spec.runner.method}() returned no attention backend the tool built ({result!r})",
                             chain=tuple(state.built), partial=tuple(state.partial))
+        if request is not None and spec.request is not None and not state.partial:
+            refused, calls = request_time(interp, spec, spec.request, result, server_args, draft)
+            request.append(refused if refused is not None else Outcome(STATUS_RESOLVED, ""))
+            if request_calls is not None:
+                request_calls.extend(calls)
         return Outcome(STATUS_RESOLVED, state.names[id(result)], state.built[-1].file + f":{state.built[-1].line}" if state.built else "",
                         chain=tuple(state.built), partial=tuple(state.partial))
     except EVALUATION_ENDS as exc:
@@ -261,16 +288,261 @@ def _run_hooked(interp: Interpreter, spec: factfiles.AttentionFacts, server_args
         return Outcome(STATUS_UNKNOWN, reason, chain=tuple(state.built), partial=tuple(state.partial))
 
 
-def _is_verdict(spec: factfiles.AttentionFacts, raised: PyRaise) -> bool:
-    return raised.explicit and any(raised.file.startswith(p) for p in spec.backend.verdict_files)
+# ---- request time (issue 42) ----------------------------------------------------------
+REQUEST_PATHS = 24  # branches explored per method and forward mode
+# CPU seconds and interpreter steps of the request-time calls on one role, inside the stage's
+# budget (a 0.5.23 resolution path takes ~0.1M steps; the path's bound is 1M)
+REQUEST_CPU_SECONDS = 3.0
+REQUEST_STEPS = 150_000
+_NOT_GIVEN = object()
 
 
-def _raise_outcome(interp: Interpreter, spec: factfiles.AttentionFacts, raised: PyRaise, state: BuildState) -> Outcome:
+KernelCall = tuple[str, str, str, str]  # LayerValue.kernel_calls: module, name, call site, condition
+
+
+def request_time(interp: Interpreter, spec: factfiles.AttentionFacts, req: factfiles.AttentionRequest, backend: Instance,
+                 server_args: Instance, draft: bool) -> tuple[Outcome | None, tuple[KernelCall, ...]]:
+    """What SGLang's code says when the built backend serves its first batches: the methods of
+    ``req`` called on ``backend`` with a stand-in batch per forward mode (its ``forward_mode``
+    the release's member, every other attribute unknown) and a stand-in attention layer. A
+    method's branches on unknown inputs are explored (an argument whose default is None is None
+    first, as a caller that does not pass it has it); SGLang's own raise on every explored branch
+    is the verdict (an ``unsupported`` Outcome, its chain naming the method and mode), anything
+    else None: the calls never make a value unknown (what they cannot follow says nothing of the
+    constructor's outcome). With it, the kernel-library functions (``[kernel] libraries``) the
+    calls reached, each with its SGLang call site and, when a branch on request-time state
+    encloses the call, that branch (``LayerValue.kernel_calls``)."""
+    sa = server_args.attrs
+    spec_algo = sa.get("speculative_algorithm")
+    if not (spec_algo is None or isinstance(spec_algo, str)):
+        return None, ()  # which modes the runner sees is not known on this path
+    try:
+        mod = interp.load_module(req.batch_module)
+        batch_cls = interp.getattr(mod, req.batch_class) if isinstance(mod, ModuleObj) else None
+        mode_cls = interp.getattr(mod, req.mode_class) if isinstance(mod, ModuleObj) else None
+        layer_mod = interp.load_module(req.layer_module)
+        layer_cls = interp.getattr(layer_mod, req.layer_class) if isinstance(layer_mod, ModuleObj) else None
+    except EVALUATION_ENDS:
+        return None, ()
+    if not isinstance(batch_cls, Class) or not isinstance(mode_cls, Class):
+        return None, ()
+    names = req.draft_modes if draft else (req.target_speculative_modes if spec_algo else req.target_modes)
+    modes = [(n, mode_cls.ns[n]) for n in names if isinstance(mode_cls.ns.get(n), Instance)]
+    calls: list[tuple[str, str, Any]] = []
+    if sa.get("disable_cuda_graph") is False:
+        calls += [(m, "", None) for m in req.graph_methods]
+    calls += [(m, n, member) for n, member in modes for m in req.methods]
+    start_logs = len(interp.logs)
+    t0, s0, outer = time.process_time(), interp.steps, interp.deadline
+
+    def spent() -> bool:
+        return (outer is not None and outer()) or time.process_time() - t0 > REQUEST_CPU_SECONDS \
+            or interp.steps - s0 > REQUEST_STEPS
+
+    def assert_on_request(value: Unknown, file: str, line: int, text: str) -> bool | None:
+        # an assert on request-time state holds for a batch SGLang builds (listed on a verdict)
+        if is_assert(interp, file, line):
+            assumed.add(f"assert {text} at {file}:{line} (request-time state not known; assumed to hold)")
+            return True
+        return None
+
+    libraries = tuple(spec.kernel.libraries) if spec.kernel is not None else ()
+    reached: dict[tuple[str, str, str], str] = {}  # (module, name, site) -> condition ("" wins)
+
+    def observe(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        # a library function by its dotted name (not a method of what one returned: `f().squeeze`)
+        if isinstance(func, External) and func.path.split(".")[0] in libraries and "." in func.path \
+                and all(part.isidentifier() for part in func.path.split(".")):
+            module, _, name = func.path.rpartition(".")
+            file, line = getattr(interp, "_call_site", ("?", 0))
+            decided_unknown = {(d.file, d.line) for d, _ in interp.taken}
+            cond = next((f"if {g.describe()} ({g.file}:{g.line})" for g in interp.guards
+                         if (g.file, g.line) in decided_unknown), "")
+            key = (module, name, f"{file}:{line}")
+            reached[key] = cond if reached.get(key, cond) else ""
+        return NOT_HOOKED
+
+    def kernel_calls() -> tuple[KernelCall, ...]:
+        return tuple((m, n, site, cond) for (m, n, site), cond in reached.items())
+
+    assumed: set[str] = set()
+    written = dict(server_args.attrs)  # what serving a batch writes there is not the next stage's
+    try:
+        # the imports are not the stage's: a package imported only here forks no resolution
+        with interp.budget(spent), interp.filtered_decisions(assert_on_request), interp.unwatched_imports(), \
+                interp.hooked_calls(observe):
+            for method, mode, member in calls:
+                if spent():
+                    return None, kernel_calls()
+                found, fn = backend.cls.lookup(method)
+                if not found or not isinstance(fn, Function):
+                    continue
+                given = {"forward_mode": member, "attn_backend": backend} if member is not None else {}
+                batch = _standin(batch_cls, "ForwardBatch", given)
+                layer = _standin(layer_cls if isinstance(layer_cls, Class) else None, req.layer_class, {})
+                refused = _request_call(interp, spec, req, backend, fn, mode, batch, layer)
+                if refused is not None:
+                    return replace(refused, partial=tuple(sorted(assumed))), kernel_calls()
+        return None, kernel_calls()
+    finally:
+        # what SGLang logs serving a batch is not evidence of the construction
+        del interp.logs[start_logs:]
+        server_args.attrs.clear()
+        server_args.attrs.update(written)
+
+
+def _standin(cls: Class | None, name: str, attrs: dict[str, Any]) -> Instance:
+    """An instance of ``cls`` (the release's class: its properties and methods are SGLang's)
+    whose attributes not in ``attrs`` are unknown request-time state."""
+    def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        attr = str(args[-1])
+        return Unknown(f"{name}.{attr} (request-time state, not known before a request)", f"req:{name}.{attr}")
+
+    bases = (cls,) if cls is not None else ()
+    module = cls.module if cls is not None else None
+    standin = Class(name, bases, {"__getattr__": Native(f"{name}.__getattr__", missing)}, module, cls.line if cls else 0,
+                    external_bases=())
+    inst = Instance(standin)
+    # a field the class declares with a default (``seq_lens_cpu: Optional[Tensor] = None``) is
+    # set by whoever builds the batch: unknown here, not the class's default
+    for c in cls.mro() if cls is not None else ():
+        for fname, _, text in c.annotations:
+            if "ClassVar" not in text:
+                inst.attrs.setdefault(fname, Unknown(f"{name}.{fname} (request-time state, not known before a request)",
+                                                     f"req:{name}.{fname}"))
+    inst.attrs.update(attrs)
+    return inst
+
+
+def _request_args(backend: Instance, fn: Function, batch: Instance, layer: Instance,
+                  forwarded: tuple[str, ...]) -> tuple[list[Any], dict[str, Any], dict[str, bool]]:
+    """The arguments of ``fn`` bound by name (the batch, the layer; any other one without a
+    default unknown; one whose default is None unknown, with the decisions that make it None
+    first), and for ``**kwargs`` the None-default keywords every method in ``forwarded`` takes."""
+    kwargs: dict[str, Any] = {}
+    seeds: dict[str, bool] = {}
+
+    def optional(pname: str) -> Unknown:
+        key = f"req-arg:{pname}"
+        seeds[key] = False  # `if x:` on a None argument
+        seeds[f"{key} is None"] = True
+        return Unknown(f"argument {pname} of {fn.name} (request-time input)", key)
+
+    star_kw = False
+    for p in fn.params[1:]:
+        if p.star == "**":
+            star_kw = True
+            continue
+        if p.star == "*":
+            continue
+        if p.name == "forward_batch":
+            kwargs[p.name] = batch
+        elif p.name == "layer":
+            kwargs[p.name] = layer
+        elif p.name not in fn.defaults:
+            kwargs[p.name] = Unknown(f"argument {p.name} of {fn.name} (request-time input)", f"req-arg:{p.name}")
+        elif fn.defaults[p.name] is None:
+            kwargs[p.name] = optional(p.name)
+    if star_kw:
+        common: set[str] | None = None
+        for other in forwarded:
+            found, f = backend.cls.lookup(other)
+            if found and isinstance(f, Function):
+                names = {p.name for p in f.params if p.star in ("", "kwonly") and f.defaults.get(p.name, _NOT_GIVEN) is None}
+                common = names if common is None else common & names
+        for pname in sorted(common or ()):
+            kwargs.setdefault(pname, optional(pname))
+    return [], kwargs, seeds
+
+
+def _request_call(interp: Interpreter, spec: factfiles.AttentionFacts, req: factfiles.AttentionRequest, backend: Instance,
+                  fn: Function, mode: str, batch: Instance, layer: Instance) -> Outcome | None:
+    args, kwargs, seeds = _request_args(backend, fn, batch, layer, req.forward_kwargs_from)
+    base = dict(interp.decisions)
+    what = f"{backend.cls.name}.{fn.name}" + (f" on a {mode} batch" if mode else "")
+    base_file = spec.backend.base_module.replace(".", "/") + ".py"
+
+    def one(decisions: dict[str, bool]) -> tuple[tuple[Outcome, tuple[str, ...]], list[Decision]]:
+        saved = interp.enter_path({**base, **seeds, **decisions})
+        try:
+            try:
+                interp.call(BoundMethod(fn, backend), list(args), dict(kwargs))
+                outcome = Outcome(STATUS_RESOLVED, what)
+            except EVALUATION_ENDS as exc:
+                end = ending(exc, strict_mode())
+                if end.raised is not None:
+                    outcome = _raise_outcome(interp, spec, end.raised, BuildState(), req.verdict_files)
+                    unknown_at = [(d.file, d.line) for d, _ in interp.taken]
+                    if outcome.status == STATUS_UNSUPPORTED and end.raised.file == base_file:
+                        # the base class only declares the method (`raise NotImplementedError()`):
+                        # how a backend that does not define it is served is not read here
+                        outcome = Outcome(STATUS_UNKNOWN, f"{fn.name} reaches the base class's declaration at {outcome.site}")
+                    elif outcome.status == STATUS_UNSUPPORTED and _on_unknowns(end.raised, unknown_at,
+                                                                               lambda f, n: _test_end(interp, f, n)):
+                        # a raise under a branch on request-time state (`if forward_batch.seq_lens_cpu
+                        # is None: raise`) is what a batch SGLang builds does not do: no verdict,
+                        # and the path says nothing (the join drops it)
+                        outcome = replace(outcome, status="infeasible")
+                else:
+                    outcome = Outcome(STATUS_UNKNOWN, end.reason)
+                    where = str(getattr(exc, "where", "") or "")
+                    file, _, line = where.rpartition(":")
+                    if end.stopped and line.isdigit() and is_assert(interp, file, int(line), ir.Raise):
+                        # stopped building a raise's message (`f"q={tuple(q.shape)}"`): the path
+                        # raises, under guards the tool cannot check; it says nothing either way
+                        outcome = replace(outcome, status="infeasible")
+        finally:
+            ran = interp.leave_path(saved)
+        met = list(ran.new_decisions)
+        taken = {d.key for d, _ in ran.taken}
+        # an argument's default is a decision met too: the other side is explored as well
+        met += [Decision(k, "a request-time argument", fn.module.file, fn.line, k, negated=not v)
+                for k, v in seeds.items() if k in taken and k not in decisions]
+        whens = tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in ran.taken)
+        return (outcome, whens), met
+
+    runs, complete = explore(one, REQUEST_PATHS, ONE_AT_A_TIME)
+    joined = join_outcomes(list(runs), complete, what=what, max_paths=REQUEST_PATHS)
+    if not complete or joined.status != STATUS_UNSUPPORTED:
+        return None
+    refused = next(o for o, _ in runs if o.status == STATUS_UNSUPPORTED and o.value == joined.value)
+    step = ChainStep(fn.module.file, fn.line, "", what, f"{fn.name}(...)", STAGE, "request")
+    return replace(refused, chain=(step, *refused.chain))
+
+
+def _on_unknowns(raised: PyRaise, unknown_at: list[tuple[str, int]], test_end: Callable[[str, int], int]) -> bool:
+    """Whether a branch enclosing the raise was decided by a request-time unknown. A decision
+    sits at its operand's line, so one inside a test written over several lines (``if (\n
+    spec_info is not None\n and ...):``, 0.5.23 flashinfer_backend.py:2335) is below the guard's
+    own line: a guard covers its test's lines (``test_end``: the test's last line)."""
+    return any(f == g.file and g.line <= line <= test_end(g.file, g.line)
+               for g in raised.guards for f, line in unknown_at)
+
+
+def _test_end(interp: Interpreter, file: str, line: int) -> int:
+    """The last line of the test of the ``if`` at ``file:line`` (``line`` when none is found)."""
+    path = interp.root / file
+    try:
+        tree = interp.cache.load(path)
+    except (ParseFailure, OSError):
+        return line
+    for node in module_nodes(interp, path, tree):
+        if isinstance(node, ir.If) and node.line == line:
+            return max((n.line for n in ir.walk(node.test) if n.line), default=line)
+    return line
+
+
+def _is_verdict(spec: factfiles.AttentionFacts, raised: PyRaise, extra: tuple[str, ...] = ()) -> bool:
+    return raised.explicit and any(raised.file.startswith(p) for p in spec.backend.verdict_files + extra)
+
+
+def _raise_outcome(interp: Interpreter, spec: factfiles.AttentionFacts, raised: PyRaise, state: BuildState,
+                   extra_verdict_files: tuple[str, ...] = ()) -> Outcome:
     name, message = raise_message(interp, raised)
     site = f"{raised.file}:{raised.line}"
     if at_module_level(interp, raised.file, raised.line):
         return Outcome("infeasible", f"{name}: {message}", site, raised.text, name)
-    if not _is_verdict(spec, raised):
+    if not _is_verdict(spec, raised, extra_verdict_files):
         why = "outside the attention code" if raised.explicit else "not an explicit raise in SGLang"
         return Outcome(STATUS_UNKNOWN, f"evaluation stopped: {name}: {message} at {site} ({why})",
                         chain=tuple(state.built), partial=tuple(state.partial))
@@ -282,7 +554,7 @@ def _raise_outcome(interp: Interpreter, spec: factfiles.AttentionFacts, raised: 
 def _guard_steps_any(guards: Any) -> tuple[ChainStep, ...]:
     steps = guard_steps(guards)  # the ones in sglang/srt/layers/
     extra = tuple(ChainStep(g.file, g.line, g.describe(), g.truth, "", STAGE, "branch")
-                  for g in guards if g.file.startswith("sglang/srt/model_executor/"))
+                  for g in guards if g.file.startswith(("sglang/srt/model_executor/", "sglang/kernels/")))
     return extra + steps
 
 

@@ -65,6 +65,9 @@ class KernelImport:
     # a library object the attention stage saw the construction build (LayerValue.library_calls):
     # its arguments as SGLang passed them, repr'd ((keyword or "", repr or "?"), ...); "" for an import
     call: str = ""
+    # called while the built backend served a batch (the attention stage's request time), not
+    # imported by its constructor: it counts only where the library's code checks the device
+    served: bool = False
 
     @property
     def package(self) -> str:
@@ -243,9 +246,23 @@ def _kernel_imports(body: list[ir.Node], env: dict[str, Any], rel: str, librarie
             _kernel_imports(stmt.body, env, rel, libraries, condition, out)
 
 
-def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any, reads: Reads | None = None) -> Reach:
-    """The kernel functions ``backend``'s constructor imports (``root``: the dir holding ``sglang/``);
-    ``reads`` notes every SGLang path looked at (``kernelmemo``)."""
+def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any, reads: Reads | None = None,
+          calls: tuple[tuple[str, str, str, str], ...] = ()) -> Reach:
+    """The kernel functions ``backend``'s constructor imports (``root``: the dir holding ``sglang/``),
+    then the ones the built backend called serving a batch (``calls``: the attention stage's
+    ``LayerValue.kernel_calls``, (module, name, call site, condition)); ``reads`` notes every
+    SGLang path looked at (``kernelmemo``)."""
+    found = _reach(root, cache, facts, backend, layer, reads)
+    served = tuple(KernelImport(m, n, site, cond, served=True) for m, n, site, cond in calls
+                   if m.split(".")[0] in facts.libraries)
+    if not served:
+        return found
+    known = {(i.module, i.name) for i in found.imports}
+    extra = tuple(dict.fromkeys(i for i in served if (i.module, i.name) not in known))
+    return Reach(found.backend, found.cls, found.imports + extra, found.reason)
+
+
+def _reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any, reads: Reads | None = None) -> Reach:
     loaded = _load(cache, root, facts.registry_module, reads)
     if loaded is None:
         return Reach(backend, "", (), f"no {facts.registry_module} in this release")
@@ -436,7 +453,7 @@ def _verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, st
     for imp in reach_.imports:
         reader, _version, why = readers.get(imp.package, (None, None, "not a library sglang-audit reads"))
         if reader is None:
-            if not imp.call:  # an object built is read only with the library: no question of its own
+            if not imp.call and not imp.served:  # an object built or a call served: no question of its own
                 unread.append(f"{imp.module}.{imp.name}: {library_label(imp.package)} source not read ({why})")
             continue
         if imp.package not in evaluators:
@@ -448,6 +465,8 @@ def _verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, st
                 decided.append((imp, layer))
             continue
         got = read_function(reader, imp, evaluators[imp.package], dev, conditions)
+        if imp.served and not any(x.line for x in got):
+            continue  # no device check of its own read (or not found): a call, no kernel question
         for layer in got:
             if imp.condition:
                 # an import under an undecided branch may not be the one called: it informs only
@@ -465,11 +484,13 @@ def _verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, st
     if refusing:
         imp, x = refusing[0]
         return make(UNSUPPORTED, imp, f"{imp.name} refuses {sm}: {x.detail} at {x.file}:{x.line}")
-    if all(i.call for i in reach_.imports):
-        # only objects built, none refused: what the families' compiled kernels support is not
-        # in the source, so no verdict is made of their dispatch alone
+    # what the verdict is about: the constructor's imports, and the calls served whose library
+    # code checks the device; objects built (none refused: what the families' compiled kernels
+    # support is not in the source) and calls with no device check make no verdict alone
+    asked = [i for i in reach_.imports if not i.call and not i.served] + [i for i, _ in decided if i.served]
+    if not asked:
         return None
-    first = next(i for i in reach_.imports if not i.call)
+    first = asked[0]
     decided = [(i, x) for i, x in decided if not i.call or x.says == UNSUPPORTED]
     if unread:
         return make(UNKNOWN, first, "; ".join(unread))
@@ -478,7 +499,7 @@ def _verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, st
         imp, x = unsure[0]
         return make(UNKNOWN, imp, f"{x.detail} ({x.file}:{x.line})")
     if not decided:
-        return make(UNKNOWN, first, f"{', '.join(i.name for i in reach_.imports)}: no device check sglang-audit "
+        return make(UNKNOWN, first, f"{', '.join(i.name for i in asked)}: no device check sglang-audit "
                                     "reads (the kernels' own arch support is in their compiled code)")
     imp, x = decided[0]
     return make(SUPPORTED, imp, f"{imp.name} accepts {sm}: {x.detail} at {x.file}:{x.line}")

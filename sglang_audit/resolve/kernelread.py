@@ -89,6 +89,14 @@ class FlashInferReader:
                         found = self.find(target, imported, hops + 1, kinds)
                         if found is not None:
                             return found
+        # `from ._core import *` (FlashInfer 0.7's flashinfer/mla/__init__.py): the name may come
+        # from there (a name the star module does not define is simply not found in it)
+        for node in _top_level(tree.body):
+            if isinstance(node, ir.ImportFrom) and node.names == "*":
+                target = absolute_module(module, is_package, node.module or "", node.level or 0)
+                found = self.find(target, name, hops + 1)
+                if found is not None:
+                    return found
         return None
 
 

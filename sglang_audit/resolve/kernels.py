@@ -248,7 +248,10 @@ def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, 
         value = _value(setting) if setting is not None and setting.present else None
         if not isinstance(value, str):
             continue
-        found = _memoised_reach(sglang_root, cache, value, layer, memo)
+        # the kernel-library calls the built backend made serving a batch are the composition's
+        # (attention_backend's), never a hybrid part's own
+        calls = layer.kernel_calls if name == ATTENTION_SETTINGS[0] and isinstance(layer, LayerValue) else ()
+        found = _memoised_reach(sglang_root, cache, value, layer, memo, calls)
         if found[2]:
             reaches[name] = found
     if not reaches:
@@ -266,23 +269,23 @@ def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, 
 
 
 # attnkernels.Reach as plain data, so a remembered one needs no attnkernels:
-# (backend, class, ((module, name, site, condition, call), ...), reason)
-_ReachData = tuple[str, str, tuple[tuple[str, str, str, str, str], ...], str]
+# (backend, class, ((module, name, site, condition, call, served "1" or ""), ...), reason)
+_ReachData = tuple[str, str, tuple[tuple[str, str, str, str, str, str], ...], str]
 
 
 def _is_reach_data(value: object) -> bool:
     return (isinstance(value, tuple) and len(value) == 4 and isinstance(value[2], tuple)
-            and all(isinstance(i, tuple) and len(i) == 5 and all(isinstance(x, str) for x in i) for i in value[2]))
+            and all(isinstance(i, tuple) and len(i) == 6 and all(isinstance(x, str) for x in i) for i in value[2]))
 
 
 def _memoised_reach(sglang_root: Path, cache: SourceCache, backend: str, layer: Any,
-                    memo: KernelMemo | None) -> _ReachData:
+                    memo: KernelMemo | None, calls: tuple[tuple[str, str, str, str], ...] = ()) -> _ReachData:
     # the creator's choice reads only the stage outcome's status, site and value (attnkernels._chosen_call)
-    # ... and the library objects it built (attnkernels.built_objects)
+    # ... the library objects it built (attnkernels.built_objects) and the calls it served
     outcome = [layer.status, layer.site, layer.value, [[p, s, [list(g) for g in given]] for p, s, given in layer.library_calls]] \
         if isinstance(layer, LayerValue) else None
-    key = memo.key_of({"format": "attn-reach2", "sglang_root": str(sglang_root), "backend": backend,
-                       "layer": outcome}) if memo is not None else None
+    key = memo.key_of({"format": "attn-reach3", "sglang_root": str(sglang_root), "backend": backend,
+                       "layer": outcome, "calls": [list(c) for c in calls]}) if memo is not None else None
     known = memo.get_value(key, _is_reach_data) if memo is not None else None
     if known is not None:
         return known  # type: ignore[return-value]  # checked by _is_reach_data
@@ -294,8 +297,9 @@ def _memoised_reach(sglang_root: Path, cache: SourceCache, backend: str, layer: 
     if facts is None:
         return (backend, "", (), "rules/attention.toml has no [kernel] table")
     reads = Reads()
-    found = attnkernels.reach(sglang_root, cache, facts, backend, layer, reads)
-    data: _ReachData = (found.backend, found.cls, tuple((i.module, i.name, i.site, i.condition, i.call) for i in found.imports),
+    found = attnkernels.reach(sglang_root, cache, facts, backend, layer, reads, calls)
+    data: _ReachData = (found.backend, found.cls,
+                        tuple((i.module, i.name, i.site, i.condition, i.call, "1" if i.served else "") for i in found.imports),
                         found.reason)
     if memo is not None:
         memo.put(key, reads, data)
@@ -306,7 +310,7 @@ def _memoised_attention_verdict(found: _ReachData, libraries: dict[str, tuple[Pa
                                 res: Resolution, cache: SourceCache, memo: KernelMemo | None) -> KernelVerdict | None:
     used = sorted({imp[0].split(".")[0] for imp in found[2]})
     # the guards run on the device model and environment (libeval): both whole in the key
-    key = memo.key_of({"format": "attn-verdict3", "reach": found, "device": res.device, "env": res.env,
+    key = memo.key_of({"format": "attn-verdict4", "reach": found, "device": res.device, "env": res.env,
                        "libraries": {p: [str(libraries[p][0]) if libraries[p][0] else None, *libraries[p][1:]]
                                      for p in used}}) if memo is not None else None
     known = memo.get_value(key, lambda v: isinstance(v, KernelVerdict) or v == _NO_VERDICT) if memo is not None else None
@@ -321,7 +325,8 @@ def _memoised_attention_verdict(found: _ReachData, libraries: dict[str, tuple[Pa
     reads = Reads()
     readers: dict[str, tuple[Any, str | None, str]] = {
         p: (FlashInferReader(d, cache, reads) if d is not None else None, v, why) for p, (d, v, why) in libraries.items()}
-    reach = attnkernels.Reach(found[0], found[1], tuple(attnkernels.KernelImport(*i) for i in found[2]), found[3])
+    reach = attnkernels.Reach(found[0], found[1], tuple(attnkernels.KernelImport(*i[:5], served=bool(i[5])) for i in found[2]),
+                              found[3])
     verdict = attnkernels.verdict(reach, readers, attnkernels.DeviceFacts(*_device_model(res)),
                                   lambda p: facts.libraries.get(p, p), reads)
     if memo is not None:

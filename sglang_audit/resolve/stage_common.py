@@ -111,15 +111,16 @@ def _literal(text: str) -> Any:
 
 
 # ---- the IR facts and the publication every build stage asks for ---------------------------
-_ASSERT_SITES: dict[tuple[int, str], frozenset[int]] = {}
+_ASSERT_SITES: dict[tuple[int, str, type], frozenset[int]] = {}
 
 
-def is_assert(interp: Interpreter, file: str, line: int) -> bool:
-    key = (id(interp.cache), file)
+def is_assert(interp: Interpreter, file: str, line: int, kind: type = ir.Assert) -> bool:
+    """Whether an ``assert`` (or a statement of ``kind``: ``ir.Raise``) starts at ``file:line``."""
+    key = (id(interp.cache), file, kind)
     if key not in _ASSERT_SITES:
         try:
             tree = interp.cache.load(interp.root / file)
-            _ASSERT_SITES[key] = frozenset(n.line for n in ir.walk(tree.body) if isinstance(n, ir.Assert))
+            _ASSERT_SITES[key] = frozenset(n.line for n in ir.walk(tree.body) if isinstance(n, kind))
         except (ParseFailure, OSError):
             _ASSERT_SITES[key] = frozenset()
     return line in _ASSERT_SITES[key]
