@@ -328,6 +328,13 @@ def request_time(interp: Interpreter, spec: factfiles.AttentionFacts, req: factf
         return None, ()
     names = req.draft_modes if draft else (req.target_speculative_modes if spec_algo else req.target_modes)
     modes = [(n, mode_cls.ns[n]) for n in names if isinstance(mode_cls.ns.get(n), Instance)]
+    # the draft runner is served DRAFT_EXTEND by the v1 worker and DRAFT_EXTEND_V2 by the v2
+    # one (which the speculative stage decides later): where the release has both, they are
+    # alternatives, and a refusal is a verdict only when each of them refuses (0.5.5's
+    # hybrid_linear_attn_backend.py:110 refuses DRAFT_EXTEND_V2, which its v1 NEXTN worker for
+    # Qwen3-Next never serves)
+    alternatives = draft and len(modes) > 1
+    refusals: dict[str, Outcome] = {}
     calls: list[tuple[str, str, Any]] = []
     if sa.get("disable_cuda_graph") is False:
         calls += [(m, "", None) for m in req.graph_methods]
@@ -374,6 +381,8 @@ def request_time(interp: Interpreter, spec: factfiles.AttentionFacts, req: factf
             for method, mode, member in calls:
                 if spent():
                     return None, kernel_calls()
+                if mode in refusals:
+                    continue  # this alternative already refused
                 found, fn = backend.cls.lookup(method)
                 if not found or not isinstance(fn, Function):
                     continue
@@ -381,8 +390,13 @@ def request_time(interp: Interpreter, spec: factfiles.AttentionFacts, req: factf
                 batch = _standin(batch_cls, "ForwardBatch", given)
                 layer = _standin(layer_cls if isinstance(layer_cls, Class) else None, req.layer_class, {})
                 refused = _request_call(interp, spec, req, backend, fn, mode, batch, layer)
-                if refused is not None:
+                if refused is not None and not (alternatives and mode):
                     return replace(refused, partial=tuple(sorted(assumed))), kernel_calls()
+                if refused is not None:
+                    refusals[mode] = refused
+        if alternatives and all(n in refusals for n, _ in modes):
+            # every mode the draft runner may be served refuses: whichever worker SGLang builds
+            return replace(refusals[modes[0][0]], partial=tuple(sorted(assumed))), kernel_calls()
         return None, kernel_calls()
     finally:
         # what SGLang logs serving a batch is not evidence of the construction
