@@ -30,7 +30,7 @@ from sglang_audit.resolve.adhoc import Outcome, evaluate_function
 
 settings.register_profile(
     "sga-differential-ci",
-    max_examples=500,
+    max_examples=250,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -129,7 +129,7 @@ def check(program: Program, arg_tuples: list[tuple]) -> None:
         pytest.fail("evaluator disagrees with CPython on\n\n" + program.source + "\n" + "\n".join(failures))
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_evaluator_agrees_with_cpython(case: tuple[Program, list[tuple]]) -> None:
     check(*case)
@@ -188,7 +188,7 @@ def test_a_loop_over_pairs_unpacks_as_cpython() -> None:
     check(TUPLE_LOOP, [(True, 0, 0), (False, 0, 0), (True, 1, 0), (True, 2, 0), (True, 3, 0)])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(maybe_unbound=True))
 def test_evaluator_agrees_with_cpython_maybe_unbound(case: tuple[Program, list[tuple]]) -> None:
     """Locals first assigned under an ``if``: a read may find them unbound."""

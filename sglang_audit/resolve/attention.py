@@ -13,6 +13,12 @@ runs: an explicit raise/assert in the attention code is SGLang's verdict (``unsu
 a constructor the evaluator cannot follow to its end leaves the backend's class known and its
 remaining checks unknown (said, never guessed). Branches on unknown runtime state are explored
 inside this stage (never as resolver paths) and joined as the MoE layers are.
+
+Why this module is long: the stage is one evaluation in three phases that share the stand-in
+runner, the backend hook and the join (the runner's process set-up, the construction, the
+built backend serving a batch per forward mode); split, each part would import the others'
+private state. The request-time phase (``request_time`` and below) is the candidate to move
+out once the stand-ins become a module of their own.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ as a condition; a ``@supported_compute_capability`` decorator is read as ``kerne
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -300,7 +301,7 @@ def built_objects(layer: Any, libraries: tuple[str, ...]) -> list[KernelImport]:
     for path, site, given in layer.library_calls:
         module, _, name = path.rpartition(".")
         if module.split(".")[0] in libraries:
-            out.append(KernelImport(module, name, site, "", repr(tuple(given))))
+            out.append(KernelImport(module, name, site, "", json.dumps([list(g) for g in given])))
     return out
 
 
@@ -362,13 +363,11 @@ def _built(reader: FlashInferReader, imp: KernelImport, lib: LibraryEval, condit
     """What a library class built with SGLang's arguments runs on the device: its own dispatch
     between kernel families (``libdispatch``); a function called, or a class without a
     ``backend`` choice, asks nothing here."""
-    import ast
-
     from sglang_audit.resolve.libdispatch import wrapper_dispatch
 
     if reader.find(imp.module, imp.name, kinds=(ir.ClassDef,)) is None:
         return []
-    given = dict(ast.literal_eval(imp.call))
+    given = dict(json.loads(imp.call))
     chosen = given.get("backend")
     if chosen is None:
         chosen = _default(reader, imp, "backend")
@@ -377,10 +376,7 @@ def _built(reader: FlashInferReader, imp: KernelImport, lib: LibraryEval, condit
     if chosen == "?":
         conditions.append(f"{imp.name}(backend=...) at {imp.site}: the family SGLang passes is not known")
         return []
-    try:
-        family = ast.literal_eval(chosen)
-    except (ValueError, SyntaxError):
-        return []
+    family = plain_literal(chosen)
     if not isinstance(family, str):
         return []
     got = wrapper_dispatch(reader, lib, imp.module, imp.name, family)
@@ -390,16 +386,29 @@ def _built(reader: FlashInferReader, imp: KernelImport, lib: LibraryEval, condit
 
 def _family(imp: KernelImport) -> str:
     """The ``backend=`` a library object was built with ("" for an import or when not literal)."""
-    import ast
-
     if not imp.call:
         return ""
-    chosen = dict(ast.literal_eval(imp.call)).get("backend", "?")
-    try:
-        value = ast.literal_eval(chosen)
-    except (ValueError, SyntaxError):
-        return ""
+    value = plain_literal(dict(json.loads(imp.call)).get("backend", "?"))
     return value if isinstance(value, str) else ""
+
+
+_NO_LITERAL = object()
+
+
+def plain_literal(text: str) -> Any:
+    """The value of a plain literal as ``repr`` wrote it (a quoted string without escapes, an
+    int, a float, True/False/None); anything else is not read (``_NO_LITERAL``). The text is
+    the tool's own repr of a value SGLang passed: read as data, never evaluated."""
+    if text in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[text]
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" and "\\" not in text and text[0] not in text[1:-1]:
+        return text[1:-1]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return _NO_LITERAL
 
 
 def _default(reader: FlashInferReader, imp: KernelImport, param: str) -> str | None:

@@ -284,7 +284,7 @@ def _memoised_reach(sglang_root: Path, cache: SourceCache, backend: str, layer: 
     # ... the library objects it built (attnkernels.built_objects) and the calls it served
     outcome = [layer.status, layer.site, layer.value, [[p, s, [list(g) for g in given]] for p, s, given in layer.library_calls]] \
         if isinstance(layer, LayerValue) else None
-    key = memo.key_of({"format": "attn-reach3", "sglang_root": str(sglang_root), "backend": backend,
+    key = memo.key_of({"format": "attn-reach4", "sglang_root": str(sglang_root), "backend": backend,
                        "layer": outcome, "calls": [list(c) for c in calls]}) if memo is not None else None
     known = memo.get_value(key, _is_reach_data) if memo is not None else None
     if known is not None:
@@ -310,7 +310,7 @@ def _memoised_attention_verdict(found: _ReachData, libraries: dict[str, tuple[Pa
                                 res: Resolution, cache: SourceCache, memo: KernelMemo | None) -> KernelVerdict | None:
     used = sorted({imp[0].split(".")[0] for imp in found[2]})
     # the guards run on the device model and environment (libeval): both whole in the key
-    key = memo.key_of({"format": "attn-verdict4", "reach": found, "device": res.device, "env": res.env,
+    key = memo.key_of({"format": "attn-verdict5", "reach": found, "device": res.device, "env": res.env,
                        "libraries": {p: [str(libraries[p][0]) if libraries[p][0] else None, *libraries[p][1:]]
                                      for p in used}}) if memo is not None else None
     known = memo.get_value(key, lambda v: isinstance(v, KernelVerdict) or v == _NO_VERDICT) if memo is not None else None
