@@ -39,6 +39,7 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend import ir
+from sglang_audit.resolve.stage_common import self_names
 from sglang_audit.result import ChainStep
 
 STAGE = "attention"  # the chain steps' layer: the KV pool is read by the attention backends
@@ -278,15 +279,7 @@ def _assign_counts(interp: Interpreter, cls: Class) -> dict[str, int]:
             for n in ir.walk(func.body):
                 targets = n.targets if isinstance(n, ir.Assign) else [n.target] if isinstance(n, (ir.AnnAssign, ir.AugAssign)) else []
                 for t in targets:
-                    for name in _self_names(t):
+                    for name in self_names(t):
                         count[name] = count.get(name, 0) + 1
     interp.cache.prepared[key] = (cls, count)
     return count
-
-
-def _self_names(target: Any) -> list[str]:
-    if isinstance(target, ir.Attribute) and isinstance(target.value, ir.Name) and target.value.id == "self":
-        return [str(target.attr)]
-    if isinstance(target, (ir.TupleExpr, ir.ListExpr)):
-        return [n for t in target.elts for n in _self_names(t)]
-    return []

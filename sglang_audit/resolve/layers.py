@@ -595,18 +595,7 @@ def _build_layer(interp: Interpreter, role: _Role, spec: LayersFacts, state: dic
     base = interp.getattr(mod, moe.layer_class)
     if not isinstance(base, Class):
         raise Unmodelled(f"{moe.layer_class} is not a class in {moe.layer_module}")
-
-    def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        # torch.nn.Module.__getattr__: a name never registered on the module
-        raised = i.make_raise("AttributeError", f"'{base.name}' object has no attribute '{args[-1]}'")
-        raised.line = attribute_line(i, raised.file, raised.line, str(args[-1]))
-        raised.text = f".{args[-1]}"
-        raise raised
-
-    standin = Class(base.name, (base,), {"__getattr__": Native("Module.__getattr__", missing)}, base.module, base.line,
-                    external_bases=())
-    layer = Instance(standin)
-    _module_natives(layer)
+    layer = module_standin(base)
     quant_config = _quant_config(interp, role, spec, state)
     kwargs = dict(_moe_args(role.model_config, spec) or {})
     first = _first_moe_layer(role.model_config, moe)
@@ -645,6 +634,24 @@ def _attribute_lines(interp: Interpreter, path: Any, tree: ir.Node) -> dict[str,
         known = (tree, {k: sorted(v) for k, v in index.items()})
         interp.cache.prepared[("attribute_lines", path)] = known
     return known[1]
+
+
+def module_standin(base: Class) -> Instance:
+    """An instance of a stand-in subclass of ``base`` (a torch.nn.Module of SGLang's) whose
+    constructor is then evaluated: an attribute never registered raises AttributeError at the
+    line that reads it, as torch.nn.Module.__getattr__ does; register_parameter/register_buffer
+    make attributes."""
+    def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        raised = i.make_raise("AttributeError", f"'{base.name}' object has no attribute '{args[-1]}'")
+        raised.line = attribute_line(i, raised.file, raised.line, str(args[-1]))
+        raised.text = f".{args[-1]}"
+        raise raised
+
+    standin = Class(base.name, (base,), {"__getattr__": Native("Module.__getattr__", missing)}, base.module, base.line,
+                    external_bases=())
+    layer = Instance(standin)
+    _module_natives(layer)
+    return layer
 
 
 def _module_natives(layer: Instance) -> None:

@@ -61,14 +61,13 @@ from sglang_audit.resolve.layers import (
     _architecture,
     _hook,
     _join,
-    _module_natives,
     _Outcome,
     _quant_config,
     _raise_outcome,
     _Role,
     _tensor_decided,
     _TensorBranches,
-    attribute_line,
+    module_standin,
 )
 from sglang_audit.resolve.stage_common import ImportWatch, is_assert, publish_server_args
 from sglang_audit.result import (
@@ -418,17 +417,7 @@ def _construct(interp: Interpreter, rec: _Recorded, quant_config: Any) -> Instan
     unregistered attributes raise AttributeError (as torch.nn.Module does); its constructor
     picks the quant method and runs create_weights, which registers abstract tensors."""
     base = rec.cls
-
-    def missing(i: Interpreter, a: list[Any], k: dict[str, Any]) -> Any:
-        raised = i.make_raise("AttributeError", f"'{base.name}' object has no attribute '{a[-1]}'")
-        raised.line = attribute_line(i, raised.file, raised.line, str(a[-1]))
-        raised.text = f".{a[-1]}"
-        raise raised
-
-    standin = Class(base.name, (base,), {"__getattr__": Native("Module.__getattr__", missing)}, base.module, base.line,
-                    external_bases=())
-    layer = Instance(standin)
-    _module_natives(layer)
+    layer = module_standin(base)
     found, init = base.lookup("__init__")
     if not found or not isinstance(init, Function):
         raise Unmodelled(f"{base.name}.__init__ not found")

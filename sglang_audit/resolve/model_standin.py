@@ -33,6 +33,7 @@ from sglang_audit.evaluate.values import (
 from sglang_audit.frontend import ir
 from sglang_audit.resolve.draft import registry_class
 from sglang_audit.resolve.layers import attribute_line
+from sglang_audit.resolve.stage_common import self_names
 
 
 def loaded_model(interp: Interpreter, model_config: Any, role: str) -> Any:
@@ -64,7 +65,7 @@ def _copies_param(interp: Interpreter, cls: Class, name: str) -> bool:
                 continue
             for n in ir.walk(func.body):
                 targets = n.targets if isinstance(n, ir.Assign) else [n.target] if isinstance(n, (ir.AnnAssign, ir.AugAssign)) else []
-                if not any(name in _self_names(t) for t in targets):
+                if not any(name in self_names(t) for t in targets):
                     continue
                 if not (func.name == "__init__" and isinstance(n, ir.Assign) and isinstance(n.value, ir.Name)
                         and n.value.id == name and any(p.name == name for p in func.params)):
@@ -107,17 +108,11 @@ def _assigned(interp: Interpreter, cls: Class) -> set[str]:
                 for n in ir.walk(func.body):
                     targets = n.targets if isinstance(n, ir.Assign) else [n.target] if isinstance(n, (ir.AnnAssign, ir.AugAssign)) else []
                     for t in targets:
-                        out.update(_self_names(t))
+                        out.update(self_names(t))
     interp.cache.prepared[key] = (cls, out)
     return out
 
 
-def _self_names(target: Any) -> list[str]:
-    if isinstance(target, ir.Attribute) and isinstance(target.value, ir.Name) and target.value.id == "self":
-        return [str(target.attr)]
-    if isinstance(target, (ir.TupleExpr, ir.ListExpr)):
-        return [n for t in target.elts for n in _self_names(t)]
-    return []
 
 
 def _model_hook(interp: Interpreter, package: str, name: str, torch_attrs: frozenset[str]) -> bool:

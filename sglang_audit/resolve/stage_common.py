@@ -204,5 +204,14 @@ def worker_groups(interp: Interpreter, spec: LayersFacts) -> None:
         stamp.update(unwritten)
 
 
+def self_names(target: Any) -> list[str]:
+    """The ``self.x`` names an assignment target writes (tuples and lists unpacked)."""
+    if isinstance(target, ir.Attribute) and isinstance(target.value, ir.Name) and target.value.id == "self":
+        return [str(target.attr)]
+    if isinstance(target, (ir.TupleExpr, ir.ListExpr)):
+        return [n for t in target.elts for n in self_names(t)]
+    return []
+
+
 def names_in(body: Any) -> list[str]:
     return [n.id for n in ir.walk(body) if isinstance(n, ir.Name)]
