@@ -145,13 +145,15 @@ def main() -> int:
         "`explain attention_backend` resolves it: the release's ServerArgs, the attention backend "
         "built (the registry's creator and the class's constructor, evaluated), and the kernel level "
         "(the sgl-kernel functions its constructor imports, read from the wheel the release pins). "
-        "`resolved` means ServerArgs accepts it and the backend's constructor passes; what the kernels "
-        "its forward methods call accept is read only where the constructor imports sgl-kernel functions "
-        "(`· kernel supported`), so e.g. `aiter` on a CUDA arch is `resolved` at this level. "
-        "`file:line` is the refusing check (sglang/… in SGLang, sgl_kernel/… in sgl-kernel). "
-        "The FlashInfer FMHA families are not read at this level yet (their entry points declare no "
-        "@supported_compute_capability/@backend_requirement in the pinned versions): a backend "
-        "calling them shows SGLang's outcome only.",
+        "`resolved` means ServerArgs accepts it, the backend's constructor passes and serving a "
+        "stand-in batch per forward mode raises nothing SGLang decides on known values (request time); "
+        "a kernel is read where the constructor imports it or the forward path calls it and the "
+        "library's own code checks the device (`· kernel supported`), so e.g. `aiter` on a CUDA arch "
+        "is `resolved` at this level. `file:line` is the refusing check (sglang/… in SGLang, "
+        "sgl_kernel/… in sgl-kernel, flashinfer/… in FlashInfer). A FlashInfer wrapper SGLang builds "
+        "with `backend=` is followed through FlashInfer's own dispatch to the family's module getter "
+        "(a family refused on the device shows at FlashInfer's line); what the compiled kernels "
+        "support is not in the source.",
         "",
     ]
     checked = ["## Cells checked by hand", "",
