@@ -39,7 +39,7 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend import ir
-from sglang_audit.resolve.stage_common import self_names
+from sglang_audit.resolve.stage_common import self_assignments
 from sglang_audit.result import ChainStep
 
 STAGE = "attention"  # the chain steps' layer: the KV pool is read by the attention backends
@@ -272,14 +272,8 @@ def _assign_counts(interp: Interpreter, cls: Class) -> dict[str, int]:
     if known is not None and known[0] is cls:
         return known[1]
     count: dict[str, int] = {}
-    for klass in cls.mro():
-        for func in klass.ns.values():
-            if not isinstance(func, Function) or not isinstance(func.body, list):
-                continue
-            for n in ir.walk(func.body):
-                targets = n.targets if isinstance(n, ir.Assign) else [n.target] if isinstance(n, (ir.AnnAssign, ir.AugAssign)) else []
-                for t in targets:
-                    for name in self_names(t):
-                        count[name] = count.get(name, 0) + 1
+    for _func, _node, names in self_assignments(cls):
+        for name in names:
+            count[name] = count.get(name, 0) + 1
     interp.cache.prepared[key] = (cls, count)
     return count

@@ -24,7 +24,6 @@ from sglang_audit.evaluate.interpreter import Interpreter, PyRaise, Unmodelled
 from sglang_audit.evaluate.values import (
     AnalysisBound,
     Class,
-    Function,
     HFConfig,
     Instance,
     Native,
@@ -33,7 +32,7 @@ from sglang_audit.evaluate.values import (
 from sglang_audit.frontend import ir
 from sglang_audit.resolve.draft import registry_class
 from sglang_audit.resolve.layers import attribute_line
-from sglang_audit.resolve.stage_common import self_names
+from sglang_audit.resolve.stage_common import self_assignments
 
 
 def loaded_model(interp: Interpreter, model_config: Any, role: str) -> Any:
@@ -59,18 +58,13 @@ def _copies_param(interp: Interpreter, cls: Class, name: str) -> bool:
     """Every ``self.<name> = ...`` of the class's MRO is ``self.<name> = <name>`` in an
     ``__init__`` taking ``<name>`` (and there is one)."""
     found = False
-    for klass in cls.mro():
-        for func in klass.ns.values():
-            if not isinstance(func, Function) or not isinstance(func.body, list):
-                continue
-            for n in ir.walk(func.body):
-                targets = n.targets if isinstance(n, ir.Assign) else [n.target] if isinstance(n, (ir.AnnAssign, ir.AugAssign)) else []
-                if not any(name in self_names(t) for t in targets):
-                    continue
-                if not (func.name == "__init__" and isinstance(n, ir.Assign) and isinstance(n.value, ir.Name)
-                        and n.value.id == name and any(p.name == name for p in func.params)):
-                    return False
-                found = True
+    for func, n, names in self_assignments(cls):
+        if name not in names:
+            continue
+        if not (func.name == "__init__" and isinstance(n, ir.Assign) and isinstance(n.value, ir.Name)
+                and n.value.id == name and any(p.name == name for p in func.params)):
+            return False
+        found = True
     return found
 
 
@@ -102,13 +96,8 @@ def _assigned(interp: Interpreter, cls: Class) -> set[str]:
     if known is not None and known[0] is cls:
         return known[1]
     out: set[str] = set()
-    for klass in cls.mro():
-        for func in klass.ns.values():
-            if isinstance(func, Function) and isinstance(func.body, list):
-                for n in ir.walk(func.body):
-                    targets = n.targets if isinstance(n, ir.Assign) else [n.target] if isinstance(n, (ir.AnnAssign, ir.AugAssign)) else []
-                    for t in targets:
-                        out.update(self_names(t))
+    for _func, _node, names in self_assignments(cls):
+        out.update(names)
     interp.cache.prepared[key] = (cls, out)
     return out
 

@@ -6,7 +6,7 @@ server args their code reads."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 from sglang_audit.evaluate.interpreter import Interpreter, PyRaise
@@ -211,6 +211,20 @@ def self_names(target: Any) -> list[str]:
     if isinstance(target, (ir.TupleExpr, ir.ListExpr)):
         return [n for t in target.elts for n in self_names(t)]
     return []
+
+
+def self_assignments(cls: Any) -> Iterator[tuple[Function, ir.Node, list[str]]]:
+    """Every assignment statement of the methods of ``cls``'s MRO that writes ``self.x``
+    names: (the method, the statement, the names it writes)."""
+    for klass in cls.mro():
+        for func in klass.ns.values():
+            if not isinstance(func, Function) or not isinstance(func.body, list):
+                continue
+            for n in ir.walk(func.body):
+                targets = n.targets if isinstance(n, ir.Assign) else [n.target] if isinstance(n, (ir.AnnAssign, ir.AugAssign)) else []
+                names = [name for t in targets for name in self_names(t)]
+                if names:
+                    yield func, n, names
 
 
 def names_in(body: Any) -> list[str]:
