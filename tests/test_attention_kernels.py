@@ -109,6 +109,18 @@ def test_an_import_under_a_branch_the_call_does_not_decide_informs_but_never_ref
     assert "[reached only if self.fa_impl_ver == 3" in v.reason
 
 
+def test_a_constructor_branch_on_a_local_and_an_ordering_is_decided_by_the_interpreter():
+    # ``version = min_version`` then ``if version >= 3 and model_runner.use_mla_backend``: the
+    # interpreter runs the assignment and short-circuits on the creator's literal (2), so the
+    # runner's unknown attribute is never read and only the else branch's import is reached
+    legacy = "sglang/srt/layers/attention/legacy_backend.py"
+    r = _reach("fa_legacy")
+    assert r.cls == "LegacyFlashAttentionBackend"
+    assert [(i.module, i.name, i.site, i.condition) for i in r.imports] == [
+        ("sgl_kernel.flash_attn", "flash_attn_varlen_func",
+         f"{legacy}:{_line(legacy, 'import flash_attn_varlen_func')}", "")]
+
+
 def test_a_backend_name_the_registry_lacks_says_so():
     r = _reach("no_such_backend")
     assert r.imports == () and r.reason == f"no @register_attention_backend('no_such_backend') in {REGISTRY}"

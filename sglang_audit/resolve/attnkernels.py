@@ -7,10 +7,10 @@ decorated ``@register_attention_backend("<name>")``, ``rules/attention.toml [ker
 class it returns is the one the attention stage built (its value names it) or, when SGLang
 refused first, the one returned in the block of the refusing assert (what the creator builds
 once its check holds). That class's ``__init__`` is read for ``from <library>[.sub] import f``
-statements; its ``if`` tests on its own parameters (``self.fa_impl_ver == 3``) are decided
-from the creator's call (literal keywords, else the parameter's default). A test that cannot be
-decided that way keeps both sides, and an import under it is conditional: it can inform, never
-refuse.
+statements; its assignments and ``if`` tests (``self.fa_impl_ver == 3``) are run by the
+interpreter (``libeval``) on what the creator's call fixes: literal keywords, else the
+parameter's literal default. A test that cannot be decided that way keeps both sides, and an
+import under it is conditional: it can inform, never refuse.
 
 *What the kernel says.* Each imported function is found in the library the release pins
 (``source/sglkernel.py``, ``source/flashinfer.py``) and its top-level ``if <test>: raise``
@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sglang_audit.evaluate.interpreter import Frame, function_locals
+from sglang_audit.evaluate.values import Class, Instance, ModuleObj, Scope, Unknown
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import absolute_module
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
-from sglang_audit.inputs.device import Device, Environment
+from sglang_audit.inputs.device import Device, Environment, parse_device
 from sglang_audit.resolve.kernelmemo import Reads
 from sglang_audit.resolve.kernelread import (
     FlashInferReader,
@@ -179,72 +181,74 @@ def _chosen_call(creator: ir.Node, layer: Any, registry_rel: str) -> tuple[ir.No
 # ---- the constructor's branches on its own parameters
 
 
-class _Opaque(Exception):
-    pass
-
-
-def _static(node: ir.Node, env: dict[str, Any]) -> Any:
-    if isinstance(node, ir.Const):
-        return node.value
-    if isinstance(node, ir.Name) and node.id in env:
-        return env[node.id]
-    if isinstance(node, ir.Attribute) and isinstance(node.value, ir.Name) and node.value.id == "self" \
-            and f"self.{node.attr}" in env:
-        return env[f"self.{node.attr}"]
-    if isinstance(node, ir.UnaryOp) and node.op == "not":
-        return not _static(node.operand, env)
-    if isinstance(node, ir.BoolOp):
-        values = [_static(v, env) for v in node.values]
-        return all(values) if node.op == "and" else any(values)
-    if isinstance(node, ir.Compare) and len(node.ops) == 1 and node.ops[0] in ("==", "!=", "in", "not in"):
-        left, right = _static(node.left, env), _static(node.comparators[0], env)
-        if isinstance(right, tuple | list | set) or node.ops[0] in ("==", "!="):
-            return {"==": lambda: left == right, "!=": lambda: left != right,
-                    "in": lambda: left in right, "not in": lambda: left not in right}[node.ops[0]]()
-    if isinstance(node, ir.TupleExpr | ir.ListExpr | ir.SetExpr):
-        return tuple(_static(e, env) for e in node.elts)
-    raise _Opaque
-
-
-def _init_env(init: ir.Node, call: ir.Node) -> dict[str, Any]:
-    """The constructor's parameters SGLang's call fixes: literal keywords, else literal defaults."""
-    env: dict[str, Any] = {}
+def _creator_frame(lib: LibraryEval, init: ir.Node, call: ir.Node, rel: str) -> Frame:
+    """A frame of the constructor with what SGLang's creator call fixes: a literal keyword, else
+    a literal default; every other parameter unknown. Its module has no globals, so a statement
+    sees only those literals, ``self``'s attributes set before it and builtins: nothing the device
+    or the rest of the release decides (the reach is the same on every device, as its memo key
+    says), and a name it cannot bind leaves the test undecided."""
     keywords = {k: v for k, v in call.args if k not in ("", "*", "**")}
+    module = ModuleObj(rel.removesuffix(".py").replace("/", "."), rel, False)
+    scope = Scope(local_names=function_locals(init.body))
     for param in init.params:
-        if param.star in ("*", "**"):
-            continue
         given = keywords.get(param.name)
         value = given if given is not None else param.default
-        if isinstance(value, ir.Const):
-            env[param.name] = value.value
-    return env
+        scope.vars[param.name] = value.value if isinstance(value, ir.Const) and param.star not in ("*", "**") \
+            else Unknown(f"argument {param.name} of {rel}:{init.line} (not a literal in SGLang's call)")
+    if init.params:  # the first parameter is the instance: its attributes are the ones set so far
+        scope.vars[init.params[0].name] = Instance(Class("self", (lib.interp.natives.object_class,), {}, module))
+    return Frame(module=module, scope=scope, depth=1)
 
 
-def _kernel_imports(body: list[ir.Node], env: dict[str, Any], rel: str, libraries: tuple[str, ...],
+def _branch(frame: Frame) -> Frame:
+    """A copy of ``frame`` for one side of an undecided ``if``: its locals and the instance's
+    attributes, so what one side assigns is not seen by the other."""
+    assert frame.scope is not None
+    scope = Scope(local_names=frame.scope.local_names)
+    for name, value in frame.scope.vars.items():
+        if isinstance(value, Instance):
+            copy = Instance(value.cls)
+            copy.attrs = dict(value.attrs)
+            value = copy
+        scope.vars[name] = value
+    return Frame(module=frame.module, scope=scope, depth=frame.depth)
+
+
+def _kernel_imports(body: list[ir.Node], lib: LibraryEval, frame: Frame, rel: str, libraries: tuple[str, ...],
                     condition: str, out: list[KernelImport]) -> None:
+    """The kernel-library imports of a constructor's body: its assignments and ``if`` tests run by
+    the interpreter in ``frame`` (``libeval``: a test that branches on anything unknown is
+    undecided), both sides of an undecided ``if`` read under its condition."""
     for stmt in body:
-        if isinstance(stmt, ir.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ir.Attribute) \
-                and isinstance(stmt.targets[0].value, ir.Name) and stmt.targets[0].value.id == "self":
-            try:
-                env[f"self.{stmt.targets[0].attr}"] = _static(stmt.value, env)
-            except _Opaque:
-                env.pop(f"self.{stmt.targets[0].attr}", None)
+        if isinstance(stmt, ir.Assign | ir.AnnAssign):
+            if lib.run_prefix(stmt, frame) is not None:
+                _forget_attributes(stmt, frame, rel)
         elif isinstance(stmt, ir.ImportFrom) and stmt.names != "*" and (stmt.level or 0) == 0 \
                 and (stmt.module or "").split(".")[0] in libraries:
             for name, _ in stmt.names:
                 out.append(KernelImport(stmt.module or "", name, f"{rel}:{stmt.line}", condition))
         elif isinstance(stmt, ir.If):
-            try:
-                taken = bool(_static(stmt.test, env))
-            except _Opaque:
+            taken = lib.test(stmt.test, frame).holds
+            if taken is None:
                 text = flat_text(stmt.text)
-                _kernel_imports(stmt.body, dict(env), rel, libraries, condition or f"if {text} ({rel}:{stmt.line})", out)
-                _kernel_imports(stmt.orelse, dict(env), rel, libraries,
+                _kernel_imports(stmt.body, lib, _branch(frame), rel, libraries,
+                                condition or f"if {text} ({rel}:{stmt.line})", out)
+                _kernel_imports(stmt.orelse, lib, _branch(frame), rel, libraries,
                                 condition or f"not ({text}) ({rel}:{stmt.line})", out)
                 continue
-            _kernel_imports(stmt.body if taken else stmt.orelse, env, rel, libraries, condition, out)
+            _kernel_imports(stmt.body if taken else stmt.orelse, lib, frame, rel, libraries, condition, out)
         elif isinstance(stmt, ir.Try):
-            _kernel_imports(stmt.body, env, rel, libraries, condition, out)
+            _kernel_imports(stmt.body, lib, frame, rel, libraries, condition, out)
+
+
+def _forget_attributes(stmt: ir.Node, frame: Frame, rel: str) -> None:
+    """An assignment that did not run leaves the instance attributes it targets unknown."""
+    targets = stmt.targets if isinstance(stmt, ir.Assign) else [stmt.target]
+    for target in targets:
+        if isinstance(target, ir.Attribute) and isinstance(target.value, ir.Name) and frame.scope is not None:
+            obj = frame.scope.vars.get(target.value.id)
+            if isinstance(obj, Instance):
+                obj.attrs[target.attr] = Unknown(f"{rel}:{stmt.line} not evaluated from the creator's literals")
 
 
 def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any, reads: Reads | None = None,
@@ -286,7 +290,9 @@ def _reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any,
     if init is None:
         return Reach(backend, cls, (), f"{cls}.__init__ not found in {rel}")
     out: list[KernelImport] = []
-    _kernel_imports(init.body, _init_env(init, call), rel, tuple(facts.libraries), "", out)
+    # the device is never read (``_creator_frame``); LibraryEval wants one to build its world
+    lib = LibraryEval(root / "sglang", cache, parse_device("sm90"), Environment())
+    _kernel_imports(init.body, lib, _creator_frame(lib, init, call, rel), rel, tuple(facts.libraries), "", out)
     out += built_objects(layer, tuple(facts.libraries))
     return Reach(backend, cls, tuple(dict.fromkeys(out)))
 

@@ -58,3 +58,10 @@ def create_flashinfer_backend(runner):
     from sglang.srt.layers.attention.flashinfer_backend import FlashInferAttnBackend
 
     return FlashInferAttnBackend(runner)
+
+
+@register_attention_backend("fa_legacy")
+def create_legacy_flashattention_backend(runner):
+    from sglang.srt.layers.attention.legacy_backend import LegacyFlashAttentionBackend
+
+    return LegacyFlashAttentionBackend(runner, min_version=2)
