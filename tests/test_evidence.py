@@ -423,3 +423,20 @@ def test_the_text_headline_cites_the_producing_step_not_the_last_copy():
     run_copy = ChainStep("fp4.py", 162, "", "cutlass", "", "runtime", "write", ROLE_APPLIED)
     s = Setting("x", "auto", "cutlass", "resolved", (default, copy, run, run_copy))
     assert _origin("x", s, SimpleNamespace(flags={})) == "default; runtime decided at fp4.py:160"
+
+
+def test_a_candidates_long_path_shows_its_site_and_nearest_conditions_and_all_with_verbose():
+    # a speculative worker's candidate can carry twenty branch conditions: the default text
+    # keeps the site and the two nearest the outcome, says how many it left out, -v lists all
+    from sglang_audit.render.text import layer_lines
+    from sglang_audit.result import Candidate, LayerValue
+
+    when = ("at sglang/x.py:582", *(f"sglang/y.py:{i} cond{i}" for i in range(1, 8)))
+    v = LayerValue("unknown", None, reason="runtime state", stage="attention",
+                   candidates=(Candidate("unsupported: ValueError: no", when),))
+    short = "\n".join(layer_lines(v))
+    assert "(when at sglang/x.py:582; … 5 earlier conditions (-v lists them); sglang/y.py:6 cond6; sglang/y.py:7 cond7)" in short
+    assert "cond1" not in short
+    assert "; ".join(when) in "\n".join(layer_lines(v, verbose=True))
+    few = LayerValue("unknown", None, reason="r", stage="attention", candidates=(Candidate("X", when[:4]),))
+    assert "; ".join(when[:4]) in "\n".join(layer_lines(few))

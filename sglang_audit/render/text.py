@@ -231,7 +231,7 @@ def render_resolution(res: Resolution, verbose: bool = False, requested_model: s
             # the flag is unset; ModelConfig takes the method from the checkpoint
             out.append(f"{'':{width}}    model   {m.quantization}  (from the model's config.json, as ModelConfig reads it)")
         if isinstance(s.layer, LayerValue):
-            out.extend(f"{'':{width}}    {line}" for line in layer_lines(s.layer))
+            out.extend(f"{'':{width}}    {line}" for line in layer_lines(s.layer, verbose=verbose))
         elif isinstance(s.layer, UnknownValue):
             out.append(f"{'':{width}}    layers  unknown: {s.layer.reason}")
             for c in s.layer.candidates:
@@ -250,7 +250,21 @@ def render_resolution(res: Resolution, verbose: bool = False, requested_model: s
     return "\n".join(out) + "\n"
 
 
-def layer_lines(v: LayerValue, label: str = "") -> list[str]:
+_WHEN_SHOWN = 2  # without -v: a candidate's site and the last conditions before its outcome
+
+
+def when_text(when: tuple[str, ...] | list[str], verbose: bool) -> str:
+    """A candidate's conditions: all with -v; else its site (``at file:line``) and the last
+    ones, the branches nearest the outcome (a speculative worker's path can hold twenty)."""
+    sites = [w for w in when if w.startswith("at ")]
+    rest = [w for w in when if not w.startswith("at ")]
+    if verbose or len(rest) <= _WHEN_SHOWN + 1:
+        return "; ".join(when)
+    hidden = len(rest) - _WHEN_SHOWN
+    return "; ".join([*sites, f"… {hidden} earlier conditions (-v lists them)", *rest[-_WHEN_SHOWN:]])
+
+
+def layer_lines(v: LayerValue, label: str = "", verbose: bool = False) -> list[str]:
     """The layers' outcome: the MoE kernel entry point or the attention backend built, SGLang's
     raise, or unknown with candidates; the optional packages assumed and what the other state
     gives; the draft worker's own attention backend."""
@@ -258,7 +272,7 @@ def layer_lines(v: LayerValue, label: str = "") -> list[str]:
     what = f"{v.method}" + (f", runner {v.runner}" if v.runner else "")
     if v.status == "unknown":
         lines = [f"{label:7} unknown: {v.reason}" + (f"  [{what}]" if v.method else "")]
-        lines += [f"          may {c.value}  (when {'; '.join(c.when)})" for c in v.candidates]
+        lines += [f"          may {c.value}  (when {when_text(c.when, verbose)})" for c in v.candidates]
     else:
         lines = [f"{label:7} {v.status}: {v.value} at {v.site}" + (f"  [{what}]" if v.stage == "moe" else "")]
     if v.stage == "speculative":
@@ -268,14 +282,14 @@ def layer_lines(v: LayerValue, label: str = "") -> list[str]:
     if v.stage in ("attention", "speculative"):
         lines += [f"          logged (default branch): {step.value}" for step in v.chain if step.kind == "log"]
         if v.status != "unknown":
-            lines += [f"          or {c.value}  (when {'; '.join(c.when)})" for c in v.candidates]
+            lines += [f"          or {c.value}  (when {when_text(c.when, verbose)})" for c in v.candidates]
         lines += [f"          not followed: {p}" for p in v.data_dependent]
     if v.stage == "linear":
         lines += [f"          not followed: {p}" for p in v.data_dependent]
     lines += [f"          assuming {a}" for a in v.assumptions]
     lines += [f"          fork: {f}" for f in v.forks]
     if isinstance(v.draft, LayerValue):
-        lines += layer_lines(v.draft, "draft")
+        lines += layer_lines(v.draft, "draft", verbose)
     return lines
 
 
