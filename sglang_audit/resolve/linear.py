@@ -304,7 +304,7 @@ def _explore_one(interp: Interpreter, server_args: Any, model_config: Instance, 
     if not followed:
         return LayerValue(STATUS_UNKNOWN, None, stage="linear", paths=len(outcomes), reason=(
             f"{NOT_FOLLOWED}{prepared}'s process_weights_after_loading on every branch ({'; '.join(stops)})"))
-    value = join(followed, explored.complete, MAX_LINEAR_PATHS)
+    value = join(followed, explored.complete, bound)
     explored.assumed.update(f"{prepared}'s process_weights_after_loading: {s}" for s in stops)
     if not explored.complete and prepared is not None:
         # the first runs of the weight preparation, each followed to its end without a raise
