@@ -185,3 +185,77 @@ def test_the_interpreter_write_check_sees_a_write() -> None:
             "result.taken = interp.taken\n")  # the last one reads the interpreter: allowed
     assert sorted(_interpreter_writes(ast.parse(code))) == [
         (1, "call_hook"), (2, "decide"), (3, "load_module"), (4, "decisions"), (4, "taken"), (5, "setattr(...)"), (6, "reads")]
+
+
+# ---- names (issue 40 step 5) -----------------------------------------------------------------
+# A leading underscore says "only this module uses it": another module that needs the name
+# gets it promoted (a public name, its docstring saying why) or moved to its proper home
+# (resolve/layerstage.py for what the layer stages share). Tests may still reach in.
+_MODULES = {_module(p) for p in PACKAGE.rglob("*.py")}
+
+
+def _private_uses(tree: ast.AST, mod: str, pkg: str) -> list[tuple[int, str]]:
+    """``from sglang_audit.X import _name`` (absolute or relative) of another module, and
+    ``m._name`` where ``m`` is another module of the package bound by an import."""
+    out: list[tuple[int, str]] = []
+    modules: dict[str, str] = {}  # local name -> the package module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if source.split(".")[0] != "sglang_audit":
+                continue
+            for alias in node.names:
+                if f"{source}.{alias.name}" in _MODULES:
+                    modules[alias.asname or alias.name] = f"{source}.{alias.name}"
+                elif alias.name.startswith("_") and not alias.name.startswith("__") and source != mod:
+                    out.append((node.lineno, f"from {source} import {alias.name}"))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in _MODULES:
+                    modules[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            dotted: list[str] = []
+            value: ast.expr = node.value
+            while isinstance(value, ast.Attribute):
+                dotted.insert(0, value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in modules:
+                target = ".".join([modules[value.id], *dotted])
+                if target in _MODULES and target != mod:
+                    out.append((node.lineno, f"{target}.{node.attr}"))
+            elif isinstance(value, ast.Name) and value.id == "sglang_audit":
+                target = ".".join([value.id, *dotted])
+                if target in _MODULES and target != mod:
+                    out.append((node.lineno, f"{target}.{node.attr}"))
+    return sorted(out)
+
+
+def test_no_module_uses_another_modules_private_names() -> None:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        mod = _module(path)
+        pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        for line, text in _private_uses(ast.parse(path.read_text(encoding="utf-8")), mod, pkg):
+            found.append(f"{path.relative_to(PACKAGE)}:{line} {text}")
+    assert found == [], "\n".join(found)
+
+
+def test_the_private_name_check_sees_a_use() -> None:
+    code = ("from sglang_audit.resolve.layers import _explore, evaluate_layers\n"
+            "from .draft import _Passed\n"
+            "from sglang_audit.resolve import draft as d\n"
+            "import sglang_audit.resolve.kernelread as kr\n"
+            "from sglang_audit.resolve import linear\n"
+            "d._draft_step(); kr._arg(); linear.SETTING; d.__name__\n"
+            "import sglang_audit.resolve.workers\n"
+            "sglang_audit.resolve.workers._FAILED\n"
+            "from sglang_audit.resolve.layerstage import _unset_attribute\n")  # its own: allowed
+    assert _private_uses(ast.parse(code), "sglang_audit.resolve.layerstage", "sglang_audit.resolve") == [
+        (1, "from sglang_audit.resolve.layers import _explore"), (2, "from sglang_audit.resolve.draft import _Passed"),
+        (6, "sglang_audit.resolve.draft._draft_step"), (6, "sglang_audit.resolve.kernelread._arg"),
+        (8, "sglang_audit.resolve.workers._FAILED")]

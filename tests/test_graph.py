@@ -10,11 +10,8 @@ import networkx as nx
 import pytest
 from clirun import cli
 
-from sglang_audit.analyses.graph import (
-    build_graph,
-    field_subgraph,
-    predicate_controls,
-)
+from sglang_audit.analyses.graph import build_graph
+from sglang_audit.analyses.graphquery import field_subgraph, predicate_controls
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.render.graphfmt import to_graphml, to_json
 from sglang_audit.resolve.pipeline import Request, resolve

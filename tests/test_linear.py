@@ -111,3 +111,25 @@ def test_0523_fp8_block_model_refused_at_tp8_by_validate_block_quant_shapes_and_
     assert (s.status, s.layer.status) == ("resolved", "resolved")
     assert s.layer.value == "built: Fp8LinearMethod (qkv_proj, o_proj, gate_up_proj, down_proj)"
     assert s.layer.site.startswith("sglang/srt/layers/linear.py:")
+
+
+def test_a_weight_preparation_cut_at_its_bound_says_that_bound(monkeypatch):
+    # the weight preparation stops at MAX_PREPARE_PATHS (16) runs; two outcomes seen, neither
+    # the answer: the reason names 16 (it said "more than 64", the MoE layer's bound)
+    from sglang_audit import factfiles
+    from sglang_audit.resolve import linear
+    from sglang_audit.resolve.layerstage import Explored, Outcome, TensorBranches
+    from sglang_audit.resolve.stage_common import ImportWatch
+
+    world = NativeWorld(parse_device("sm90"), Environment(installed=frozenset({"torch"})), [])
+    interp = Interpreter(ROOT, SourceCache(use_disk=False), world, {}, Bounds())
+    spec = factfiles.layers()
+    runs = [(Outcome("resolved", "built: A", "x.py:1"), ("x.py:1 a",)),
+            (Outcome("unsupported", "ValueError: no", "x.py:2"), ("x.py:1 not (a)",))]
+    monkeypatch.setattr(linear, "explore_layer", lambda i, s, run, bound: Explored(
+        runs, False, bound, TensorBranches(s, {}), ImportWatch(i, ())))
+    v = linear._explore_one(interp, None, Instance(Class("ModelConfig", (), {}, None)), spec, [], "mlp.down_proj")
+    assert (v.status, v.stage) == ("unknown", "linear")
+    assert v.reason == f"analysis bound reached: more than {linear.MAX_PREPARE_PATHS} layer branches"
+    assert [c.value for c in v.candidates] == ["built: A", "unsupported: ValueError: no"]
+    assert "mlp.down_proj's process_weights_after_loading beyond 16 branches (the first 2 followed)" in v.data_dependent

@@ -18,13 +18,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sglang_audit import factfiles
-from sglang_audit.analyses.graph import (
-    UNKNOWN,
-    DecisionGraph,
-    build_graph,
-    evaluate_formula,
-    formula_predicates,
-)
+from sglang_audit.analyses.formula import UNKNOWN, evaluate_formula, formula_predicates
+from sglang_audit.analyses.graph import DecisionGraph, build_graph
 from sglang_audit.analyses.guards import list_guards
 from sglang_audit.errors import AuditError, InputError
 from sglang_audit.frontend.parse import SourceCache

@@ -11,6 +11,9 @@ Files walked: ``sglang/srt/server_args.py``, ``sglang/srt/arg_groups/**/*.py`` a
 runtime initialiser modules named in ``rules/settings.toml``.  File paths are relative to
 the directory that holds the ``sglang`` package, as in ``resolve``'s evidence.
 
+The hardware formulas a decision's guard is read into are ``formula.py``'s; the questions
+asked of a built graph (a field's part, what a predicate controls) are ``graphquery.py``'s.
+
 Why this module is long: one static walker over the IR for every construct SGLang's
 configuration code decides with (branches, conditional expressions, asserts, returned
 override dicts, declaration stashes), plus the predicate and field indexes built from it.
@@ -26,6 +29,7 @@ from typing import Any
 import networkx as nx
 
 from sglang_audit import factfiles
+from sglang_audit.analyses.formula import Formula
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import flatten_targets
 from sglang_audit.frontend.irtext import (
@@ -46,98 +50,6 @@ GRAPH_SCHEMA = "sglang-audit-graph/1"
 _LAYOUT = factfiles.graph()
 ARG_BASES = frozenset(_LAYOUT.names.arg_bases)
 VIEW_CALLS = frozenset(_LAYOUT.names.view_calls)
-
-
-# ---- formulas: the hardware part of a guard, evaluable from predicate values -------------
-# ("and"|"or", [f...]) ("not", f) ("call", predicate) ("const", v) ("cmp", f, ops, [f...])
-# ("sub", f, f) ("opaque", text)
-Formula = tuple
-
-
-class _Unknown:
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-
-UNKNOWN = _Unknown()
-
-
-def evaluate_formula(f: Formula, predicates: dict[str, Any]) -> Any:
-    """Three-valued evaluation: a Python value, or UNKNOWN when a non-hardware input matters."""
-    tag = f[0]
-    if tag == "const":
-        return f[1]
-    if tag == "call":
-        v = predicates.get(f[1], UNKNOWN)
-        return UNKNOWN if isinstance(v, str) and v.startswith("unknown") else v
-    if tag == "not":
-        v = evaluate_formula(f[1], predicates)
-        return UNKNOWN if v is UNKNOWN else not v
-    if tag in ("and", "or"):
-        last: Any = UNKNOWN
-        saw_unknown = False
-        for sub in f[1]:
-            v = evaluate_formula(sub, predicates)
-            if v is UNKNOWN:
-                saw_unknown = True
-                continue
-            if (tag == "and" and not v) or (tag == "or" and v):
-                return v  # short-circuit decides regardless of the unknown operands
-            last = v
-        return UNKNOWN if saw_unknown else last
-    if tag == "sub":
-        base, index = evaluate_formula(f[1], predicates), evaluate_formula(f[2], predicates)
-        if base is UNKNOWN or index is UNKNOWN:
-            return UNKNOWN
-        try:
-            return base[index]
-        except (TypeError, KeyError, IndexError):
-            return UNKNOWN
-    if tag == "cmp":
-        left = evaluate_formula(f[1], predicates)
-        rights = [evaluate_formula(c, predicates) for c in f[3]]
-        if left is UNKNOWN or any(r is UNKNOWN for r in rights):
-            return UNKNOWN
-        try:
-            for op, right in zip(f[2], rights, strict=False):
-                if not _compare(op, left, right):
-                    return False
-                left = right
-        except TypeError:
-            return UNKNOWN
-        return True
-    return UNKNOWN
-
-
-def _compare(op: str, a: Any, b: Any) -> bool:
-    ops = {
-        "==": lambda: a == b, "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
-        ">": lambda: a > b, ">=": lambda: a >= b, "in": lambda: a in b, "not in": lambda: a not in b,
-        "is": lambda: a is b, "is not": lambda: a is not b,
-    }
-    if op not in ops:
-        raise TypeError(op)
-    return bool(ops[op]())
-
-
-def formula_predicates(f: Formula) -> list[str]:
-    """Predicate names a formula calls, in order of appearance."""
-    out: list[str] = []
-    stack = [f]
-    while stack:
-        g = stack.pop(0)
-        tag = g[0]
-        if tag == "call" and g[1] not in out:
-            out.append(g[1])
-        elif tag in ("and", "or"):
-            stack.extend(g[1])
-        elif tag == "not":
-            stack.append(g[1])
-        elif tag == "sub":
-            stack.extend([g[1], g[2]])
-        elif tag == "cmp":
-            stack.extend([g[1], *g[3]])
-    return out
 
 
 # ---- the graph ---------------------------------------------------------------------------
@@ -922,76 +834,6 @@ def build_graph(package_dir: Path, cache: SourceCache | None = None) -> Decision
     files = tuple(rel for rel, _ in trees)
     b.g.graph.update(schema=GRAPH_SCHEMA, files=list(files), notes=list(b.notes))
     return DecisionGraph(b.g, files, b.formulas, b.strings, b.notes)
-
-
-# ---- queries -----------------------------------------------------------------------------
-def field_subgraph(g: nx.MultiDiGraph, name: str) -> nx.MultiDiGraph:
-    """The part of the graph about one field: the field, what reads or writes it, the
-    decisions guarding those writes, what those decisions read and reject, and the locals
-    and helper returns feeding them."""
-    fid = f"field:{name}"
-    if fid not in g:
-        raise KeyError(name)
-    keep = {fid}
-    direct = {u for u, _v in g.in_edges(fid)} | {v for _u, v in g.out_edges(fid)}
-    keep |= direct
-    decisions = {n for n in direct if g.nodes[n]["kind"] == "decision"}
-    for n in list(direct):
-        for _u, v, d in g.out_edges(n, data=True):
-            if d["kind"] in ("guarded_by", "nested_in"):
-                keep.add(v)
-                decisions.add(v)
-    for n in list(keep):
-        for u, _v, d in g.in_edges(n, data=True):
-            if d["kind"] == "guarded_by" and g.nodes[u]["kind"] == "rejection" and n in decisions:
-                keep.add(u)
-                keep |= {x for x, _y, e in g.in_edges(u, data=True) if e["kind"] == "rejects"}
-    for n in list(keep):
-        if g.nodes[n]["kind"] == "decision" or g.nodes[n]["kind"] == "write":
-            for _u, v, d in g.out_edges(n, data=True):
-                if d["kind"] == "reads":
-                    keep.add(v)
-            for u, _v, d in g.in_edges(n, data=True):
-                if d["kind"] == "feeds":
-                    keep.add(u)
-    return g.subgraph(keep).copy()
-
-
-def predicate_controls(dg: DecisionGraph, predicate: str) -> tuple[str, ...]:
-    """Decision sites a predicate controls: ``file:line writes a, b; rejects N``."""
-    g = dg.graph
-    pid = f"predicate:{predicate}"
-    if pid not in g:
-        return ()
-    out: list[tuple[str, int, str]] = []
-    for d, _p, e in g.in_edges(pid, data=True):
-        if e["kind"] != "reads" or g.nodes[d]["kind"] != "decision":
-            continue
-        fields: set[str] = set()
-        rejects = 0
-        for u, _v, e2 in g.in_edges(d, data=True):
-            if e2["kind"] != "guarded_by":
-                continue
-            node = g.nodes[u]
-            if node["kind"] == "write" and node["field"]:
-                fields.add(node["field"])
-            elif node["kind"] == "rejection":
-                rejects += 1
-        for _u, v, e2 in g.out_edges(d, data=True):
-            if e2["kind"] == "writes":
-                fields.add(g.nodes[v]["name"])
-            elif e2["kind"] == "rejects" and g.nodes[d]["construct"] == "assert":
-                rejects += 1
-        if not fields and not rejects:
-            continue  # guards nothing that configures SGLang
-        node = g.nodes[d]
-        parts = []
-        if fields:
-            parts.append("writes " + ", ".join(sorted(fields)))
-        if rejects:
-            parts.append(f"rejects ({rejects} site{'s' if rejects > 1 else ''})")
-        out.append((node["file"], node["line"], "; ".join(parts)))
-    return tuple(f"{f}:{line} {what}" for f, line, what in sorted(set(out)))
 
 
 def release_graph(source: str | None, use_cache: bool = True, progress: Callable[[str], None] | None = None,

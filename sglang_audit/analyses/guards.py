@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from sglang_audit import factfiles
-from sglang_audit.analyses.graph import DecisionGraph, build_graph, predicate_controls
+from sglang_audit.analyses.graph import DecisionGraph, build_graph
+from sglang_audit.analyses.graphquery import predicate_controls
 from sglang_audit.evaluate.interpreter import Interpreter, PyRaise, Unmodelled
 from sglang_audit.evaluate.values import (
     AnalysisBound,

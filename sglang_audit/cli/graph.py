@@ -22,8 +22,8 @@ def graph(field_name: str | None, fmt: str, **kw: Any) -> None:
     reads / writes / guarded_by / rejects / feeds edges between them.
 
     Target-independent: read from the source, no GPU, model or flags involved."""
-    from sglang_audit.analyses.graph import field_subgraph
     from sglang_audit.analyses.graph import release_graph as build
+    from sglang_audit.analyses.graphquery import field_subgraph
     from sglang_audit.render.graphfmt import to_dot, to_graphml, to_json
 
     def run() -> tuple[str, object]:

@@ -502,14 +502,14 @@ def computed_value(found: ConfigClass, name: str, given: Mapping[str, Any], attr
     if name not in body.state:
         # the body did not set it on this config.json (a branch not taken): not an attribute
         # of this class here; the caller goes on as for any missing attribute
-        return _NOT_SET
+        return NOT_SET
     value = body.state[name]
     if isinstance(value, Unknown):
         return Unknown(f"{reason}; {value.reason}", key)
     return copy.deepcopy(value) if isinstance(value, PLAIN) else value
 
 
-_NOT_SET = object()
+NOT_SET = object()  # computed_value: the class does not set the name on this config.json (not an attribute here)
 
 
 # ---- transformers' PreTrainedConfig, for its rope conversion --------------------------------

@@ -50,7 +50,6 @@ from sglang_audit.frontend import ir
 from sglang_audit.frontend.irtext import expr_text
 from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.resolve import kvpool, model_standin
-from sglang_audit.resolve.draft import process_object
 from sglang_audit.resolve.stage_common import (
     ImportWatch,
     at_module_level,
@@ -58,6 +57,7 @@ from sglang_audit.resolve.stage_common import (
     is_assert,
     module_nodes,
     names_in,
+    process_object,
     process_value,
     publish_server_args,
     raise_message,

@@ -13,7 +13,6 @@ process state (parallel groups) is unknown.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +22,6 @@ from sglang_audit.evaluate.interpreter import (
     Interpreter,
     PyRaise,
     Unmodelled,
-    stop_reason,
 )
 from sglang_audit.evaluate.values import (
     AnalysisBound,
@@ -32,11 +30,16 @@ from sglang_audit.evaluate.values import (
     Function,
     Instance,
     ModuleObj,
-    Native,
-    Unknown,
 )
 from sglang_audit.factfiles import ModelRegistryFacts
-from sglang_audit.resolve.stage_common import process_value, raise_message
+from sglang_audit.resolve.layerstage import (
+    NO_ARG,
+    bound_argument,
+    call_site,
+    stop_text,
+    submodule_hook,
+    unevaluated,
+)
 from sglang_audit.result import ChainStep
 
 
@@ -52,7 +55,6 @@ class _Passed(Exception):
         self.body, self.value, self.site, self.reads, self.way = body, value, site, reads, way
 
 
-_NO_ARG = object()
 MAX_DRAFT_PATHS = 64  # paths of the draft's constructor explored for its MoE layer's quant config
 
 
@@ -80,56 +82,35 @@ def draft_quant_config(interp: Interpreter, reg: ModelRegistryFacts, arch: Any, 
     if not found or not isinstance(init, Function):
         raise Unmodelled(f"the draft model class {cls.name} has no __init__ the tool can read")
     body_files = reg.body_files
-    process_state = reg.process_state_modules
-    process_objects = reg.process_objects
-    pure = set(reg.pure_functions)
-    outer = interp.call_hook  # the layer stage's: it knows the sizes a worker has (process values)
-    standin = Class(cls.name, (cls,), {"__getattr__": Native("Module.__getattr__", _unset_attribute)}, cls.module, cls.line,
-                    external_bases=())
+    standin = unevaluated(cls)
     skipped: list[str] = []
     way: list[_Passed] = []  # the model-package constructions being built, outermost first
 
-    def stub(func: Class) -> Instance:
-        return Instance(Class(func.name, (func,), {"__getattr__": Native("Module.__getattr__", _unset_attribute)},
-                              func.module, func.line, external_bases=()))
+    def classes(func: Class, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        ok, body_init = func.lookup("__init__")
+        model_class = ok and isinstance(body_init, Function) and body_init.module.file.startswith(body_files)
+        if moe_class is not None and func.is_subclass_of(moe_class) and isinstance(body_init, Function):
+            passed = bound_argument(body_init, args, kwargs, "quant_config")
+            if passed is not NO_ARG:
+                raise _Passed(func, passed, call_site(interp), list(interp.reads or ()), tuple(way))
+        if model_class and isinstance(body_init, Function):
+            passed = bound_argument(body_init, args, kwargs, "quant_config")
+            if passed is not NO_ARG:
+                if moe_class is None:
+                    raise _Passed(func, passed, call_site(interp), list(interp.reads or ()))
+                way.append(_Passed(func, passed, call_site(interp), list(interp.reads or ())))
+                try:  # maybe on the way to the MoE layer: built for real (its calls come back here)
+                    return interp.instantiate(func, args, kwargs)
+                except (Unmodelled, AnalysisBound, PyRaise) as exc:
+                    skipped.append(f"{func.name}: {stop_text(interp, exc)}")
+                    return Instance(unevaluated(func))
+                finally:
+                    way.pop()
+        return NOT_HOOKED  # a torch module is a stand-in (submodule_hook)
 
-    def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if func.__class__ is Function and func.module.name.startswith(process_state):
-            # the sizes a worker knows from its server args come from the layer stage's hook
-            # (rules/layers.toml [moe.process_values]); other process state is unknown
-            if func.name in process_objects:
-                return process_object(func.name, process_objects[func.name], server_args)
-            if func.name in pure:  # arithmetic on its arguments: SGLang's code, evaluated
-                return interp.call_function(func, args, kwargs)
-            known = outer(func, args, kwargs) if outer is not None else NOT_HOOKED
-            if known is not NOT_HOOKED:
-                return known
-            return Unknown(f"{func.qualname}(): process state (parallel groups) is not modelled", f"proc:{func.qualname}")
-        if func.__class__ is Class and func is not standin and not standin.is_subclass_of(func):
-            ok, body_init = func.lookup("__init__")
-            model_class = ok and isinstance(body_init, Function) and body_init.module.file.startswith(body_files)
-            if moe_class is not None and func.is_subclass_of(moe_class) and isinstance(body_init, Function):
-                passed = _bound_argument(body_init, args, kwargs, "quant_config")
-                if passed is not _NO_ARG:
-                    raise _Passed(func, passed, getattr(interp, "_call_site", ("?", 0)), list(interp.reads or ()), tuple(way))
-            if model_class and isinstance(body_init, Function):
-                passed = _bound_argument(body_init, args, kwargs, "quant_config")
-                if passed is not _NO_ARG:
-                    if moe_class is None:
-                        raise _Passed(func, passed, getattr(interp, "_call_site", ("?", 0)), list(interp.reads or ()))
-                    way.append(_Passed(func, passed, getattr(interp, "_call_site", ("?", 0)), list(interp.reads or ())))
-                    try:  # maybe on the way to the MoE layer: built for real (its calls come back here)
-                        return interp.instantiate(func, args, kwargs)
-                    except (Unmodelled, AnalysisBound, PyRaise) as exc:
-                        skipped.append(f"{func.name}: {_stop_text(interp, exc)}")
-                        return stub(func)
-                    finally:
-                        way.pop()
-            if _is_torch_module(func):
-                # a submodule the draft builds that takes no quant config (norms,
-                # projections) or is not SGLang's model code: not evaluated
-                return stub(func)
-        return NOT_HOOKED  # the layer stage's hook, then the interpreter
+    # the sizes a worker knows from its server args come from the layer stage's hook
+    # (rules/layers.toml [moe.process_values]), captured here; other process state is unknown
+    hook = submodule_hook(interp, reg, server_args, standin, classes)
 
     def build() -> _Passed | str:
         skipped.clear()
@@ -138,7 +119,7 @@ def draft_quant_config(interp: Interpreter, reg: ModelRegistryFacts, arch: Any, 
         except _Passed as passed:
             return passed
         except (Unmodelled, AnalysisBound, PyRaise) as exc:
-            return _stop_text(interp, exc)
+            return stop_text(interp, exc)
         what = f"MoE layer ({moe_class.name})" if moe_class is not None else \
             f"model body taking quant_config (a class of {', '.join(body_files)})"
         why = f" (not followed: {'; '.join(skipped[:3])})" if skipped else ""
@@ -170,26 +151,6 @@ def draft_quant_config(interp: Interpreter, reg: ModelRegistryFacts, arch: Any, 
                                       f"layer; the {len(runs) - 1} before stop on process state or sizes the tool does not know)")
         chain.append(step)
     return reached[0].value
-
-
-def process_object(name: str, attrs: Mapping[str, Any], server_args: Any) -> Instance:
-    """A process-state object (rules/layers.toml ``process_objects``): the listed attributes
-    as a worker with these server args has them, any other unknown."""
-    def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        return Unknown(f"{name}().{args[-1]}: process state (parallel groups) is not modelled", f"proc:{name}.{args[-1]}")
-
-    obj = Instance(Class(f"{name}()", (), {"__getattr__": Native("process state", missing)}, None, 0, external_bases=()))
-    for key, value in attrs.items():
-        obj.attrs[key] = process_object(f"{name}().{key}", value, server_args) if isinstance(value, dict) \
-            else process_value(value, server_args)
-    return obj
-
-
-def _stop_text(interp: Interpreter, exc: BaseException) -> str:
-    if isinstance(exc, PyRaise):
-        name, message = raise_message(interp, exc)
-        return f"{name}: {message} at {exc.file}:{exc.line}"
-    return stop_reason(exc)
 
 
 def _draft_step(passed: _Passed, given: Any) -> ChainStep | None:
@@ -226,29 +187,6 @@ def _draft_step(passed: _Passed, given: Any) -> ChainStep | None:
         break
     file, line = changed.site
     return ChainStep(file, line, "", shown, f"{changed.body.name}(..., quant_config={shown})", "layers", "draft")
-
-
-def _bound_argument(init: Function, args: list[Any], kwargs: dict[str, Any], name: str) -> Any:
-    """The value a call ``Class(*args, **kwargs)`` binds to ``init``'s parameter ``name``
-    (``self`` excluded), its default when not passed, ``_NO_ARG`` when it has none."""
-    params = [p for p in init.params if p.star == ""][1:]
-    for i, p in enumerate(params):
-        if p.name != name:
-            continue
-        if name in kwargs:
-            return kwargs[name]
-        if i < len(args):
-            return args[i]
-        return init.defaults.get(name, _NO_ARG)
-    return _NO_ARG
-
-
-def _is_torch_module(cls: Class) -> bool:
-    return any(b.startswith("torch.nn") for c in cls.mro() for b in c.external_bases)
-
-
-def _unset_attribute(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    return Unknown(f"attribute {args[-1]!r} of a module the draft builds (not evaluated)", f"draft:{args[-1]}")
 
 
 def registry_class(interp: Interpreter, reg: ModelRegistryFacts, arch: Any) -> Class:

@@ -151,7 +151,7 @@ def _evaluate_row(reader: FlashInferReader, row: KernelRow, lib: LibraryEval, ve
     decorators = {call_name(d): d for d in found.func.decorators if isinstance(d, ir.Call)}
     req = decorators.get("backend_requirement")
     if req is not None:
-        layers.extend(_backend_requirement(reader, found, req, backend, ccn, conditions))
+        layers.extend(backend_requirement_layers(reader, found, req, backend, ccn, conditions))
     elif backend:
         layers.append(KernelLayer("backend_requirement", name, found.rel, found.func.line, UNKNOWN,
                                   f"{name} has no @backend_requirement table; backend={backend!r} is checked inside"))
@@ -226,8 +226,10 @@ def capability_layer(found: Found, deco: ir.Node, ccn: int, label: str, enforced
                        f"@supported_compute_capability({sorted(ccs)})", enforced)
 
 
-def _backend_requirement(reader: FlashInferReader, entry: Found, deco: ir.Node, backend: str, ccn: int,
-                         conditions: list[str]) -> list[KernelLayer]:
+def backend_requirement_layers(reader: FlashInferReader, entry: Found, deco: ir.Node, backend: str, ccn: int,
+                               conditions: list[str]) -> list[KernelLayer]:
+    """The layers a ``@backend_requirement`` declaration (``deco``) on ``entry`` says for
+    ``backend`` at capability ``ccn`` (the entry points' and libdispatch.py's wrapper classes')."""
     name = entry.func.name
     table = _arg(deco, 0, "backend_checks")
     if not isinstance(table, ir.DictExpr):
@@ -334,15 +336,15 @@ def _helper(reader: FlashInferReader, lib: LibraryEval, module: str, name: str, 
 # ---- the JIT module the entry builds
 
 
-def _calls(node: Any) -> Iterator[ir.Node]:
+def calls_in(node: Any) -> Iterator[ir.Node]:
     """Every Call inside a statement/expression (nested function bodies excluded)."""
     if isinstance(node, list):
         for item in node:
-            yield from _calls(item)
+            yield from calls_in(item)
         return
     if isinstance(node, tuple):
         for item in node:
-            yield from _calls(item)
+            yield from calls_in(item)
         return
     if not isinstance(node, ir.Node) or isinstance(node, (ir.FunctionDef, ir.ClassDef, ir.Lambda)):
         return
@@ -351,7 +353,7 @@ def _calls(node: Any) -> Iterator[ir.Node]:
     for slot in node._all_slots():
         if slot == "line":
             continue
-        yield from _calls(getattr(node, slot, None))
+        yield from calls_in(getattr(node, slot, None))
 
 
 def _chosen_body(lib: LibraryEval, frame: Frame, body: list[ir.Node]) -> tuple[list[ir.Node], str]:
@@ -377,14 +379,14 @@ def _chosen_body(lib: LibraryEval, frame: Frame, body: list[ir.Node]) -> tuple[l
 def _jit(reader: FlashInferReader, lib: LibraryEval, entry: Found, getter: str, arch_param: str) -> list[KernelLayer]:
     cc = lib.capability
     sm = f"SM{cc[0]}{cc[1]}"
-    calls = [c for c in _calls(entry.func.body) if call_name(c) == getter]
+    calls = [c for c in calls_in(entry.func.body) if call_name(c) == getter]
     if not calls:
         return [KernelLayer("jit", entry.func.name, entry.rel, entry.func.line, UNKNOWN,
                             f"{entry.func.name} does not call {getter} in this version")]
     found = reader.find(entry.module, getter)
     if found is None:
         return [KernelLayer("jit", getter, entry.rel, calls[0].line, UNKNOWN, f"{getter} not found")]
-    gens = _gen_calls(reader, lib, found, arch_param, 0)
+    gens = gen_calls(reader, lib, found, arch_param, 0)
     if isinstance(gens, str):
         return [KernelLayer("jit", getter, found.rel, found.func.line, UNKNOWN, gens)]
     if not gens:
@@ -392,8 +394,8 @@ def _jit(reader: FlashInferReader, lib: LibraryEval, entry: Found, getter: str, 
                             f"builds no JIT module on {sm} (no gen_*_module call on its path)")]
     layers: list[KernelLayer] = []
     for gen, via in gens:
-        majors, line = _major_versions(gen)
-        spec_name = _spec_name(gen)
+        majors, line = major_versions(gen)
+        spec_name = jit_spec_name(gen)
         named = f" (module {spec_name!r})" if spec_name else ""
         if majors is None:
             layers.append(KernelLayer("jit", gen.func.name, gen.rel, gen.func.line, UNKNOWN,
@@ -406,7 +408,7 @@ def _jit(reader: FlashInferReader, lib: LibraryEval, entry: Found, getter: str, 
             named_for = (f"; named for SM{tag.group(1)}" if tag and tag.group(1) != f"{cc[0]}{cc[1]}" else "")
             layers.append(KernelLayer("jit", gen.func.name, gen.rel, line, says,
                                       f"nvcc archs for majors {majors}{named}, built via {via}{named_for}"))
-        artifacts = [c for c in _calls(gen.func.body) if call_name(c) == "get_artifact"]
+        artifacts = [c for c in calls_in(gen.func.body) if call_name(c) == "get_artifact"]
         if artifacts:
             layers.append(KernelLayer(
                 "artifact", gen.func.name, gen.rel, artifacts[0].line, UNKNOWN,
@@ -415,8 +417,10 @@ def _jit(reader: FlashInferReader, lib: LibraryEval, entry: Found, getter: str, 
     return layers
 
 
-def _gen_calls(reader: FlashInferReader, lib: LibraryEval, found: Found, arch_param: str,
-               depth: int) -> list[tuple[Found, str]] | str:
+def gen_calls(reader: FlashInferReader, lib: LibraryEval, found: Found, arch_param: str,
+              depth: int) -> list[tuple[Found, str]] | str:
+    """The JIT generators (``gen_*_module``) a module getter calls on the branch the device
+    takes, with where; a reason (str) when the branch is not decided."""
     func = lib.function(found.module, found.func)
     if func is None:
         return f"{found.module} could not be evaluated"
@@ -428,7 +432,7 @@ def _gen_calls(reader: FlashInferReader, lib: LibraryEval, found: Found, arch_pa
     if why:
         return f"{found.func.name}: {why}"
     out: list[tuple[Found, str]] = []
-    for call in _calls(body):
+    for call in calls_in(body):
         callee = call_name(call)
         if not isinstance(call.func, ir.Name):
             continue
@@ -441,23 +445,25 @@ def _gen_calls(reader: FlashInferReader, lib: LibraryEval, found: Found, arch_pa
             # other calls (cubin loaders, ...) are not followed
             inner = reader.find(found.module, callee)
             if inner is not None:
-                more = _gen_calls(reader, lib, inner, "", depth + 1)
+                more = gen_calls(reader, lib, inner, "", depth + 1)
                 if isinstance(more, str):
                     return more
                 out.extend(more)
     return out
 
 
-def _major_versions(gen: Found) -> tuple[list[int] | None, int]:
-    for call in _calls(gen.func.body):
+def major_versions(gen: Found) -> tuple[list[int] | None, int]:
+    """A JIT generator's ``supported_major_versions`` list and its line (None: not declared)."""
+    for call in calls_in(gen.func.body):
         for key, value in call.args:
             if key == "supported_major_versions":  # cite the list's own line
                 return _int_list(value), value.line
     return None, gen.func.line
 
 
-def _spec_name(gen: Found) -> str:
-    for call in _calls(gen.func.body):
+def jit_spec_name(gen: Found) -> str:
+    """The module name a JIT generator passes ``gen_jit_spec`` ("" when not a literal)."""
+    for call in calls_in(gen.func.body):
         if call_name(call) == "gen_jit_spec":
             first = _arg(call, 0, "name")
             if isinstance(first, ir.Const) and isinstance(first.value, str):

@@ -1,6 +1,7 @@
-"""The quant config the model loader hands a model's layers (the MoE layer stage, ``layers.py``):
-from config.json's ``quantization_config``, else from the file the quant config class names in
-the model directory, then what the loader's own statements do to it (``[moe]
+"""The quant config the model loader hands a model's layers (the MoE and linear layer stages,
+``layers.py``, ``linear.py``): the release's quant config class for the model's
+``quantization`` built from config.json's ``quantization_config``, else from the file the
+class names in the model directory, then what the loader's own statements do to it (``[moe]
 loader_quant_config`` in rules/layers.toml)."""
 
 from __future__ import annotations
@@ -10,10 +11,32 @@ from pathlib import Path
 from typing import Any
 
 from sglang_audit.evaluate.interpreter import Frame, Interpreter, Unmodelled
-from sglang_audit.evaluate.values import Function, Instance, ModuleObj, Scope, Unknown
+from sglang_audit.evaluate.values import Function, HFConfig, Instance, ModuleObj, Scope, Unknown
 from sglang_audit.factfiles import MoeLayerFacts
 from sglang_audit.frontend import ir
 from sglang_audit.inputs.modeldir import HF_QUANT_CONFIG, model_checkpoint
+
+
+def model_quant_config(interp: Interpreter, moe: MoeLayerFacts, model_config: Instance) -> Any:
+    """The quant config the model loader hands the model with this ModelConfig: None for an
+    unquantized model; the class the release's registry maps ``quantization`` to
+    (``[moe] quant_registry_function``), its ``from_config`` evaluated on the model's
+    quantization config, then ``loader_quant_config``."""
+    quant = model_config.attrs.get("quantization")
+    if quant is None:
+        return None
+    if not isinstance(quant, str):
+        raise Unmodelled(f"the model's quantization is not known ({quant!r})")
+    reg = interp.load_module(moe.quant_registry_module)
+    cls = interp.call(interp.getattr(reg, moe.quant_registry_function), [quant], {})
+    hf = model_config.attrs.get("hf_config")
+    cfg = hf.attrs.get("quantization_config") if isinstance(hf, HFConfig) else None
+    if isinstance(cfg, HFConfig):
+        cfg = cfg.attrs
+    if not isinstance(cfg, dict):
+        cfg = quant_config_file(interp, cls, model_config)
+    qc = interp.call(interp.getattr(cls, "from_config"), [cfg], {})
+    return loader_quant_config(interp, moe, model_config, qc)
 
 
 def quant_config_file(interp: Interpreter, cls: Any, model_config: Instance) -> dict[str, Any]:

@@ -36,14 +36,14 @@ from sglang_audit.frontend.irtext import expr_text
 from sglang_audit.resolve.kernelread import (
     FlashInferReader,
     Found,
-    _backend_requirement,
-    _calls,
-    _gen_calls,
-    _major_versions,
-    _spec_name,
+    backend_requirement_layers,
     call_name,
+    calls_in,
     capability_layer,
     flat_text,
+    gen_calls,
+    jit_spec_name,
+    major_versions,
 )
 from sglang_audit.resolve.libeval import LibraryEval
 from sglang_audit.result import KERNEL_SUPPORTED as SUPPORTED
@@ -189,7 +189,7 @@ def _getters(reader: FlashInferReader, wrapper: Found, methods: list[ir.Node], h
     them on something else, ``use_tensor_cores``: then none is the one)."""
     def getters(nodes: list[ir.Node]) -> list[tuple[Found, ir.Node]]:
         out = []
-        for call in _calls(nodes):
+        for call in calls_in(nodes):
             callee = call_name(call)
             if isinstance(call.func, ir.Name) and "module" in callee:
                 found = reader.find(wrapper.module, callee)
@@ -225,7 +225,7 @@ def _declarations(reader: FlashInferReader, wrapper: Found, methods: list[ir.Nod
             if isinstance(deco, ir.Call) and call_name(deco) == "supported_compute_capability":
                 out.append(capability_layer(here, deco, ccn, f"{wrapper.func.name}.{method.name}"))
             elif isinstance(deco, ir.Call) and call_name(deco) == "backend_requirement" and backend != "auto":
-                out += _backend_requirement(reader, here, deco, backend, ccn, conditions)
+                out += backend_requirement_layers(reader, here, deco, backend, ccn, conditions)
     return out
 
 
@@ -251,8 +251,8 @@ def _run_getter(reader: FlashInferReader, lib: LibraryEval, getter: Found, famil
                             f"{label}: {name} {result.why}", enforced=False)]
     layers: list[KernelLayer] = []
     for gen, how in _gens(reader, lib, getter, result.ran):
-        majors, line = _major_versions(gen)
-        spec = _spec_name(gen)
+        majors, line = major_versions(gen)
+        spec = jit_spec_name(gen)
         named = f" (module {spec!r})" if spec else ""
         if majors is None:
             layers.append(KernelLayer("jit", gen.func.name, gen.rel, gen.func.line, UNKNOWN,
@@ -271,7 +271,7 @@ def _run_getter(reader: FlashInferReader, lib: LibraryEval, getter: Found, famil
 
 def _gens(reader: FlashInferReader, lib: LibraryEval, getter: Found, ran: list[ir.Node]) -> list[tuple[Found, str]]:
     out: list[tuple[Found, str]] = []
-    for call in _calls(ran):
+    for call in calls_in(ran):
         callee = call_name(call)
         if not isinstance(call.func, ir.Name) or "module" not in callee:
             continue
@@ -282,7 +282,7 @@ def _gens(reader: FlashInferReader, lib: LibraryEval, getter: Found, ran: list[i
         if callee.startswith("gen_") and callee.endswith("_module"):
             out.append((found, how))
         else:
-            more = _gen_calls(reader, lib, found, "", _MAX_DELEGATION - 1)
+            more = gen_calls(reader, lib, found, "", _MAX_DELEGATION - 1)
             if isinstance(more, list):
                 out += more
     return out

@@ -43,33 +43,29 @@ from sglang_audit.evaluate.values import (
     HFConfig,
     Instance,
     ModuleObj,
-    Native,
     Unknown,
 )
 from sglang_audit.factfiles import LayersFacts, LinearFacts, LinearLayer
-from sglang_audit.resolve.draft import (
-    _NO_ARG,
-    _bound_argument,
-    _is_torch_module,
-    _stop_text,
-    _unset_attribute,
-    process_object,
-    registry_class,
-)
+from sglang_audit.resolve.draft import registry_class
 from sglang_audit.resolve.expected import missing_module
-from sglang_audit.resolve.layers import (
-    _architecture,
-    _hook,
-    _join,
-    _Outcome,
-    _quant_config,
-    _raise_outcome,
-    _Role,
-    _tensor_decided,
-    _TensorBranches,
+from sglang_audit.resolve.layer_quant import model_quant_config
+from sglang_audit.resolve.layerstage import (
+    NO_ARG,
+    Outcome,
+    Role,
+    architecture,
+    bound_argument,
+    explore_layer,
+    join,
+    layer_hook,
     module_standin,
+    new_state,
+    raise_outcome,
+    stop_text,
+    submodule_hook,
+    unevaluated,
 )
-from sglang_audit.resolve.stage_common import ImportWatch, is_assert, publish_server_args
+from sglang_audit.resolve.stage_common import publish_server_args
 from sglang_audit.result import (
     STATUS_RESOLVED,
     STATUS_UNKNOWN,
@@ -210,10 +206,9 @@ def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, serv
     branches are explored until one path records a layer. A reason (str) when none does."""
     lin, reg = spec.linear, spec.model_registry
     first, following = re.compile(lin.first_layer), re.compile(lin.next_layer)
-    state: dict[str, Any] = {"weights_created": False, "method": "", "runner": "", "chain": []}
-    role = _Role(SETTING, model_config, False, server_args)
+    state = new_state()
     try:
-        cls = registry_class(interp, reg, _architecture(model_config))
+        cls = registry_class(interp, reg, architecture(model_config))
     except Unmodelled as exc:
         return f"the model class is not known: {exc}"
     found, init = cls.lookup("__init__")
@@ -223,68 +218,48 @@ def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, serv
     if not isinstance(linear_base, Class):
         return f"{lin.base_class} is not a class in {lin.module}"
     body_files = reg.body_files
-    process_state = reg.process_state_modules
-    process_objects = reg.process_objects
-    pure = set(reg.pure_functions) | set(lin.pure_functions)
-    standin = Class(cls.name, (cls,), {"__getattr__": Native("Module.__getattr__", _unset_attribute)}, cls.module, cls.line,
-                    external_bases=())
+    standin = unevaluated(cls)
     recorded: list[_Recorded] = []
     skipped: list[str] = []  # model-package classes whose construction stopped (stand-ins)
-    outer: list[Any] = []
 
-    def stub(func: Class) -> Instance:
-        return Instance(Class(func.name, (func,), {"__getattr__": Native("Module.__getattr__", _unset_attribute)},
-                              func.module, func.line, external_bases=()))
-
-    def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if func.__class__ is Function and func.module.name.startswith(process_state):
-            if func.name in process_objects:
-                return process_object(func.name, process_objects[func.name], server_args)
-            if func.name in pure:
-                return interp.call_function(func, args, kwargs)
-            known = outer[0](func, args, kwargs) if outer else NOT_HOOKED
-            if known is not NOT_HOOKED:
-                return known
-            return Unknown(f"{func.qualname}(): process state (parallel groups) is not modelled", f"proc:{func.qualname}")
-        if func.__class__ is Class and func is not standin and not standin.is_subclass_of(func):
-            ok, body_init = func.lookup("__init__")
-            if func.is_subclass_of(linear_base) and isinstance(body_init, Function):
-                prefix = _bound_argument(body_init, args, kwargs, "prefix")
-                if isinstance(prefix, str) and following.search(prefix):
-                    raise _LayerDone()
-                if isinstance(prefix, str) and (m := first.search(prefix)):
-                    recorded.append(_Recorded(prefix[m.end():], func, tuple(args), tuple(kwargs.items())))
-                return stub(func)
-            if ok and isinstance(body_init, Function) and body_init.module.file.startswith(body_files) \
-                    and _bound_argument(body_init, args, kwargs, "quant_config") is not _NO_ARG:
-                try:  # a model-package class that takes a quant config: built for real
-                    return interp.instantiate(func, args, kwargs)
-                except (Unmodelled, AnalysisBound, PyRaise) as exc:
-                    skipped.append(f"{func.name}: {_stop_text(interp, exc)}")
-                    return stub(func)  # off the way (its linear layers recorded so far stay)
-            if _is_torch_module(func):
-                return stub(func)
-        return NOT_HOOKED
+    def classes(func: Class, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        ok, body_init = func.lookup("__init__")
+        if func.is_subclass_of(linear_base) and isinstance(body_init, Function):
+            prefix = bound_argument(body_init, args, kwargs, "prefix")
+            if isinstance(prefix, str) and following.search(prefix):
+                raise _LayerDone()
+            if isinstance(prefix, str) and (m := first.search(prefix)):
+                recorded.append(_Recorded(prefix[m.end():], func, tuple(args), tuple(kwargs.items())))
+            return Instance(unevaluated(func))
+        if ok and isinstance(body_init, Function) and body_init.module.file.startswith(body_files) \
+                and bound_argument(body_init, args, kwargs, "quant_config") is not NO_ARG:
+            try:  # a model-package class that takes a quant config: built for real
+                return interp.instantiate(func, args, kwargs)
+            except (Unmodelled, AnalysisBound, PyRaise) as exc:
+                skipped.append(f"{func.name}: {stop_text(interp, exc)}")
+                return Instance(unevaluated(func))  # off the way (its linear layers recorded so far stay)
+        return NOT_HOOKED  # a torch module is a stand-in (submodule_hook)
 
     def build() -> list[_Recorded] | str:
         recorded.clear()
         skipped.clear()
         try:
-            qc = _quant_config(interp, role, spec, state)
+            qc = model_quant_config(interp, spec.moe, model_config)
             hf = model_config.attrs.get("hf_config")
             interp.call(BoundMethod(init, Instance(standin)), [hf], {"quant_config": qc, "prefix": ""})
         except _LayerDone:
             pass
         except (Unmodelled, AnalysisBound, PyRaise) as exc:
-            skipped.append(f"{cls.name}: {_stop_text(interp, exc)}")
+            skipped.append(f"{cls.name}: {stop_text(interp, exc)}")
         if skipped and not recorded:
             # a class that stopped may hold the layers: none recorded is not "no linear layer"
             return f"{cls.name}.__init__ was not followed to its first decoder layer's linear layers ({'; '.join(list(dict.fromkeys(skipped))[:2])})"
         return list(recorded)
 
     publish_server_args(interp, spec, server_args)
-    with interp.hooked_calls(_hook(interp, spec, state, server_args, {"state": state})):
-        outer.append(interp.call_hook)
+    with interp.hooked_calls(layer_hook(interp, spec, state, server_args)):
+        # inside the layer hook: the sizes a worker knows come from it (process values)
+        hook = submodule_hook(interp, reg, server_args, standin, classes, frozenset(lin.pure_functions))
         with interp.hooked_calls(hook):
             logged = len(interp.logs)
             with interp.unwatched_imports():
@@ -320,60 +295,39 @@ def _explore(interp: Interpreter, server_args: Any, model_config: Instance, spec
 
 def _explore_one(interp: Interpreter, server_args: Any, model_config: Instance, spec: LayersFacts,
                  layers: list[_Recorded], prepared: str | None) -> LayerValue:
-    assumed: set[str] = set()
-    built: dict[Any, Any] = {}  # _TensorBranches reads "data_keys" (the tensor keys of a raise)
-    branches = _TensorBranches(spec, built)
-    role = _Role(SETTING, model_config, False, server_args)
-
-    def assert_on_tensors(value: Unknown, file: str, line: int, text: str) -> bool | None:
-        # as in the MoE stage: an assert on tensor data holds for a checkpoint SGLang loads
-        if is_assert(interp, file, line) and _tensor_decided(value, spec):
-            assumed.add(f"assert {text} at {file}:{line} (tensor data; assumed to hold)")
-            return True
-        return None
-
-    def run() -> _Outcome:
-        with interp.filtered_decisions(assert_on_tensors):
-            return _run_once(interp, role, spec, layers, built, prepared)
-
-    watch = ImportWatch(interp, spec.moe.optional_packages)
-    with interp.watched_imports(watch):
-        bound = MAX_LINEAR_PATHS if prepared is None else MAX_PREPARE_PATHS
-        runs, complete = explore_paths(interp, run, bound, branches)
-    outcomes = [(outcome, tuple(f"{d.file}:{d.line} {d.text if t else f'not ({d.text})'}" for d, t in ran.taken))
-                for outcome, ran in runs]
+    role = Role(SETTING, model_config, False, server_args)
+    bound = MAX_LINEAR_PATHS if prepared is None else MAX_PREPARE_PATHS
+    explored = explore_layer(interp, spec, lambda built: _run_once(interp, role, spec, layers, built, prepared), bound)
+    outcomes = explored.outcomes
     followed = [(o, w) for o, w in outcomes if o.status != STATUS_NOT_FOLLOWED]
     stops = sorted({o.value for o, _ in outcomes if o.status == STATUS_NOT_FOLLOWED})
     if not followed:
         return LayerValue(STATUS_UNKNOWN, None, stage="linear", paths=len(outcomes), reason=(
             f"{NOT_FOLLOWED}{prepared}'s process_weights_after_loading on every branch ({'; '.join(stops)})"))
-    value = _join(followed, complete)
-    assumed.update(f"{prepared}'s process_weights_after_loading: {s}" for s in stops)
-    if not complete and prepared is not None:
+    value = join(followed, explored.complete, bound)
+    explored.assumed.update(f"{prepared}'s process_weights_after_loading: {s}" for s in stops)
+    if not explored.complete and prepared is not None:
         # the first runs of the weight preparation, each followed to its end without a raise
-        assumed.add(f"{prepared}'s process_weights_after_loading beyond {bound} branches "
-                    f"(the first {len(outcomes)} followed)")
+        explored.assumed.add(f"{prepared}'s process_weights_after_loading beyond {bound} branches "
+                             f"(the first {len(outcomes)} followed)")
         if value.status == STATUS_UNKNOWN and len({o.value for o, _ in followed}) == 1 and followed[0][0].status == STATUS_RESOLVED:
             first = followed[0][0]
             value = LayerValue(STATUS_RESOLVED, first.value, first.method, "", first.site, paths=len(outcomes), chain=first.chain)
-    elif not complete:
+    elif not explored.complete:
         value = replace(value, reason=f"analysis bound reached: more than {bound} branches of the layers")
-    if branches.pairwise:
-        assumed.add(f"branches on tensor data ({len(branches.tensor_keys)}) explored one at a time, not in every combination")
-    return replace(value, stage="linear", data_dependent=tuple(sorted(assumed)) + value.data_dependent,
-                   assumptions=watch.assumptions(value))
+    return explored.noted(replace(value, stage="linear"))
 
 
-def _run_once(interp: Interpreter, role: _Role, spec: LayersFacts, layers: list[_Recorded],
-              built: dict[Any, Any], prepared: str | None) -> _Outcome:
+def _run_once(interp: Interpreter, role: Role, spec: LayersFacts, layers: list[_Recorded],
+              built: dict[Any, Any], prepared: str | None) -> Outcome:
     lin = spec.linear
-    state: dict[str, Any] = {"weights_created": False, "method": "", "runner": "", "chain": []}
+    state = new_state()
     publish_server_args(interp, spec, role.server_args)
     restore = _logical_groups(interp, spec)
     try:
-        with interp.hooked_calls(_hook(interp, spec, state, role.server_args, {"state": state})), \
+        with interp.hooked_calls(layer_hook(interp, spec, state, role.server_args)), \
                 interp.hooked_calls(_pure(interp, lin)):
-            qc = _quant_config(interp, role, spec, state) if any(rec.derived for rec in layers) else None
+            qc = model_quant_config(interp, spec.moe, role.model_config) if any(rec.derived for rec in layers) else None
             made: list[tuple[str, Instance]] = []
             for rec in layers:
                 # SGLang constructs every layer of the model before it loads any weight
@@ -382,7 +336,7 @@ def _run_once(interp: Interpreter, role: _Role, spec: LayersFacts, layers: list[
             for name, layer in made:
                 method = layer.attrs.get("quant_method")
                 if not isinstance(method, Instance):
-                    return _Outcome(STATUS_UNKNOWN, f"{name}: the linear layer left no quant method ({method!r})")
+                    return Outcome(STATUS_UNKNOWN, f"{name}: the linear layer left no quant method ({method!r})")
                 methods.setdefault(method.cls.name, []).append(name)
                 if name != prepared:
                     continue
@@ -394,11 +348,11 @@ def _run_once(interp: Interpreter, role: _Role, spec: LayersFacts, layers: list[
             chain = tuple(state["chain"])
             label = "; ".join(f"{cls} ({', '.join(names)})" for cls, names in methods.items())
             site = f"{chain[0].file}:{chain[0].line}" if chain else ""
-            return _Outcome(STATUS_RESOLVED, f"built: {label}", site, "", "", "", ", ".join(methods), chain)
+            return Outcome(STATUS_RESOLVED, f"built: {label}", site, "", "", "", ", ".join(methods), chain)
     except EVALUATION_ENDS as exc:
         end = ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
         if end.raised is not None:
-            out = _raise_outcome(interp, end.raised, state, spec, lin.verdict_files)
+            out = raise_outcome(interp, end.raised, state, spec, lin.verdict_files)
             if "data_keys" in state:
                 built["data_keys"] = state["data_keys"]
             if out.status == STATUS_UNKNOWN and state.get("preparing"):
@@ -406,8 +360,8 @@ def _run_once(interp: Interpreter, role: _Role, spec: LayersFacts, layers: list[
                 return replace(out, status=STATUS_NOT_FOLLOWED)
             return out
         if state.get("preparing"):
-            return _Outcome(STATUS_NOT_FOLLOWED, end.reason, method=state["method"])
-        return _Outcome(STATUS_UNKNOWN, end.reason, method=state["method"])
+            return Outcome(STATUS_NOT_FOLLOWED, end.reason, method=state["method"])
+        return Outcome(STATUS_UNKNOWN, end.reason, method=state["method"])
     finally:
         restore()
 
@@ -424,7 +378,7 @@ def _construct(interp: Interpreter, rec: _Recorded, quant_config: Any) -> Instan
     kwargs = dict(rec.kwargs)
     if rec.derived:
         kwargs["quant_config"] = quant_config
-    if _bound_argument(init, list(rec.args), kwargs, "params_dtype") is None:
+    if bound_argument(init, list(rec.args), kwargs, "params_dtype") is None:
         # a worker loads the model under its dtype (torch.set_default_dtype): bfloat16, as the
         # MoE stage builds its layer
         kwargs["params_dtype"] = External("torch.bfloat16")

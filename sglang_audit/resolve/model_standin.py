@@ -31,7 +31,7 @@ from sglang_audit.evaluate.values import (
 )
 from sglang_audit.frontend import ir
 from sglang_audit.resolve.draft import registry_class
-from sglang_audit.resolve.layers import attribute_line
+from sglang_audit.resolve.layerstage import attribute_line
 from sglang_audit.resolve.stage_common import self_assignments
 
 

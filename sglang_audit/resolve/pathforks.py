@@ -73,7 +73,7 @@ class Answer:
     budget: Budget
     loads: list[tuple[Any, Any]] = field(default_factory=list)  # (path, the cache's key for it)
     assumptions: list[str] = field(default_factory=list)
-    failure: Any = None  # workers._Failure: the child's evaluation raised
+    failure: Any = None  # workers.Failure: the child's evaluation raised
 
 
 def can_fork_paths() -> bool:
@@ -211,9 +211,9 @@ class PathForks:
             try:
                 _send(self.parent[1], answer)
             except Exception as exc:  # noqa: BLE001 - an answer that does not pickle fails the resolution
-                from sglang_audit.resolve.workers import _Failure
+                from sglang_audit.resolve.workers import Failure
 
-                _send(self.parent[1], Answer([], False, answer.budget, failure=_Failure.of(exc)))
+                _send(self.parent[1], Answer([], False, answer.budget, failure=Failure.of(exc)))
             for stream in (sys.stdout, sys.stderr):
                 stream.flush()
             code = 0
@@ -221,9 +221,9 @@ class PathForks:
             os._exit(code)
 
     def fail(self, exc: BaseException) -> NoReturn:
-        from sglang_audit.resolve.workers import _Failure
+        from sglang_audit.resolve.workers import Failure
 
-        self.answer(Answer([], False, self.budget, failure=_Failure.of(exc)))
+        self.answer(Answer([], False, self.budget, failure=Failure.of(exc)))
 
 
 def _send(fd: int, obj: Any) -> None:

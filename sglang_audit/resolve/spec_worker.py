@@ -54,12 +54,12 @@ from sglang_audit.evaluate.values import (
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.resolve import attention
-from sglang_audit.resolve.draft import process_object
 from sglang_audit.resolve.stage_common import (
     ImportWatch,
     at_module_level,
     guard_steps,
     is_assert,
+    process_object,
     publish_server_args,
     raise_message,
 )

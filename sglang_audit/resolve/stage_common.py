@@ -1,16 +1,17 @@
 """What the build stages (the MoE layers, ``layers.py``; the attention backend,
 ``attention.py``; the speculative worker, ``spec_worker.py``) share: which optional packages
 their code imported and what that assumes, the message of the raise they stop at, where a
-raise or an assert sits in the IR, the branch steps of a chain, and the publication of the
-server args their code reads."""
+raise or an assert sits in the IR, the branch steps of a chain, the process state a worker
+has, and the publication of the server args their code reads. The machinery of a layer
+stage itself (a layer built, its branches explored and joined) is ``layerstage.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from sglang_audit.evaluate.interpreter import Interpreter, PyRaise
-from sglang_audit.evaluate.values import Function, Instance, ModuleObj, Unknown
+from sglang_audit.evaluate.values import Class, Function, Instance, ModuleObj, Native, Unknown
 from sglang_audit.factfiles import LayersFacts
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
@@ -104,6 +105,19 @@ def process_value(expr: Any, server_args: Any) -> Any:
     for p in ints[1:]:
         quotient //= p
     return quotient == int(right) if eq else quotient
+
+
+def process_object(name: str, attrs: Mapping[str, Any], server_args: Any) -> Instance:
+    """A process-state object (rules/layers.toml ``process_objects``): the listed attributes
+    as a worker with these server args has them, any other unknown."""
+    def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        return Unknown(f"{name}().{args[-1]}: process state (parallel groups) is not modelled", f"proc:{name}.{args[-1]}")
+
+    obj = Instance(Class(f"{name}()", (), {"__getattr__": Native("process state", missing)}, None, 0, external_bases=()))
+    for key, value in attrs.items():
+        obj.attrs[key] = process_object(f"{name}().{key}", value, server_args) if isinstance(value, dict) \
+            else process_value(value, server_args)
+    return obj
 
 
 def _literal(text: str) -> Any:

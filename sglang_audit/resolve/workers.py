@@ -85,7 +85,7 @@ class _RemoteTraceback(Exception):
 
 
 @dataclass(frozen=True)
-class _Failure:
+class Failure:
     """A task's exception as it crosses back to the parent.  ``error`` is the exception
     itself when it survives pickling unchanged; otherwise its class name, message and exit
     code rebuild one that the CLI prints identically."""
@@ -98,7 +98,7 @@ class _Failure:
     trace: str
 
     @classmethod
-    def of(cls, exc: BaseException) -> _Failure:
+    def of(cls, exc: BaseException) -> Failure:
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         audit = isinstance(exc, AuditError)
         code = int(getattr(exc, "exit_code", 2)) if audit else 2
@@ -165,9 +165,9 @@ def _call(fn: Callable[[Any], Any], item: Any, keep: tuple[type[BaseException], 
     try:
         return _OK, fn(item)
     except keep as exc:
-        return _KEPT, _Failure.of(exc)
+        return _KEPT, Failure.of(exc)
     except Exception as exc:  # noqa: BLE001 - carried back, re-raised by the parent
-        return _FAILED, _Failure.of(exc)
+        return _FAILED, Failure.of(exc)
 
 
 def _in_fresh_fork(fn: Callable[[Any], Any], item: Any, keep: tuple[type[BaseException], ...]) -> tuple[str, Any]:
@@ -191,7 +191,7 @@ def _in_fresh_fork(fn: Callable[[Any], Any], item: Any, keep: tuple[type[BaseExc
             try:
                 data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:  # noqa: BLE001 - a result that does not pickle fails its task
-                data = pickle.dumps((_FAILED, _Failure.of(exc)), protocol=pickle.HIGHEST_PROTOCOL)
+                data = pickle.dumps((_FAILED, Failure.of(exc)), protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(write_fd, "wb") as fh:
                 fh.write(data)
             for stream in (sys.stdout, sys.stderr):
@@ -210,7 +210,7 @@ def _in_fresh_fork(fn: Callable[[Any], Any], item: Any, keep: tuple[type[BaseExc
             _kill_and_reap(pid)
     if not data or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit code {os.waitstatus_to_exitcode(status)}"
-        return _FAILED, _Failure.of(TaskDied(f"ended without answering: {how}"))
+        return _FAILED, Failure.of(TaskDied(f"ended without answering: {how}"))
     return pickle.loads(data)  # noqa: S301 - written by this process's own child
 
 
@@ -318,7 +318,7 @@ class Batch(Generic[T, R]):
     def _collect(self, on_done: Callable[[int, Any], None] | None) -> list[Any]:
         index = {id(f): i for i, f in enumerate(self.futures)}
         done: dict[int, Any] = {}
-        failed: dict[int, _Failure] = {}
+        failed: dict[int, Failure] = {}
         pending = set(self.futures)
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)

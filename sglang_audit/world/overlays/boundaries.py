@@ -49,7 +49,7 @@ def class_default(cfg: HFConfig, name: str, generic: bool, fallback: Callable[[s
     when the class could not be read. ``fallback``: an attribute the class does not set
     (PretrainedConfig's own defaults), for the ``self.Y`` a computation reads."""
     from sglang_audit.hfconfig.configclass import (
-        _NOT_SET,
+        NOT_SET,
         ConfigClass,
         NoConfigClass,
         computed_value,
@@ -79,7 +79,7 @@ def class_default(cfg: HFConfig, name: str, generic: bool, fallback: Callable[[s
                 got = computed_value(found, name, cfg.attrs, lambda other: _attr_of(cfg, other, fallback))
             finally:
                 _COMPUTING.discard(computing)
-            return NO_DEFAULT if got is _NOT_SET else got
+            return NO_DEFAULT if got is NOT_SET else got
     return NO_DEFAULT
 
 
