@@ -15,8 +15,12 @@ The class object is not built (transformers' class decorators, its package ``__i
   the object, read only what is set at that point (what was assigned, the dataclass fields,
   literal class attributes), because ``PreTrainedConfig`` sets config.json's remaining keys
   last (configuration_utils.py, the ``setattr(self, key, value)`` loop over ``kwargs`` at the
-  end of its initialiser). ``attribute_map`` aliases apply there as
-  ``PreTrainedConfig.__getattribute__``/``__setattr__`` do.
+  end of its initialiser: 5.19.0 configuration_utils.py:377-381). ``attribute_map`` aliases
+  apply there as ``PreTrainedConfig.__setattr__``/``__getattribute__`` do (5.19.0 lines
+  517-525). Those are a stand-in, not run from the wheel: they call ``object``'s
+  ``__getattribute__`` on a class object the interpreter does not build (the dataclass and
+  ``huggingface_hub`` ``@strict`` decorators, ``PreTrainedConfig``'s module importing torch
+  and the hub client).
 - ``super().__init__``/``super().__post_init__`` from the initialiser copy what they are passed
   (the base classes' own defaults are ``Computed.inherited``), after running the rope
   conversion statement on the keys its ``**kwargs`` receives; ``super().m()`` in a base method
@@ -187,8 +191,8 @@ class _Run:
 
     def read(self, interp: Interpreter, name: str) -> Any:
         strict = self.strict[-1]
-        if any(c == f"self.{name}" or (c.startswith(f"self.{name}") and c.endswith(".")) for c in self.checks):
-            return _NOOP
+        if f"self.{name}" in self.checks:
+            return _NOOP  # a check or a log line of the base machinery
         key = self.alias(name) if strict else name
         if key in self.state:
             return self.state[key]
@@ -272,7 +276,9 @@ class _Run:
         if star is None:
             raise Unmodelled(f"{rope.where} takes no **kwargs")
         named = {p.name for p in params if p.star in ("", "kwonly")}
-        owner = self.classes.get("PreTrainedConfig", self.init_class)
+        # the class on the chain whose initialiser holds the conversion (for its super() calls)
+        owner = next((self.classes[c] for c, methods in self.members.chain
+                      if any(node is rope.func for _f, node in methods.values())), self.init_class)
         func = self.function(rope.file, rope.func, owner)
         scope = Scope(local_names=function_locals(rope.func.body))
         scope.vars[rope.func.params[0].name if rope.func.params else "self"] = self.obj
