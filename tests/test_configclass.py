@@ -668,7 +668,7 @@ def test_a_repeated_list_as_long_as_an_untrusted_config_says_is_refused():
     # config.json is untrusted: ["indexed_attention"] * 10**12 is not built
     _, cfg = _toy_rope({"num_hidden_layers": 10**12}, model=TOY_DSA)
     got = class_default(cfg, "layer_types", False)
-    assert isinstance(got, Unknown) and "sequence too long" in got.reason
+    assert isinstance(got, Unknown) and "sequence too large" in got.reason  # the interpreter's bound (max_seq_len)
 
 
 # transformers' own values: GlmMoeDsaConfig.from_dict on tests/field/models/glm-5-nvfp4's
@@ -689,3 +689,53 @@ def test_glm5_config_as_transformers_builds_it(release, version, layer_type):
     assert class_default(cfg, "layer_types", False) == [layer_type] * 61
     assert class_default(cfg, "indexer_types", False) == ["full"] * 61
     assert class_default(cfg, "rope_parameters", False) == _GLM5_ROPE
+
+
+# ---- the initialiser runs on the interpreter (issue 40 step 3) -------------------------------
+LOOPS = '''
+class LoopConfig(PretrainedConfig):
+    model_type = "loops"
+
+    def __init__(self, num_hidden_layers=4, sliding_every=2, **kwargs):
+        self.num_hidden_layers = num_hidden_layers
+        self.layer_types = []
+        for i in range(num_hidden_layers):
+            self.layer_types.append("sliding" if (i + 1) % sliding_every else "full")
+        self._feature_layer = kwargs.get("feature_layer", -1)
+
+        @property
+        def feature_layer(self):
+            return self._feature_layer
+
+        super().__init__(**kwargs)
+'''
+
+
+def test_the_initialiser_runs_on_the_interpreter_loops_and_local_defs():
+    """A loop in the class's own body and a function defined inside it (transformers 4.57's
+    Llama4VisionConfig.__init__ nests a @property def): the interpreter runs them. The evaluator
+    it replaced stopped at either ("For/FunctionDef statement not evaluated"), so both were
+    unknown."""
+    found = _read(LOOPS, "LoopConfig")
+    assert class_default(_cfg(found, num_hidden_layers=3), "layer_types", False) == ["sliding", "full", "sliding"]
+    assert class_default(_cfg(found, feature_layer=-2), "_feature_layer", False) == -2
+    assert class_default(_cfg(found), "_feature_layer", False) == -1
+    # a name the class's module would bind is not bound here: unknown naming the line, and
+    # only that attribute (the assignment's target), not the rest of the body
+    found = _read(LOOPS.replace('kwargs.get("feature_layer", -1)', "DEFAULT_LAYER"), "LoopConfig")
+    got = class_default(_cfg(found), "_feature_layer", False)
+    assert isinstance(got, Unknown) and "not evaluated past toy.py:10" in got.reason and "DEFAULT_LAYER" in got.reason
+    assert class_default(_cfg(found), "layer_types", False) == ["sliding", "full", "sliding", "full"]
+
+
+def test_a_computed_value_follows_config_json_changed_after_it_was_read():
+    # class_default keeps one run per config content: SGLang setting a key afterwards (or
+    # changing a dict in place) is a new run, not the first answer again
+    cfg = _cfg(_read(V4, "OldConfig"), hidden_size=2048, num_attention_heads=16)
+    assert class_default(cfg, "head_dim", False) == 128
+    cfg.attrs["hidden_size"] = 4096
+    assert class_default(cfg, "head_dim", False) == 256
+    got, cfg = _toy_rope({"rope_scaling": {"rope_type": "linear", "factor": 2.0}})
+    assert got["factor"] == 2.0
+    cfg.attrs["rope_scaling"]["factor"] = 4.0
+    assert class_default(cfg, "rope_parameters", False)["factor"] == 4.0

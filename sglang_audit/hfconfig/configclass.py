@@ -19,7 +19,6 @@ cannot be read makes every omitted attribute ``unknown`` with the reason.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -30,13 +29,10 @@ from sglang_audit import factfiles
 from sglang_audit.errors import SourceError
 from sglang_audit.evaluate.values import Class, Function, ModuleObj, Unknown
 from sglang_audit.frontend import ir
-from sglang_audit.hfconfig.configbody import (
+from sglang_audit.hfconfig.members import (
     NOT_LITERAL,
-    PLAIN,
-    Body,
     Members,
     RopeBase,
-    Stop,
     dotted,
     literal,
 )
@@ -54,15 +50,15 @@ class ConfigClass:
     defaults: Mapping[str, Any] = field(default_factory=dict)  # attr -> value, or Unknown naming file:line
     attribute_map: Mapping[str, str] = field(default_factory=dict)  # alias -> attribute
     # attr -> how the class computes it (its __init__/__post_init__ body), evaluated per
-    # config.json by ``computed_value``; its entry in ``defaults`` is the unknown to fall back on
+    # config.json by ``world/configrun.computed_value``; its entry in ``defaults`` is the unknown to fall back on
     computed: Mapping[str, Computed] = field(default_factory=dict)
     members: Members = field(default_factory=Members)  # what the class and its bases define
 
 
 @dataclass(frozen=True)
 class Computed:
-    """The body that computes an attribute: run on config.json's values, statement by
-    statement, by a small evaluator of plain data (``computed_value``)."""
+    """The body that computes an attribute: run on config.json's values by the interpreter
+    (``world/configrun.computed_value``)."""
 
     file: str
     func: Any  # ir.FunctionDef: __init__ or __post_init__
@@ -371,7 +367,7 @@ def _class_fields(node: Any, file: str, param_default: Callable[[Any, Any], Any]
             recipe = Computed(file, stmt, {}, recipe.kwargs,
                               {k: v for k, v in defaults.items() if not isinstance(v, Unknown)}, inherited)  # type: ignore[arg-type]
             for inner in _walk(stmt.body):
-                for attr in _self_targets(inner, selfname):
+                for attr in _self_targets(inner, selfname) + _changed_in_place(inner, selfname):
                     defaults[attr] = _unknown(file, inner, attr, "set in __post_init__")
                     recipes[attr] = recipe
             recipes[INITIALISER] = recipe
@@ -408,6 +404,10 @@ def _init_fields(init: Any, file: str, param_default: Callable[[Any, Any], Any],
                 defaults.pop(attr, None)
             else:
                 defaults[attr] = got
+        for attr in _changed_in_place(stmt, selfname):
+            # `self.x = []` then `self.x.append(...)`: the literal is not the value
+            if attr in defaults:
+                defaults[attr] = _unknown(file, stmt, attr, "changed in place")
 
 
 def _walk(body: list[Any]) -> list[Any]:
@@ -432,6 +432,28 @@ def _self_targets(stmt: Any, selfname: str) -> list[str]:
     else:
         return []
     return [t.attr for t in targets if t.kind == "Attribute" and t.value.kind == "Name" and t.value.id == selfname]
+
+
+# Python's methods that change a list, dict or set in place
+_MUTATORS = frozenset({"append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse", "update",
+                       "setdefault", "popitem", "add", "discard", "difference_update", "intersection_update",
+                       "symmetric_difference_update"})
+
+
+def _changed_in_place(stmt: Any, selfname: str) -> list[str]:
+    """The attributes ``stmt`` changes without assigning them: ``self.x.append(...)``,
+    ``self.x[k] = v``, ``self.x[k] += v``."""
+    def attr_of_self(node: Any) -> str | None:
+        if node.kind == "Attribute" and node.value.kind == "Name" and node.value.id == selfname:
+            return str(node.attr)
+        return None
+
+    if stmt.kind == "ExprStmt" and stmt.value.kind == "Call" and stmt.value.func.kind == "Attribute" \
+            and stmt.value.func.attr in _MUTATORS:
+        name = attr_of_self(stmt.value.func.value)
+        return [name] if name else []
+    targets = stmt.targets if stmt.kind == "Assign" else [stmt.target] if stmt.kind in ("AugAssign", "AnnAssign") else []
+    return [n for t in targets if t.kind == "Subscript" and (n := attr_of_self(t.value))]
 
 
 def _unknown(file: str, node: Any, attr: str, why: str) -> Unknown:
@@ -464,52 +486,6 @@ def _simple(node: Any, params: Mapping[str, Any], default_of: Callable[[Any], An
 _ROPE_NAMES = ("rope_scaling", "rope_parameters")
 
 
-def computed_value(found: ConfigClass, name: str, given: Mapping[str, Any], attr_of: Callable[[str], Any]) -> Any:
-    """``name`` as the config class computes it for this config.json (``given``): its
-    __init__/__post_init__ run statement by statement on plain data (``configbody.Body``),
-    ``self.Y`` read through ``attr_of``; for a transformers 5 class, PreTrainedConfig's rope
-    conversion from the wheel with it. The unknown in ``found.defaults`` (naming the class's
-    line) with where evaluation stopped when a step is not plain data."""
-    recipe = found.computed.get(name)
-    fallback = found.defaults.get(name)
-    if recipe is None:
-        return fallback
-    reason = fallback.reason if isinstance(fallback, Unknown) else f"config.json omits {name!r}"
-    key = fallback.key if isinstance(fallback, Unknown) else None
-    rope = recipe.rope
-    converts = recipe.transformers and name in _ROPE_NAMES
-    gives = "/".join(k for k in _ROPE_NAMES if k in given)
-    if converts and gives and (rope is None or rope.why_not is not None):
-        # transformers 5's PreTrainedConfig renames config.json's rope_scaling to
-        # rope_parameters itself (configuration_utils.py convert_rope_params_to_dict)
-        why = f" ({rope.why_not})" if rope is not None else ""
-        return Unknown(f"{reason}; config.json gives {gives}, which transformers' PreTrainedConfig converts "
-                       f"(not evaluated{why})", key)
-    body = Body(recipe, given, attr_of)
-    try:
-        body.run_init()
-    except Stop as stop:
-        where = f"{stop.file or recipe.file}:{getattr(stop.node, 'line', recipe.func.line)}"
-        return Unknown(f"{reason}; not evaluated past {where} ({stop.why})", key)
-    except RecursionError:
-        return fallback
-    if converts and body.rope_unknown is not None:
-        return Unknown(f"{reason}; PreTrainedConfig's rope conversion not evaluated ({body.rope_unknown})", key)
-    if converts and body.leftover is not None and any(k in body.leftover for k in _ROPE_NAMES):
-        # PreTrainedConfig sets the keys its conversion left as attributes afterwards
-        return Unknown(f"{reason}; config.json's {'/'.join(k for k in _ROPE_NAMES if k in body.leftover)} is set "
-                       f"again after PreTrainedConfig's rope conversion (not evaluated)", key)
-    if name not in body.state:
-        # the body did not set it on this config.json (a branch not taken): not an attribute
-        # of this class here; the caller goes on as for any missing attribute
-        return NOT_SET
-    value = body.state[name]
-    if isinstance(value, Unknown):
-        return Unknown(f"{reason}; {value.reason}", key)
-    return copy.deepcopy(value) if isinstance(value, PLAIN) else value
-
-
-NOT_SET = object()  # computed_value: the class does not set the name on this config.json (not an attribute here)
 
 
 # ---- transformers' PreTrainedConfig, for its rope conversion --------------------------------
@@ -723,4 +699,4 @@ def rope_base(wheel: Any, load: Callable[[str], Any]) -> RopeBase | None:
     return replace(rope, why_not=f"{where}: {why}") if why else rope
 
 
-__all__ = ["Computed", "ConfigClass", "ConfigClasses", "NoConfigClass", "computed_value"]
+__all__ = ["Computed", "ConfigClass", "ConfigClasses", "NoConfigClass"]

@@ -24,8 +24,9 @@ from sglang_audit.evaluate.overlays.builtins import (
 from sglang_audit.evaluate.overlays.common import MISSING, Environ, PathValue
 from sglang_audit.evaluate.values import Class, External, HFConfig, Instance, Native, Unknown
 from sglang_audit.inputs.checkpoint import SafetensorsHeader
-from sglang_audit.inputs.device import Device, Environment
+from sglang_audit.inputs.device import Device, Environment, parse_device
 from sglang_audit.shipped import load_toml  # re-exported: older call sites import it from here
+from sglang_audit.world import configrun
 from sglang_audit.world.overlays import OVERLAYS as TARGET_OVERLAYS
 from sglang_audit.world.overlays import device as device_overlay
 from sglang_audit.world.overlays import files, tensors
@@ -423,3 +424,9 @@ class TargetReads:
         else:
             self.values.append((path, fact))
         return value
+
+
+# config classes' initialisers (world/configrun.py) run in a world of Python's builtins and pure
+# stdlib: their module globals bind nothing of the outside, so no device is read and a CPU
+# device stands for none
+configrun.register_world(lambda: NativeWorld(parse_device("cpu"), Environment(), []))

@@ -39,21 +39,20 @@ NO_DEFAULT = object()
 
 
 _COMPUTING: set[tuple[int, str]] = set()  # (config, attribute) being computed: no cycles
+# config -> (attribute, fallback kind, attributes being computed) -> (its class, its attrs then, value)
+_COMPUTED: weakref.WeakKeyDictionary[HFConfig, dict[tuple[str, bool, frozenset[str]], tuple[Any, dict[str, Any], Any]]] = \
+    weakref.WeakKeyDictionary()
 
 
 def class_default(cfg: HFConfig, name: str, generic: bool, fallback: Callable[[str], Any] | None = None) -> Any:
     """What the config class sets for ``name`` when config.json omits it (issue #23):
     its default (a copy), an attribute_map alias, the value its __init__/__post_init__
-    computes from config.json's values (``configclass.computed_value``), an unknown naming
+    computes from config.json's values (``world/configrun.computed_value``), an unknown naming
     where the class computes it when that cannot be evaluated, or an unknown for any name
     when the class could not be read. ``fallback``: an attribute the class does not set
     (PretrainedConfig's own defaults), for the ``self.Y`` a computation reads."""
-    from sglang_audit.hfconfig.configclass import (
-        NOT_SET,
-        ConfigClass,
-        NoConfigClass,
-        computed_value,
-    )
+    from sglang_audit.hfconfig.configclass import ConfigClass, NoConfigClass
+    from sglang_audit.world.configrun import NOT_SET, computed_value
 
     found = cfg.config_class
     if isinstance(found, NoConfigClass) and not generic and not found.assumed:  # PretrainedConfig's own attributes stay known
@@ -74,11 +73,25 @@ def class_default(cfg: HFConfig, name: str, generic: bool, fallback: Callable[[s
             computing = (id(cfg), name)
             if computing in _COMPUTING:
                 return value
-            _COMPUTING.add(computing)
-            try:
-                got = computed_value(found, name, cfg.attrs, lambda other: _attr_of(cfg, other, fallback))
-            finally:
-                _COMPUTING.discard(computing)
+            # one run per config content: the class's initialiser on the interpreter costs
+            # ~4 ms, and SGLang reads the same attribute thousands of times per resolution
+            active = frozenset(n for i, n in _COMPUTING if i == id(cfg))
+            memo = _COMPUTED.setdefault(cfg, {})
+            memo_key = (name, fallback is None, active)
+            hit = memo.get(memo_key)
+            if hit is not None and hit[0] is found and hit[1] == cfg.attrs:
+                got = hit[2]
+            else:
+                _COMPUTING.add(computing)
+                try:
+                    got = computed_value(found, name, cfg.attrs, lambda other: _attr_of(cfg, other, fallback))
+                finally:
+                    _COMPUTING.discard(computing)
+                if plain_deep(cfg.attrs):
+                    # compared by value on the next read: a key SGLang sets or changes in place
+                    # afterwards is a new run
+                    memo[memo_key] = (found, copy.deepcopy(cfg.attrs), got)
+            got = copy.deepcopy(got) if isinstance(got, list | dict | set | tuple) else got
             return NO_DEFAULT if got is NOT_SET else got
     return NO_DEFAULT
 
