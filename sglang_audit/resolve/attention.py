@@ -88,6 +88,8 @@ class Outcome:
     chain: tuple[ChainStep, ...] = ()
     partial: tuple[str, ...] = ()  # constructors not evaluated to their end
     library_calls: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
+    # the backend classes built with SGLang's arguments (LayerValue.backends_built)
+    backend_classes: tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...] = ()
 
 
 @dataclass
@@ -104,6 +106,8 @@ class BuildState:
     setup_failed: list[str] = field(default_factory=list)  # set-ups that stopped: listed once read
     # kernel-library objects built (LayerValue.library_calls)
     library_calls: list[tuple[str, str, tuple[tuple[str, str], ...]]] = field(default_factory=list)
+    # each backend class built, with the arguments SGLang passed it (Outcome.backend_classes)
+    classes: list[tuple[str, str, str, tuple[tuple[str, str], ...]]] = field(default_factory=list)
 
 
 def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
@@ -602,6 +606,11 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
             parts += [f"{k}={state.names[id(a)]}" for k, a in kwargs.items() if isinstance(a, Instance) and id(a) in state.names]
             label = f"{func.name}({', '.join(parts)})" if parts else func.name
             guards = " and ".join(g.describe() for g in interp.guards[-2:])
+            if func.module is not None:
+                # the class and SGLang's arguments, for the kernel level (which reads its
+                # __init__'s kernel imports with them: fa_impl_ver=3 in DraftBackendFactory)
+                given = tuple([("", _plain(a)) for a in args] + [(k, _plain(v)) for k, v in kwargs.items()])
+                state.classes.append((func.module.name, func.name, f"{file}:{line}", given))
             try:
                 inst = interp.instantiate(func, args, kwargs)
             except PyRaise as raised:

@@ -171,7 +171,19 @@ def _explore(interp: Interpreter, facts: SpeculativeFacts, server_args: Instance
     if flipped > 1:
         assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")
     value = replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent)
+    if value.status == STATUS_RESOLVED:
+        value = replace(value, backends_built=_built_everywhere([o for o, _ in outcomes]))
     return replace(value, assumptions=watch.assumptions(value))
+
+
+def _built_everywhere(outcomes: list[attention.Outcome]) -> tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...]:
+    """The backend classes (with SGLang's arguments) every explored run that built the worker
+    built, in the first run's order: what the draft serves with whatever the runtime state
+    (the attention kernel level reads their kernel imports)."""
+    built = [o.backend_classes for o in outcomes if o.status == STATUS_RESOLVED]
+    if not built:
+        return ()
+    return tuple(dict.fromkeys(c for c in built[0] if all(c in other for other in built[1:])))
 
 
 def _run_once(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, mc: Any, dc: Any,
@@ -233,7 +245,8 @@ def _run_hooked(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFact
             else:
                 _target_then(interp, facts, att, obj, name, state)
     return attention.Outcome(STATUS_RESOLVED, worker.name, f"{state.built.file}:{state.built.line}",
-                              chain=_steps(state), partial=tuple(state.backends.partial))
+                              chain=_steps(state), partial=tuple(state.backends.partial),
+                              backend_classes=tuple(state.backends.classes))
 
 
 def _algorithm(interp: Interpreter, sched: SpecScheduler, server_args: Instance) -> Any:
