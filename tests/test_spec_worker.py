@@ -89,6 +89,22 @@ def test_the_draft_workers_decode_backend_refuses_a_backend_by_sglangs_raise():
     assert one is not None and one.value == "ValueError: EAGLE is not supported in attention backend fa4"
 
 
+def test_a_raise_whose_branch_reads_runtime_state_the_tool_does_not_know_is_no_verdict():
+    # the factory's backend name is read off a runner of the stood-in model worker's
+    # `model_runner_list` (runtime state): `if backend_type not in backend_map: raise` on it is
+    # not SGLang's verdict (0.5.23 MultiLayerEagleWorkerV2 was refused with "ValueError: <?>")
+    v = _worker(attention_backend="triton", speculative_algorithm="EAGLE", disable_overlap_schedule=True,
+                enable_multi_layer_eagle=True)
+    path = f"{SPEC}/draft_utils.py"
+    assert v is not None and (v.status, v.exception) == ("unknown", "")
+    assert v.reason.startswith("SGLang builds EAGLEWorker; ")
+    stop = f"ValueError: <?> at {path}:{_line(path, 'raise ValueError(error_template')} (its branch reads runtime state"
+    assert any(c.value.startswith("unknown: ") and stop in c.value for c in v.candidates)
+    # the same raise decided by known values stays the verdict
+    bad = _worker(attention_backend="fa4", speculative_algorithm="EAGLE", disable_overlap_schedule=True)
+    assert bad is not None and bad.status == "unsupported"
+
+
 def test_the_draft_runner_copies_its_mla_flag_onto_the_published_server_args():
     # ModelRunner.__init__ writes `global_server_args.use_mla_backend = self.use_mla_backend`,
     # shadowing ServerArgs' method (truthy as a bound method): DraftBackendFactory reads it

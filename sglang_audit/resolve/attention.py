@@ -590,12 +590,24 @@ def _request_call(interp: Interpreter, spec: factfiles.AttentionFacts, req: fact
 
 
 def _on_unknowns(raised: PyRaise, unknown_at: list[tuple[str, int]], test_end: Callable[[str, int], int]) -> bool:
-    """Whether a branch enclosing the raise was decided by a request-time unknown. A decision
-    sits at its operand's line, so one inside a test written over several lines (``if (\n
-    spec_info is not None\n and ...):``, 0.5.23 flashinfer_backend.py:2335) is below the guard's
-    own line: a guard covers its test's lines (``test_end``: the test's last line)."""
+    """Whether a branch enclosing the raise was decided by a request-time unknown."""
+    return on_unknowns(raised.guards, unknown_at, test_end)
+
+
+def on_unknowns(guards: Any, unknown_at: list[tuple[str, int]], test_end: Callable[[str, int], int]) -> bool:
+    """Whether one of ``guards`` was decided by an unknown (``unknown_at``: the decisions taken
+    on the path, by file and line). A decision sits at its operand's line, so one inside a test
+    written over several lines (``if (\n spec_info is not None\n and ...):``, 0.5.23
+    flashinfer_backend.py:2335) is below the guard's own line: a guard covers its test's lines
+    (``test_end``: the test's last line). Shared with the speculative worker stage."""
     return any(f == g.file and g.line <= line <= test_end(g.file, g.line)
-               for g in raised.guards for f, line in unknown_at)
+               for g in guards for f, line in unknown_at)
+
+
+def test_end(interp: Interpreter, file: str, line: int) -> int:
+    """The last line of the test of the ``if`` at ``file:line`` (shared with the speculative
+    worker stage)."""
+    return _test_end(interp, file, line)
 
 
 def _test_end(interp: Interpreter, file: str, line: int) -> int:

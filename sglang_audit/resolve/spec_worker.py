@@ -426,6 +426,13 @@ def _raise_outcome(interp: Interpreter, facts: SpeculativeFacts, raised: PyRaise
     if not verdict:
         why = "outside the speculative and attention code" if raised.explicit else "not an explicit raise in SGLang"
         return _partial(state, f"evaluation stopped: {name}: {message} at {site} ({why})")
+    own = [g for g in raised.guards if g.file == raised.file]
+    if attention.on_unknowns(own, [(d.file, d.line) for d, _ in interp.taken], lambda f, n: attention.test_end(interp, f, n)):
+        # the raise's own branch was decided by runtime state the tool does not know (0.5.23
+        # DraftBackendFactory's `if backend_type not in backend_map: raise`, backend_type read
+        # off a runner of the stood-in model worker's `model_runner_list`): not SGLang's verdict
+        return _partial(state, f"evaluation stopped: {name}: {message} at {site} (its branch reads runtime state "
+                               "the tool does not know)")
     guards = guard_steps(raised.guards) + tuple(
         ChainStep(g.file, g.line, g.describe(), g.truth, "", STAGE, "branch")
         for g in raised.guards if g.file.startswith(("sglang/srt/speculative/", "sglang/srt/managers/")))
