@@ -98,6 +98,11 @@ class LayerValue:
     # batch, as (module, name, SGLang call site, the undecided branch it sits under or "");
     # the attention kernel level reads their guards as it reads the constructor's imports
     kernel_calls: tuple[tuple[str, str, str, str], ...] = ()
+    # speculative (issue 42): the attention backend classes the worker's construction built on
+    # every explored branch (the draft's, DraftBackendFactory's), as (module, class, SGLang's
+    # file:line, the arguments as SGLang passed them as in library_calls); read by the
+    # attention kernel level as it reads the registry creator's class, not printed
+    backends_built: tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...] = ()
 
     @property
     def what(self) -> str:

@@ -306,6 +306,24 @@ def test_a_raise_reached_only_through_init_forward_metadata_on_a_verify_batch_is
     assert v.chain[0].kind == "backend" and v.chain[-1].kind == "raise"
 
 
+def test_the_targets_batches_are_served_after_the_draft_runner_wrote_the_published_server_args():
+    # SGLang's order in one process: the target's runner is built, then the draft's, then
+    # batches are served. The draft runner publishes its backend for dispatch on the server args
+    # the target shares (the sglang#28559 shape); the target's prefill dispatch reads it later
+    v = _attention("sm90", draft=True, attention_backend="reqtime", speculative_draft_attention_backend="triton")
+    t, d = v["attention_backend"], v["speculative_draft_attention_backend"]
+    assert (d.status, d.value) == ("resolved", "TritonAttnBackend")
+    assert (t.status, t.exception) == ("unsupported", "ValueError")
+    assert t.value == "ValueError: RequestTimeBackend's prefill is dispatched to triton"
+    assert t.site == f"{REQT}:{_line(REQT, 'prefill is dispatched to')}"
+    assert [s.value for s in t.chain if s.kind == "request"] == ["RequestTimeBackend.forward on a EXTEND batch"]
+    # without the draft runner's write (no draft worker, or one that publishes nothing) the
+    # same target serves its batches
+    for out in (_attention("sm90", attention_backend="reqtime"),
+                _attention("sm90", draft=True, attention_backend="reqtime")):
+        assert (out["attention_backend"].status, out["attention_backend"].value) == ("resolved", "RequestTimeBackend")
+
+
 def test_request_time_raises_on_unknown_batch_state_or_unexplored_modes_are_no_verdict():
     # topk 1 verifies; without speculative decoding no verify batch is served; the
     # `seq_lens_cpu is None` raise is on request-time state a real batch has

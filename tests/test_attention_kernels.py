@@ -77,6 +77,31 @@ def test_fa4_passes_fa_impl_ver_4_so_the_sgl_kernel_branch_is_not_reached():
     assert _verdict("fa4", (10, 0)) is None  # no kernel-library question asked
 
 
+def test_a_backend_class_built_outside_the_registry_is_read_with_the_arguments_sglang_passed():
+    # the speculative worker's draft backends (DraftBackendFactory's `FlashAttentionBackend(runner,
+    # skip_prefill=False, fa_impl_ver=fa_impl_ver)`) reach no registry creator: the class is read
+    # with the arguments the construction passed, positional ones bound in order after self
+    facts = factfiles.attention().kernel
+    assert facts is not None
+    module = "sglang.srt.layers.attention.flashattention_backend"
+    site = f"{BACKEND}:{_line(BACKEND, 'from sgl_kernel.flash_attn import')}"
+
+    def reach(*given: tuple[str, str]) -> attnkernels.Reach:
+        return attnkernels.reach_built(ROOT, SourceCache(use_disk=False), facts,
+                                       ((module, "FlashAttentionBackend", "draft_utils.py:493", given),))
+
+    fa3 = reach(("", "?"), ("skip_prefill", "False"), ("fa_impl_ver", "3"))
+    assert fa3.cls == "FlashAttentionBackend"
+    assert [(i.module, i.name, i.site, i.condition) for i in fa3.imports] == [
+        ("sgl_kernel.flash_attn", "flash_attn_varlen_func", site, ""),
+        ("sgl_kernel.flash_attn", "flash_attn_with_kvcache", site, "")]
+    assert reach(("", "?"), ("fa_impl_ver", "4")).imports == ()  # FA4's branch imports no sgl-kernel
+    assert reach(("", "?"), ("", "False"), ("", "4")).imports == ()  # positional, in order
+    # a value that was not plain data decides nothing: both branches kept, the import conditional
+    unknown = reach(("", "?"), ("fa_impl_ver", "?"))
+    assert unknown.imports and all(i.condition.startswith("if self.fa_impl_ver == 3") for i in unknown.imports)
+
+
 def test_fa3_on_blackwell_is_refused_by_the_kernels_own_guard_with_its_line():
     v = _verdict("fa3", (10, 0), layer=_refused_in_registry())
     assert v is not None and v.status == "unsupported" and v.library == "sgl-kernel"

@@ -89,6 +89,22 @@ def test_the_draft_workers_decode_backend_refuses_a_backend_by_sglangs_raise():
     assert one is not None and one.value == "ValueError: EAGLE is not supported in attention backend fa4"
 
 
+def test_a_raise_whose_branch_reads_runtime_state_the_tool_does_not_know_is_no_verdict():
+    # the factory's backend name is read off a runner of the stood-in model worker's
+    # `model_runner_list` (runtime state): `if backend_type not in backend_map: raise` on it is
+    # not SGLang's verdict (0.5.23 MultiLayerEagleWorkerV2 was refused with "ValueError: <?>")
+    v = _worker(attention_backend="triton", speculative_algorithm="EAGLE", disable_overlap_schedule=True,
+                enable_multi_layer_eagle=True)
+    path = f"{SPEC}/draft_utils.py"
+    assert v is not None and (v.status, v.exception) == ("unknown", "")
+    assert v.reason.startswith("SGLang builds EAGLEWorker; ")
+    stop = f"ValueError: <?> at {path}:{_line(path, 'raise ValueError(error_template')} (its branch reads runtime state"
+    assert any(c.value.startswith("unknown: ") and stop in c.value for c in v.candidates)
+    # the same raise decided by known values stays the verdict
+    bad = _worker(attention_backend="fa4", speculative_algorithm="EAGLE", disable_overlap_schedule=True)
+    assert bad is not None and bad.status == "unsupported"
+
+
 def test_the_draft_runner_copies_its_mla_flag_onto_the_published_server_args():
     # ModelRunner.__init__ writes `global_server_args.use_mla_backend = self.use_mla_backend`,
     # shadowing ServerArgs' method (truthy as a bound method): DraftBackendFactory reads it
@@ -369,3 +385,41 @@ def test_real_0_5_23_eagle3_on_a_target_model_class_without_the_capture_hook_is_
     assert ("then", "init_attention_backends", "sglang/srt/managers/scheduler.py:1115") in steps
     # the target's own backend is the attention stage's value, not refused
     assert res.settings["attention_backend"].layer.status == "resolved"
+
+
+@pytest.mark.real_release
+def test_real_0_5_23_the_drafts_fa3_backends_go_to_the_kernel_level_and_sgl_kernel_refuses_sm100(release):
+    # read first (sglang#19125): 0.5.23 DraftBackendFactory builds the draft's backends itself,
+    # past the registry's fa3 assert (attention_registry.py:243): `FlashAttentionBackend(
+    # self.draft_model_runner, skip_prefill=False, fa_impl_ver=fa_impl_ver)` (draft_utils.py:493,
+    # fa_impl_ver 3 from _create_fa3_prefill_backend), and FlashAttentionMultiStepBackend's per-step
+    # FlashAttentionBackend(..., fa_impl_ver=...) (flashattention_backend.py:3496). With fa_impl_ver
+    # 3, FlashAttentionBackend.__init__ imports sgl_kernel.flash_attn (flashattention_backend.py:282);
+    # sglang-kernel 0.4.10 (the release's pin) flash_attn.py:306 `if not is_fa3_supported(): raise
+    # NotImplementedError`, is_fa3_supported (:25) accepting capability majors 8 and 9 only.
+    import dataclasses
+
+    from sglang_audit.resolve.pipeline import prepare, resolve_target, with_kernels
+
+    tree = release("0.5.23")
+    cache = shared.cache_for(str(tree.package_dir))
+    prep = prepare(Request(source=str(tree.package_dir), arch="sm100", model="qwen3-30b-a3b",
+                           sets=["speculative_algorithm=EAGLE", "speculative_draft_attention_backend=fa3"]), cache)
+    target = dataclasses.replace(prep.target, layer_stages=("attention", "spec_worker"))
+    res = with_kernels(resolve_target(target, cache, None, forks=False), target, cache, None)
+    s = res.settings["speculative_algorithm"]
+    # the worker builds (SGLang's own code accepts it); the kernel it calls refuses the device
+    assert (s.layer.status, s.layer.value) == ("resolved", "EAGLEWorkerV2")
+    assert ("sglang.srt.layers.attention.flashattention_backend", "FlashAttentionBackend",
+            "sglang/srt/speculative/draft_utils.py:493", (("", "?"), ("skip_prefill", "False"), ("fa_impl_ver", "3"))) \
+        in s.layer.backends_built
+    k = s.kernel
+    assert (s.status, k.status, k.library, k.version) == ("unsupported", "unsupported", "sgl-kernel", "0.4.10")
+    assert k.call_site == "sglang/srt/layers/attention/flashattention_backend.py:282"
+    assert k.reason.startswith("flash_attn_varlen_func refuses SM100: `if not is_fa3_supported()` holds "
+                               "(is_fa3_supported at sgl_kernel/flash_attn.py:25)")
+    assert k.reason.endswith("at sgl_kernel/flash_attn.py:306")
+    # the target's own backend (FlashInfer, sm100's default) is not the draft's: no such verdict
+    att = res.settings["attention_backend"]
+    assert (att.status, att.layer.value) == ("resolved", "FlashInferAttnBackend")
+    assert att.kernel is None or att.kernel.status != "unsupported"

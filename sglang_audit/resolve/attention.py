@@ -12,7 +12,9 @@ class built whose MRO holds ``AttentionBackend`` is recorded with its site; its 
 runs: an explicit raise/assert in the attention code is SGLang's verdict (``unsupported``);
 a constructor the evaluator cannot follow to its end leaves the backend's class known and its
 remaining checks unknown (said, never guessed). Branches on unknown runtime state are explored
-inside this stage (never as resolver paths) and joined as the MoE layers are.
+inside this stage (never as resolver paths) and joined as the MoE layers are. The built
+backends serve their batches in SGLang's process order: after the target's and the draft's
+runners are both built, on the server args their constructions wrote (``evaluate_attention``).
 
 Why this module is long: the stage is one evaluation in three phases that share the stand-in
 runner, the backend hook and the join (the runner's process set-up, the construction, the
@@ -88,6 +90,8 @@ class Outcome:
     chain: tuple[ChainStep, ...] = ()
     partial: tuple[str, ...] = ()  # constructors not evaluated to their end
     library_calls: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
+    # the backend classes built with SGLang's arguments (LayerValue.backends_built)
+    backend_classes: tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...] = ()
 
 
 @dataclass
@@ -104,6 +108,8 @@ class BuildState:
     setup_failed: list[str] = field(default_factory=list)  # set-ups that stopped: listed once read
     # kernel-library objects built (LayerValue.library_calls)
     library_calls: list[tuple[str, str, tuple[tuple[str, str], ...]]] = field(default_factory=list)
+    # each backend class built, with the arguments SGLang passed it (Outcome.backend_classes)
+    classes: list[tuple[str, str, str, tuple[tuple[str, str], ...]]] = field(default_factory=list)
 
 
 def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
@@ -115,14 +121,29 @@ def evaluate_attention(interp: Interpreter, server_args: Any, model_config: Any,
     # the scheduler publishes the server args before the model runner builds the backend
     # (rules/layers.toml global_server_args): the MoE stage did so only for an MoE model
     publish_server_args(interp, factfiles.layers(), server_args)
-    out: dict[str, LayerValue] = {}
     roles = [("attention_backend", model_config, False)]
     if isinstance(draft_config, Instance):
         roles.append(("speculative_draft_attention_backend", draft_config, True))
-    for setting, mc, draft in roles:
-        if isinstance(mc, Instance):
-            out[setting] = _explore(interp, spec, server_args, mc, draft)
-    return out
+    base = dict(server_args.attrs)
+    built = [(setting, _explore(interp, spec, server_args, mc, draft)) for setting, mc, draft in roles
+             if isinstance(mc, Instance)]
+    # SGLang's order in one process: the target's model runner is built, then the draft
+    # worker's, and only then does either serve a batch. So the request-time calls of both run
+    # after both constructions, on the published server args as their first (default) runs
+    # left them in that order: what the draft runner's construction writes there (0.5.10-0.5.13
+    # `get_global_server_args().prefill_attention_backend, ... = ...`, model_runner.py) is what
+    # the target's backend reads serving a batch. What the later stages start from is unchanged
+    # (the last explored run's state).
+    left = dict(server_args.attrs)
+    server_args.attrs.clear()
+    server_args.attrs.update(base)
+    for _, b in built:
+        server_args.attrs.update(b.writes)
+    try:
+        return {setting: b.finish() for setting, b in built}
+    finally:
+        server_args.attrs.clear()
+        server_args.attrs.update(left)
 
 
 def _has_method(interp: Interpreter, run: factfiles.AttentionRunner) -> bool:
@@ -140,7 +161,15 @@ def _has_method(interp: Interpreter, run: factfiles.AttentionRunner) -> bool:
                for n in tree.body)
 
 
-def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool) -> LayerValue:
+@dataclass
+class _Built:
+    """One role's construction explored, its request-time phase not run yet (``finish``)."""
+
+    writes: dict[str, Any]  # what its first run wrote to the published server args
+    finish: Callable[[], LayerValue]  # the request-time calls, then the value
+
+
+def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool) -> _Built:
     watch = ImportWatch(interp, spec.backend.optional_packages)
     assumed: set[str] = set()
 
@@ -152,15 +181,19 @@ def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: I
             return True
         return None
 
-    # the request-time verdict, asked on the first run only (the constructor's default branch):
-    # every run builds the same class when the join is resolved
-    request: list[Outcome] = []  # the verdict, or a resolved Outcome when there is none
-    request_calls: list[KernelCall] = []
+    # the request-time verdict, asked of the first run's backend only (the constructor's
+    # default branch: every run builds the same class when the join is resolved), on that
+    # run's path, once every runner is built (evaluate_attention)
+    deferred: list[tuple[Instance, dict[str, bool]]] = []
     first = [True]
+    before = dict(server_args.attrs)
+    writes: dict[str, Any] = {}
 
     def run() -> tuple[Outcome, list[Any]]:
         start = len(interp.logs)
-        outcome = _run_once(interp, spec, server_args, mc, draft, request if first[0] else None, request_calls)
+        outcome = _run_once(interp, spec, server_args, mc, draft, deferred if first[0] else None)
+        if first[0]:
+            writes.update({k: v for k, v in server_args.attrs.items() if k not in before or before[k] is not v})
         first[0] = False
         # what SGLang logs while it builds the backend (the linear-attention kernel choice, ...)
         # is evidence on the value (the first branch's), never the path's own logs
@@ -176,7 +209,35 @@ def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: I
                 for (outcome, _), ran in runs]
     logged = [r for r in runs[0][0][1] if r.level in ("info", "warning")] if runs else []
     flipped = len(runs[0][1].new_decisions) if runs else 0
-    value = join_outcomes(outcomes, complete)
+    joined = join_outcomes(outcomes, complete)
+
+    def finish() -> LayerValue:
+        request: list[Outcome] = []  # the verdict, or a resolved Outcome when there is none
+        request_calls: list[KernelCall] = []
+        late = BuildState()  # what the request-time calls build (noted as the first run's were)
+        for backend, decisions in deferred[:1]:
+            saved = interp.enter_path(decisions)
+            try:
+                with interp.hooked_calls(backend_hook(interp, spec, late)):
+                    assert spec.request is not None  # deferred only with a [request] table
+                    refused, calls = request_time(interp, spec, spec.request, backend, server_args, draft)
+                request.append(refused if refused is not None else Outcome(STATUS_RESOLVED, ""))
+                request_calls.extend(calls)
+            except EVALUATION_ENDS as exc:
+                # what the calls cannot follow says nothing of the constructor's outcome
+                ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
+            finally:
+                interp.leave_path(saved)
+        return _finished(joined, request, request_calls, late, runs, flipped, assumed, logged, watch)
+
+    return _Built(writes, finish)
+
+
+def _finished(value: LayerValue, request: list[Outcome], request_calls: list[KernelCall], late: BuildState,
+              runs: list[Any], flipped: int, assumed: set[str], logged: list[Any], watch: ImportWatch) -> LayerValue:
+    """The role's value: the joined construction with its request-time outcome folded in."""
+    if late.built and value.status == STATUS_RESOLVED:
+        value = replace(value, chain=value.chain + tuple(late.built))
     if value.status == STATUS_RESOLVED and request and request[0].status == STATUS_UNSUPPORTED:
         # the backend builds, and SGLang's code refuses the first batch it serves
         refused = request[0]  # its `partial`: the request-time asserts assumed to hold
@@ -193,7 +254,8 @@ def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: I
                     chain=value.chain + (logs if value.status != STATUS_UNKNOWN else ()),
                     # only from a construction that ends in a backend built (the first run's
                     # calls made before any branch on runtime state: every run makes them)
-                    library_calls=runs[0][0][0].library_calls if runs and value.status == STATUS_RESOLVED else ())
+                    library_calls=runs[0][0][0].library_calls + tuple(late.library_calls)
+                    if runs and value.status == STATUS_RESOLVED else ())
     return replace(value, assumptions=watch.assumptions(value))
 
 
@@ -245,16 +307,15 @@ def join_outcomes(outcomes: list[tuple[Outcome, tuple[str, ...]]], complete: boo
 
 
 def _run_once(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool,
-              request: list[Outcome] | None = None, request_calls: list[KernelCall] | None = None) -> Outcome:
+              deferred: list[tuple[Instance, dict[str, bool]]] | None = None) -> Outcome:
     state = BuildState()
     with interp.hooked_calls(backend_hook(interp, spec, state)):
-        outcome = _run_hooked(interp, spec, server_args, mc, draft, state, request, request_calls)
+        outcome = _run_hooked(interp, spec, server_args, mc, draft, state, deferred)
     return replace(outcome, library_calls=tuple(state.library_calls))
 
 
 def _run_hooked(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: Instance, mc: Instance, draft: bool,
-                state: BuildState, request: list[Outcome] | None = None,
-                request_calls: list[KernelCall] | None = None) -> Outcome:
+                state: BuildState, deferred: list[tuple[Instance, dict[str, bool]]] | None = None) -> Outcome:
     run = spec.runner
     try:
         mod = interp.load_module(run.module)
@@ -275,11 +336,9 @@ def _run_hooked(interp: Interpreter, spec: factfiles.AttentionFacts, server_args
         if not isinstance(result, Instance) or id(result) not in state.names:
             return Outcome(STATUS_UNKNOWN, f"{spec.runner.method}() returned no attention backend the tool built ({result!r})",
                             chain=tuple(state.built), partial=tuple(state.partial))
-        if request is not None and spec.request is not None and not state.partial:
-            refused, calls = request_time(interp, spec, spec.request, result, server_args, draft)
-            request.append(refused if refused is not None else Outcome(STATUS_RESOLVED, ""))
-            if request_calls is not None:
-                request_calls.extend(calls)
+        if deferred is not None and spec.request is not None and not state.partial:
+            # served once every runner is built (evaluate_attention), on this run's path
+            deferred.append((result, dict(interp.decisions)))
         return Outcome(STATUS_RESOLVED, state.names[id(result)], state.built[-1].file + f":{state.built[-1].line}" if state.built else "",
                         chain=tuple(state.built), partial=tuple(state.partial))
     except EVALUATION_ENDS as exc:
@@ -531,12 +590,24 @@ def _request_call(interp: Interpreter, spec: factfiles.AttentionFacts, req: fact
 
 
 def _on_unknowns(raised: PyRaise, unknown_at: list[tuple[str, int]], test_end: Callable[[str, int], int]) -> bool:
-    """Whether a branch enclosing the raise was decided by a request-time unknown. A decision
-    sits at its operand's line, so one inside a test written over several lines (``if (\n
-    spec_info is not None\n and ...):``, 0.5.23 flashinfer_backend.py:2335) is below the guard's
-    own line: a guard covers its test's lines (``test_end``: the test's last line)."""
+    """Whether a branch enclosing the raise was decided by a request-time unknown."""
+    return on_unknowns(raised.guards, unknown_at, test_end)
+
+
+def on_unknowns(guards: Any, unknown_at: list[tuple[str, int]], test_end: Callable[[str, int], int]) -> bool:
+    """Whether one of ``guards`` was decided by an unknown (``unknown_at``: the decisions taken
+    on the path, by file and line). A decision sits at its operand's line, so one inside a test
+    written over several lines (``if (\n spec_info is not None\n and ...):``, 0.5.23
+    flashinfer_backend.py:2335) is below the guard's own line: a guard covers its test's lines
+    (``test_end``: the test's last line). Shared with the speculative worker stage."""
     return any(f == g.file and g.line <= line <= test_end(g.file, g.line)
-               for g in raised.guards for f, line in unknown_at)
+               for g in guards for f, line in unknown_at)
+
+
+def test_end(interp: Interpreter, file: str, line: int) -> int:
+    """The last line of the test of the ``if`` at ``file:line`` (shared with the speculative
+    worker stage)."""
+    return _test_end(interp, file, line)
 
 
 def _test_end(interp: Interpreter, file: str, line: int) -> int:
@@ -602,6 +673,11 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
             parts += [f"{k}={state.names[id(a)]}" for k, a in kwargs.items() if isinstance(a, Instance) and id(a) in state.names]
             label = f"{func.name}({', '.join(parts)})" if parts else func.name
             guards = " and ".join(g.describe() for g in interp.guards[-2:])
+            if func.module is not None:
+                # the class and SGLang's arguments, for the kernel level (which reads its
+                # __init__'s kernel imports with them: fa_impl_ver=3 in DraftBackendFactory)
+                given = tuple([("", _plain(a)) for a in args] + [(k, _plain(v)) for k, v in kwargs.items()])
+                state.classes.append((func.module.name, func.name, f"{file}:{line}", given))
             try:
                 inst = interp.instantiate(func, args, kwargs)
             except PyRaise as raised:

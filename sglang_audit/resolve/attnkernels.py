@@ -297,6 +297,49 @@ def _reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any,
     return Reach(backend, cls, tuple(dict.fromkeys(out)))
 
 
+def reach_built(root: Path, cache: SourceCache, facts: Any, built: tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...],
+                reads: Reads | None = None) -> Reach:
+    """The kernel functions the backend classes a construction built import (``built``:
+    ``LayerValue.backends_built``, (module, class, SGLang's site, the arguments SGLang passed)):
+    each class's ``__init__`` read as the registry creator's class is, its ``if``s on its own
+    parameters decided from those arguments (the draft's ``FlashAttentionBackend(...,
+    fa_impl_ver=3)`` built by DraftBackendFactory, which no registry creator checks), an
+    argument that was not plain data, or a parameter neither passed nor given a literal
+    default, left undecided (a conditional import)."""
+    out: list[KernelImport] = []
+    names: list[str] = []
+    for module, cls, _site, given in built:
+        loaded = _load(cache, root, module, reads)
+        node = next((n for n in loaded[1].body if isinstance(n, ir.ClassDef) and n.name == cls), None) if loaded else None
+        init = next((f for f in node.body if isinstance(f, ir.FunctionDef) and f.name == "__init__"), None) if node else None
+        if loaded is None or init is None:
+            continue  # an __init__ inherited or not found: it imports nothing read here
+        names.append(cls)
+        _kernel_imports(init.body, _given_env(init, given), loaded[0], tuple(facts.libraries), "", out)
+    return Reach(", ".join(dict.fromkeys(names)), ", ".join(dict.fromkeys(names)), tuple(dict.fromkeys(out)))
+
+
+def _given_env(init: ir.Node, given: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """The constructor's parameters bound to the arguments SGLang passed (positional in order
+    after ``self``, then by keyword; a value kept only when plain data), else their literal
+    defaults."""
+    params = [p for p in init.params[1:] if p.star not in ("*", "**")]
+    bound: dict[str, str] = {}
+    positional = [v for k, v in given if k == ""]
+    for param, value in zip([p for p in params if p.star == ""], positional, strict=False):
+        bound[param.name] = value
+    bound.update({k: v for k, v in given if k})
+    env: dict[str, Any] = {}
+    for param in params:
+        if param.name in bound:
+            value = plain_literal(bound[param.name])
+            if value is not _NO_LITERAL:
+                env[param.name] = value
+        elif isinstance(param.default, ir.Const):
+            env[param.name] = param.default.value
+    return env
+
+
 def built_objects(layer: Any, libraries: tuple[str, ...]) -> list[KernelImport]:
     """The kernel-library objects the attention stage saw the construction build, with the
     arguments SGLang's code passed (evaluated there: 0.5.5's ``if is_sm100_supported():

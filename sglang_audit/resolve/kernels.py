@@ -56,6 +56,9 @@ SGL_KERNEL_SOURCE_ENV = "SGLANG_AUDIT_SGL_KERNEL_SOURCE"
 # the settings whose value names an attention backend of the release's registry (issue 42);
 # the attention stage's value is on attention_backend (HybridAttnBackend names both parts)
 ATTENTION_SETTINGS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+# the setting whose layer value is the speculative worker built: the attention backend classes
+# its construction built (the draft's) go to the same kernel level (LayerValue.backends_built)
+SPECULATIVE_SETTING = "speculative_algorithm"
 
 
 def kernel_spec() -> KernelsFacts:
@@ -254,6 +257,11 @@ def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, 
         found = _memoised_reach(sglang_root, cache, value, layer, memo, calls)
         if found[2]:
             reaches[name] = found
+    spec = res.settings.get(SPECULATIVE_SETTING)
+    if spec is not None and isinstance(spec.layer, LayerValue) and spec.layer.backends_built:
+        found = _memoised_built_reach(sglang_root, cache, spec.layer.backends_built, memo)
+        if found[2]:
+            reaches[SPECULATIVE_SETTING] = found
     if not reaches:
         return {}
     packages = {imp[0].split(".")[0] for r in reaches.values() for imp in r[2]}
@@ -298,6 +306,33 @@ def _memoised_reach(sglang_root: Path, cache: SourceCache, backend: str, layer: 
         return (backend, "", (), "rules/attention.toml has no [kernel] table")
     reads = Reads()
     found = attnkernels.reach(sglang_root, cache, facts, backend, layer, reads, calls)
+    data: _ReachData = (found.backend, found.cls,
+                        tuple((i.module, i.name, i.site, i.condition, i.call, "1" if i.served else "") for i in found.imports),
+                        found.reason)
+    if memo is not None:
+        memo.put(key, reads, data)
+    return data
+
+
+def _memoised_built_reach(sglang_root: Path, cache: SourceCache,
+                          built: tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...],
+                          memo: KernelMemo | None) -> _ReachData:
+    """``_memoised_reach`` for the backend classes a construction built (the speculative
+    worker's draft backends): keyed by the classes and SGLang's arguments."""
+    key = memo.key_of({"format": "attn-built-reach1", "sglang_root": str(sglang_root),
+                       "built": [[m, c, site, [list(g) for g in given]] for m, c, site, given in built]}) \
+        if memo is not None else None
+    known = memo.get_value(key, _is_reach_data) if memo is not None else None
+    if known is not None:
+        return known  # type: ignore[return-value]  # checked by _is_reach_data
+    from sglang_audit import factfiles
+    from sglang_audit.resolve import attnkernels
+
+    facts = factfiles.attention().kernel
+    if facts is None:
+        return ("", "", (), "rules/attention.toml has no [kernel] table")
+    reads = Reads()
+    found = attnkernels.reach_built(sglang_root, cache, facts, built, reads)
     data: _ReachData = (found.backend, found.cls,
                         tuple((i.module, i.name, i.site, i.condition, i.call, "1" if i.served else "") for i in found.imports),
                         found.reason)

@@ -171,7 +171,19 @@ def _explore(interp: Interpreter, facts: SpeculativeFacts, server_args: Instance
     if flipped > 1:
         assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")
     value = replace(value, data_dependent=tuple(sorted(assumed)) + value.data_dependent)
+    if value.status == STATUS_RESOLVED:
+        value = replace(value, backends_built=_built_everywhere([o for o, _ in outcomes]))
     return replace(value, assumptions=watch.assumptions(value))
+
+
+def _built_everywhere(outcomes: list[attention.Outcome]) -> tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...]:
+    """The backend classes (with SGLang's arguments) every explored run that built the worker
+    built, in the first run's order: what the draft serves with whatever the runtime state
+    (the attention kernel level reads their kernel imports)."""
+    built = [o.backend_classes for o in outcomes if o.status == STATUS_RESOLVED]
+    if not built:
+        return ()
+    return tuple(dict.fromkeys(c for c in built[0] if all(c in other for other in built[1:])))
 
 
 def _run_once(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, mc: Any, dc: Any,
@@ -233,7 +245,8 @@ def _run_hooked(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFact
             else:
                 _target_then(interp, facts, att, obj, name, state)
     return attention.Outcome(STATUS_RESOLVED, worker.name, f"{state.built.file}:{state.built.line}",
-                              chain=_steps(state), partial=tuple(state.backends.partial))
+                              chain=_steps(state), partial=tuple(state.backends.partial),
+                              backend_classes=tuple(state.backends.classes))
 
 
 def _algorithm(interp: Interpreter, sched: SpecScheduler, server_args: Instance) -> Any:
@@ -413,6 +426,13 @@ def _raise_outcome(interp: Interpreter, facts: SpeculativeFacts, raised: PyRaise
     if not verdict:
         why = "outside the speculative and attention code" if raised.explicit else "not an explicit raise in SGLang"
         return _partial(state, f"evaluation stopped: {name}: {message} at {site} ({why})")
+    own = [g for g in raised.guards if g.file == raised.file]
+    if attention.on_unknowns(own, [(d.file, d.line) for d, _ in interp.taken], lambda f, n: attention.test_end(interp, f, n)):
+        # the raise's own branch was decided by runtime state the tool does not know (0.5.23
+        # DraftBackendFactory's `if backend_type not in backend_map: raise`, backend_type read
+        # off a runner of the stood-in model worker's `model_runner_list`): not SGLang's verdict
+        return _partial(state, f"evaluation stopped: {name}: {message} at {site} (its branch reads runtime state "
+                               "the tool does not know)")
     guards = guard_steps(raised.guards) + tuple(
         ChainStep(g.file, g.line, g.describe(), g.truth, "", STAGE, "branch")
         for g in raised.guards if g.file.startswith(("sglang/srt/speculative/", "sglang/srt/managers/")))
