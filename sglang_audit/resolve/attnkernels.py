@@ -181,20 +181,35 @@ def _chosen_call(creator: ir.Node, layer: Any, registry_rel: str) -> tuple[ir.No
 # ---- the constructor's branches on its own parameters
 
 
-def _creator_frame(lib: LibraryEval, init: ir.Node, call: ir.Node, rel: str) -> Frame:
-    """A frame of the constructor with what SGLang's creator call fixes: a literal keyword, else
-    a literal default; every other parameter unknown. Its module has no globals, so a statement
-    sees only those literals, ``self``'s attributes set before it and builtins: nothing the device
-    or the rest of the release decides (the reach is the same on every device, as its memo key
-    says), and a name it cannot bind leaves the test undecided."""
+def _call_values(init: ir.Node, call: ir.Node) -> dict[str, Any]:
+    """The constructor's parameters SGLang's creator call fixes: a literal keyword, else a
+    literal default."""
     keywords = {k: v for k, v in call.args if k not in ("", "*", "**")}
-    module = ModuleObj(rel.removesuffix(".py").replace("/", "."), rel, False)
-    scope = Scope(local_names=function_locals(init.body))
+    known: dict[str, Any] = {}
     for param in init.params:
         given = keywords.get(param.name)
         value = given if given is not None else param.default
-        scope.vars[param.name] = value.value if isinstance(value, ir.Const) and param.star not in ("*", "**") \
-            else Unknown(f"argument {param.name} of {rel}:{init.line} (not a literal in SGLang's call)")
+        if isinstance(value, ir.Const) and param.star not in ("*", "**"):
+            known[param.name] = value.value
+    return known
+
+
+def _library_eval(root: Path, cache: SourceCache) -> LibraryEval:
+    # the device is never read (``_constructor_frame``); LibraryEval wants one to build its world
+    return LibraryEval(root / "sglang", cache, parse_device("sm90"), Environment())
+
+
+def _constructor_frame(lib: LibraryEval, init: ir.Node, known: dict[str, Any], rel: str) -> Frame:
+    """A frame of the constructor holding ``known`` (parameter -> the plain value SGLang's call
+    fixes); every other parameter unknown. Its module has no globals, so a statement sees only
+    those values, ``self``'s attributes set before it and builtins: nothing the device or the rest
+    of the release decides (the reach is the same on every device, as its memo key says), and a
+    name it cannot bind leaves the test undecided."""
+    module = ModuleObj(rel.removesuffix(".py").replace("/", "."), rel, False)
+    scope = Scope(local_names=function_locals(init.body))
+    for param in init.params:
+        scope.vars[param.name] = known[param.name] if param.name in known \
+            else Unknown(f"argument {param.name} of {rel}:{init.line} (not plain data in SGLang's call)")
     if init.params:  # the first parameter is the instance: its attributes are the ones set so far
         scope.vars[init.params[0].name] = Instance(Class("self", (lib.interp.natives.object_class,), {}, module))
     return Frame(module=module, scope=scope, depth=1)
@@ -290,9 +305,9 @@ def _reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any,
     if init is None:
         return Reach(backend, cls, (), f"{cls}.__init__ not found in {rel}")
     out: list[KernelImport] = []
-    # the device is never read (``_creator_frame``); LibraryEval wants one to build its world
-    lib = LibraryEval(root / "sglang", cache, parse_device("sm90"), Environment())
-    _kernel_imports(init.body, lib, _creator_frame(lib, init, call, rel), rel, tuple(facts.libraries), "", out)
+    lib = _library_eval(root, cache)
+    _kernel_imports(init.body, lib, _constructor_frame(lib, init, _call_values(init, call), rel), rel,
+                    tuple(facts.libraries), "", out)
     out += built_objects(layer, tuple(facts.libraries))
     return Reach(backend, cls, tuple(dict.fromkeys(out)))
 
@@ -308,6 +323,7 @@ def reach_built(root: Path, cache: SourceCache, facts: Any, built: tuple[tuple[s
     default, left undecided (a conditional import)."""
     out: list[KernelImport] = []
     names: list[str] = []
+    lib: LibraryEval | None = None
     for module, cls, _site, given in built:
         loaded = _load(cache, root, module, reads)
         node = next((n for n in loaded[1].body if isinstance(n, ir.ClassDef) and n.name == cls), None) if loaded else None
@@ -315,7 +331,9 @@ def reach_built(root: Path, cache: SourceCache, facts: Any, built: tuple[tuple[s
         if loaded is None or init is None:
             continue  # an __init__ inherited or not found: it imports nothing read here
         names.append(cls)
-        _kernel_imports(init.body, _given_env(init, given), loaded[0], tuple(facts.libraries), "", out)
+        lib = lib or _library_eval(root, cache)
+        _kernel_imports(init.body, lib, _constructor_frame(lib, init, _given_env(init, given), loaded[0]), loaded[0],
+                        tuple(facts.libraries), "", out)
     return Reach(", ".join(dict.fromkeys(names)), ", ".join(dict.fromkeys(names)), tuple(dict.fromkeys(out)))
 
 
