@@ -453,8 +453,15 @@ class KernelRow:
     helper: str = ""  # an is_*_supported helper next to the entry
     jit: str = ""  # the module getter the entry calls
     jit_arch_param: str = ""  # the getter's parameter receiving the capability as a string
+    # a key of the target checkpoint's config.json quantization_config that must be set (not
+    # null) for SGLang to reach the entry: Fp8LinearMethod dispatches the FP8 GEMM runner only
+    # for a block-quantized checkpoint (weight_block_size); "" when the quantization alone decides
+    quant_config_key: str = ""
 
     def __post_init__(self) -> None:
+        if self.quant_config_key and self.model != "target":
+            raise FactFileError(f"rules/kernels.toml: kernel {self.setting}: quant_config_key: read from the "
+                                "target checkpoint only (model = 'target')")
         if self.model not in ("target", "draft"):
             raise FactFileError(f"rules/kernels.toml: kernel {self.setting}: model: expected 'target' or 'draft', "
                                 f"got {self.model!r}")
@@ -472,6 +479,7 @@ class OtherKernel:
     quantization: tuple[str, ...]  # empty: any
     library: str
     reason: str
+    quant_config_key: str = ""  # as KernelRow's: the target checkpoint must set it
 
 
 @dataclass(frozen=True)

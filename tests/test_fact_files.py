@@ -253,6 +253,10 @@ def test_kernels_toml_loads_typed_and_a_bad_row_names_its_field() -> None:
     assert msg.startswith("rules/kernels.toml: kernel ") and "model: expected 'target' or 'draft', got 'both'" in msg
     msg = _bad_file(KernelsFacts, "kernels.toml", lambda r: r["other"][0].__setitem__("values", "cutlass"))
     assert msg == "rules/kernels.toml: other[0].values: expected a list, got 'cutlass'"
+    # a checkpoint key is read from the target's config.json only
+    msg = _bad_file(KernelsFacts, "kernels.toml", lambda r: next(k for k in r["kernel"] if k["model"] == "draft")
+                    .__setitem__("quant_config_key", "weight_block_size"))
+    assert msg.startswith("rules/kernels.toml: kernel ") and "quant_config_key: read from the target checkpoint only" in msg
 
 
 def test_layers_toml_loads_typed_and_bad_values_name_their_field() -> None:

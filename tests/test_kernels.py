@@ -404,12 +404,75 @@ def test_a_file_edited_after_it_was_read_is_remembered_as_read(copied, monkeypat
     assert memo.hits == 0 and _fp4(again).status == "supported"
 
 
+# ---- the block-FP8 GEMM runner (issue 42) -------------------------------------------------
+
+
+def _fp8(tmp_path: Path, arch: str, cc: tuple[int, int], runner: str, block: Any = (128, 128)) -> Resolution:
+    """A resolution of an FP8 checkpoint (quantization "fp8"); ``block``: its
+    quantization_config.weight_block_size (None: a per-tensor checkpoint)."""
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    quant = {"quant_method": "fp8", **({"weight_block_size": list(block)} if block is not None else {})}
+    (model / "config.json").write_text(json.dumps({"architectures": ["X"], "quantization_config": quant}))
+    res = _resolution(arch, *cc, "auto")
+    settings = {"fp8_gemm_runner_backend": Setting("fp8_gemm_runner_backend", runner, runner, "resolved")}
+    return replace(res, settings=settings, model=ModelSummary("m", str(model), "X", "fp8", "fp8"))
+
+
+@pytest.mark.parametrize(("runner", "arch", "cc", "status", "requirement"), [
+    ("flashinfer_trtllm", "sm120", (12, 0), "unsupported", "_trtllm_requirement"),
+    ("flashinfer_trtllm", "sm100", (10, 0), "supported", "_trtllm_requirement"),
+    ("flashinfer_cutlass", "sm90", (9, 0), "unsupported", "_cutlass_fp8_requirement"),
+    ("flashinfer_cutlass", "sm120", (12, 0), "supported", "_cutlass_fp8_requirement"),
+])
+def test_block_fp8_runner_reads_the_groupwise_gemm_requirement_of_its_backend(cache, tmp_path, runner, arch, cc,
+                                                                               status, requirement):
+    res = _attach(_fp8(tmp_path, arch, cc, runner), cache)
+    s = res.settings["fp8_gemm_runner_backend"]
+    k = s.kernel
+    assert (k.status, k.function, k.backend) == (status, "flashinfer.gemm.gemm_fp8_nt_groupwise", runner.split("_")[1])
+    layer = k.layers[0]
+    assert (layer.mechanism, layer.function, layer.file) == ("backend_requirement", requirement, GEMM)
+    assert layer.line == line_of(GEMM, f"def {requirement}") - 1  # the decorator's line
+    # the SGLang side: the aliased import inside fp8_utils' `if`
+    assert k.call_site == f"sglang/srt/layers/quantization/fp8_utils.py:{line_of('sglang/srt/layers/quantization/fp8_utils.py', 'import gemm_fp8_nt_groupwise', SGLANG_SIDE)}"
+    text = render_resolution(res)
+    assert f"kernel  {status}: flashinfer.gemm.gemm_fp8_nt_groupwise backend '{k.backend}'  (flashinfer 9.9.9)" in text
+    findings = [(f.rule_id, f.setting) for f in kernel_findings(res)]
+    assert findings == ([("SGK101", "fp8_gemm_runner_backend")] if status == "unsupported" else [])
+    assert s.status == ("unsupported" if status == "unsupported" else "resolved")
+
+
+def test_per_tensor_fp8_checkpoint_never_reaches_the_block_runner(cache, tmp_path):
+    # Fp8LinearMethod dispatches the runner only when weight_block_size is set: no kernel claimed
+    res = _attach(_fp8(tmp_path, "sm120", (12, 0), "flashinfer_trtllm", block=None), cache)
+    assert res.settings["fp8_gemm_runner_backend"].kernel is None
+    res = _attach(_fp8(tmp_path, "sm120", (12, 0), "deep_gemm", block=None), cache)
+    assert res.settings["fp8_gemm_runner_backend"].kernel is None
+    assert kernel_findings(res) == []
+
+
+def test_block_fp8_runner_of_an_unread_checkpoint_is_unknown_not_guessed(cache, tmp_path):
+    res = _fp8(tmp_path, "sm120", (12, 0), "flashinfer_trtllm")
+    res = replace(res, model=replace(res.model, path=str(tmp_path / "absent")))
+    k = _attach(res, cache).settings["fp8_gemm_runner_backend"].kernel
+    assert k.status == "unknown" and "weight_block_size" in k.reason and "not readable" in k.reason
+
+
+def test_block_fp8_deep_gemm_and_cutlass_runners_name_the_library_not_read(cache, tmp_path):
+    k = _attach(_fp8(tmp_path, "sm90", (9, 0), "deep_gemm"), cache).settings["fp8_gemm_runner_backend"].kernel
+    assert (k.status, k.library) == ("unknown", "DeepGEMM") and "not a library sglang-audit reads" in k.reason
+    k = _attach(_fp8(tmp_path, "sm120", (12, 0), "cutlass"), cache).settings["fp8_gemm_runner_backend"].kernel
+    assert k.status == "unknown" and "fp8_blockwise_scaled_mm" in k.reason
+
+
 def test_shipped_mapping_is_well_formed():
     spec = kernel_spec()
     for r in spec.kernel:
         assert r.entry.startswith("flashinfer.") and r.model in ("target", "draft")
         assert r.values and r.quantization and r.callers and r.source
-    assert {r.setting for r in spec.kernel} >= {"fp4_gemm_runner_backend", "moe_runner_backend", "speculative_moe_runner_backend"}
+    assert {r.setting for r in spec.kernel} >= {"fp4_gemm_runner_backend", "moe_runner_backend", "speculative_moe_runner_backend",
+                                                "fp8_gemm_runner_backend"}
 
 
 # ---- real releases ------------------------------------------------------------------------
@@ -632,3 +695,35 @@ def test_real_0510_draft_kernel_cites_the_call_the_built_layer_makes(release):
     assert s.kernel.call_site == s.layer.site and s.kernel.call_site.startswith("sglang/srt/layers/quantization/unquant.py:")
     target = _real(release, "0.5.10", "sm120", ["tp_size=8", "moe_runner_backend=flashinfer_cutlass"]).settings["moe_runner_backend"]
     assert target.kernel.call_site == target.layer.site  # the NVFP4 method's own call
+
+
+@pytest.mark.real_release
+@pytest.mark.parametrize("version", ["0.5.23"])
+def test_real_block_fp8_flashinfer_cutlass_runner_refused_on_sm90_supported_on_sm120(release, version):
+    """Qwen3-4B-FP8 (weight_block_size [128, 128]) at TP 4, --fp8-gemm-backend flashinfer_cutlass:
+    0.5.23's gemm_fp8_nt_groupwise wrapper passes backend="cutlass", whose requirement in FlashInfer
+    0.7.2 lists [100, 103, 107, 120, 121]: refused on SM90, accepted on SM120."""
+    from sglang_audit.resolve.pipeline import Request
+
+    tree = release(version)
+    model = str(Path(__file__).resolve().parent / "data" / "models" / "qwen3-4b-fp8")
+    sets = ["tp_size=4", "fp8_gemm_runner_backend=flashinfer_cutlass"]
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model=model, sets=sets))
+    s = res.settings["fp8_gemm_runner_backend"]
+    k = s.kernel
+    assert (k.status, k.function, k.backend, k.version) == ("unsupported", "flashinfer.gemm.gemm_fp8_nt_groupwise",
+                                                            "cutlass", "0.7.2")
+    assert s.status == "unsupported"
+    assert k.call_site == "sglang/srt/layers/quantization/fp8_utils.py:586"  # the aliased import under `if`
+    layer = k.layers[0]
+    assert (layer.file, layer.function) == (GEMM, "_cutlass_gemm_fp8_nt_groupwise_requirement")
+    assert _flashinfer_line(res, layer.file, layer.line) == "@supported_compute_capability([100, 103, 107, 120, 121])"
+    assert "SM90 not in _cutlass_gemm_fp8_nt_groupwise_requirement" in k.reason
+    (finding,) = [f for f in kernel_findings(res) if f.setting == "fp8_gemm_runner_backend"]
+    assert finding.rule_id == "SGK101"
+    assert "kernel  unsupported: flashinfer.gemm.gemm_fp8_nt_groupwise backend 'cutlass'  (flashinfer 0.7.2)" \
+        in render_resolution(res)
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm120", model=model, sets=sets))
+    k = res.settings["fp8_gemm_runner_backend"].kernel
+    assert (k.status, k.layers[0].line) == ("supported", layer.line)
+    assert not [f for f in kernel_findings(res) if f.setting == "fp8_gemm_runner_backend"]

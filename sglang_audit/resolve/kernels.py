@@ -190,6 +190,17 @@ def _classify(name: str, setting: Setting, res: Resolution,
         return ("unknown", None, f"the model's quantization is unknown ({quant.reason})") if rows else None
     value = _value(setting)
     layer = setting.layer
+    # a row that holds only for checkpoints setting a quantization_config key (the block-FP8
+    # runner: Fp8LinearMethod dispatches it only when weight_block_size is set) is dropped for
+    # a checkpoint without it, and makes the verdict unknown when config.json cannot be read
+    keys = {r.quant_config_key for r in rows if r.quant_config_key} | {r.quant_config_key for r in others if r.quant_config_key}
+    present = {key: _quant_config_has(res, key) for key in sorted(keys)}
+    for key, has in present.items():
+        if isinstance(has, str) and any(value in r.values and quant in r.quantization and r.quant_config_key == key
+                                        for r in rows):
+            return ("unknown", None, has)
+    rows = [r for r in rows if not r.quant_config_key or present[r.quant_config_key] is True]
+    others = [r for r in others if not r.quant_config_key or present[r.quant_config_key] is True]
     for row in rows:
         if value in row.values and quant in row.quantization:
             if isinstance(layer, LayerValue) and layer.status == STATUS_RESOLVED and row.entry.rsplit(".", 1)[-1] not in (layer.value or ""):
@@ -210,6 +221,22 @@ def _classify(name: str, setting: Setting, res: Resolution,
     if isinstance(value, UnknownValue):
         return ("unknown", None, f"the setting's value is unknown ({value.reason})")
     return None  # a value that calls no kernel library listed in rules/kernels.toml
+
+
+def _quant_config_has(res: Resolution, key: str) -> bool | str:
+    """Whether the target checkpoint's config.json ``quantization_config`` sets ``key`` (not
+    null), as SGLang's quant config reads it (``Fp8Config.from_config``: weight_block_size);
+    a string says why that is not known."""
+    from sglang_audit.inputs.modeldir import model_checkpoint
+
+    path = res.model.path
+    if not path:
+        return f"the model directory is not known: whether its quantization_config sets {key} is not read"
+    cfg = model_checkpoint(Path(path)).config
+    if cfg is None:
+        return f"{path}/config.json is not readable: whether its quantization_config sets {key} is not read"
+    q = cfg.get("quantization_config")
+    return isinstance(q, dict) and q.get(key) is not None
 
 
 def _device_model(res: Resolution) -> tuple[Device, Environment]:
