@@ -58,7 +58,7 @@ def main() -> None:
     def key_of(func: Any, a: list[Any], kw: dict[str, Any]) -> tuple[Any, ...] | None:
         out: list[Any] = [id(func)]
         for v in [*a, *sorted(kw.items(), key=lambda x: x[0])]:
-            k = interp_mod._memo_key([v])
+            k = interp_mod.memo_key([v])
             if k is None or any(part[0] == "id" for part in k if isinstance(part, tuple)):
                 if args.plain:
                     return None

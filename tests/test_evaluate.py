@@ -117,7 +117,7 @@ def _break_binop(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(self: Interpreter, node: Any, frame: Any) -> Any:
         raise TypeError("evaluator defect")
     monkeypatch.setattr(Interpreter, "e_Compare", broken)
-    monkeypatch.setitem(interpreter._EXPR, ir.Compare, broken)  # the dispatch table holds the handlers
+    monkeypatch.setitem(interpreter.EXPR_HANDLERS, ir.Compare, broken)  # the dispatch table holds the handlers
 
 
 def test_strict_mode_raises_an_internal_evaluator_error(monkeypatch: pytest.MonkeyPatch) -> None:

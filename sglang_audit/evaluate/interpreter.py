@@ -1,34 +1,65 @@
 """A partial evaluator for the Python subset of SGLang's configuration code.
 
 Byterun-style: one ``s_<Kind>`` method per statement and one ``e_<Kind>`` method per
-expression of the IR, dispatched by name.  Known values are concrete; anything that
-depends on an input the tool does not model is ``Unknown(reason)``.  A branch on an
+expression of the IR, dispatched by the node's class.  Known values are concrete; anything
+that depends on an input the tool does not model is ``Unknown(reason)``.  A branch on an
 unknown asks ``decide()``: the resolver re-runs the evaluation once per outcome (bounded)
 and joins the results, so nothing is ever guessed.
 
 The evaluator knows no command line and no output format; it reads analysed source only
 through the IR and never imports, executes or evaluates analysed text.
 
-Why this module is long: it is one class, the interpreter, with one method per IR node kind;
-as in Byterun's pyvm2, the whole dispatch reads in one place. What the interpreter may ask
-of the world outside the tree is not here (world/native.py).
+``Interpreter`` is composed here from its parts, each a class over ``InterpreterCore``
+(core.py: state, paths, policy, decisions, events) in a module of its own: statements.py
+(the ``s_`` handlers), generators.py (``with`` and context-manager generators),
+expressions.py (the ``e_`` handlers), operators.py, calls.py, attributes.py (attributes,
+items, iteration), modules.py (imports). The dispatch tables, node class -> handler, are
+filled below from the composed class: the whole dispatch reads in one place, as in
+Byterun's pyvm2. What the interpreter may ask of the world outside the tree: world_api.py
+(implemented by world/native.py).
+
+Why this module is long: the parts not yet moved into modules of their own are here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import operator
 import os
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Self, cast
 
-from sglang_audit.evaluate.bounds import Bounds  # noqa: F401 - the evaluator's bounds, imported from here too
-from sglang_audit.evaluate.values import NEGATION as _NEGATION
+from sglang_audit.evaluate.bounds import Bounds
+from sglang_audit.evaluate.core import (
+    EXPR_HANDLERS,
+    NOT_HOOKED,
+    STMT_HANDLERS,
+    VALUE_FORMS,
+    BreakSignal,
+    ContinueSignal,
+    Frame,
+    InterpreterCore,
+    LogRecord,
+    PathState,
+    PyRaise,
+    ReturnSignal,
+    Unmodelled,
+    call_identity,
+    short_identity,
+    stop_reason,
+)
+from sglang_audit.evaluate.plaindata import (
+    CONTAINERS,
+    SCALARS,
+    SEQUENCE_ITEMS,
+    contains_unknown,
+    first_unknown,
+    is_plain,
+    stable_repr,
+)
 from sglang_audit.evaluate.values import NOT_HANDLED as _NOT_NATIVE
 from sglang_audit.evaluate.values import (
     AnalysisBound,
@@ -36,7 +67,6 @@ from sglang_audit.evaluate.values import (
     Cached,
     Class,
     ClassMethod,
-    Decision,
     Event,
     External,
     FieldSpec,
@@ -56,124 +86,36 @@ from sglang_audit.evaluate.values import (
     Unknown,
     negated,
 )
+from sglang_audit.evaluate.world_api import World, WorldState
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import absolute_module, bound_names
-from sglang_audit.frontend.parse import ParseFailure, SourceCache
-
-
-# ---- control-flow signals (Python exceptions used only inside the evaluator) -----------
-class _Return(Exception):
-    def __init__(self, value: Any, event: Event | None) -> None:
-        self.value = value
-        self.event = event
-
-
-class _Break(Exception):
-    pass
-
-
-class _Continue(Exception):
-    pass
-
-
-class PyRaise(Exception):
-    """An exception raised by the analysed code (an interpreted exception instance)."""
-
-    def __init__(self, exc: Any, file: str, line: int, text: str = "", explicit: bool = True) -> None:
-        super().__init__(exc)
-        self.exc = exc
-        self.file = file
-        self.line = line
-        self.text = text
-        # False: raised by the evaluator for a data operation (a KeyError, an AttributeError);
-        # uncaught, that is more likely a gap in the model than SGLang's verdict
-        self.explicit = explicit
-        self.guards: tuple[Any, ...] = ()  # enclosing branch conditions (explicit raises)
-
+from sglang_audit.frontend.parse import ParseFailure
 
 # outside bases that give their subclasses' instances no attributes of their own
 _NO_ATTR_BASES = frozenset({"ABC", "Generic", "Protocol", "object"})
-NOT_HOOKED = object()  # a call hook's answer: evaluate the call as usual
-
-
-class Unmodelled(Exception):
-    """The evaluator met a construct whose effects it cannot bound (e.g. a loop over an
-    unknown value); the whole path becomes unknown with this reason."""
-
 
 _SITE = re.compile(r"\.py:\d+")
-
-
-def stop_reason(exc: BaseException) -> str:
-    """An Unmodelled/AnalysisBound's reason with the file:line where evaluation stopped
-    (issue #23: every unknown names where), unless the reason already names one there."""
-    reason = str(exc)
-    where = getattr(exc, "where", None)
-    if where and where not in reason:
-        reason += f" (evaluation stopped at {where})"
-    return reason
-
-
-@dataclass(slots=True)
-class Frame:
-    module: ModuleObj
-    scope: Scope | None = None  # None at module level
-    class_ns: dict[str, Any] | None = None
-    class_obj: Class | None = None
-    func: Function | None = None
-    depth: int = 0
-    outer_scope: Scope | None = None  # a class body's enclosing function scope
-
-
-@dataclass
-class LogRecord:
-    file: str
-    line: int
-    level: str
-    message: str
-
 
 _BIN = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
     "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "<<": operator.lshift,
     ">>": operator.rshift, "|": operator.or_, "&": operator.and_, "^": operator.xor,
 }
+
 _IBIN: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv,
     "//": operator.ifloordiv, "%": operator.imod, "**": operator.ipow, "<<": operator.ilshift,
     ">>": operator.irshift, "|": operator.ior, "&": operator.iand, "^": operator.ixor,
 }
+
 _CMP = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
     ">": operator.gt, ">=": operator.ge,
 }
-PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset, range)
-# how a statement's value expression made its value, by IR kind (Event.form): a bare read
-# only copies a value made elsewhere; anything else not listed computes it there
-# (a call's value comes from the callee's return event, a source; a call with no such
-# source, e.g. getattr() or dict.get(), is taken as a copy: "call")
-_FORMS = {"Const": "literal", "Name": "copy", "Attribute": "copy", "Subscript": "copy", "Starred": "copy",
-          "Call": "call"}
-_SCALARS = (type(None), bool, int, float, complex)  # plain values that are neither containers nor iterable
 
-
-def _short_text(node: ir.Node | None) -> str:
-    """A declared value's expression, when it is a name, a constant or an attribute chain
-    (``view.moe_runner_backend``): the evidence names what the value was read from."""
-    if node is None:
-        return "..."
-    if node.kind == "Name":
-        return node.id
-    if node.kind == "Const":
-        return repr(node.value)
-    if node.kind == "Attribute":
-        return f"{_short_text(node.value)}.{node.attr}"
-    return "..."
 # dict/set keys that may equal a str without being one (a missed `in` must look at them)
 _EXACT_KEYS = frozenset({Unknown, Instance})
-# dispatch tables: node class -> Interpreter method (Byterun style), filled below the class
-_STMT: dict[type, Any] = {}
-_EXPR: dict[type, Any] = {}
+
 # data-method names safe to call on plain values (no callbacks into analysed code except key=)
 _SAFE_METHODS = {
     str: {
@@ -199,51 +141,6 @@ _SAFE_METHODS = {
 }
 
 
-def is_plain(value: Any) -> bool:
-    return isinstance(value, PLAIN_TYPES)
-
-
-_CONTAINERS = (list, tuple, dict, set, frozenset)
-
-
-def _hash_seeded(value: Any) -> bool:
-    """Its hash, so its place in a set, depends on the process's hash seed (PYTHONHASHSEED)."""
-    if isinstance(value, (str, bytes)):
-        return True
-    return isinstance(value, (tuple, frozenset)) and any(_hash_seeded(v) for v in value)
-
-
-def stable_repr(value: Any, active: set[int] | None = None) -> str:
-    """``repr`` of plain data, except that a set of strings lists them sorted: CPython's order
-    there changes with every process's hash seed, so a message SGLang builds from a set
-    (``f"Only {SUPPORTED} backends ..."``) would read differently on each run of the tool.
-    Sorted is one order CPython may print; the text is the same every run."""
-    t = type(value)
-    if t not in _CONTAINERS:
-        return repr(value)
-    active = active if active is not None else set()
-    if id(value) in active:  # as CPython prints a container that holds itself
-        return "[...]" if t is list else "{...}"
-    active.add(id(value))
-    try:
-        if t is list:
-            return "[" + ", ".join(stable_repr(v, active) for v in value) + "]"
-        if t is tuple:
-            inner = ", ".join(stable_repr(v, active) for v in value)
-            return f"({inner},)" if len(value) == 1 else f"({inner})"
-        if t is dict:
-            return "{" + ", ".join(f"{stable_repr(k, active)}: {stable_repr(v, active)}" for k, v in value.items()) + "}"
-        if not value:
-            return "set()" if t is set else "frozenset()"
-        items = [stable_repr(v, active) for v in value]
-        if any(_hash_seeded(v) for v in value):
-            items.sort()
-        body = "{" + ", ".join(items) + "}"
-        return body if t is set else f"frozenset({body})"
-    finally:
-        active.discard(id(value))
-
-
 def _in_unknown(item: Unknown, container: Any) -> Unknown:
     """``item in container`` for an unknown item: a decision of its own, not the item's truth."""
     if item.key is None or contains_unknown(container):
@@ -252,115 +149,6 @@ def _in_unknown(item: Unknown, container: Any) -> Unknown:
     return Unknown(item.reason, f"{item.key} in {elems!r}")
 
 
-def short_identity(text: str, limit: int = 120) -> str:
-    """``text``, or its digest when longer than ``limit``: identities nest (a call of a call's
-    result, an attribute of it), and a value rebuilt in a loop (``x = torch.cat([x, y])``)
-    must not grow its key with every iteration."""
-    return text if len(text) <= limit else "#" + hashlib.sha1(text.encode()).hexdigest()[:12]
-
-
-def _arg_identity(value: Any) -> str | None:
-    if isinstance(value, External):
-        return value.identity
-    if isinstance(value, Unknown):
-        return f"?{value.key}" if value.key else None
-    if is_plain(value) and not contains_unknown(value):
-        return short_identity(stable_repr(value), 80)  # a table passed whole keys by its digest
-    return None
-
-
-def call_identity(interp: Interpreter, func: External, args: list[Any], kwargs: dict[str, Any]) -> str:
-    """The identity of what a call of an outside function returns: equal arguments give the
-    same input (one value per path), different ones their own. An argument with no stable
-    name (an object made by the analysed code) names the call site."""
-    parts = [_arg_identity(a) for a in args] + [
-        None if (v := _arg_identity(value)) is None else f"{name}={v}" for name, value in kwargs.items()]
-    if any(p is None for p in parts):
-        file, line = getattr(interp, "_call_site", ("?", 0))
-        return short_identity(f"{func.identity}(@{file}:{line})")
-    return short_identity(f"{func.identity}({', '.join(p for p in parts if p is not None)})")
-
-
-def contains_unknown(value: Any, depth: int = 0) -> bool:
-    if isinstance(value, Unknown):
-        return True
-    if depth > 3:
-        return False
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return any(contains_unknown(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return any(contains_unknown(v, depth + 1) for v in value.values())
-    return False
-
-
-def first_unknown(values: Iterable[Any]) -> Unknown | None:
-    for v in values:
-        if isinstance(v, Unknown):
-            return v
-    return None
-
-
-@dataclass
-class WorldState:
-    """The state a world's overlays keep for one interpreter, made by the world
-    (``World.initial_state``) and held by the interpreter: ``os.environ`` as SGLang sees it
-    (None: the world models no environment), the transformers config objects made so far
-    (by model path and kind) and the loggers made."""
-
-    environ: Any = None
-    hf_configs: dict[Any, Any] = field(default_factory=dict)
-    loggers: dict[str, Any] = field(default_factory=dict)
-
-
-class World(Protocol):
-    """What the interpreter may ask of the world outside the analysed tree — everything else
-    it decides itself. Implemented by world/native.py (builtins, stdlib, the device model and
-    SGLang's boundaries). A hook answering NOT_HANDLED leaves the operation to the
-    interpreter's own semantics."""
-
-    package_name: str  # the analysed top-level package; imports outside it are External
-    object_class: Class
-    exception_classes: dict[str, Class]
-    # what the stages outside evaluate/ ask of it through an interpreter (interp.natives)
-    environment: Any  # the deployment modelled (the target's own type); never read here
-
-    def initial_state(self) -> WorldState: ...  # the state its overlays keep, per interpreter
-    def builtins(self, interp: Interpreter) -> dict[str, Any]: ...
-    def native_module(self, interp: Interpreter, name: str) -> ModuleObj | External | None: ...  # None: not the world's
-    def boundary_for(self, interp: Interpreter, module: str, name: str) -> Any: ...
-    # classes and instances
-    def class_created(self, interp: Interpreter, cls: Class) -> None: ...
-    def make_enum(self, interp: Interpreter, cls: Class) -> None: ...
-    def enum_lookup(self, interp: Interpreter, cls: Class, args: list[Any]) -> Any: ...
-    def enum_by_name(self, interp: Interpreter, cls: Class, name: Any) -> Any: ...
-    def class_special(self, interp: Interpreter, cls: Class, name: str) -> Any: ...
-    def instance_special(self, interp: Interpreter, obj: Instance, name: str) -> Any: ...
-    def before_instance_write(self, interp: Interpreter, obj: Instance, name: str, value: Any, event: Any) -> None: ...
-    # operations on values the world owns
-    def to_str(self, value: Any) -> str | None: ...
-    def binop(self, interp: Interpreter, op: str, left: Any, right: Any) -> Any: ...
-    def compare(self, interp: Interpreter, op: str, left: Any, right: Any) -> Any: ...
-    def external_truth(self, value: External) -> Any: ...
-    def call_external(self, interp: Interpreter, func: External, args: list[Any], kwargs: dict[str, Any]) -> Any: ...
-    def external_attr(self, interp: Interpreter, obj: External, name: str) -> Any: ...
-    def external_item(self, interp: Interpreter, obj: Any, index: Any) -> Any: ...
-    def hf_attr(self, interp: Interpreter, cfg: HFConfig, name: str) -> Any: ...
-    def native_attr(self, interp: Interpreter, obj: Any, name: str) -> Any: ...
-    def set_native_attr(self, interp: Interpreter, obj: Any, name: str, value: Any) -> None: ...
-    def native_item(self, interp: Interpreter, obj: Any, index: Any) -> Any: ...
-    def set_native_item(self, interp: Interpreter, obj: Any, key: Any, value: Any) -> None: ...
-    def iterate_native(self, interp: Interpreter, value: Any) -> list[Any] | None: ...
-    def is_environ(self, obj: Any) -> bool: ...
-    def environ_contains(self, interp: Interpreter, item: Any) -> Any: ...
-    # read by the stages (resolve/), not by the interpreter
-    def package_state(self, top: str) -> bool | None: ...  # an optional package: installed, absent, None (not modelled)
-    def external_value(self, interp: Interpreter, path: str) -> Any: ...  # the overlays' value of an outside path
-
-
-_UNSET = object()  # set_policy: a part not given keeps its value
-# an instance of a subclass of a builtin sequence keeps its items under this attribute name
-# (not a Python identifier: SGLang's code cannot read or write it)
-_ITEMS = "<items>"
 _SEQUENCE_BASES = frozenset({"list", "tuple"})
 
 
@@ -410,309 +198,192 @@ class GeneratorContext:
         self.levels: list[_GenLevel] = []  # the way from the body to the yield, outermost first
 
 
-@dataclass
-class PathState:
-    """What one path of an evaluation has decided and recorded: the truth of each unknown
-    input (``decisions``), the decisions it met first (``new_decisions``, in order), the ones
-    it took with the truth of each condition as written (``taken``) and the enclosing branch
-    conditions (``guards``). ``Interpreter.enter_path`` installs a fresh one and returns the
-    state it replaced; ``leave_path`` puts that back and returns the path that ran."""
+_DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "|": "__or__", "&": "__and__", "/": "__truediv__"}
 
-    decisions: dict[str, bool]
-    new_decisions: list[Decision]
-    taken: list[tuple[Decision, bool]]
-    guards: list[Guard]
+_RDUNDER = {"+": "__radd__", "-": "__rsub__", "*": "__rmul__", "|": "__ror__", "&": "__rand__"}
+
+_CMP_DUNDER = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
 
 
-class Interpreter:
-    """Evaluates analysed modules for one path (one assignment of unknown decisions)."""
+def _walk_size(value: Any, limit: int) -> int:
+    """Elements a full walk of ``value`` visits (shared parts counted at each use), up to
+    ``limit``; computed per distinct container, so cheap even when the walk is not."""
+    memo: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if key in memo and not done:
+            continue
+        children = list(node.items()) if isinstance(node, dict) else node
+        kids = [c for pair in children for c in (pair if isinstance(node, dict) else (pair,))
+                if isinstance(c, (list, tuple, dict, set, frozenset))]
+        if done:
+            total = len(children) + sum(memo.get(id(c), 0) for c in kids)
+            memo[key] = min(total, limit)
+            continue
+        memo[key] = 0  # a cycle (a list holding itself) is walked once, as repr does
+        stack.append((node, True))
+        stack.extend((c, False) for c in kids if id(c) not in memo)
+    return memo.get(id(value), 0)
 
-    def __init__(
-        self,
-        package_parent: Path,
-        cache: SourceCache,
-        natives: World,
-        decisions: dict[str, bool] | None = None,
-        bounds: Bounds | None = None,
-        top_init: bool = True,
-    ) -> None:
-        self.root = package_parent  # directory that holds the analysed package
-        # whether the analysed package's own __init__ runs before its submodules, as in
-        # CPython (SGLang's: yes). A kernel library's imports its whole API and loads its
-        # compiled extension; its functions are read module by module, so it does not run
-        self.top_init = top_init
-        self.cache = cache
-        self.natives = natives
-        self.decisions = dict(decisions or {})
-        self.new_decisions: list[Decision] = []
-        self.taken: list[tuple[Decision, bool]] = []
-        # `u == "s"` decisions by the input they test (eq_unknown): one value equals at most
-        # one string, so once one of them holds on a path the others are false, not decided
-        self.eq_keys: dict[str, list[str]] = {}
-        self.eq_base: dict[str, str] = {}
-        self.bounds = bounds or Bounds()
-        self.modules: dict[str, ModuleObj | External] = {}
-        self.parse_failures: dict[str, str] = {}
-        self.guards: list[Guard] = []
-        self.guard_tuple: tuple[Guard, ...] | None = None  # tuple(self.guards), shared by events
-        self.reads: list[Event] | None = None
-        self.seq = 0
-        self.steps = 0
-        self.deadline: Callable[[], bool] | None = None  # set by the resolver: the CPU-time budget
-        self.depth = 0
-        self.logs: list[LogRecord] = []
-        self.notes: list[str] = []
-        self.handling: list[PyRaise] = []  # exceptions being handled (for a bare `raise`)
-        self.tracked_keys: frozenset[str] = frozenset()  # settings whose declarations are evidence
-        self.keyed_events: dict[str, list[Event]] = {}
-        # layers.py: intercepts kernel entry points and runner boundaries (None: no layer stage)
-        self.call_hook: Callable[[Any, list[Any], dict[str, Any]], Any] | None = None
-        # told of each decision this path takes first (the resolver's forks, pathforks.py);
-        # answers True where the caller made this evaluation take the other outcome instead
-        # (it has then set ``decisions[key]``)
-        self.on_decision: Callable[[Interpreter, Decision], bool] | None = None
-        # extension points (declared: the stages add to them through the methods below, never
-        # by replacing a method): conditions answered before a path decides them, observers of
-        # each import, the stage's call interception (``call_hook``, chained by ``hooked_calls``)
-        self.decision_filters: list[Callable[[Unknown, str, int, str], bool | None]] = []
-        self.import_watchers: list[Callable[[str], None]] = []
-        self._message_mode = False  # f-string parts rendered as SGLang's message text
-        # module bodies being run (an import inside a call): a decision filter may leave
-        # their top-level branches to the path, as any module load decides them
-        self.loading = 0
-        world = natives.initial_state()
-        self.environ: Any = world.environ
-        self.hf_configs: dict[Any, Any] = world.hf_configs
-        self.loggers: dict[str, Any] = world.loggers
-        self.builtins: dict[str, Any] = natives.builtins(self)
-        self.exc_classes: dict[str, Class] = natives.exception_classes
 
-    # ---- paths: the state one assignment of decisions evaluates with --------------------
-    def enter_path(self, decisions: dict[str, bool]) -> PathState:
-        """Start a path that evaluates with ``decisions`` (copied) and nothing met or taken
-        yet; returns the state it replaces, for ``leave_path``."""
-        saved = PathState(self.decisions, self.new_decisions, self.taken, self.guards)
-        self.decisions, self.new_decisions, self.taken, self.guards = dict(decisions), [], [], []
-        self.guard_tuple = None
-        return saved
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
 
-    def leave_path(self, saved: PathState) -> PathState:
-        """End the path ``enter_path`` started: ``saved`` is in force again; returns the path
-        that ran (its decisions, what it met and took)."""
-        ran = PathState(self.decisions, self.new_decisions, self.taken, self.guards)
-        self.decisions, self.new_decisions, self.taken, self.guards = saved.decisions, saved.new_decisions, saved.taken, saved.guards
-        self.guard_tuple = None
-        return ran
 
-    # ---- extension points and policy: how a stage changes what the interpreter does ------
-    @contextlib.contextmanager
-    def hooked_calls(self, hook: Callable[[Any, list[Any], dict[str, Any]], Any]) -> Iterator[None]:
-        """Every call is offered to ``hook`` first while the block runs; NOT_HOOKED leaves it
-        to the hook installed before (then to the interpreter). Restored on exit."""
-        outer = self.call_hook
-        if outer is None:
-            self.call_hook = hook
+def _check_percent_widths(template: str, args: Any, limit: int) -> None:
+    """``"%*d" % (10**9, 1)``: a width or precision, written or passed, over the bound."""
+    stars = False
+    for m in _PERCENT_SPEC.finditer(template):
+        for part in m.groups():
+            if part == "*":
+                stars = True
+            elif part and (len(part) > 7 or int(part) > limit):
+                raise AnalysisBound("analysis bound reached: format width too large")
+    values = args if isinstance(args, tuple) else (args,)
+    if stars and any(type(v) is int and abs(v) > limit for v in values):
+        raise AnalysisBound("analysis bound reached: format width too large")
+
+
+def _check_format_widths(template: str, args: list[Any], limit: int) -> None:
+    """``"{:>1000000000}".format(1)`` and ``"{:>{}}".format(1, 10**9)``."""
+    if any(len(w) > 7 for w in re.findall(r"\d+", template)):
+        raise AnalysisBound("analysis bound reached: format width too large")
+    if re.search(r"\{[^{}]*:[^{}]*\{", template) and any(type(v) is int and abs(v) > limit for v in args):
+        raise AnalysisBound("analysis bound reached: format width too large")
+
+
+@functools.lru_cache(maxsize=8192)
+def _inside_tree(path: str, root: str) -> bool:
+    # memoised like _find_module_file: a located tree does not change while the tool runs
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+_MODULE_FILE = re.compile(r"([^.]+)(?:\.py|\.pyc|(?:\.cpython-[^.]+|\.abi3)?\.so)")
+
+
+@functools.lru_cache(maxsize=64)
+def _package_modules(directory: str) -> list[tuple[str, bool]] | None:
+    # pkgutil's iter_importer_modules for a FileFinder (CPython 3.11 pkgutil.py
+    # _iter_file_finder_modules): the directory's entries sorted; a module file by its
+    # importable suffix (.py, .pyc, an extension); a subdirectory without a dot in its name is
+    # a package when it holds an __init__ module, else skipped; __init__ itself and repeats skipped
+    try:
+        entries = sorted(os.listdir(directory))
+    except OSError:
+        return None
+    seen: set[str] = set()
+    out: list[tuple[str, bool]] = []
+    for entry in entries:
+        full = os.path.join(directory, entry)
+        match = _MODULE_FILE.fullmatch(entry)
+        name, is_pkg = (match.group(1), False) if match else (None, False)
+        if name == "__init__" or (name is not None and name in seen):
+            continue
+        if name is None and os.path.isdir(full) and "." not in entry:
+            try:
+                inner = os.listdir(full)
+            except OSError:
+                continue
+            if not any((m := _MODULE_FILE.fullmatch(f)) and m.group(1) == "__init__" for f in inner):
+                continue
+            name, is_pkg = entry, True
+        if name and "." not in name:
+            seen.add(name)
+            out.append((name, is_pkg))
+    return out
+
+
+@functools.lru_cache(maxsize=8192)
+def _find_module_file(root: Path, name: str) -> tuple[Path, bool] | None:
+    # memoised: thousands of lookups per resolution, each 2-3 stat() calls; a located
+    # source tree does not change while the tool runs
+    base = root.joinpath(*name.split("."))
+    init = base / "__init__.py"
+    if init.is_file():
+        return init, True
+    py = base.with_suffix(".py")
+    if py.is_file():
+        return py, False
+    if base.is_dir():  # namespace package
+        return base, True
+    return None
+
+
+def memo_key(values: list[Any]) -> Any:
+    """A hashable key for a cached call, or None when CPython's cache would not take the
+    arguments either (unhashable data) or the value is not known."""
+    out: list[Any] = []
+    for v in values:
+        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) and not isinstance(v[1], (list, dict, set)):
+            inner = memo_key([v[1]])
+            if inner is None:
+                return None
+            out.append((v[0], inner))
+        elif isinstance(v, Unknown) or isinstance(v, (list, dict, set)):
+            return None
+        elif is_plain(v):
+            try:
+                hash(v)
+            except TypeError:
+                return None
+            out.append((type(v).__name__, v))
         else:
-            def chained(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-                got = hook(func, args, kwargs)
-                return outer(func, args, kwargs) if got is NOT_HOOKED else got
-            self.call_hook = chained
-        try:
-            yield
-        finally:
-            self.call_hook = outer
+            out.append(("id", id(v)))  # the memo entry keeps the object alive
+    return tuple(out)
 
-    @contextlib.contextmanager
-    def filtered_decisions(self, answer: Callable[[Unknown, str, int, str], bool | None]) -> Iterator[None]:
-        """Branch conditions on unknowns are offered to ``answer`` (value, file, line, text)
-        before the path decides them; None leaves the decision to the path."""
-        self.decision_filters.append(answer)
-        try:
-            yield
-        finally:
-            self.decision_filters.remove(answer)
 
-    @contextlib.contextmanager
-    def watched_imports(self, watch: Callable[[str], None]) -> Iterator[None]:
-        """``watch`` is told the name of every module loaded (or looked up) while the block runs."""
-        self.import_watchers.append(watch)
-        try:
-            yield
-        finally:
-            self.import_watchers.remove(watch)
+_LOCALS: dict[int, tuple[list[ir.Node], frozenset[str]]] = {}
 
-    @contextlib.contextmanager
-    def unwatched_imports(self) -> Iterator[None]:
-        """No import watcher is told of the imports the block makes (an inner question whose
-        imports are not the stage's)."""
-        saved = self.import_watchers
-        self.import_watchers = []
-        try:
-            yield
-        finally:
-            self.import_watchers = saved
 
-    @contextlib.contextmanager
-    def message_mode(self) -> Iterator[None]:
-        """f-string parts rendered as the text SGLang's message would show."""
-        saved = self._message_mode
-        self._message_mode = True
-        try:
-            yield
-        finally:
-            self._message_mode = saved
+def function_locals(body: list[ir.Node]) -> frozenset[str]:
+    """Names a function body binds (assignment, for/with/except targets, import, def,
+    class), nested functions and comprehensions excluded; cached per body (the entry
+    keeps the body alive, so its id is not reused)."""
+    hit = _LOCALS.get(id(body))
+    if hit is not None and hit[0] is body:
+        return hit[1]
+    found = frozenset(n for stmt in body for n in bound_names(stmt, as_targets=True))
+    _LOCALS[id(body)] = (body, found)
+    return found
 
-    def set_policy(self, *, deadline: Callable[[], bool] | None | object = _UNSET,
-                   on_decision: Callable[[Interpreter, Decision], bool] | None | object = _UNSET,
-                   tracked_keys: frozenset[str] | object = _UNSET) -> None:
-        """The evaluation's policy, each part optional: the CPU-time budget (``deadline``,
-        asked every 1,024 steps), the observer of each decision a path meets first
-        (``on_decision``: the resolver's forks) and the settings whose declarations are
-        evidence (``tracked_keys``)."""
-        if deadline is not _UNSET:
-            self.deadline = deadline  # type: ignore[assignment]
-        if on_decision is not _UNSET:
-            self.on_decision = on_decision  # type: ignore[assignment]
-        if tracked_keys is not _UNSET:
-            self.tracked_keys = tracked_keys  # type: ignore[assignment]
 
-    @contextlib.contextmanager
-    def budget(self, deadline: Callable[[], bool] | None) -> Iterator[None]:
-        """``deadline`` in force while the block runs (a stage's own CPU-time budget)."""
-        saved = self.deadline
-        self.deadline = deadline
-        try:
-            yield
-        finally:
-            self.deadline = saved
+def _stable_key(value: Any) -> tuple[str, str]:
+    return (type(value).__name__, repr(value))
 
-    def replay_taken(self, taken: Iterable[tuple[Decision, bool]]) -> None:
-        """Record decisions a reused result took (a layer built once, copied for a later path)
-        as taken on this path."""
-        self.taken.extend(taken)
 
-    # ---- decisions on unknowns --------------------------------------------------------
-    def decide(self, value: Unknown, file: str, line: int, text: str) -> bool:
-        """The truth of ``text`` on this path. A negated unknown (``not u``, ``u != "s"``) is
-        its input decided the other way; ``taken`` records the input's key with the truth of
-        the condition as written (``Decision.negated`` says which way they relate)."""
-        for answer in reversed(self.decision_filters):
-            truth_given = answer(value, file, line, text)
-            if truth_given is not None:
-                return truth_given
-        key = value.key or f"{file}:{line}:{text}"
-        negate = key.endswith(_NEGATION)
-        if negate:
-            key = key[: -len(_NEGATION)]
-        if key in self.decisions:
-            truth = self.decisions[key]
-        elif key in self.eq_base and any(self.decisions.get(k) is True for k in self.eq_keys[self.eq_base[key]] if k != key):
-            truth = self.decisions[key] = False  # it equals another string on this path
-        else:
-            # first the condition as written holds (a path's defaults read as the source does)
-            truth = not negate
-            self.decisions[key] = truth
-            decision = Decision(key, value.reason, file, line, text, negate)
-            self.new_decisions.append(decision)
-            if self.on_decision is not None and self.on_decision(self, decision):
-                truth = self.decisions[key]
-        shown = truth != negate
-        if not any(d.key == key for d, _ in self.taken):
-            self.taken.append((Decision(key, value.reason, file, line, text, negate), shown))
-        return shown
+def _annotation_text(node: ir.Node | None) -> str:
+    """A rough rendering of an annotation, enough to spot ClassVar/InitVar/Annotated."""
+    if node is None:
+        return ""
+    if isinstance(node, ir.Name):
+        return node.id
+    if isinstance(node, ir.Attribute):
+        return _annotation_text(node.value) + "." + node.attr
+    if isinstance(node, ir.Subscript):
+        return _annotation_text(node.value) + "[" + _annotation_text(node.index) + "]"
+    if isinstance(node, ir.TupleExpr):
+        return ", ".join(_annotation_text(e) for e in node.elts)
+    if isinstance(node, ir.Const):
+        return repr(node.value)
+    if isinstance(node, ir.BinOp):
+        return _annotation_text(node.left) + " | " + _annotation_text(node.right)
+    return "?"
 
-    def eq_unknown(self, reason: str, base: str | None, other: Any) -> Unknown:
-        """``u == other`` for an unknown input named ``base``: a decision of its own per
-        compared value, correlated with the others (see ``decide``); keyless (decided where it
-        is tested) when the input has no name or ``other`` is not plain data."""
-        if base is None or not is_plain(other) or contains_unknown(other):
-            return Unknown(reason)
-        key = f"{base} == {other!r}"
-        if isinstance(other, str) and key not in self.eq_base:
-            self.eq_base[key] = base
-            self.eq_keys.setdefault(base, []).append(key)
-        return Unknown(reason, key)
 
-    def truth(self, value: Any, frame: Frame, line: int, text: str) -> bool:
-        kind = value.__class__
-        if kind is bool:
-            return value  # type: ignore[no-any-return]
-        if kind is Unknown:
-            return self.decide(value, frame.module.file, line, text)
-        t = self.truth_value(value)
-        if isinstance(t, Unknown):
-            return self.decide(t, frame.module.file, line, text)
-        return t
+def _is_none_type(value: Any) -> bool:
+    """NoneType as the evaluator represents it: ``type(None)`` is a Native, the member of
+    ``Optional[X]`` an External; SGLang compares the two with ``is`` (arg_utils)."""
+    if isinstance(value, External):
+        return value.path in ("builtins.NoneType", "types.NoneType")
+    return isinstance(value, Native) and value.name == "NoneType"
 
-    def truth_value(self, value: Any) -> bool | Unknown:
-        if isinstance(value, Unknown):
-            return value
-        if is_plain(value):
-            return bool(value)
-        if isinstance(value, External):
-            known = self.natives.external_truth(value)
-            if known is not _NOT_NATIVE:
-                return cast(bool, known)  # the world's answer, when it has one: a bool
-            return Unknown(f"value of {value.path} (outside the analysed source)", f"truth:{value.identity}")
-        if isinstance(value, Instance):
-            found, meth = value.cls.lookup("__bool__")
-            if not found:
-                found, meth = value.cls.lookup("__len__")
-            if found and not isinstance(meth, Unknown):
-                result = self.call(self.bind(meth, value, value.cls), [], {})
-                return self.truth_value(result)
-            return True
-        native_truth = getattr(value, "native_truth", None)
-        if native_truth is not None:  # a world's stand-in whose truth is data it does not hold
-            return cast("bool | Unknown", native_truth())
-        return True
 
-    # ---- events (evidence) ------------------------------------------------------------
-    def event(
-        self, kind: str, target: str, value: Any, file: str, line: int, text: str,
-        sources: Iterable[Event] = (), form: str = "",
-    ) -> Event:
-        self.seq += 1
-        guards = self.guard_tuple
-        if guards is None:
-            guards = self.guard_tuple = tuple(self.guards)
-        return Event(self.seq, kind, target, value, file, line, text, guards, tuple(sources), form)
+class Interpreter(InterpreterCore):
+    """Evaluates analysed modules for one path (one assignment of unknown decisions): the
+    parts composed over the core (each part's methods in its own module)."""
 
-    def note_keyed(self, key: str, value: Any, frame: Frame, line: int, reads: Iterable[Event], form: str = "copy",
-                   node: ir.Node | None = None, text: str | None = None) -> None:
-        """A tracked setting named as a dict key or keyword (a declaration such as
-        ``declare_resolution(sa, src, moe_runner_backend=...)`` or a pass's ``return {...}``):
-        kept as evidence, since the value later travels through containers."""
-        label = text if text is not None else f"{key}={_short_text(node)}"
-        ev = self.event("declare", key, value, frame.module.file, line, label, reads, form)
-        self.keyed_events.setdefault(key, []).append(ev)
-        self.note_read(ev)
-
-    def note_read(self, event: Event | None) -> None:
-        if event is not None and self.reads is not None:
-            self.reads.append(event)
-
-    def evaluate_reads(self, node: ir.Node, frame: Frame) -> tuple[Any, list[Event]]:
-        """``collect(lambda: self.evaluate(node, frame))`` without the closure: it runs once
-        per assignment, branch and return (~120,000 times per 0.5.23 resolution)."""
-        saved = self.reads
-        self.reads = []
-        try:
-            value = _EXPR[node.__class__](self, node, frame)
-            return value, self.reads
-        finally:
-            self.reads = saved
-
-    def collect(self, fn: Callable[[], Any]) -> tuple[Any, list[Event]]:
-        saved = self.reads
-        self.reads = []
-        try:
-            value = fn()
-            return value, self.reads
-        finally:
-            self.reads = saved
-
-    # ---- modules ----------------------------------------------------------------------
     def find_module_file(self, name: str) -> tuple[Path, bool] | None:
         return _find_module_file(self.root, name)
 
@@ -724,7 +395,7 @@ class Interpreter:
             return None
         return _package_modules(directory)
 
-    def load_module(self, name: str) -> ModuleObj | External:
+    def load_module(self: Self, name: str) -> ModuleObj | External:
         for watch in self.import_watchers:
             watch(name)
         if name in self.modules:
@@ -862,7 +533,6 @@ class Interpreter:
             return Unknown(f"{lazy.module}.{lazy.attr}: {mod.unrun}")
         return Unknown(f"{lazy.module}.{lazy.attr} not found in the source", f"missing:{lazy.module}.{lazy.attr}")
 
-    # ---- statements -------------------------------------------------------------------
     def exec_block(self, stmts: list[ir.Node], frame: Frame) -> None:
         max_steps = self.bounds.max_steps
         for stmt in stmts:
@@ -872,7 +542,7 @@ class Interpreter:
             if not steps & 1023 and self.deadline is not None and self.deadline():
                 raise AnalysisBound(f"analysis bound reached: CPU-time budget of {self.bounds.cpu_seconds:.0f} s per resolution")
             try:
-                _STMT[stmt.__class__](self, stmt, frame)
+                STMT_HANDLERS[stmt.__class__](self, stmt, frame)
             except (Unmodelled, AnalysisBound) as exc:
                 # the innermost statement names where evaluation stopped (free unless raised)
                 if getattr(exc, "where", None) is None:
@@ -882,7 +552,7 @@ class Interpreter:
 
     def s_ExprStmt(self, node: ir.Node, frame: Frame) -> None:
         value = node.value
-        _EXPR[value.__class__](self, value, frame)
+        EXPR_HANDLERS[value.__class__](self, value, frame)
 
     def s_Pass(self, node: ir.Node, frame: Frame) -> None:
         return None
@@ -891,10 +561,10 @@ class Interpreter:
         raise Unmodelled(f"unsupported statement {node.what} at {frame.module.file}:{node.line}")
 
     def s_Break(self, node: ir.Node, frame: Frame) -> None:
-        raise _Break()
+        raise BreakSignal()
 
     def s_Continue(self, node: ir.Node, frame: Frame) -> None:
-        raise _Continue()
+        raise ContinueSignal()
 
     def s_Global(self, node: ir.Node, frame: Frame) -> None:
         if frame.scope is not None:
@@ -978,7 +648,7 @@ class Interpreter:
     def absolute_module(self, module: str, level: int, current: ModuleObj) -> str:
         return absolute_module(current.name, current.is_package, module, level)
 
-    def s_FunctionDef(self, node: ir.Node, frame: Frame) -> None:
+    def s_FunctionDef(self: Self, node: ir.Node, frame: Frame) -> None:
         func = self.make_function(node.name, node.params, node.body, frame, node.line, False)
         value: Any = func
         for dec_node in reversed(node.decorators):
@@ -1016,7 +686,7 @@ class Interpreter:
             return func
         return result
 
-    def s_ClassDef(self, node: ir.Node, frame: Frame) -> None:
+    def s_ClassDef(self: Self, node: ir.Node, frame: Frame) -> None:
         bases = []
         external: list[str] = []
         for b in node.bases:
@@ -1061,16 +731,16 @@ class Interpreter:
 
     def s_Return(self, node: ir.Node, frame: Frame) -> None:
         if node.value is None:
-            raise _Return(None, None)
+            raise ReturnSignal(None, None)
         value, reads = self.evaluate_reads(node.value, frame)
         fname = frame.func.qualname if frame.func else "?"
         ev = self.event("return", f"{fname}()", value, frame.module.file, node.line, "return", reads,
-                        _FORMS.get(node.value.kind, "expr"))
-        raise _Return(value, ev)
+                        VALUE_FORMS.get(node.value.kind, "expr"))
+        raise ReturnSignal(value, ev)
 
     def s_Assign(self, node: ir.Node, frame: Frame) -> None:
         value, reads = self.evaluate_reads(node.value, frame)
-        form = _FORMS.get(node.value.kind, "expr")
+        form = VALUE_FORMS.get(node.value.kind, "expr")
         for target in node.targets:
             self.assign(target, value, frame, node.line, node.text, reads, form)
 
@@ -1084,7 +754,7 @@ class Interpreter:
         if node.value is None:
             return
         value, reads = self.evaluate_reads(node.value, frame)
-        self.assign(node.target, value, frame, node.line, node.text, reads, _FORMS.get(node.value.kind, "expr"))
+        self.assign(node.target, value, frame, node.line, node.text, reads, VALUE_FORMS.get(node.value.kind, "expr"))
 
     def s_AugAssign(self, node: ir.Node, frame: Frame) -> None:
         def compute() -> Any:
@@ -1147,7 +817,7 @@ class Interpreter:
         if isinstance(value, External) and self.call_hook is not None and not star:
             # layer stage (layers.py): a tensor's shape unpacks into unknown sizes
             return [Unknown(f"element {i} of {value.path}", f"{value.identity}[{i}]") for i in range(n)]
-        if isinstance(value, _SCALARS):
+        if isinstance(value, SCALARS):
             raise self.make_raise("TypeError", f"cannot unpack non-iterable {type(value).__name__} object")
         items = self.iterate(value, frame, line)
         if star:
@@ -1216,9 +886,9 @@ class Interpreter:
                 raise AnalysisBound(f"analysis bound reached: loop at {frame.module.file}:{node.line} ran {count} times")
             try:
                 self.exec_block(node.body, frame)
-            except _Break:
+            except BreakSignal:
                 return
-            except _Continue:
+            except ContinueSignal:
                 continue
 
     def s_For(self, node: ir.Node, frame: Frame) -> None:
@@ -1251,9 +921,9 @@ class Interpreter:
                 self.assign(target, item, frame, node.line, "for", sources)
             try:
                 self.exec_block(node.body, frame)
-            except _Break:
+            except BreakSignal:
                 return
-            except _Continue:
+            except ContinueSignal:
                 continue
         self.exec_block(node.orelse, frame)
 
@@ -1308,7 +978,7 @@ class Interpreter:
                     if not self.exit_generator(ctx, raised):
                         raise
                     return  # suppressed by the generator's handler
-                except (_Return, _Break, _Continue):
+                except (ReturnSignal, BreakSignal, ContinueSignal):
                     self.exit_generator(ctx, None)
                     raise
                 self.exit_generator(ctx, None)
@@ -1336,7 +1006,7 @@ class Interpreter:
             guards = len(self.guards)
             try:
                 found = self.run_to_yield(ctx, 0, frame)
-            except _Return:
+            except ReturnSignal:
                 found = None
             finally:
                 # an if's guard on the way is the with-body's no more; exit_generator puts it back
@@ -1389,7 +1059,7 @@ class Interpreter:
                     if not self.release_items(inner.held, raised):
                         raise
                     continue  # suppressed by a context manager held: on after the with
-                except (_Return, _Break, _Continue):
+                except (ReturnSignal, BreakSignal, ContinueSignal):
                     del ctx.levels[depth + 1:]
                     self.release_items(inner.held, None)
                     raise
@@ -1459,7 +1129,7 @@ class Interpreter:
                     if pending is None:
                         try:
                             self.exec_block(level.block[level.pos + 1:], frame)
-                        except (PyRaise, _Return) as stopped:
+                        except (PyRaise, ReturnSignal) as stopped:
                             pending = stopped
                     node = level.node
                     if level.guard is not None:
@@ -1479,12 +1149,12 @@ class Interpreter:
                                 self.run_handler(handler, caught, frame)
                         elif pending is None:
                             self.exec_block(node.orelse, frame)
-                    except (PyRaise, _Return) as stopped:
+                    except (PyRaise, ReturnSignal) as stopped:
                         pending = stopped
                     if node.finalbody:
                         try:
                             self.exec_block(node.finalbody, frame)
-                        except (PyRaise, _Return) as stopped:
+                        except (PyRaise, ReturnSignal) as stopped:
                             pending = stopped
             finally:
                 del self.guards[guards:]
@@ -1582,9 +1252,8 @@ class Interpreter:
         with self.message_mode():
             return self.evaluate(node, frame)
 
-    # ---- expressions ------------------------------------------------------------------
     def evaluate(self, node: ir.Node, frame: Frame) -> Any:
-        return _EXPR[node.__class__](self, node, frame)
+        return EXPR_HANDLERS[node.__class__](self, node, frame)
 
     def e_Const(self, node: ir.Node, frame: Frame) -> Any:
         return node.value
@@ -1654,7 +1323,7 @@ class Interpreter:
 
     def e_Attribute(self, node: ir.Node, frame: Frame) -> Any:
         value = node.value  # the hot handlers dispatch inline (one call less per node)
-        return self.getattr(_EXPR[value.__class__](self, value, frame), node.attr)
+        return self.getattr(EXPR_HANDLERS[value.__class__](self, value, frame), node.attr)
 
     def e_Subscript(self, node: ir.Node, frame: Frame) -> Any:
         obj = self.evaluate(node.value, frame)
@@ -1716,7 +1385,7 @@ class Interpreter:
             return value
         self.charge_walk(value)
         if is_plain(value):
-            return stable_repr(value) if type(value) in _CONTAINERS else str(value)
+            return stable_repr(value) if type(value) in CONTAINERS else str(value)
         if isinstance(value, Instance):
             if "enum" in value.cls.flags and "_name_" in value.attrs:
                 if "str_mixin" in value.cls.flags:
@@ -1771,7 +1440,7 @@ class Interpreter:
                     raise Unmodelled(f"unpacking an unknown value at {frame.module.file}:{e.line}")
                 out.extend(self.iterate(value, frame, e.line))
             else:
-                out.append(_EXPR[e.__class__](self, e, frame))
+                out.append(EXPR_HANDLERS[e.__class__](self, e, frame))
         return out
 
     def e_Starred(self, node: ir.Node, frame: Frame) -> Any:
@@ -1792,7 +1461,7 @@ class Interpreter:
             key = self.evaluate(key_node, frame)
             if isinstance(key, str) and key in self.tracked_keys:
                 value, reads = self.evaluate_reads(value_node, frame)
-                self.note_keyed(key, value, frame, value_node.line, reads, _FORMS.get(value_node.kind, "expr"), value_node)
+                self.note_keyed(key, value, frame, value_node.line, reads, VALUE_FORMS.get(value_node.kind, "expr"), value_node)
             else:
                 value = self.evaluate(value_node, frame)
             if isinstance(key, Unknown):
@@ -1805,7 +1474,7 @@ class Interpreter:
         right = self.evaluate(node.right, frame)
         return self.binop(node.op, left, right)
 
-    def binop(self, op: str, left: Any, right: Any) -> Any:
+    def binop(self: Self, op: str, left: Any, right: Any) -> Any:
         if isinstance(left, Unknown):
             return left
         if isinstance(right, Unknown):
@@ -1881,7 +1550,7 @@ class Interpreter:
         # short-circuit; an unknown operand becomes a decision only when its truth matters
         value: Any = None
         for i, sub in enumerate(node.values):
-            value = _EXPR[sub.__class__](self, sub, frame)
+            value = EXPR_HANDLERS[sub.__class__](self, sub, frame)
             if i == len(node.values) - 1:
                 return value
             t = self.truth_value(value)
@@ -1895,10 +1564,10 @@ class Interpreter:
 
     def e_Compare(self, node: ir.Node, frame: Frame) -> Any:
         left_node = node.left
-        left = _EXPR[left_node.__class__](self, left_node, frame)
+        left = EXPR_HANDLERS[left_node.__class__](self, left_node, frame)
         result: Any = True
         for op, comp_node in zip(node.ops, node.comparators, strict=False):
-            right = _EXPR[comp_node.__class__](self, comp_node, frame)
+            right = EXPR_HANDLERS[comp_node.__class__](self, comp_node, frame)
             r = self.compare(op, left, right)
             if isinstance(r, Unknown):
                 return r
@@ -1913,7 +1582,7 @@ class Interpreter:
             left = right
         return result
 
-    def compare(self, op: str, left: Any, right: Any) -> Any:
+    def compare(self: Self, op: str, left: Any, right: Any) -> Any:
         if op in ("is", "is not"):
             if isinstance(left, Unknown) or isinstance(right, Unknown):
                 u = left if isinstance(left, Unknown) else right
@@ -1969,7 +1638,7 @@ class Interpreter:
             return value.attrs.get("_value_")
         return value
 
-    def equals(self, left: Any, right: Any) -> Any:
+    def equals(self: Self, left: Any, right: Any) -> Any:
         if left is right:
             return True
         left_v = self.plain_of(left)
@@ -2010,7 +1679,7 @@ class Interpreter:
             return native  # the world's own values (an elementwise comparison of a tensor)
         return False
 
-    def contains(self, container: Any, item: Any) -> Any:
+    def contains(self: Self, container: Any, item: Any) -> Any:
         tc, ti = type(container), type(item)
         if (tc is dict or tc is set or tc is frozenset) and (ti is str or ti is int):
             # the common case at C speed: a hit, or a miss among keys none of which may equal
@@ -2079,7 +1748,7 @@ class Interpreter:
             return Unknown(f"membership in {container.path} is not modelled", key)
         if self.natives.is_environ(container):
             return self.natives.environ_contains(self, item)
-        if isinstance(container, _SCALARS):
+        if isinstance(container, SCALARS):
             # `x in None`: CPython's own TypeError (the item is never looked at)
             # a scalar on purpose: CPython's own TypeError for it
             return self.data_op(lambda: operator.contains(container, None))  # type: ignore[arg-type]
@@ -2166,12 +1835,12 @@ class Interpreter:
         # super() without arguments needs the enclosing class and instance
         if func_node.__class__ is ir.Name and func_node.id == "super" and not node.args:
             return self.zero_arg_super(frame)
-        func = _EXPR[func_node.__class__](self, func_node, frame)
+        func = EXPR_HANDLERS[func_node.__class__](self, func_node, frame)
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         for kind, expr in node.args:
             if kind == "":
-                args.append(_EXPR[expr.__class__](self, expr, frame))
+                args.append(EXPR_HANDLERS[expr.__class__](self, expr, frame))
             elif kind == "*":
                 value = self.evaluate(expr, frame)
                 if isinstance(value, Unknown):
@@ -2184,10 +1853,10 @@ class Interpreter:
                 kwargs.update(self.mapping_items(value))
             elif kind in self.tracked_keys:
                 value, reads = self.evaluate_reads(expr, frame)
-                self.note_keyed(kind, value, frame, expr.line, reads, _FORMS.get(expr.kind, "expr"), expr)
+                self.note_keyed(kind, value, frame, expr.line, reads, VALUE_FORMS.get(expr.kind, "expr"), expr)
                 kwargs[kind] = value
             else:
-                kwargs[kind] = _EXPR[expr.__class__](self, expr, frame)
+                kwargs[kind] = EXPR_HANDLERS[expr.__class__](self, expr, frame)
         self._call_site = (frame.module.file, node.line)
         result = self.call(func, args, kwargs)
         if result.__class__ is Unknown and not _SITE.search(result.reason):
@@ -2206,8 +1875,7 @@ class Interpreter:
         obj = frame.scope.vars.get(first) if first else None
         return SuperProxy(cls, obj)
 
-    # ---- calls ------------------------------------------------------------------------
-    def call(self, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def call(self: Self, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if self.call_hook is not None:
             hooked = self.call_hook(func, args, kwargs)
             if hooked is not NOT_HOOKED:
@@ -2227,7 +1895,7 @@ class Interpreter:
             return self.call(func.func, [*func.args, *args], {**func.kwargs, **kwargs})
         if isinstance(func, Cached):
             # functools.cache keys on hash/eq: data by value, analysed objects by identity
-            key = _memo_key([*args, *sorted(kwargs.items())])
+            key = memo_key([*args, *sorted(kwargs.items())])
             if key is None:
                 return self.call(func.func, args, kwargs)
             if key not in func.memo:
@@ -2252,7 +1920,7 @@ class Interpreter:
         owner = method.__self__
         name = method.__name__
         # a builtin-sequence subclass's instance passed to a method of plain data: its items
-        args = [a.attrs[_ITEMS] if isinstance(a, Instance) and _ITEMS in a.attrs else a for a in args]
+        args = [a.attrs[SEQUENCE_ITEMS] if isinstance(a, Instance) and SEQUENCE_ITEMS in a.attrs else a for a in args]
         self.check_method_size(owner, name, args)
         if name == "get" and isinstance(owner, dict) and args and isinstance(args[0], Unknown):
             return args[0]
@@ -2352,7 +2020,7 @@ class Interpreter:
                 self.exec_block(func.body, frame)
                 self.reads = saved_reads
                 return None
-            except _Return as ret:
+            except ReturnSignal as ret:
                 self.reads = saved_reads
                 self.note_read(ret.event)
                 return ret.value
@@ -2398,7 +2066,7 @@ class Interpreter:
         elif kwargs:
             raise self.make_raise("TypeError", f"{func.qualname}() got an unexpected keyword argument '{next(iter(kwargs))}'")
 
-    def instantiate(self, cls: Class, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def instantiate(self: Self, cls: Class, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if "exception" in cls.flags:
             inst = self.instantiate_exception(cls, args)
             found, init = cls.lookup("__init__")
@@ -2423,7 +2091,7 @@ class Interpreter:
         elif _SEQUENCE_BASES.intersection(cls.external_bases) and len(args) <= 1 and not kwargs:
             # a subclass of list/tuple/set that adds methods only (0.5.23's CPPArgList, whose
             # __str__ joins itself): the instance holds its items, iterated as the base would
-            inst.attrs[_ITEMS] = self.iterate(args[0], None, 0) if args else []
+            inst.attrs[SEQUENCE_ITEMS] = self.iterate(args[0], None, 0) if args else []
         elif "dataclass" not in cls.flags and cls.external_bases and (args or kwargs):
             # a subclass of an outside class (e.g. a transformers config) built with arguments
             for k, v in kwargs.items():
@@ -2456,8 +2124,7 @@ class Interpreter:
             return self.call(attr.fget, [obj], {})
         return attr
 
-    # ---- attributes and items ---------------------------------------------------------
-    def getattr(self, obj: Any, name: str) -> Any:
+    def getattr(self: Self, obj: Any, name: str) -> Any:
         kind = obj.__class__  # the value classes have no subclasses: `is` is isinstance here
         if kind is Instance:
             return self.instance_attr(obj, name)
@@ -2534,7 +2201,7 @@ class Interpreter:
                 raise
         return self.default_instance_attr(obj, name)
 
-    def default_instance_attr(self, obj: Any, name: str) -> Any:
+    def default_instance_attr(self: Self, obj: Any, name: str) -> Any:
         """``object.__getattribute__`` followed by ``__getattr__``."""
         if not isinstance(obj, Instance):
             return self.getattr(obj, name)
@@ -2561,7 +2228,7 @@ class Interpreter:
             return Unknown(f"attribute {name} of {obj.cls.name} may come from {outside[0]}", f"attr:{obj.cls.name}.{name}")
         raise self.make_raise("AttributeError", f"'{obj.cls.name}' object has no attribute '{name}'")
 
-    def class_attr(self, cls: Class, name: str) -> Any:
+    def class_attr(self: Self, cls: Class, name: str) -> Any:
         if name == "__name__":
             return cls.name
         if name == "__qualname__":
@@ -2586,7 +2253,7 @@ class Interpreter:
             return Unknown(f"{cls.name}.{name} may come from {cls.external_bases[0]}", f"attr:{cls.name}.{name}")
         raise self.make_raise("AttributeError", f"type object '{cls.name}' has no attribute '{name}'")
 
-    def setattr(self, obj: Any, name: str, value: Any, event: Event | None) -> None:
+    def setattr(self: Self, obj: Any, name: str, value: Any, event: Event | None) -> None:
         if isinstance(obj, Instance):
             found, attr = obj.cls.lookup(name)
             if found and isinstance(attr, Property) and attr.fset is not None:
@@ -2619,7 +2286,7 @@ class Interpreter:
         else:
             self.natives.set_native_attr(self, obj, name, value)
 
-    def getitem(self, obj: Any, index: Any) -> Any:
+    def getitem(self: Self, obj: Any, index: Any) -> Any:
         if isinstance(obj, Unknown):
             return Unknown(obj.reason, f"{obj.key}[{index!r}]" if obj.key and is_plain(index) else None)
         if isinstance(index, Unknown):
@@ -2649,12 +2316,12 @@ class Interpreter:
             return self.natives.external_item(self, obj, index)
         if isinstance(obj, HFConfig):
             return Unknown("subscript of a config object")
-        if isinstance(obj, (*_SCALARS, set, frozenset)):
+        if isinstance(obj, (*SCALARS, set, frozenset)):
             # `None[0]`: CPython's own TypeError (the index is never looked at)
             return self.data_op(lambda: operator.getitem(obj, 0))  # type: ignore[call-overload]  # CPython's TypeError
         return self.natives.native_item(self, obj, index)
 
-    def setitem(self, obj: Any, key: Any, value: Any) -> None:
+    def setitem(self: Self, obj: Any, key: Any, value: Any) -> None:
         if isinstance(obj, Unknown):
             return
         if isinstance(key, Unknown) and not self._owns_setitem(obj):
@@ -2679,7 +2346,7 @@ class Interpreter:
             return found and isinstance(meth, Native)
         return hasattr(obj, "set_native_item")
 
-    def iterate(self, value: Any, frame: Frame | None, line: int) -> list[Any]:
+    def iterate(self: Self, value: Any, frame: Frame | None, line: int) -> list[Any]:
         if isinstance(value, (list, tuple, str, bytes, range, set, frozenset)):
             if len(value) > self.bounds.max_seq_len:
                 raise AnalysisBound("analysis bound reached: sequence too long")
@@ -2702,12 +2369,12 @@ class Interpreter:
             if found:
                 it = self.call(self.bind(meth, value, value.cls), [], {})
                 return self.iterate(it, frame, line)
-            if _ITEMS in value.attrs:
-                return list(value.attrs[_ITEMS])
+            if SEQUENCE_ITEMS in value.attrs:
+                return list(value.attrs[SEQUENCE_ITEMS])
         native = self.natives.iterate_native(self, value)
         if native is not None:
             return native
-        if isinstance(value, _SCALARS):
+        if isinstance(value, SCALARS):
             # a scalar on purpose: CPython's own TypeError for it
             self.data_op(lambda: iter(value))  # type: ignore[call-overload]  # TypeError: 'int' object is not iterable
         # a native caller has no line (0): the stop reason names where evaluation stopped
@@ -2723,7 +2390,6 @@ class Interpreter:
         raise Unmodelled(f"** of {type(value).__name__}")
 
 
-
 def _no_handler(prefix: str, kind: str) -> Callable[..., Any]:
     def handler(interp: Interpreter, node: ir.Node, frame: Frame) -> Any:
         raise AttributeError(f"type object 'Interpreter' has no attribute '{prefix}{kind}'")
@@ -2731,193 +2397,18 @@ def _no_handler(prefix: str, kind: str) -> Callable[..., Any]:
     return handler
 
 
+# the dispatch tables (core.py declares them, the parts' hot paths read them): every IR node
+# class -> the composed class's handler of its kind (``s_<Kind>``, ``e_<Kind>``)
 for _cls in vars(ir).values():
     if isinstance(_cls, type) and issubclass(_cls, ir.Node):
-        _STMT[_cls] = getattr(Interpreter, "s_" + _cls.kind, None) or _no_handler("s_", _cls.kind)
-        _EXPR[_cls] = getattr(Interpreter, "e_" + _cls.kind, None) or _no_handler("e_", _cls.kind)
-
-
-_DUNDER = {"+": "__add__", "-": "__sub__", "*": "__mul__", "|": "__or__", "&": "__and__", "/": "__truediv__"}
-_RDUNDER = {"+": "__radd__", "-": "__rsub__", "*": "__rmul__", "|": "__ror__", "&": "__rand__"}
-_CMP_DUNDER = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
-
-
-def _walk_size(value: Any, limit: int) -> int:
-    """Elements a full walk of ``value`` visits (shared parts counted at each use), up to
-    ``limit``; computed per distinct container, so cheap even when the walk is not."""
-    memo: dict[int, int] = {}
-    stack: list[tuple[Any, bool]] = [(value, False)]
-    while stack:
-        node, done = stack.pop()
-        key = id(node)
-        if key in memo and not done:
-            continue
-        children = list(node.items()) if isinstance(node, dict) else node
-        kids = [c for pair in children for c in (pair if isinstance(node, dict) else (pair,))
-                if isinstance(c, (list, tuple, dict, set, frozenset))]
-        if done:
-            total = len(children) + sum(memo.get(id(c), 0) for c in kids)
-            memo[key] = min(total, limit)
-            continue
-        memo[key] = 0  # a cycle (a list holding itself) is walked once, as repr does
-        stack.append((node, True))
-        stack.extend((c, False) for c in kids if id(c) not in memo)
-    return memo.get(id(value), 0)
-
-
-_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
-
-
-def _check_percent_widths(template: str, args: Any, limit: int) -> None:
-    """``"%*d" % (10**9, 1)``: a width or precision, written or passed, over the bound."""
-    stars = False
-    for m in _PERCENT_SPEC.finditer(template):
-        for part in m.groups():
-            if part == "*":
-                stars = True
-            elif part and (len(part) > 7 or int(part) > limit):
-                raise AnalysisBound("analysis bound reached: format width too large")
-    values = args if isinstance(args, tuple) else (args,)
-    if stars and any(type(v) is int and abs(v) > limit for v in values):
-        raise AnalysisBound("analysis bound reached: format width too large")
-
-
-def _check_format_widths(template: str, args: list[Any], limit: int) -> None:
-    """``"{:>1000000000}".format(1)`` and ``"{:>{}}".format(1, 10**9)``."""
-    if any(len(w) > 7 for w in re.findall(r"\d+", template)):
-        raise AnalysisBound("analysis bound reached: format width too large")
-    if re.search(r"\{[^{}]*:[^{}]*\{", template) and any(type(v) is int and abs(v) > limit for v in args):
-        raise AnalysisBound("analysis bound reached: format width too large")
-
-
-@functools.lru_cache(maxsize=8192)
-def _inside_tree(path: str, root: str) -> bool:
-    # memoised like _find_module_file: a located tree does not change while the tool runs
-    real, top = os.path.realpath(path), os.path.realpath(root)
-    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
-
-
-_MODULE_FILE = re.compile(r"([^.]+)(?:\.py|\.pyc|(?:\.cpython-[^.]+|\.abi3)?\.so)")
-
-
-@functools.lru_cache(maxsize=64)
-def _package_modules(directory: str) -> list[tuple[str, bool]] | None:
-    # pkgutil's iter_importer_modules for a FileFinder (CPython 3.11 pkgutil.py
-    # _iter_file_finder_modules): the directory's entries sorted; a module file by its
-    # importable suffix (.py, .pyc, an extension); a subdirectory without a dot in its name is
-    # a package when it holds an __init__ module, else skipped; __init__ itself and repeats skipped
-    try:
-        entries = sorted(os.listdir(directory))
-    except OSError:
-        return None
-    seen: set[str] = set()
-    out: list[tuple[str, bool]] = []
-    for entry in entries:
-        full = os.path.join(directory, entry)
-        match = _MODULE_FILE.fullmatch(entry)
-        name, is_pkg = (match.group(1), False) if match else (None, False)
-        if name == "__init__" or (name is not None and name in seen):
-            continue
-        if name is None and os.path.isdir(full) and "." not in entry:
-            try:
-                inner = os.listdir(full)
-            except OSError:
-                continue
-            if not any((m := _MODULE_FILE.fullmatch(f)) and m.group(1) == "__init__" for f in inner):
-                continue
-            name, is_pkg = entry, True
-        if name and "." not in name:
-            seen.add(name)
-            out.append((name, is_pkg))
-    return out
-
-
-@functools.lru_cache(maxsize=8192)
-def _find_module_file(root: Path, name: str) -> tuple[Path, bool] | None:
-    # memoised: thousands of lookups per resolution, each 2-3 stat() calls; a located
-    # source tree does not change while the tool runs
-    base = root.joinpath(*name.split("."))
-    init = base / "__init__.py"
-    if init.is_file():
-        return init, True
-    py = base.with_suffix(".py")
-    if py.is_file():
-        return py, False
-    if base.is_dir():  # namespace package
-        return base, True
-    return None
-
-
-def _memo_key(values: list[Any]) -> Any:
-    """A hashable key for a cached call, or None when CPython's cache would not take the
-    arguments either (unhashable data) or the value is not known."""
-    out: list[Any] = []
-    for v in values:
-        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) and not isinstance(v[1], (list, dict, set)):
-            inner = _memo_key([v[1]])
-            if inner is None:
-                return None
-            out.append((v[0], inner))
-        elif isinstance(v, Unknown) or isinstance(v, (list, dict, set)):
-            return None
-        elif is_plain(v):
-            try:
-                hash(v)
-            except TypeError:
-                return None
-            out.append((type(v).__name__, v))
-        else:
-            out.append(("id", id(v)))  # the memo entry keeps the object alive
-    return tuple(out)
-
-
-_LOCALS: dict[int, tuple[list[ir.Node], frozenset[str]]] = {}
-
-
-def function_locals(body: list[ir.Node]) -> frozenset[str]:
-    """Names a function body binds (assignment, for/with/except targets, import, def,
-    class), nested functions and comprehensions excluded; cached per body (the entry
-    keeps the body alive, so its id is not reused)."""
-    hit = _LOCALS.get(id(body))
-    if hit is not None and hit[0] is body:
-        return hit[1]
-    found = frozenset(n for stmt in body for n in bound_names(stmt, as_targets=True))
-    _LOCALS[id(body)] = (body, found)
-    return found
-
-
-def _stable_key(value: Any) -> tuple[str, str]:
-    return (type(value).__name__, repr(value))
-
-
-def _annotation_text(node: ir.Node | None) -> str:
-    """A rough rendering of an annotation, enough to spot ClassVar/InitVar/Annotated."""
-    if node is None:
-        return ""
-    if isinstance(node, ir.Name):
-        return node.id
-    if isinstance(node, ir.Attribute):
-        return _annotation_text(node.value) + "." + node.attr
-    if isinstance(node, ir.Subscript):
-        return _annotation_text(node.value) + "[" + _annotation_text(node.index) + "]"
-    if isinstance(node, ir.TupleExpr):
-        return ", ".join(_annotation_text(e) for e in node.elts)
-    if isinstance(node, ir.Const):
-        return repr(node.value)
-    if isinstance(node, ir.BinOp):
-        return _annotation_text(node.left) + " | " + _annotation_text(node.right)
-    return "?"
+        STMT_HANDLERS[_cls] = getattr(Interpreter, "s_" + _cls.kind, None) or _no_handler("s_", _cls.kind)
+        EXPR_HANDLERS[_cls] = getattr(Interpreter, "e_" + _cls.kind, None) or _no_handler("e_", _cls.kind)
 
 
 __all__ = [
     "Interpreter", "Frame", "Bounds", "PyRaise", "Unmodelled", "LogRecord", "FieldSpec",
     "Property", "is_plain",
+    # the names other packages import from here (each defined in the part that uses it)
+    "NOT_HOOKED", "stop_reason", "call_identity", "short_identity", "WorldState", "World", "PathState",
+    "GeneratorContext", "function_locals", "EXPR_HANDLERS", "STMT_HANDLERS",
 ]
-
-
-def _is_none_type(value: Any) -> bool:
-    """NoneType as the evaluator represents it: ``type(None)`` is a Native, the member of
-    ``Optional[X]`` an External; SGLang compares the two with ``is`` (arg_utils)."""
-    if isinstance(value, External):
-        return value.path in ("builtins.NoneType", "types.NoneType")
-    return isinstance(value, Native) and value.name == "NoneType"
