@@ -30,7 +30,9 @@ import re
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any, Self, cast
 
+from sglang_audit.evaluate.attributes import Attributes
 from sglang_audit.evaluate.bounds import Bounds
+from sglang_audit.evaluate.calls import Calls, function_locals
 from sglang_audit.evaluate.core import (
     EXPR_HANDLERS,
     NOT_HOOKED,
@@ -53,7 +55,6 @@ from sglang_audit.evaluate.modules import Modules
 from sglang_audit.evaluate.plaindata import (
     CONTAINERS,
     SCALARS,
-    SEQUENCE_ITEMS,
     contains_unknown,
     first_unknown,
     is_plain,
@@ -62,10 +63,7 @@ from sglang_audit.evaluate.plaindata import (
 from sglang_audit.evaluate.values import NOT_HANDLED as _NOT_NATIVE
 from sglang_audit.evaluate.values import (
     AnalysisBound,
-    BoundMethod,
-    Cached,
     Class,
-    ClassMethod,
     Event,
     External,
     FieldSpec,
@@ -76,10 +74,8 @@ from sglang_audit.evaluate.values import (
     LazyImport,
     ModuleObj,
     Native,
-    Partial,
     Property,
     Scope,
-    StaticMethod,
     SuperProxy,
     TypeForm,
     Unknown,
@@ -87,10 +83,6 @@ from sglang_audit.evaluate.values import (
 )
 from sglang_audit.evaluate.world_api import World, WorldState
 from sglang_audit.frontend import ir
-from sglang_audit.frontend.bindings import bound_names
-
-# outside bases that give their subclasses' instances no attributes of their own
-_NO_ATTR_BASES = frozenset({"ABC", "Generic", "Protocol", "object"})
 
 _SITE = re.compile(r"\.py:\d+")
 
@@ -114,30 +106,6 @@ _CMP = {
 # dict/set keys that may equal a str without being one (a missed `in` must look at them)
 _EXACT_KEYS = frozenset({Unknown, Instance})
 
-# data-method names safe to call on plain values (no callbacks into analysed code except key=)
-_SAFE_METHODS = {
-    str: {
-        "lower", "upper", "startswith", "endswith", "split", "rsplit", "strip", "lstrip",
-        "rstrip", "replace", "removeprefix", "removesuffix", "join", "format", "find",
-        "rfind", "index", "count", "isdigit", "isnumeric", "isalpha", "isalnum", "partition",
-        "rpartition", "splitlines", "casefold", "title", "capitalize", "zfill", "isupper",
-        "islower", "isspace", "encode", "center", "ljust", "rjust", "swapcase", "isidentifier",
-        "format_map", "expandtabs", "isdecimal",
-    },
-    list: {"append", "extend", "insert", "pop", "index", "count", "copy", "remove", "clear", "reverse", "sort"},
-    dict: {"get", "items", "keys", "values", "update", "pop", "setdefault", "copy", "clear", "popitem", "fromkeys"},
-    set: {
-        "add", "update", "discard", "remove", "union", "intersection", "difference", "issubset",
-        "issuperset", "copy", "pop", "clear", "symmetric_difference", "isdisjoint",
-        "intersection_update", "difference_update",
-    },
-    frozenset: {"union", "intersection", "difference", "issubset", "issuperset", "copy", "isdisjoint", "symmetric_difference"},
-    tuple: {"index", "count"},
-    bytes: {"decode", "startswith", "endswith", "split", "strip"},
-    int: {"bit_length", "to_bytes"},
-    float: {"is_integer"},
-}
-
 
 def _in_unknown(item: Unknown, container: Any) -> Unknown:
     """``item in container`` for an unknown item: a decision of its own, not the item's truth."""
@@ -145,9 +113,6 @@ def _in_unknown(item: Unknown, container: Any) -> Unknown:
         return Unknown(item.reason)
     elems = container if isinstance(container, str) else sorted(map(repr, container)) if isinstance(container, (set, frozenset, dict)) else list(map(repr, container))
     return Unknown(item.reason, f"{item.key} in {elems!r}")
-
-
-_SEQUENCE_BASES = frozenset({"list", "tuple"})
 
 
 def _yield_of(stmt: ir.Node) -> ir.Node | None:
@@ -202,30 +167,6 @@ _RDUNDER = {"+": "__radd__", "-": "__rsub__", "*": "__rmul__", "|": "__ror__", "
 
 _CMP_DUNDER = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
 
-
-def _walk_size(value: Any, limit: int) -> int:
-    """Elements a full walk of ``value`` visits (shared parts counted at each use), up to
-    ``limit``; computed per distinct container, so cheap even when the walk is not."""
-    memo: dict[int, int] = {}
-    stack: list[tuple[Any, bool]] = [(value, False)]
-    while stack:
-        node, done = stack.pop()
-        key = id(node)
-        if key in memo and not done:
-            continue
-        children = list(node.items()) if isinstance(node, dict) else node
-        kids = [c for pair in children for c in (pair if isinstance(node, dict) else (pair,))
-                if isinstance(c, (list, tuple, dict, set, frozenset))]
-        if done:
-            total = len(children) + sum(memo.get(id(c), 0) for c in kids)
-            memo[key] = min(total, limit)
-            continue
-        memo[key] = 0  # a cycle (a list holding itself) is walked once, as repr does
-        stack.append((node, True))
-        stack.extend((c, False) for c in kids if id(c) not in memo)
-    return memo.get(id(value), 0)
-
-
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
 
 
@@ -241,56 +182,6 @@ def _check_percent_widths(template: str, args: Any, limit: int) -> None:
     values = args if isinstance(args, tuple) else (args,)
     if stars and any(type(v) is int and abs(v) > limit for v in values):
         raise AnalysisBound("analysis bound reached: format width too large")
-
-
-def _check_format_widths(template: str, args: list[Any], limit: int) -> None:
-    """``"{:>1000000000}".format(1)`` and ``"{:>{}}".format(1, 10**9)``."""
-    if any(len(w) > 7 for w in re.findall(r"\d+", template)):
-        raise AnalysisBound("analysis bound reached: format width too large")
-    if re.search(r"\{[^{}]*:[^{}]*\{", template) and any(type(v) is int and abs(v) > limit for v in args):
-        raise AnalysisBound("analysis bound reached: format width too large")
-
-
-def memo_key(values: list[Any]) -> Any:
-    """A hashable key for a cached call, or None when CPython's cache would not take the
-    arguments either (unhashable data) or the value is not known."""
-    out: list[Any] = []
-    for v in values:
-        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) and not isinstance(v[1], (list, dict, set)):
-            inner = memo_key([v[1]])
-            if inner is None:
-                return None
-            out.append((v[0], inner))
-        elif isinstance(v, Unknown) or isinstance(v, (list, dict, set)):
-            return None
-        elif is_plain(v):
-            try:
-                hash(v)
-            except TypeError:
-                return None
-            out.append((type(v).__name__, v))
-        else:
-            out.append(("id", id(v)))  # the memo entry keeps the object alive
-    return tuple(out)
-
-
-_LOCALS: dict[int, tuple[list[ir.Node], frozenset[str]]] = {}
-
-
-def function_locals(body: list[ir.Node]) -> frozenset[str]:
-    """Names a function body binds (assignment, for/with/except targets, import, def,
-    class), nested functions and comprehensions excluded; cached per body (the entry
-    keeps the body alive, so its id is not reused)."""
-    hit = _LOCALS.get(id(body))
-    if hit is not None and hit[0] is body:
-        return hit[1]
-    found = frozenset(n for stmt in body for n in bound_names(stmt, as_targets=True))
-    _LOCALS[id(body)] = (body, found)
-    return found
-
-
-def _stable_key(value: Any) -> tuple[str, str]:
-    return (type(value).__name__, repr(value))
 
 
 def _annotation_text(node: ir.Node | None) -> str:
@@ -320,7 +211,7 @@ def _is_none_type(value: Any) -> bool:
     return isinstance(value, Native) and value.name == "NoneType"
 
 
-class Interpreter(Modules, InterpreterCore):
+class Interpreter(Calls, Attributes, Modules, InterpreterCore):
     """Evaluates analysed modules for one path (one assignment of unknown decisions): the
     parts composed over the core (each part's methods in its own module)."""
 
@@ -1656,520 +1547,6 @@ class Interpreter(Modules, InterpreterCore):
         first = func.params[0].name if func.params else None
         obj = frame.scope.vars.get(first) if first else None
         return SuperProxy(cls, obj)
-
-    def call(self: Self, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if self.call_hook is not None:
-            hooked = self.call_hook(func, args, kwargs)
-            if hooked is not NOT_HOOKED:
-                return hooked
-        kind = func.__class__  # the value classes have no subclasses: `is` is isinstance here
-        if kind is Function:
-            return self.call_function(func, args, kwargs)
-        if kind is BoundMethod:
-            return self.call(func.func, [func.obj, *args], kwargs)
-        if kind is Native:
-            return func.fn(self, args, kwargs)
-        if kind is Class:
-            if func is self.natives.object_class and not args:
-                return Instance(func)
-            return self.instantiate(func, args, kwargs)
-        if isinstance(func, Partial):
-            return self.call(func.func, [*func.args, *args], {**func.kwargs, **kwargs})
-        if isinstance(func, Cached):
-            # functools.cache keys on hash/eq: data by value, analysed objects by identity
-            key = memo_key([*args, *sorted(kwargs.items())])
-            if key is None:
-                return self.call(func.func, args, kwargs)
-            if key not in func.memo:
-                func.memo[key] = (self.call(func.func, args, kwargs), args, kwargs)
-            return func.memo[key][0]
-        if isinstance(func, External):
-            return self.natives.call_external(self, func, args, kwargs)
-        if isinstance(func, Unknown):
-            return Unknown(f"call of an unknown ({func.reason})", func.key)
-        if isinstance(func, StaticMethod):
-            return self.call(func.func, args, kwargs)
-        if isinstance(func, Instance):
-            found, meth = func.cls.lookup("__call__")
-            if found:
-                return self.call(self.bind(meth, func, func.cls), args, kwargs)
-            raise self.make_raise("TypeError", f"'{func.cls.name}' object is not callable")
-        if callable(func) and getattr(func, "__self__", None) is not None and is_plain(func.__self__):
-            return self.call_data_method(func, args, kwargs)
-        return Unknown(f"call of {type(func).__name__} is not modelled")
-
-    def call_data_method(self, method: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        owner = method.__self__
-        name = method.__name__
-        # a builtin-sequence subclass's instance passed to a method of plain data: its items
-        args = [a.attrs[SEQUENCE_ITEMS] if isinstance(a, Instance) and SEQUENCE_ITEMS in a.attrs else a for a in args]
-        self.check_method_size(owner, name, args)
-        if name == "get" and isinstance(owner, dict) and args and isinstance(args[0], Unknown):
-            return args[0]
-        if name in ("join",) and args and contains_unknown(args[0] if not isinstance(args[0], Unknown) else [args[0]]):
-            if getattr(self, "_message_mode", False):
-                return owner.join(self.to_str(a) for a in args[0])
-            return Unknown("join of unknown parts")
-        if name == "join" and args and not isinstance(args[0], Unknown):
-            parts = list(args[0])
-            if all(isinstance(p, str) or (isinstance(p, Instance) and "str_mixin" in p.cls.flags) for p in parts):
-                return owner.join(self.plain_of(p) for p in parts)
-        u = first_unknown([*args, *kwargs.values()])
-        if u is not None and name not in ("append", "extend", "add", "insert", "update", "setdefault", "__setitem__", "pop"):
-            return Unknown(f"{type(owner).__name__}.{name} of an unknown ({u.reason})", None)
-        if name == "format" and isinstance(owner, str):
-            return self.data_op(lambda: owner.format(*[self.plain_or_str(a) for a in args], **{k: self.plain_or_str(v) for k, v in kwargs.items()}))
-        if name == "sort" and "key" in kwargs:
-            key = kwargs["key"]
-            results = [(self.call(key, [x], {}), x) for x in owner]
-            if any(isinstance(r, Unknown) for r, _ in results):
-                return Unknown("sort with an unknown key")
-            order = sorted(range(len(owner)), key=lambda i: results[i][0], reverse=bool(kwargs.get("reverse")))
-            owner[:] = [owner[i] for i in order]
-            return None
-        result = self.data_op(lambda: method(*args, **kwargs))
-        if name in ("items", "keys", "values") and isinstance(owner, dict):
-            return list(result)  # dict views as lists: iteration order is what matters here
-        return result
-
-    def check_method_size(self, owner: Any, name: str, args: list[Any]) -> None:
-        """Refuse data methods whose result would exceed the sequence bound, before they run."""
-        limit = self.bounds.max_seq_len
-        size = 0
-        if name in ("center", "ljust", "rjust", "zfill") and args and isinstance(args[0], int):
-            size = args[0]
-        elif name == "replace" and isinstance(owner, str) and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
-            size = len(owner) + owner.count(args[0]) * max(0, len(args[1]) - len(args[0])) if args[0] else len(owner) * (len(args[1]) + 1)
-        elif name in ("extend", "join", "update") and args and isinstance(args[0], (list, tuple, str, set, dict, range)):
-            size = len(owner) + (sum(len(x) for x in args[0] if isinstance(x, str)) if name == "join" else len(args[0]))
-        elif name in ("append", "insert", "add"):
-            size = len(owner) + 1
-        elif name == "expandtabs" and isinstance(owner, str):
-            tab = args[0] if args else 8
-            size = len(owner) * tab if isinstance(tab, int) and "\t" in owner else 0
-        elif name in ("format", "format_map") and isinstance(owner, str):
-            _check_format_widths(owner, args, limit)
-        if size > limit:
-            raise AnalysisBound("analysis bound reached: sequence too large")
-        if name in ("count", "index", "sort", "remove", "copy", "reverse") and isinstance(owner, (list, tuple)):
-            self.charge(len(owner))
-
-    def plain_or_str(self, value: Any) -> Any:
-        return value if is_plain(value) else self.to_str(value)
-
-    def charge(self, n: int) -> None:
-        """Count work proportional to a value's size as steps (``x in big_list`` in a loop is
-        a million steps per iteration, not one), so the step bound covers it."""
-        self.steps += n
-        if self.steps > self.bounds.max_steps:
-            raise AnalysisBound(f"analysis bound reached: more than {self.bounds.max_steps} steps (work on large values)")
-
-    def charge_walk(self, *values: Any) -> None:
-        """Charge a walk over containers (``==``, ``str``) by their size with shared parts
-        counted at each use, as CPython walks them: ``a = [a, a]`` sixty times is 2**60."""
-        limit = self.bounds.max_steps
-        for value in values:
-            if isinstance(value, (list, tuple, dict, set, frozenset)):
-                self.charge(_walk_size(value, limit + 1))
-
-    def data_op(self, fn: Callable[[], Any]) -> Any:
-        """Run an operation on plain data; its Python exceptions become analysed-code exceptions."""
-        try:
-            return fn()
-        except (KeyError, IndexError, ValueError, TypeError, AttributeError, ZeroDivisionError, OverflowError) as exc:
-            if isinstance(exc, KeyError) and len(exc.args) == 1:
-                raise self.make_raise("KeyError", exc.args[0]) from None
-            raise self.make_raise(type(exc).__name__, str(exc.args[0]) if exc.args else "") from None
-
-    def call_function(self, func: Function, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        self.depth += 1
-        if self.depth > self.bounds.max_depth:
-            self.depth -= 1
-            raise AnalysisBound(f"analysis bound reached: call depth over {self.bounds.max_depth} at {func.qualname}")
-        scope = Scope(parent=func.closure, local_names=frozenset() if func.is_lambda else function_locals(func.body))
-        frame = Frame(module=func.module, scope=scope, func=func, depth=self.depth)
-        try:
-            self.bind_params(func, args, kwargs, scope)
-            saved_reads = self.reads
-            self.reads = []
-            try:
-                if func.is_lambda:
-                    value, reads = self.evaluate_reads(func.body, frame)
-                    ev = self.event("return", f"{func.qualname}()", value, func.module.file, func.line, "lambda", reads)
-                    self.reads = saved_reads
-                    self.note_read(ev)
-                    return value
-                self.exec_block(func.body, frame)
-                self.reads = saved_reads
-                return None
-            except ReturnSignal as ret:
-                self.reads = saved_reads
-                self.note_read(ret.event)
-                return ret.value
-            finally:
-                self.reads = saved_reads
-        finally:
-            self.depth -= 1
-
-    def bind_params(self, func: Function, args: list[Any], kwargs: dict[str, Any], scope: Scope) -> None:
-        params = func.params
-        kwargs = dict(kwargs)
-        i = 0
-        star_kw: str | None = None
-        for p in params:
-            if p.star == "":
-                if i < len(args):
-                    scope.vars[p.name] = args[i]
-                    i += 1
-                    if p.name in kwargs:
-                        raise self.make_raise("TypeError", f"{func.qualname}() got multiple values for argument '{p.name}'")
-                elif p.name in kwargs:
-                    scope.vars[p.name] = kwargs.pop(p.name)
-                elif p.name in func.defaults:
-                    scope.vars[p.name] = func.defaults[p.name]
-                else:
-                    raise self.make_raise("TypeError", f"{func.qualname}() missing required argument: '{p.name}'")
-            elif p.star == "*":
-                scope.vars[p.name] = tuple(args[i:])
-                i = len(args)
-            elif p.star == "kwonly":
-                if p.name in kwargs:
-                    scope.vars[p.name] = kwargs.pop(p.name)
-                elif p.name in func.defaults:
-                    scope.vars[p.name] = func.defaults[p.name]
-                else:
-                    raise self.make_raise("TypeError", f"{func.qualname}() missing keyword argument: '{p.name}'")
-            elif p.star == "**":
-                star_kw = p.name
-        if i < len(args):
-            raise self.make_raise("TypeError", f"{func.qualname}() takes {i} positional arguments but {len(args)} were given")
-        if star_kw is not None:
-            scope.vars[star_kw] = kwargs
-        elif kwargs:
-            raise self.make_raise("TypeError", f"{func.qualname}() got an unexpected keyword argument '{next(iter(kwargs))}'")
-
-    def instantiate(self: Self, cls: Class, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if "exception" in cls.flags:
-            inst = self.instantiate_exception(cls, args)
-            found, init = cls.lookup("__init__")
-            if found and isinstance(init, Function):
-                self.call(BoundMethod(init, inst), args, kwargs)
-            return inst
-        if "enum" in cls.flags:
-            return self.natives.enum_lookup(self, cls, args)
-        found, new = cls.lookup("__new__")
-        custom_new = found and (isinstance(new, Function) or isinstance(new, StaticMethod) and isinstance(new.func, Function))
-        if custom_new:
-            fn = new.func if isinstance(new, StaticMethod) else new
-            result = self.call(fn, [cls, *args], kwargs)
-            if not (isinstance(result, Instance) and result.cls.is_subclass_of(cls)):
-                return result
-            inst = result
-        else:
-            inst = Instance(cls)
-        found, init = cls.lookup("__init__")
-        if found:
-            self.call(self.bind(init, inst, cls), args, kwargs)
-        elif _SEQUENCE_BASES.intersection(cls.external_bases) and len(args) <= 1 and not kwargs:
-            # a subclass of list/tuple/set that adds methods only (0.5.23's CPPArgList, whose
-            # __str__ joins itself): the instance holds its items, iterated as the base would
-            inst.attrs[SEQUENCE_ITEMS] = self.iterate(args[0], None, 0) if args else []
-        elif "dataclass" not in cls.flags and cls.external_bases and (args or kwargs):
-            # a subclass of an outside class (e.g. a transformers config) built with arguments
-            for k, v in kwargs.items():
-                inst.attrs[k] = v
-        return inst
-
-    def instantiate_exception(self, cls: Class, args: list[Any]) -> Instance:
-        inst = Instance(cls)
-        inst.attrs["args"] = tuple(args)
-        return inst
-
-    def make_raise(self, exc_name: str, message: Any) -> PyRaise:
-        cls = self.exc_classes.get(exc_name, self.exc_classes["Exception"])
-        exc = self.instantiate_exception(cls, [message])
-        file, line = getattr(self, "_call_site", ("?", 0))
-        return PyRaise(exc, file, line, "", explicit=False)
-
-    def bind(self, attr: Any, obj: Any, cls: Class) -> Any:
-        if isinstance(attr, Function):
-            return BoundMethod(attr, obj)
-        if isinstance(attr, StaticMethod):
-            return attr.func
-        if isinstance(attr, ClassMethod):
-            return BoundMethod(attr.func, cls)
-        if isinstance(attr, Native) and attr.bind_self:
-            return BoundMethod(attr, obj)
-        if isinstance(attr, Cached) and isinstance(attr.func, Function):
-            return BoundMethod(attr, obj)
-        if isinstance(attr, Property):
-            return self.call(attr.fget, [obj], {})
-        return attr
-
-    def getattr(self: Self, obj: Any, name: str) -> Any:
-        kind = obj.__class__  # the value classes have no subclasses: `is` is isinstance here
-        if kind is Instance:
-            return self.instance_attr(obj, name)
-        if kind is Unknown:
-            return Unknown(obj.reason, f"{obj.key}.{name}" if obj.key else None)
-        if kind is ModuleObj:
-            return self.module_attr(obj, name)
-        if kind is Class:
-            return self.class_attr(obj, name)
-        if isinstance(obj, External):
-            return self.natives.external_attr(self, obj, name)
-        if isinstance(obj, HFConfig):
-            return self.natives.hf_attr(self, obj, name)
-        if isinstance(obj, SuperProxy):
-            mro = obj.cls.mro()
-            cls_of_obj = obj.obj.cls if isinstance(obj.obj, Instance) else obj.obj if isinstance(obj.obj, Class) else obj.cls
-            full = cls_of_obj.mro() if isinstance(cls_of_obj, Class) else mro
-            start = full.index(obj.cls) + 1 if obj.cls in full else 1
-            for klass in full[start:]:
-                if name in klass.ns:
-                    return self.bind(klass.ns[name], obj.obj, cls_of_obj)
-            if name in self.natives.object_class.ns:
-                # every class ends in object (also those built on outside bases like msgspec.Struct)
-                return self.bind(self.natives.object_class.ns[name], obj.obj, cls_of_obj)
-            if name == "__post_init__":
-                return Native("object.__post_init__", lambda i, a, k: None)
-            return Unknown(f"super().{name} resolves outside the analysed tree")
-        if isinstance(obj, Function):
-            if name == "__name__":
-                return obj.name
-            if name == "__qualname__":
-                return obj.qualname
-            if name in obj.attrs:
-                return obj.attrs[name]
-            return Unknown(f"attribute {name} of function {obj.qualname}")
-        if isinstance(obj, (Native, BoundMethod, Cached, Partial)):
-            if name == "__name__":
-                inner = obj
-                while isinstance(inner, (Cached, Partial, BoundMethod)):
-                    inner = inner.func
-                return getattr(inner, "name", "?")
-            if isinstance(obj, Cached) and name == "cache_clear":
-                return Native("cache_clear", lambda i, a, k: obj.memo.clear())
-            if isinstance(obj, Partial) and name in ("func", "args", "keywords"):
-                return {"func": obj.func, "args": tuple(obj.args), "keywords": obj.kwargs}[name]
-            if isinstance(obj, BoundMethod) and name == "__self__":
-                return obj.obj
-            if isinstance(obj, BoundMethod) and name == "__func__":
-                return obj.func
-            return self.natives.native_attr(self, obj, name)
-        if is_plain(obj):
-            methods = _SAFE_METHODS.get(type(obj))
-            if methods is None:
-                for t, names in _SAFE_METHODS.items():
-                    if isinstance(obj, t):
-                        methods = names
-                        break
-            if methods and name in methods:
-                return getattr(obj, name)
-            if isinstance(obj, complex) and name in ("real", "imag"):
-                return getattr(obj, name)
-            raise self.make_raise("AttributeError", f"'{type(obj).__name__}' object has no attribute '{name}'")
-        return self.natives.native_attr(self, obj, name)
-
-    def instance_attr(self, obj: Instance, name: str) -> Any:
-        found, custom = obj.cls.lookup("__getattribute__")
-        if found and isinstance(custom, Function):
-            try:
-                return self.call(BoundMethod(custom, obj), [name], {})
-            except PyRaise as raised:
-                hook_found, getattr_fn = obj.cls.lookup("__getattr__")
-                if hook_found and isinstance(raised.exc, Instance) and raised.exc.cls.name == "AttributeError":
-                    return self.call(self.bind(getattr_fn, obj, obj.cls), [name], {})
-                raise
-        return self.default_instance_attr(obj, name)
-
-    def default_instance_attr(self: Self, obj: Any, name: str) -> Any:
-        """``object.__getattribute__`` followed by ``__getattr__``."""
-        if not isinstance(obj, Instance):
-            return self.getattr(obj, name)
-        if name in obj.attrs:
-            self.note_read(obj.events.get(name))
-            return obj.attrs[name]
-        if name == "__class__":
-            return obj.cls
-        if name == "__dict__":
-            return obj.attrs
-        found, attr = obj.cls.lookup(name)
-        if found:
-            return self.bind(attr, obj, obj.cls)
-        special = self.natives.instance_special(self, obj, name)
-        if special is not None:
-            return special
-        found, getattr_fn = obj.cls.lookup("__getattr__")
-        if found:
-            return self.call(self.bind(getattr_fn, obj, obj.cls), [name], {})
-        # an outside base anywhere in the MRO (e.g. ModelWeightParameter -> ... -> torch.nn.Parameter)
-        outside = obj.cls.external_bases or next((c.external_bases for c in obj.cls.mro()
-                                                  if c.external_bases and not all(b.rsplit(".", 1)[-1] in _NO_ATTR_BASES for b in c.external_bases)), ())
-        if outside and not ("enum" in obj.cls.flags or "exception" in obj.cls.flags or "dataclass" in obj.cls.flags):
-            return Unknown(f"attribute {name} of {obj.cls.name} may come from {outside[0]}", f"attr:{obj.cls.name}.{name}")
-        raise self.make_raise("AttributeError", f"'{obj.cls.name}' object has no attribute '{name}'")
-
-    def class_attr(self: Self, cls: Class, name: str) -> Any:
-        if name == "__name__":
-            return cls.name
-        if name == "__qualname__":
-            return cls.ns.get("__qualname__", cls.name)
-        if name == "__mro__":
-            return cls.mro()
-        if name == "__dict__":
-            return cls.ns
-        found, attr = cls.lookup(name)
-        if found:
-            if isinstance(attr, ClassMethod):
-                return BoundMethod(attr.func, cls)
-            if isinstance(attr, StaticMethod):
-                return attr.func
-            if isinstance(attr, Property):
-                return attr
-            return attr
-        special = self.natives.class_special(self, cls, name)
-        if special is not None:
-            return special
-        if cls.external_bases:
-            return Unknown(f"{cls.name}.{name} may come from {cls.external_bases[0]}", f"attr:{cls.name}.{name}")
-        raise self.make_raise("AttributeError", f"type object '{cls.name}' has no attribute '{name}'")
-
-    def setattr(self: Self, obj: Any, name: str, value: Any, event: Event | None) -> None:
-        if isinstance(obj, Instance):
-            found, attr = obj.cls.lookup(name)
-            if found and isinstance(attr, Property) and attr.fset is not None:
-                self.call(attr.fset, [obj, value], {})
-                return
-            found, setattr_fn = obj.cls.lookup("__setattr__")
-            if found and isinstance(setattr_fn, Function):
-                self.call(BoundMethod(setattr_fn, obj), [name, value], {})
-                if event is not None and name in obj.attrs:
-                    obj.events[name] = event
-                return
-            self.natives.before_instance_write(self, obj, name, value, event)
-            obj.attrs[name] = value
-            if event is not None:
-                obj.events[name] = event
-        elif isinstance(obj, HFConfig):
-            obj.attrs[name] = value
-            if event is not None:
-                obj.events[name] = event
-        elif isinstance(obj, Class):
-            obj.ns[name] = value
-        elif isinstance(obj, ModuleObj):
-            obj.globals[name] = value
-            if event is not None:
-                obj.events[name] = event
-        elif isinstance(obj, Function):
-            obj.attrs[name] = value
-        elif isinstance(obj, (External, Unknown)):
-            return  # writes into things outside the tree do not feed back into resolution
-        else:
-            self.natives.set_native_attr(self, obj, name, value)
-
-    def getitem(self: Self, obj: Any, index: Any) -> Any:
-        if isinstance(obj, Unknown):
-            return Unknown(obj.reason, f"{obj.key}[{index!r}]" if obj.key and is_plain(index) else None)
-        if isinstance(index, Unknown):
-            return Unknown(f"subscript by an unknown ({index.reason})", None)
-        if isinstance(obj, (list, tuple, str, bytes, range)):
-            if isinstance(index, slice) or isinstance(index, int):
-                return self.data_op(lambda: obj[index])
-            index_v = self.plain_of(index)
-            return self.data_op(lambda: obj[index_v])
-        if isinstance(obj, dict):
-            key = self.plain_of(index) if not isinstance(index, Instance) or index not in obj else index
-            try:
-                return obj[key]
-            except KeyError:
-                raise self.make_raise("KeyError", key) from None  # args == (key,), as in CPython
-            except TypeError as exc:
-                raise self.make_raise("TypeError", str(exc)) from None
-        if isinstance(obj, Instance):
-            found, meth = obj.cls.lookup("__getitem__")
-            if found:
-                return self.call(self.bind(meth, obj, obj.cls), [index], {})
-        if isinstance(obj, Class):
-            if "enum" in obj.flags:
-                return self.natives.enum_by_name(self, obj, index)
-            return Unknown("generic alias")
-        if isinstance(obj, (External, Native)):
-            return self.natives.external_item(self, obj, index)
-        if isinstance(obj, HFConfig):
-            return Unknown("subscript of a config object")
-        if isinstance(obj, (*SCALARS, set, frozenset)):
-            # `None[0]`: CPython's own TypeError (the index is never looked at)
-            return self.data_op(lambda: operator.getitem(obj, 0))  # type: ignore[call-overload]  # CPython's TypeError
-        return self.natives.native_item(self, obj, index)
-
-    def setitem(self: Self, obj: Any, key: Any, value: Any) -> None:
-        if isinstance(obj, Unknown):
-            return
-        if isinstance(key, Unknown) and not self._owns_setitem(obj):
-            raise Unmodelled(f"item assignment with an unknown key ({key.reason})")
-        if isinstance(obj, (dict, list)):
-            k = self.plain_of(key) if isinstance(obj, dict) and isinstance(key, Instance) and "str_mixin" in key.cls.flags else key
-            self.data_op(lambda: obj.__setitem__(k, value))
-            return
-        if isinstance(obj, Instance):
-            found, meth = obj.cls.lookup("__setitem__")
-            if found:
-                self.call(self.bind(meth, obj, obj.cls), [key, value], {})
-                return
-        self.natives.set_native_item(self, obj, key, value)
-
-    def _owns_setitem(self, obj: Any) -> bool:
-        """Whether an item assignment into ``obj`` is the world's to answer whatever the key:
-        a world's stand-in (``set_native_item``) or an instance whose ``__setitem__`` the
-        world implements (a Native), e.g. a write into a slice of a tensor's data."""
-        if isinstance(obj, Instance):
-            found, meth = obj.cls.lookup("__setitem__")
-            return found and isinstance(meth, Native)
-        return hasattr(obj, "set_native_item")
-
-    def iterate(self: Self, value: Any, frame: Frame | None, line: int) -> list[Any]:
-        if isinstance(value, (list, tuple, str, bytes, range, set, frozenset)):
-            if len(value) > self.bounds.max_seq_len:
-                raise AnalysisBound("analysis bound reached: sequence too long")
-            if isinstance(value, (set, frozenset)):
-                try:
-                    return sorted(value, key=_stable_key)
-                except TypeError:
-                    return list(value)
-            return list(value)
-        if isinstance(value, dict):
-            return list(value.keys())
-        if isinstance(value, Class) and "enum" in value.flags:
-            return list(value.ns.get("__members_list__", []))
-        if isinstance(value, HFConfig):
-            return list(value.attrs.keys())
-        if isinstance(value, Unknown):
-            raise Unmodelled(f"iteration over an unknown value ({value.reason})")
-        if isinstance(value, Instance):
-            found, meth = value.cls.lookup("__iter__")
-            if found:
-                it = self.call(self.bind(meth, value, value.cls), [], {})
-                return self.iterate(it, frame, line)
-            if SEQUENCE_ITEMS in value.attrs:
-                return list(value.attrs[SEQUENCE_ITEMS])
-        native = self.natives.iterate_native(self, value)
-        if native is not None:
-            return native
-        if isinstance(value, SCALARS):
-            # a scalar on purpose: CPython's own TypeError for it
-            self.data_op(lambda: iter(value))  # type: ignore[call-overload]  # TypeError: 'int' object is not iterable
-        # a native caller has no line (0): the stop reason names where evaluation stopped
-        raise Unmodelled(f"iteration over {type(value).__name__} ({value!r})" + (f" at line {line}" if line else ""))
-
-    def mapping_items(self, value: Any) -> dict[str, Any]:
-        if isinstance(value, dict):
-            return value
-        if isinstance(value, HFConfig):
-            return dict(value.attrs)
-        if isinstance(value, Instance):
-            return dict(value.attrs)
-        raise Unmodelled(f"** of {type(value).__name__}")
 
 
 def _no_handler(prefix: str, kind: str) -> Callable[..., Any]:
