@@ -41,6 +41,8 @@ from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import SourceCache
 
 
+# control-flow signals: Python exceptions used only inside the evaluator (return, break,
+# continue), raised by the statement handlers and caught by calls, loops and generators
 class ReturnSignal(Exception):
     def __init__(self, value: Any, event: Event | None) -> None:
         self.value = value
