@@ -34,6 +34,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from sglang_audit.evaluate import interpreter as interp_mod
+    from sglang_audit.evaluate.calls import memo_key
     from sglang_audit.frontend.parse import SourceCache
     from sglang_audit.resolve import pipeline
     from sglang_audit.resolve.resolver import Resolver
@@ -58,7 +59,7 @@ def main() -> None:
     def key_of(func: Any, a: list[Any], kw: dict[str, Any]) -> tuple[Any, ...] | None:
         out: list[Any] = [id(func)]
         for v in [*a, *sorted(kw.items(), key=lambda x: x[0])]:
-            k = interp_mod._memo_key([v])
+            k = memo_key([v])
             if k is None or any(part[0] == "id" for part in k if isinstance(part, tuple)):
                 if args.plain:
                     return None

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import ast
+import collections
 import inspect
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 
 from sglang_audit.evaluate import interpreter
+from sglang_audit.evaluate.core import InterpreterCore
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter, World, WorldState
 from sglang_audit.evaluate.overlays.builtins import make_exception_classes, make_object_class
 from sglang_audit.evaluate.values import NOT_HANDLED, Class, Instance, ModuleObj, Unknown
@@ -117,7 +120,7 @@ def _break_binop(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(self: Interpreter, node: Any, frame: Any) -> Any:
         raise TypeError("evaluator defect")
     monkeypatch.setattr(Interpreter, "e_Compare", broken)
-    monkeypatch.setitem(interpreter._EXPR, ir.Compare, broken)  # the dispatch table holds the handlers
+    monkeypatch.setitem(interpreter.EXPR_HANDLERS, ir.Compare, broken)  # the dispatch table holds the handlers
 
 
 def test_strict_mode_raises_an_internal_evaluator_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -283,3 +286,47 @@ def test_a_context_manager_yielding_in_a_loop_is_unmodelled_not_guessed():
               "        yield i\n\n\ndef f():\n    with each(2) as v:\n        return v\n")
     got = evaluate_function(source, "f", [])
     assert got.kind == "unknown" and "yield is in a for" in got.message, got
+
+
+# ---- the interpreter's parts (issue 40 step 1: each part reads in one sitting) -------------
+
+PARTS = {"statements", "generators", "expressions", "operators", "calls", "attributes", "modules"}
+
+
+def _parts() -> list[type]:
+    return [c for c in Interpreter.__mro__ if c not in (Interpreter, InterpreterCore, object)]
+
+
+def _declared_for_the_parts() -> dict[str, ast.FunctionDef]:
+    """What InterpreterCore declares under TYPE_CHECKING: the methods one part calls on another."""
+    core = next(n for n in ast.parse(Path(inspect.getfile(InterpreterCore)).read_text()).body
+                if isinstance(n, ast.ClassDef) and n.name == "InterpreterCore")
+    block = next(n for n in core.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    return {f.name: f for f in block.body if isinstance(f, ast.FunctionDef)}
+
+
+def test_each_method_is_defined_by_one_part_and_each_declaration_matches_its_part() -> None:
+    parts = _parts()
+    assert {c.__module__.rsplit(".", 1)[1] for c in parts} == PARTS
+    # a name in two parts (or a part and the core): the MRO would silently pick one
+    defined = collections.Counter(n for c in [*parts, InterpreterCore] for n in vars(c) if not n.startswith("__"))
+    assert sorted(n for n, k in defined.items() if k > 1) == []
+    declared = _declared_for_the_parts()
+    assert {"evaluate", "call", "getattr", "exec_block", "load_module"} <= set(declared)
+    for name, stub in declared.items():
+        (owner,) = [c for c in parts if name in vars(c)]  # a declaration no part defines fails here
+        stub_params = [a.arg for a in [*stub.args.args, *stub.args.kwonlyargs]] + (["values"] if stub.args.vararg else [])
+        real = list(inspect.signature(vars(owner)[name]).parameters)
+        assert sorted(real) == sorted(stub_params), name
+        assert name not in vars(InterpreterCore), name  # declared only for the type checker
+
+
+def test_the_dispatch_tables_hold_the_statement_and_expression_parts_handlers() -> None:
+    """Byterun's property: every statement handler is in statements.py, every expression
+    handler in expressions.py, and the tables interpreter.py fills hold exactly those."""
+    stmt = {h.__qualname__.split(".")[0] for h in interpreter.STMT_HANDLERS.values() if h.__name__.startswith("s_")}
+    expr = {h.__qualname__.split(".")[0] for h in interpreter.EXPR_HANDLERS.values() if h.__name__.startswith("e_")}
+    assert (stmt, expr) == ({"Statements"}, {"Expressions"})
+    assert interpreter.STMT_HANDLERS[ir.If] is Interpreter.s_If and interpreter.EXPR_HANDLERS[ir.Call] is Interpreter.e_Call
+    assert not [n for c in _parts() if c.__name__ not in ("Statements", "Expressions")
+                for n in vars(c) if n.startswith(("s_", "e_"))]
