@@ -256,6 +256,17 @@ def test_a_path_shows_a_negated_condition_with_its_own_truth(tmp_path):
     assert sorted(when) == [(("off",), [("not v", True, True)]), (("on",), [("not v", True, False)])]
 
 
+def test_a_value_computed_from_an_unknown_is_decided_once_per_path(tmp_path):
+    """``if n2 or ext.flag:`` tests ``n2`` (a keyless unknown: ``ext.n * 2``) as the ``or``'s
+    operand, then the ``or``'s value, which is ``n2`` itself, as the condition. Decided at each
+    site on its own, a path took the operand as true and the condition as false: the else branch
+    ran with ``n2`` truthy, a path SGLang never takes (0.5.16-0.5.23 FlashInfer's
+    ``if (self.prefill_uses_dequant_workspace or ...)``)."""
+    outcomes = _all_paths(tmp_path, "import ext\nseen = []\nn2 = ext.n * 2\nif n2 or ext.flag:\n"
+                          "    seen.append('any')\nelse:\n    seen.append('none')\nif n2:\n    seen.append('n2')\n")
+    assert outcomes == {("any", "n2"), ("any",), ("none",)}
+
+
 def test_calls_of_one_outside_function_are_one_input_per_argument_list(tmp_path):
     """`torch.allclose(a, b)` and `torch.allclose(c, d)` were one input (the call's path
     without its arguments): deciding one decided the other, so a path where only one held

@@ -208,3 +208,29 @@ def test_guards_list_platform_facts_with_their_predicate(isolated_cache):
     assert fact["definition"] == "_PLATFORM_PROBES['is_sm120'] → is_sm120_supported()"
     assert fact["file"] == "sglang/srt/runtime_context.py"
     assert facts["get_platform().is_sm100"]["value"] is False
+
+
+def test_a_guards_truth_on_a_device_is_the_interpreters_over_every_undecided_part():
+    """The graph's formulas are run by the interpreter (analyses/formula.py), each part the
+    device does not decide an input explored both ways: decided only when every assignment
+    agrees. Checked against what SGLang's guards mean on sm120, where is_sm100_supported() is
+    False."""
+    from sglang_audit.analyses.formula import formula_truth
+
+    preds = {"is_sm100_supported": False, "is_sm90_supported": False, "is_hip": "unknown: not read"}
+    sm100 = ("call", "is_sm100_supported")
+    # a hardware part that decides the guard whatever the flags: known
+    assert formula_truth(("and", [("opaque", "view.tp_size > 1"), sm100]), preds) is False
+    assert formula_truth(("or", [("opaque", "view.x"), ("not", sm100)]), preds) is True
+    # `(topk or 1) != 1` (0.5.23 hisparse_hook.py:118): the `or` is topk when topk is truthy, so
+    # the device does not decide it (a three-valued reading took the 1 and said False)
+    topk = ("cmp", ("or", [("opaque", "cfg.speculative_eagle_topk"), ("const", 1)]), ["!="], [("const", 1)])
+    assert formula_truth(topk, preds) is None
+    # the same part read twice is one input: `x == "a" and x == "b"` never holds (0.5.23
+    # kv_cache_hook.py:268's `not (... backends == "flashinfer" and backends == "trtllm_mha")`)
+    same = ("opaque", "attention_backends_of(view)")
+    both = ("and", [("cmp", same, ["=="], [("const", "flashinfer")]), ("cmp", same, ["=="], [("const", "trtllm_mha")])])
+    assert formula_truth(("not", both), preds) is True
+    # a predicate whose value is unknown on this device decides nothing
+    assert formula_truth(("call", "is_hip"), preds) is None
+    assert formula_truth(("sub", ("const", (1,)), ("const", 3)), preds) is None  # IndexError: undecided

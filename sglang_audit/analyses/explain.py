@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sglang_audit import factfiles
-from sglang_audit.analyses.formula import UNKNOWN, evaluate_formula, formula_predicates
+from sglang_audit.analyses.formula import formula_predicates, formula_truth
 from sglang_audit.analyses.graph import DecisionGraph, build_graph
 from sglang_audit.analyses.guards import list_guards
 from sglang_audit.errors import AuditError, InputError
@@ -247,9 +247,8 @@ class _Context:
     def condition(self, decision: str, branch: str) -> Condition:
         node = self.g.nodes[decision]
         formula = self.dg.formulas.get(decision, ("opaque", ""))
-        value = evaluate_formula(formula, self.predicates)
+        shown = formula_truth(formula, self.predicates)
         names = formula_predicates(formula)
-        shown: bool | None = None if value is UNKNOWN else bool(value)
         mentions = self.architecture is not None and self.architecture in self.dg.strings.get(decision, frozenset())
         return Condition(node["file"], node["line"], node["guard"], node["construct"], branch == "true",
                          shown, tuple((n, self.predicates.get(n, "unknown")) for n in names), mentions)

@@ -1,82 +1,102 @@
 """The hardware part of a decision's guard, as the decision graph (``graph.py``) reads it: a
-formula over the hardware predicates, evaluated three-valued from the predicates' values
-(``explain`` asks which guards a device decides).
+formula over the hardware predicates, and its truth on a device (``explain`` asks which guards
+a device decides).
 
 Shape: ``("and"|"or", [f...])`` ``("not", f)`` ``("call", predicate)`` ``("const", v)``
 ``("cmp", f, ops, [f...])`` ``("sub", f, f)`` ``("opaque", text)``.
+
+The truth is the interpreter's (``formula_truth``): the formula is turned back into the Python
+expression it was read from, each predicate a name bound to its value on the device, each part
+the device does not decide (an opaque part, a predicate whose value is unknown) an unknown input,
+and every assignment of those inputs is explored (``evaluate.explore``): the truth all paths
+agree on, else undecided. The same part read twice is one input, so ``p or not p`` holds.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from sglang_audit.evaluate.explore import explore_paths
+from sglang_audit.evaluate.interpreter import Frame, Interpreter, PyRaise, Unmodelled
+from sglang_audit.evaluate.values import AnalysisBound, ModuleObj, Scope, Unknown
+from sglang_audit.frontend import ir
+from sglang_audit.frontend.parse import SourceCache
+from sglang_audit.inputs.device import Environment, parse_device
+from sglang_audit.world.native import NativeWorld
 
 Formula = tuple  # the shapes above
 
 
-class _Unknown:
-    def __repr__(self) -> str:
-        return "UNKNOWN"
+_MAX_PATHS = 256  # 8 independent undecided parts; a guard with more is left undecided
+_interpreters: dict[str, Any] = {}  # one per process: it holds no state between formulas
 
 
-UNKNOWN = _Unknown()
+def formula_truth(f: Formula, predicates: dict[str, Any]) -> bool | None:
+    """The formula's truth on the device whose predicate values are ``predicates`` (a value
+    ``"unknown: ..."`` is not known): True/False when every assignment of the parts the device
+    does not decide gives it, else None."""
+    inputs: dict[str, tuple[str, Any]] = {}  # what an input stands for -> (its name, its value)
+    node = _expression(f, predicates, inputs)
+    interp = _interpreter()
+    scope = Scope()
+    scope.vars.update(dict(inputs.values()))
+    frame = Frame(module=_MODULE, scope=scope, depth=1)
+
+    def run() -> bool | None:
+        try:
+            return interp.truth(interp.evaluate(node, frame), frame, 0, "formula")
+        except (PyRaise, Unmodelled, AnalysisBound, RecursionError):
+            return None  # e.g. an index out of range, a comparison of unorderable values
+
+    runs, complete = explore_paths(interp, run, _MAX_PATHS)
+    truths = {truth for truth, _path in runs}
+    if not complete or len(truths) != 1:
+        return None
+    return truths.pop()
 
 
-def evaluate_formula(f: Formula, predicates: dict[str, Any]) -> Any:
-    """Three-valued evaluation: a Python value, or UNKNOWN when a non-hardware input matters."""
+_MODULE = ModuleObj("<formula>", "<formula>", False)
+
+
+def _interpreter() -> Interpreter:
+    interp = _interpreters.get("")
+    if interp is None:
+        # the device is never read: a formula's names are bound to the predicates' values
+        # before it runs, and it calls nothing
+        world = NativeWorld(parse_device("sm90"), Environment(), [])
+        interp = _interpreters[""] = Interpreter(Path("<formula>"), SourceCache(use_disk=False), world, top_init=False)
+    return interp
+
+
+def _expression(f: Formula, predicates: dict[str, Any], inputs: dict[str, tuple[str, Any]]) -> ir.Node:
+    """``f`` as the expression the graph read, its predicates and opaque parts names in ``inputs``."""
     tag = f[0]
     if tag == "const":
-        return f[1]
-    if tag == "call":
-        v = predicates.get(f[1], UNKNOWN)
-        return UNKNOWN if isinstance(v, str) and v.startswith("unknown") else v
+        return ir.Const(0, f[1])
     if tag == "not":
-        v = evaluate_formula(f[1], predicates)
-        return UNKNOWN if v is UNKNOWN else not v
+        return ir.UnaryOp(0, "not", _expression(f[1], predicates, inputs))
     if tag in ("and", "or"):
-        last: Any = UNKNOWN
-        saw_unknown = False
-        for sub in f[1]:
-            v = evaluate_formula(sub, predicates)
-            if v is UNKNOWN:
-                saw_unknown = True
-                continue
-            if (tag == "and" and not v) or (tag == "or" and v):
-                return v  # short-circuit decides regardless of the unknown operands
-            last = v
-        return UNKNOWN if saw_unknown else last
+        return ir.BoolOp(0, tag, [_expression(g, predicates, inputs) for g in f[1]])
     if tag == "sub":
-        base, index = evaluate_formula(f[1], predicates), evaluate_formula(f[2], predicates)
-        if base is UNKNOWN or index is UNKNOWN:
-            return UNKNOWN
-        try:
-            return base[index]
-        except (TypeError, KeyError, IndexError):
-            return UNKNOWN
+        return ir.Subscript(0, _expression(f[1], predicates, inputs), _expression(f[2], predicates, inputs))
     if tag == "cmp":
-        left = evaluate_formula(f[1], predicates)
-        rights = [evaluate_formula(c, predicates) for c in f[3]]
-        if left is UNKNOWN or any(r is UNKNOWN for r in rights):
-            return UNKNOWN
-        try:
-            for op, right in zip(f[2], rights, strict=False):
-                if not _compare(op, left, right):
-                    return False
-                left = right
-        except TypeError:
-            return UNKNOWN
-        return True
-    return UNKNOWN
+        return ir.Compare(0, _expression(f[1], predicates, inputs), list(f[2]),
+                          [_expression(g, predicates, inputs) for g in f[3]])
+    if tag == "call":
+        value = predicates.get(f[1], "unknown: not interpreted for this device")
+        known = not (isinstance(value, str) and value.startswith("unknown"))
+        return _input(inputs, f"call:{f[1]}", value if known else Unknown(f"{f[1]}(): {value}", f"call:{f[1]}"))
+    text = f[1] if len(f) > 1 else ""
+    return _input(inputs, f"opaque:{text}", Unknown(f"not decided by the device: {text}", f"opaque:{text}" if text else None))
 
 
-def _compare(op: str, a: Any, b: Any) -> bool:
-    ops = {
-        "==": lambda: a == b, "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
-        ">": lambda: a > b, ">=": lambda: a >= b, "in": lambda: a in b, "not in": lambda: a not in b,
-        "is": lambda: a is b, "is not": lambda: a is not b,
-    }
-    if op not in ops:
-        raise TypeError(op)
-    return bool(ops[op]())
+def _input(inputs: dict[str, tuple[str, Any]], key: str, value: Any) -> ir.Node:
+    if key == "opaque:":
+        key = f"opaque#{len(inputs)}"  # a part with no text: never the same input as another
+    if key not in inputs:
+        inputs[key] = (f"_f{len(inputs)}", value)
+    return ir.Name(0, inputs[key][0])
 
 
 def formula_predicates(f: Formula) -> list[str]:

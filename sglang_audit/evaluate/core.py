@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, cast
 
@@ -182,6 +182,9 @@ class PathState:
     new_decisions: list[Decision]
     taken: list[tuple[Decision, bool]]
     guards: list[Guard]
+    # a keyless unknown (the result of an operation on unknowns) is decided once per path: the
+    # key of the first test of that object, kept with it (so its id is not reused)
+    keyless: dict[int, tuple[Unknown, str]] = field(default_factory=dict)
 
 
 class InterpreterCore:
@@ -208,6 +211,7 @@ class InterpreterCore:
         self.cache = cache
         self.natives = natives
         self.decisions = dict(decisions or {})
+        self.keyless: dict[int, tuple[Unknown, str]] = {}
         self.new_decisions: list[Decision] = []
         self.taken: list[tuple[Decision, bool]] = []
         # `u == "s"` decisions by the input they test (eq_unknown): one value equals at most
@@ -254,16 +258,17 @@ class InterpreterCore:
     def enter_path(self, decisions: dict[str, bool]) -> PathState:
         """Start a path that evaluates with ``decisions`` (copied) and nothing met or taken
         yet; returns the state it replaces, for ``leave_path``."""
-        saved = PathState(self.decisions, self.new_decisions, self.taken, self.guards)
-        self.decisions, self.new_decisions, self.taken, self.guards = dict(decisions), [], [], []
+        saved = PathState(self.decisions, self.new_decisions, self.taken, self.guards, self.keyless)
+        self.decisions, self.new_decisions, self.taken, self.guards, self.keyless = dict(decisions), [], [], [], {}
         self.guard_tuple = None
         return saved
 
     def leave_path(self, saved: PathState) -> PathState:
         """End the path ``enter_path`` started: ``saved`` is in force again; returns the path
         that ran (its decisions, what it met and took)."""
-        ran = PathState(self.decisions, self.new_decisions, self.taken, self.guards)
-        self.decisions, self.new_decisions, self.taken, self.guards = saved.decisions, saved.new_decisions, saved.taken, saved.guards
+        ran = PathState(self.decisions, self.new_decisions, self.taken, self.guards, self.keyless)
+        self.decisions, self.new_decisions, self.taken, self.guards, self.keyless = (
+            saved.decisions, saved.new_decisions, saved.taken, saved.guards, saved.keyless)
         self.guard_tuple = None
         return ran
 
@@ -361,7 +366,16 @@ class InterpreterCore:
             truth_given = answer(value, file, line, text)
             if truth_given is not None:
                 return truth_given
-        key = value.key or f"{file}:{line}:{text}"
+        key = value.key
+        if key is None:
+            # the same object tested again on this path (``if a or b`` tests ``a`` as an
+            # operand, then the ``or``'s value, which is ``a``, as the condition): one decision
+            first = self.keyless.get(id(value))
+            if first is not None and first[0] is value:
+                key = first[1]
+            else:
+                key = f"{file}:{line}:{text}"
+                self.keyless[id(value)] = (value, key)
         negate = key.endswith(_NEGATION)
         if negate:
             key = key[: -len(_NEGATION)]
