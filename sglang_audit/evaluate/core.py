@@ -255,6 +255,11 @@ class InterpreterCore:
         self.builtins: dict[str, Any] = natives.builtins(self)
         self.exc_classes: dict[str, Class] = natives.exception_classes
 
+    def call_site(self) -> tuple[str, int]:
+        """Where the call (or import) being evaluated is written: the site a stage's hook or an
+        overlay cites for what it answers there."""
+        return getattr(self, "_call_site", ("?", 0))
+
     def enter_path(self, decisions: dict[str, bool]) -> PathState:
         """Start a path that evaluates with ``decisions`` (copied) and nothing met or taken
         yet; returns the state it replaces, for ``leave_path``."""

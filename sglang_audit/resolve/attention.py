@@ -426,7 +426,7 @@ def request_time(interp: Interpreter, spec: factfiles.AttentionFacts, req: factf
         if isinstance(func, External) and func.path.split(".")[0] in libraries and "." in func.path \
                 and all(part.isidentifier() for part in func.path.split(".")):
             module, _, name = func.path.rpartition(".")
-            file, line = getattr(interp, "_call_site", ("?", 0))
+            file, line = interp.call_site()
             decided_unknown = {(d.file, d.line) for d, _ in interp.taken}
             cond = next((f"if {g.describe()} ({g.file}:{g.line})" for g in interp.guards
                          if (g.file, g.line) in decided_unknown), "")
@@ -668,7 +668,7 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
             state.built[:0] = state.setup
             state.partial.extend(state.setup_failed)
         if isinstance(func, Class) and is_backend(func, spec):
-            file, line = getattr(interp, "_call_site", ("?", 0))
+            file, line = interp.call_site()
             parts = [state.names[id(a)] for a in args if isinstance(a, Instance) and id(a) in state.names]
             parts += [f"{k}={state.names[id(a)]}" for k, a in kwargs.items() if isinstance(a, Instance) and id(a) in state.names]
             label = f"{func.name}({', '.join(parts)})" if parts else func.name
@@ -697,7 +697,7 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
             # a kernel library's object built with SGLang's choice of its kernel family (a
             # FlashInfer wrapper's backend="auto") before any branch on runtime state (so on
             # every path): noted for the kernel level, the call itself left as it was
-            file, line = getattr(interp, "_call_site", ("?", 0))
+            file, line = interp.call_site()
             given = tuple([("", _plain(a)) for a in args] + [(k, _plain(v)) for k, v in kwargs.items()])
             state.library_calls.append((func.path, f"{file}:{line}", given))
             return NOT_HOOKED

@@ -242,7 +242,7 @@ def _standin_pool(interp: Interpreter, cls: Class, args: list[Any], kwargs: dict
             raise i.make_raise("AttributeError", f"'{cls.name}' object has no attribute '{name}'")
         return Unknown(f"{cls.name}.{name} (runtime state of the KV pool is not modelled)", f"kvpool:{cls.name}.{name}")
 
-    file, line = getattr(interp, "_call_site", ("?", 0))
+    file, line = interp.call_site()
     standin = Class(cls.name, (cls,), {"__getattr__": Native(f"{cls.name}.__getattr__", missing)}, cls.module, cls.line,
                     external_bases=())
     pool = Instance(standin)

@@ -290,7 +290,7 @@ def join(outcomes: list[tuple[Outcome, tuple[str, ...]]], complete: bool, bound:
 # ---- what the layer code calls ------------------------------------------------------------------
 def call_site(interp: Interpreter) -> tuple[str, int]:
     """The file:line of the call being made (the interpreter's own record of it)."""
-    return getattr(interp, "_call_site", ("?", 0))
+    return interp.call_site()
 
 
 def guards_text(guards: Any) -> str:

@@ -461,7 +461,7 @@ def _hook(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, sta
             return result
         if isinstance(func, Class) and func is state.worker and state.built is None:
             # the scheduler's own call (read from its method), where SGLang constructs it
-            file, line = state.called_at if state.called_at is not None else getattr(interp, "_call_site", ("?", 0))
+            file, line = state.called_at if state.called_at is not None else interp.call_site()
             state.built = ChainStep(file, line, "", func.name, f"{func.name}(...)", STAGE, "worker")
             # attributes its (stood-in) model worker would have set read as unknown runtime state
             return interp.instantiate(_standin(func, "runtime state of the speculative worker"), args, kwargs)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def site(interp: Interpreter, name: str) -> str:
-    file, line = getattr(interp, "_call_site", ("?", 0))
+    file, line = interp.call_site()
     return f"({name} at {file}:{line})"
 
 

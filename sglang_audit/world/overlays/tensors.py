@@ -592,7 +592,7 @@ def data_shape(data: Any) -> Shape:
 
 # ---- torch's functions -------------------------------------------------------------------
 def _site(interp: Interpreter, name: str) -> str:
-    file, line = getattr(interp, "_call_site", ("?", 0))
+    file, line = interp.call_site()
     return f"(torch.{name} at {file}:{line})"
 
 
