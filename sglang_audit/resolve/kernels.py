@@ -319,8 +319,30 @@ def _memoised_reach(sglang_root: Path, cache: SourceCache, backend: str, layer: 
     # ... the library objects it built (attnkernels.built_objects) and the calls it served
     outcome = [layer.status, layer.site, layer.value, [[p, s, [list(g) for g in given]] for p, s, given in layer.library_calls]] \
         if isinstance(layer, LayerValue) else None
-    key = memo.key_of({"format": "attn-reach4", "sglang_root": str(sglang_root), "backend": backend,
-                       "layer": outcome, "calls": [list(c) for c in calls]}) if memo is not None else None
+    return _remembered_reach(memo, {"format": "attn-reach4", "sglang_root": str(sglang_root), "backend": backend,
+                                    "layer": outcome, "calls": [list(c) for c in calls]},
+                             lambda attnkernels, facts, reads: attnkernels.reach(sglang_root, cache, facts, backend,
+                                                                                 layer, reads, calls),
+                             backend)
+
+
+def _memoised_built_reach(sglang_root: Path, cache: SourceCache,
+                          built: tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...],
+                          memo: KernelMemo | None) -> _ReachData:
+    """``_memoised_reach`` for the backend classes a construction built (the speculative
+    worker's draft backends): keyed by the classes and SGLang's arguments."""
+    return _remembered_reach(memo, {"format": "attn-built-reach1", "sglang_root": str(sglang_root),
+                                    "built": [[m, c, site, [list(g) for g in given]] for m, c, site, given in built]},
+                             lambda attnkernels, facts, reads: attnkernels.reach_built(sglang_root, cache, facts,
+                                                                                       built, reads),
+                             "")
+
+
+def _remembered_reach(memo: KernelMemo | None, key_parts: dict[str, Any], compute: Callable[[Any, Any, Reads], Any],
+                      backend: str) -> _ReachData:
+    """A reach from the memo (by ``key_parts``), else ``compute(attnkernels, facts, reads)``
+    remembered with the SGLang files it read; a hit imports neither attnkernels nor the facts."""
+    key = memo.key_of(key_parts) if memo is not None else None
     known = memo.get_value(key, _is_reach_data) if memo is not None else None
     if known is not None:
         return known  # type: ignore[return-value]  # checked by _is_reach_data
@@ -332,34 +354,7 @@ def _memoised_reach(sglang_root: Path, cache: SourceCache, backend: str, layer: 
     if facts is None:
         return (backend, "", (), "rules/attention.toml has no [kernel] table")
     reads = Reads()
-    found = attnkernels.reach(sglang_root, cache, facts, backend, layer, reads, calls)
-    data: _ReachData = (found.backend, found.cls,
-                        tuple((i.module, i.name, i.site, i.condition, i.call, "1" if i.served else "") for i in found.imports),
-                        found.reason)
-    if memo is not None:
-        memo.put(key, reads, data)
-    return data
-
-
-def _memoised_built_reach(sglang_root: Path, cache: SourceCache,
-                          built: tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...],
-                          memo: KernelMemo | None) -> _ReachData:
-    """``_memoised_reach`` for the backend classes a construction built (the speculative
-    worker's draft backends): keyed by the classes and SGLang's arguments."""
-    key = memo.key_of({"format": "attn-built-reach1", "sglang_root": str(sglang_root),
-                       "built": [[m, c, site, [list(g) for g in given]] for m, c, site, given in built]}) \
-        if memo is not None else None
-    known = memo.get_value(key, _is_reach_data) if memo is not None else None
-    if known is not None:
-        return known  # type: ignore[return-value]  # checked by _is_reach_data
-    from sglang_audit import factfiles
-    from sglang_audit.resolve import attnkernels
-
-    facts = factfiles.attention().kernel
-    if facts is None:
-        return ("", "", (), "rules/attention.toml has no [kernel] table")
-    reads = Reads()
-    found = attnkernels.reach_built(sglang_root, cache, facts, built, reads)
+    found = compute(attnkernels, facts, reads)
     data: _ReachData = (found.backend, found.cls,
                         tuple((i.module, i.name, i.site, i.condition, i.call, "1" if i.served else "") for i in found.imports),
                         found.reason)
