@@ -31,8 +31,10 @@ from sglang_audit.evaluate.values import Class, Function, ModuleObj, Unknown
 from sglang_audit.frontend import ir
 from sglang_audit.hfconfig.members import (
     NOT_LITERAL,
+    CheckFunction,
     Members,
     RopeBase,
+    check_only,
     dotted,
     literal,
 )
@@ -76,6 +78,12 @@ class Computed:
     members: Members = field(default_factory=Members)
     attribute_map: Mapping[str, str] = field(default_factory=dict)
     rope: RopeBase | None = None
+    # a transformers class: per file of its chain, the functions it imports from the wheel that
+    # only check (``members.check_only``), run where the code calls them
+    checks: Mapping[str, Mapping[str, CheckFunction]] = field(default_factory=dict)
+    # SGLang's own class: per file of its MRO, the module as the release's evaluation left it
+    # (its plain constants and its own functions are the run's globals)
+    modules: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,7 @@ class ConfigClasses:
         self._wheel_for = wheel_for  # () -> TransformersWheel | str (why not) | None (no pin)
         self._wheel: Any = False
         self._rope: Any = False  # RopeBase | None once read
+        self._check_memo: dict[str, Mapping[str, CheckFunction]] = {}
         self._memo: dict[tuple[str, str], Found] = {}
 
     def wheel(self) -> Any:
@@ -161,6 +170,7 @@ class ConfigClasses:
         defaults: dict[str, Any] = {}
         amap: dict[str, str] = {}
         computed: dict[str, Computed] = {}
+        modules: dict[str, ModuleObj] = {}
         for klass in reversed(cls.mro()):
             if klass.module is None or not klass.module.file.endswith(".py"):
                 continue
@@ -174,10 +184,12 @@ class ConfigClasses:
                 knode = next((n for n in ktree.body if n.kind == "ClassDef" and n.name == klass.name), None)
             if knode is None:
                 continue
+            modules[klass.module.file] = klass.module
             init = klass.ns.get("__init__")
             evaluated = dict(init.defaults) if isinstance(init, Function) else {}
             _class_fields(knode, klass.module.file, partial(_evaluated_default, evaluated), defaults, amap,
                           computed)
+        computed = {k: replace(c, modules=modules, attribute_map=amap) for k, c in computed.items()}
         return ConfigClass(label, defaults, amap, computed)
 
     # ---- remote code in the model directory -----------------------------------------------
@@ -264,10 +276,52 @@ class ConfigClasses:
                         defaults[attr] = Unknown(f"config.json omits {attr!r}; transformers' PreTrainedConfig converts it "
                                                  f"({self._rope.where})", f"hfdefault:{name}:{attr}")
                         computed[attr] = cast(Computed, init)  # set above, under the same condition
+            files = {c.file for c in computed.values()} | {f for _c, ms in found.members.chain for f, _n in ms.values()}
+            checks = {f: self._checks(wheel, interp.cache.load_text, f) for f in files}
             found = ConfigClass(found.where, defaults, found.attribute_map,
                                 {k: replace(c, transformers=True, members=found.members, attribute_map=found.attribute_map,
-                                            rope=self._rope) for k, c in computed.items()}, found.members)
+                                            rope=self._rope, checks=checks) for k, c in computed.items()}, found.members)
         return found
+
+
+    def _checks(self, wheel: Any, load: Callable[[str], Any], file: str) -> Mapping[str, CheckFunction]:
+        """The names module ``file`` of the wheel imports (``from ..x import f``) that are
+        functions only checking (``members.check_only``), read once per member."""
+        member = file.split(" ")[-1]  # the class's own file is labelled "transformers==V path"
+        memo = self._check_memo.get(member)
+        if memo is None:
+            memo = self._check_memo[member] = _module_checks(wheel, load, member)
+        return memo
+
+
+def _module_checks(wheel: Any, load: Callable[[str], Any], member: str) -> dict[str, CheckFunction]:
+    text = wheel.read(member)
+    try:
+        tree = load(text) if text is not None else None
+    except Exception:  # noqa: BLE001 - a member libcst refuses is not read
+        tree = None
+    out: dict[str, CheckFunction] = {}
+    for stmt in getattr(tree, "body", []):
+        if stmt.kind != "ImportFrom" or not isinstance(stmt.names, list) or stmt.level < 1:
+            continue
+        for real, alias in stmt.names:
+            found = _wheel_def(wheel, load, member, alias or real, "FunctionDef")
+            if found is not None and check_only(found[0]):
+                out[alias or real] = CheckFunction(found[1], found[0], _constants(found[2]))
+    return out
+
+
+def _constants(tree: Any) -> dict[str, Any]:
+    """A module's top-level ``NAME = <literal>`` bindings (the last one of each name)."""
+    out: dict[str, Any] = {}
+    for stmt in tree.body:
+        if stmt.kind == "Assign" and len(stmt.targets) == 1 and stmt.targets[0].kind == "Name":
+            value = literal(stmt.value)
+            if value is NOT_LITERAL:
+                out.pop(stmt.targets[0].id, None)
+            else:
+                out[stmt.targets[0].id] = value
+    return out
 
 
 def _declares(node: Any, model_type: str) -> bool:
@@ -302,6 +356,8 @@ def _static_class(node: Any, file: str, tree: Any, base_source: Callable[[str | 
         members = members.then(found.members)
     _class_fields(node, file, lambda p, n: literal(p.default) if p.default is not None else NOT_LITERAL, defaults, amap,
                   computed)
+    # every initialiser's writes go through PretrainedConfig.__setattr__, which maps the aliases
+    computed = {k: replace(c, attribute_map=amap) for k, c in computed.items()}
     return ConfigClass(f"{file}:{node.line} {node.name}", defaults, amap, computed, members.then(_class_members(node, file)))
 
 
@@ -590,9 +646,16 @@ def _relative_module(file: str, level: int, module: str | None) -> str | None:
     return "/".join(package[: len(package) - level + 1] + (module.split(".") if module else []))
 
 
-def _wheel_class(wheel: Any, load: Callable[[str], Any], file: str, name: str, depth: int = 0) -> tuple[Any, str] | None:
+def _wheel_class(wheel: Any, load: Callable[[str], Any], file: str, name: str) -> tuple[Any, str] | None:
     """Class ``name`` as module ``file`` of the wheel sees it: defined there or imported
     (``from .x import Name``, re-exports followed)."""
+    found = _wheel_def(wheel, load, file, name, "ClassDef")
+    return (found[0], found[1]) if found is not None else None
+
+
+def _wheel_def(wheel: Any, load: Callable[[str], Any], file: str, name: str, kind: str, depth: int = 0) -> tuple[Any, str, Any] | None:
+    """The class or function (``kind``) ``name`` as module ``file`` of the wheel sees it,
+    with the member defining it and that member's tree."""
     text = wheel.read(file)
     if text is None or depth > 6:
         return None
@@ -601,8 +664,8 @@ def _wheel_class(wheel: Any, load: Callable[[str], Any], file: str, name: str, d
     except Exception:  # noqa: BLE001 - a member libcst refuses is not read
         return None
     for stmt in tree.body:
-        if stmt.kind == "ClassDef" and stmt.name == name:
-            return stmt, file
+        if stmt.kind == kind and stmt.name == name:
+            return stmt, file, tree
     for stmt in tree.body:
         if stmt.kind == "ImportFrom" and isinstance(stmt.names, list) and stmt.level >= 1:
             real = next((n for n, a in stmt.names if (a or n) == name), None)
@@ -613,7 +676,7 @@ def _wheel_class(wheel: Any, load: Callable[[str], Any], file: str, name: str, d
                 return None
             for target in (base + ".py", base + "/__init__.py"):
                 if wheel.read(target) is not None:
-                    return _wheel_class(wheel, load, target, real, depth + 1)
+                    return _wheel_def(wheel, load, target, real, kind, depth + 1)
             return None
     return None
 
