@@ -904,3 +904,62 @@ def test_sglang_own_class_runs_with_its_module_globals(tmp_path):
     # the release's module is not changed by the run
     module = interp.load_module("sglang.srt.configs.toy_hybrid")
     assert module.globals["MAMBA"] == "mamba" and "logger" not in module.globals
+
+
+TOY_VALIDATORS = '''
+from huggingface_hub.dataclasses import as_validated_field
+from .other import as_validated_field as lookalike
+
+
+def interval(min=None, max=None):
+    message = "Value must be"
+
+    @as_validated_field
+    def _inner(value):
+        if not min <= value <= max:
+            raise ValueError(message)
+
+    return _inner
+
+
+def plain(min=None):
+    def _inner(default=None):
+        return default * 2
+
+    return _inner
+
+
+def other(min=None):
+    @lookalike
+    def _inner(value):
+        pass
+
+    return _inner
+'''
+TOY_FIELDS = '''
+from ...configuration_utils import PreTrainedConfig
+from ...utils.type_validators import interval, other, plain
+
+
+class ToyConfig(PreTrainedConfig):
+    model_type = "toy"
+    initializer_range: float = interval(min=0.0, max=1.0)(default=0.02)
+    doubled: float = plain(min=0.0)(default=0.5)
+    lookalike: float = other(min=0.0)(default=0.5)
+'''
+
+
+def test_a_field_default_made_by_a_validator_factory_is_its_default_argument():
+    """transformers 5's ``initializer_range: float = interval(min=0.0, max=1.0)(default=0.02)``
+    (5.19.0 models/llama/configuration_llama.py:72): ``interval``, read from the wheel, returns
+    a function decorated with huggingface_hub's declared ``as_validated_field``, so the field's
+    default is ``default=``. A factory that returns anything else is not read."""
+    files = {"transformers/configuration_utils.py": "class PreTrainedConfig:\n    pass\n",
+             "transformers/utils/type_validators.py": TOY_VALIDATORS,
+             "transformers/models/toy/configuration_toy.py": TOY_FIELDS}
+    cfg = HFConfig({"model_type": "toy"}, "m")
+    cfg.config_class = ConfigClasses(None, lambda: _ToyWheel(files)).lookup(_Cacheholder(), cfg.attrs, False, None)
+    assert class_default(cfg, "initializer_range", False) == 0.02
+    for name, line in (("doubled", 9), ("lookalike", 10)):
+        got = class_default(cfg, name, False)
+        assert isinstance(got, Unknown) and f"configuration_toy.py:{line}" in got.reason and "not a literal" in got.reason

@@ -107,6 +107,7 @@ class ConfigClasses:
         self._wheel: Any = False
         self._rope: Any = False  # RopeBase | None once read
         self._check_memo: dict[str, Mapping[str, CheckFunction]] = {}
+        self._factory_memo: dict[tuple[str, str], bool] = {}
         self._memo: dict[tuple[str, str], Found] = {}
 
     def wheel(self) -> Any:
@@ -257,7 +258,9 @@ class ConfigClasses:
             except Exception:  # noqa: BLE001
                 return None
 
-        found = _static_class(node, f"{label} {name}", tree, base_source)
+        load = interp.cache.load_text
+        found = _static_class(node, f"{label} {name}", tree, base_source,
+                              field_default=lambda value, file: self._field_default(wheel, load, value, file))
         if isinstance(found, ConfigClass):
             if self._rope is False:
                 self._rope = rope_base(wheel, interp.cache.load_text)
@@ -283,6 +286,23 @@ class ConfigClasses:
                                             rope=self._rope, checks=checks) for k, c in computed.items()}, found.members)
         return found
 
+
+    def _field_default(self, wheel: Any, load: Callable[[str], Any], value: Any, file: str) -> Any:
+        """``F(...)(default=D)``: the field's default is the literal D when F, as module ``file``
+        of the wheel sees it, returns a function it made with a declared field factory
+        (``rules/hf_config.toml`` ``field_factories``: 5.x's ``interval``); else NOT_LITERAL."""
+        if value.kind != "Call" or value.func.kind != "Call" or value.func.func.kind != "Name" \
+                or len(value.args) != 1 or value.args[0][0] != "default":
+            return NOT_LITERAL
+        default = literal(value.args[0][1])
+        if default is NOT_LITERAL or isinstance(default, list | dict | set):
+            return NOT_LITERAL  # a mutable default is refused by dataclasses itself
+        member = file.split(" ")[-1]
+        key = (member, value.func.func.id)
+        if key not in self._factory_memo:
+            found = _wheel_def(wheel, load, member, value.func.func.id, "FunctionDef")
+            self._factory_memo[key] = found is not None and _makes_field(found[0], found[2])
+        return default if self._factory_memo[key] else NOT_LITERAL
 
     def _checks(self, wheel: Any, load: Callable[[str], Any], file: str) -> Mapping[str, CheckFunction]:
         """The names module ``file`` of the wheel imports (``from ..x import f``) that are
@@ -311,6 +331,24 @@ def _module_checks(wheel: Any, load: Callable[[str], Any], member: str) -> dict[
     return out
 
 
+def _makes_field(func: Any, tree: Any) -> bool:
+    """Whether ``func`` ends by returning a function of its own body decorated with a declared
+    field factory that its module imports from the declared module."""
+    factories = factfiles.hf_config().field_factories
+    imported = {f"{stmt.module}.{real}": alias or real for stmt in tree.body
+                if stmt.kind == "ImportFrom" and stmt.level == 0 and isinstance(stmt.names, list)
+                for real, alias in stmt.names}
+    names = {imported[f] for f in factories if f in imported}
+    last = func.body[-1] if func.body else None
+    if not names or last is None or last.kind != "Return" or last.value is None or last.value.kind != "Name":
+        return False
+    inner = [s for s in func.body if s.kind == "FunctionDef" and s.name == last.value.id]
+    rebound = [s for s in ir.walk(func.body) if s.kind in ("Assign", "AugAssign", "AnnAssign")
+               and any(t.kind == "Name" and t.id == last.value.id for t in (s.targets if s.kind == "Assign" else [s.target]))]
+    decorators = inner[0].decorators if len(inner) == 1 else []
+    return not rebound and len(decorators) == 1 and dotted(decorators[0]) in names
+
+
 def _constants(tree: Any) -> dict[str, Any]:
     """A module's top-level ``NAME = <literal>`` bindings (the last one of each name)."""
     out: dict[str, Any] = {}
@@ -335,8 +373,13 @@ def _declares(node: Any, model_type: str) -> bool:
     return False
 
 
-def _static_class(node: Any, file: str, tree: Any, base_source: Callable[[str | None, str], Any], depth: int = 0) -> Found:
-    """A class read without evaluation: its bases' fields (same file or imported), then its own."""
+FieldDefault = Callable[[Any, str], Any]  # (a field's value expression, its file) -> default or NOT_LITERAL
+
+
+def _static_class(node: Any, file: str, tree: Any, base_source: Callable[[str | None, str], Any], depth: int = 0,
+                  field_default: FieldDefault | None = None) -> Found:
+    """A class read without evaluation: its bases' fields (same file or imported), then its own.
+    ``field_default`` reads a field default that is not a literal (a transformers class)."""
     defaults: dict[str, Any] = {}
     amap: dict[str, str] = {}
     computed: dict[str, Computed] = {}
@@ -347,7 +390,7 @@ def _static_class(node: Any, file: str, tree: Any, base_source: Callable[[str | 
             continue
         if bname is None or depth > 8:
             return NoConfigClass(f"{file}:{node.line} {node.name}: base class not read")
-        found = _base_class(bname, tree, base_source, depth)
+        found = _base_class(bname, tree, base_source, depth, field_default)
         if not isinstance(found, ConfigClass):
             return found if isinstance(found, NoConfigClass) else NoConfigClass(f"{file}:{node.line} {node.name}: base class {bname} not read")
         defaults.update(found.defaults)
@@ -355,17 +398,18 @@ def _static_class(node: Any, file: str, tree: Any, base_source: Callable[[str | 
         computed.update(found.computed)
         members = members.then(found.members)
     _class_fields(node, file, lambda p, n: literal(p.default) if p.default is not None else NOT_LITERAL, defaults, amap,
-                  computed)
+                  computed, field_default)
     # every initialiser's writes go through PretrainedConfig.__setattr__, which maps the aliases
     computed = {k: replace(c, attribute_map=amap) for k, c in computed.items()}
     return ConfigClass(f"{file}:{node.line} {node.name}", defaults, amap, computed, members.then(_class_members(node, file)))
 
 
-def _base_class(bname: str, tree: Any, base_source: Callable[[str | None, str], Any], depth: int) -> Found:
+def _base_class(bname: str, tree: Any, base_source: Callable[[str | None, str], Any], depth: int,
+                field_default: FieldDefault | None = None) -> Found:
     for stmt in tree.body:
         if stmt.kind == "ClassDef" and stmt.name == bname:
             src = base_source(None, bname)
-            return _static_class(stmt, src[1], tree, base_source, depth + 1) if src else None
+            return _static_class(stmt, src[1], tree, base_source, depth + 1, field_default) if src else None
         if stmt.kind == "ImportFrom" and isinstance(stmt.names, list) and any((a or n) == bname for n, a in stmt.names):
             real = next(n for n, a in stmt.names if (a or n) == bname)
             module = "." * stmt.level + (stmt.module or "")
@@ -374,7 +418,7 @@ def _base_class(bname: str, tree: Any, base_source: Callable[[str | None, str], 
                 return None
             btree, bfile = src
             bnode = next((n for n in btree.body if n.kind == "ClassDef" and n.name == real), None)
-            return _static_class(bnode, bfile, btree, base_source, depth + 1) if bnode is not None else None
+            return _static_class(bnode, bfile, btree, base_source, depth + 1, field_default) if bnode is not None else None
     return None
 
 
@@ -385,7 +429,7 @@ def _evaluated_default(evaluated: Mapping[str, Any], param: Any, _node: Any) -> 
 
 
 def _class_fields(node: Any, file: str, param_default: Callable[[Any, Any], Any], defaults: dict[str, Any], amap: dict[str, str],
-                  computed: dict[str, Computed] | None = None) -> None:
+                  computed: dict[str, Computed] | None = None, field_default: FieldDefault | None = None) -> None:
     """Fill ``defaults``/``amap`` with what class ``node`` sets (overriding its bases'), and
     ``computed`` with the body of each attribute the class computes."""
     recipes: dict[str, Computed] = {} if computed is None else computed
@@ -393,6 +437,8 @@ def _class_fields(node: Any, file: str, param_default: Callable[[Any, Any], Any]
     for stmt in node.body:
         if stmt.kind == "AnnAssign" and stmt.target.kind == "Name" and stmt.value is not None:
             value = literal(stmt.value)  # a v5 dataclass field
+            if value is NOT_LITERAL and field_default is not None:
+                value = field_default(stmt.value, file)
             defaults[stmt.target.id] = value if value is not NOT_LITERAL else _unknown(file, stmt, stmt.target.id, "default not a literal")
             recipes.pop(stmt.target.id, None)
         elif stmt.kind == "Assign" and len(stmt.targets) == 1 and stmt.targets[0].kind == "Name" and stmt.targets[0].id == "attribute_map":
