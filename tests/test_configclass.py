@@ -963,3 +963,31 @@ def test_a_field_default_made_by_a_validator_factory_is_its_default_argument():
     for name, line in (("doubled", 9), ("lookalike", 10)):
         got = class_default(cfg, name, False)
         assert isinstance(got, Unknown) and f"configuration_toy.py:{line}" in got.reason and "not a literal" in got.reason
+
+
+@pytest.mark.real_release
+def test_0523_module_globals_and_validator_factory_defaults(release):
+    """0.5.23: SGLang's own GraniteMoeHybridConfig runs with its module's MAMBA/ATTENTION and
+    _to_sglang_layer_types (it stopped at granitemoehybrid.py:195/198 with a NameError), so
+    mamba_intermediate_size = mamba_expand * hidden_size is 2 * 1536 (SGLang 0.5.23 itself, in
+    the oracle venv: 3072); transformers 5.19's LlamaConfig.initializer_range is
+    interval(min=0.0, max=1.0)(default=0.02) (transformers 5.19.0 LlamaConfig.from_dict: 0.02)."""
+    package = release("0.5.23").package_dir
+    granite = _release_config(package, ROOT / "tests" / "field" / "models" / "granite-4.0-h-tiny")
+    assert isinstance(granite.config_class, ConfigClass)
+    assert granite.config_class.where.startswith("sglang/srt/configs/granitemoehybrid.py:")
+    assert class_default(granite, "mamba_intermediate_size", False) == 3072
+    draft = _release_config(package, ROOT / "tests" / "field" / "models" / "gemma-2-eagle3-draft")
+    assert isinstance(draft.config_class, ConfigClass) and "configuration_llama.py" in draft.config_class.where
+    assert "initializer_range" not in draft.attrs and class_default(draft, "initializer_range", False) == 0.02
+
+
+def test_a_transformers_class_reads_its_module_constants():
+    """A name the class's own module binds once to a literal (a module constant) is bound in
+    the run; one bound again (here by a call) is not, and stops only its target, naming the line."""
+    model = TOY_V4_MODEL.replace("class ToyConfig", 'KIND = "full_attention"\n\n\nclass ToyConfig')
+    cfg = _toy_v4(model)
+    assert class_default(cfg, "layer_types", False) == ["sliding_attention", "full_attention"] * 2
+    rebound = model.replace("class ToyConfig", 'KIND = compute()\n\n\nclass ToyConfig')
+    got = class_default(_toy_v4(rebound), "layer_types", False)
+    assert isinstance(got, Unknown) and "configuration_toy.py:" in got.reason and "KIND" in got.reason

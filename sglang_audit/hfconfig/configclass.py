@@ -29,6 +29,7 @@ from sglang_audit import factfiles
 from sglang_audit.errors import SourceError
 from sglang_audit.evaluate.values import Class, Function, ModuleObj, Unknown
 from sglang_audit.frontend import ir
+from sglang_audit.frontend.bindings import bound_names
 from sglang_audit.hfconfig.members import (
     NOT_LITERAL,
     CheckFunction,
@@ -79,8 +80,9 @@ class Computed:
     attribute_map: Mapping[str, str] = field(default_factory=dict)
     rope: RopeBase | None = None
     # a transformers class: per file of its chain, the functions it imports from the wheel that
-    # only check (``members.check_only``), run where the code calls them
+    # only check (``members.check_only``), run where the code calls them, and its constants
     checks: Mapping[str, Mapping[str, CheckFunction]] = field(default_factory=dict)
+    constants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # SGLang's own class: per file of its MRO, the module as the release's evaluation left it
     # (its plain constants and its own functions are the run's globals)
     modules: Mapping[str, Any] = field(default_factory=dict)
@@ -108,6 +110,7 @@ class ConfigClasses:
         self._rope: Any = False  # RopeBase | None once read
         self._check_memo: dict[str, Mapping[str, CheckFunction]] = {}
         self._factory_memo: dict[tuple[str, str], bool] = {}
+        self._constant_memo: dict[str, Mapping[str, Any]] = {}
         self._memo: dict[tuple[str, str], Found] = {}
 
     def wheel(self) -> Any:
@@ -280,10 +283,12 @@ class ConfigClasses:
                                                  f"({self._rope.where})", f"hfdefault:{name}:{attr}")
                         computed[attr] = cast(Computed, init)  # set above, under the same condition
             files = {c.file for c in computed.values()} | {f for _c, ms in found.members.chain for f, _n in ms.values()}
-            checks = {f: self._checks(wheel, interp.cache.load_text, f) for f in files}
+            checks = {f: self._checks(wheel, load, f) for f in files}
+            constants = {f: self._constants(wheel, load, f) for f in files}
             found = ConfigClass(found.where, defaults, found.attribute_map,
                                 {k: replace(c, transformers=True, members=found.members, attribute_map=found.attribute_map,
-                                            rope=self._rope, checks=checks) for k, c in computed.items()}, found.members)
+                                            rope=self._rope, checks=checks, constants=constants)
+                                 for k, c in computed.items()}, found.members)
         return found
 
 
@@ -303,6 +308,17 @@ class ConfigClasses:
             found = _wheel_def(wheel, load, member, value.func.func.id, "FunctionDef")
             self._factory_memo[key] = found is not None and _makes_field(found[0], found[2])
         return default if self._factory_memo[key] else NOT_LITERAL
+
+    def _constants(self, wheel: Any, load: Callable[[str], Any], file: str) -> Mapping[str, Any]:
+        member = file.split(" ")[-1]  # the class's own file is labelled "transformers==V path"
+        memo = self._constant_memo.get(member)
+        if memo is None:
+            text = wheel.read(member)
+            try:
+                memo = self._constant_memo[member] = _constants(load(text)) if text is not None else {}
+            except Exception:  # noqa: BLE001 - a member libcst refuses is not read
+                memo = self._constant_memo[member] = {}
+        return memo
 
     def _checks(self, wheel: Any, load: Callable[[str], Any], file: str) -> Mapping[str, CheckFunction]:
         """The names module ``file`` of the wheel imports (``from ..x import f``) that are
@@ -350,16 +366,20 @@ def _makes_field(func: Any, tree: Any) -> bool:
 
 
 def _constants(tree: Any) -> dict[str, Any]:
-    """A module's top-level ``NAME = <literal>`` bindings (the last one of each name)."""
+    """A module's constants: names its body binds once, by a top-level ``NAME = <literal>``
+    (a name bound again anywhere at module level, or a ``from x import *``, is not one)."""
     out: dict[str, Any] = {}
-    for stmt in tree.body:
+    seen: dict[str, int] = {}
+    for stmt in getattr(tree, "body", []):
+        if stmt.kind == "ImportFrom" and stmt.names == "*":
+            return {}
+        for name in bound_names(stmt):
+            seen[name] = seen.get(name, 0) + 1
         if stmt.kind == "Assign" and len(stmt.targets) == 1 and stmt.targets[0].kind == "Name":
             value = literal(stmt.value)
-            if value is NOT_LITERAL:
-                out.pop(stmt.targets[0].id, None)
-            else:
+            if value is not NOT_LITERAL:
                 out[stmt.targets[0].id] = value
-    return out
+    return {k: v for k, v in out.items() if seen.get(k) == 1}
 
 
 def _declares(node: Any, model_type: str) -> bool:

@@ -152,6 +152,8 @@ class _Run:
             evaluated = self.recipe.modules.get(file)
             if evaluated is not None:
                 mod.globals.update(self.own_globals(evaluated, mod))
+            for name, value in self.recipe.constants.get(file, {}).items():
+                mod.globals[name] = _own(value)  # a transformers module's literal constants
             for name, check in self.recipe.checks.get(file, {}).items():
                 mod.globals[name] = Native(name, functools.partial(self.run_check, check))
             for callee in self.checks:
