@@ -29,16 +29,15 @@ from sglang_audit import factfiles
 from sglang_audit.errors import SourceError
 from sglang_audit.evaluate.values import Class, Function, ModuleObj, Unknown
 from sglang_audit.frontend import ir
-from sglang_audit.frontend.bindings import bound_names
 from sglang_audit.hfconfig.members import (
     NOT_LITERAL,
     CheckFunction,
     Members,
     RopeBase,
-    check_only,
     dotted,
     literal,
 )
+from sglang_audit.hfconfig.wheelmodules import WheelModules, relative_module, wheel_def
 
 _BASE_NAMES = ("PretrainedConfig", "PreTrainedConfig")
 _REQUIRED = object()  # a parameter without a default: the class sets no default from it
@@ -108,9 +107,7 @@ class ConfigClasses:
         self._wheel_for = wheel_for  # () -> TransformersWheel | str (why not) | None (no pin)
         self._wheel: Any = False
         self._rope: Any = False  # RopeBase | None once read
-        self._check_memo: dict[str, Mapping[str, CheckFunction]] = {}
-        self._factory_memo: dict[tuple[str, str], bool] = {}
-        self._constant_memo: dict[str, Mapping[str, Any]] = {}
+        self._modules: WheelModules | None = None
         self._memo: dict[tuple[str, str], Found] = {}
 
     def wheel(self) -> Any:
@@ -249,7 +246,7 @@ class ConfigClasses:
             if module is None:
                 return tree, name
             dots = len(module) - len(module.lstrip("."))
-            package = _relative_module(name, dots, module.lstrip("."))
+            package = relative_module(name, dots, module.lstrip("."))
             if package is None:
                 return None
             target = package + ".py"
@@ -261,9 +258,10 @@ class ConfigClasses:
             except Exception:  # noqa: BLE001
                 return None
 
-        load = interp.cache.load_text
-        found = _static_class(node, f"{label} {name}", tree, base_source,
-                              field_default=lambda value, file: self._field_default(wheel, load, value, file))
+        if self._modules is None:
+            self._modules = WheelModules(wheel, interp.cache.load_text)
+        modules = self._modules
+        found = _static_class(node, f"{label} {name}", tree, base_source, field_default=modules.field_default)
         if isinstance(found, ConfigClass):
             if self._rope is False:
                 self._rope = rope_base(wheel, interp.cache.load_text)
@@ -283,8 +281,8 @@ class ConfigClasses:
                                                  f"({self._rope.where})", f"hfdefault:{name}:{attr}")
                         computed[attr] = cast(Computed, init)  # set above, under the same condition
             files = {c.file for c in computed.values()} | {f for _c, ms in found.members.chain for f, _n in ms.values()}
-            checks = {f: self._checks(wheel, load, f) for f in files}
-            constants = {f: self._constants(wheel, load, f) for f in files}
+            checks = {f: modules.checks(f) for f in files}
+            constants = {f: modules.constants(f) for f in files}
             found = ConfigClass(found.where, defaults, found.attribute_map,
                                 {k: replace(c, transformers=True, members=found.members, attribute_map=found.attribute_map,
                                             rope=self._rope, checks=checks, constants=constants)
@@ -292,94 +290,6 @@ class ConfigClasses:
         return found
 
 
-    def _field_default(self, wheel: Any, load: Callable[[str], Any], value: Any, file: str) -> Any:
-        """``F(...)(default=D)``: the field's default is the literal D when F, as module ``file``
-        of the wheel sees it, returns a function it made with a declared field factory
-        (``rules/hf_config.toml`` ``field_factories``: 5.x's ``interval``); else NOT_LITERAL."""
-        if value.kind != "Call" or value.func.kind != "Call" or value.func.func.kind != "Name" \
-                or len(value.args) != 1 or value.args[0][0] != "default":
-            return NOT_LITERAL
-        default = literal(value.args[0][1])
-        if default is NOT_LITERAL or isinstance(default, list | dict | set):
-            return NOT_LITERAL  # a mutable default is refused by dataclasses itself
-        member = file.split(" ")[-1]
-        key = (member, value.func.func.id)
-        if key not in self._factory_memo:
-            found = _wheel_def(wheel, load, member, value.func.func.id, "FunctionDef")
-            self._factory_memo[key] = found is not None and _makes_field(found[0], found[2])
-        return default if self._factory_memo[key] else NOT_LITERAL
-
-    def _constants(self, wheel: Any, load: Callable[[str], Any], file: str) -> Mapping[str, Any]:
-        member = file.split(" ")[-1]  # the class's own file is labelled "transformers==V path"
-        memo = self._constant_memo.get(member)
-        if memo is None:
-            text = wheel.read(member)
-            try:
-                memo = self._constant_memo[member] = _constants(load(text)) if text is not None else {}
-            except Exception:  # noqa: BLE001 - a member libcst refuses is not read
-                memo = self._constant_memo[member] = {}
-        return memo
-
-    def _checks(self, wheel: Any, load: Callable[[str], Any], file: str) -> Mapping[str, CheckFunction]:
-        """The names module ``file`` of the wheel imports (``from ..x import f``) that are
-        functions only checking (``members.check_only``), read once per member."""
-        member = file.split(" ")[-1]  # the class's own file is labelled "transformers==V path"
-        memo = self._check_memo.get(member)
-        if memo is None:
-            memo = self._check_memo[member] = _module_checks(wheel, load, member)
-        return memo
-
-
-def _module_checks(wheel: Any, load: Callable[[str], Any], member: str) -> dict[str, CheckFunction]:
-    text = wheel.read(member)
-    try:
-        tree = load(text) if text is not None else None
-    except Exception:  # noqa: BLE001 - a member libcst refuses is not read
-        tree = None
-    out: dict[str, CheckFunction] = {}
-    for stmt in getattr(tree, "body", []):
-        if stmt.kind != "ImportFrom" or not isinstance(stmt.names, list) or stmt.level < 1:
-            continue
-        for real, alias in stmt.names:
-            found = _wheel_def(wheel, load, member, alias or real, "FunctionDef")
-            if found is not None and check_only(found[0]):
-                out[alias or real] = CheckFunction(found[1], found[0], _constants(found[2]))
-    return out
-
-
-def _makes_field(func: Any, tree: Any) -> bool:
-    """Whether ``func`` ends by returning a function of its own body decorated with a declared
-    field factory that its module imports from the declared module."""
-    factories = factfiles.hf_config().field_factories
-    imported = {f"{stmt.module}.{real}": alias or real for stmt in tree.body
-                if stmt.kind == "ImportFrom" and stmt.level == 0 and isinstance(stmt.names, list)
-                for real, alias in stmt.names}
-    names = {imported[f] for f in factories if f in imported}
-    last = func.body[-1] if func.body else None
-    if not names or last is None or last.kind != "Return" or last.value is None or last.value.kind != "Name":
-        return False
-    inner = [s for s in func.body if s.kind == "FunctionDef" and s.name == last.value.id]
-    rebound = [s for s in ir.walk(func.body) if s.kind in ("Assign", "AugAssign", "AnnAssign")
-               and any(t.kind == "Name" and t.id == last.value.id for t in (s.targets if s.kind == "Assign" else [s.target]))]
-    decorators = inner[0].decorators if len(inner) == 1 else []
-    return not rebound and len(decorators) == 1 and dotted(decorators[0]) in names
-
-
-def _constants(tree: Any) -> dict[str, Any]:
-    """A module's constants: names its body binds once, by a top-level ``NAME = <literal>``
-    (a name bound again anywhere at module level, or a ``from x import *``, is not one)."""
-    out: dict[str, Any] = {}
-    seen: dict[str, int] = {}
-    for stmt in getattr(tree, "body", []):
-        if stmt.kind == "ImportFrom" and stmt.names == "*":
-            return {}
-        for name in bound_names(stmt):
-            seen[name] = seen.get(name, 0) + 1
-        if stmt.kind == "Assign" and len(stmt.targets) == 1 and stmt.targets[0].kind == "Name":
-            value = literal(stmt.value)
-            if value is not NOT_LITERAL:
-                out[stmt.targets[0].id] = value
-    return {k: v for k, v in out.items() if seen.get(k) == 1}
 
 
 def _declares(node: Any, model_type: str) -> bool:
@@ -703,48 +613,11 @@ def _touches(nodes: Any, selfname: str, kwargs: str | None, names: set[str], pas
     return None
 
 
-def _relative_module(file: str, level: int, module: str | None) -> str | None:
-    """The wheel path (no suffix) of ``from <level dots><module> import ...`` in member
-    ``file``, e.g. ``..llama.configuration_llama`` in ``transformers/models/x/c.py``."""
-    package = file.split("/")[:-1]
-    if level < 1 or level > len(package):
-        return None
-    return "/".join(package[: len(package) - level + 1] + (module.split(".") if module else []))
-
-
 def _wheel_class(wheel: Any, load: Callable[[str], Any], file: str, name: str) -> tuple[Any, str] | None:
     """Class ``name`` as module ``file`` of the wheel sees it: defined there or imported
     (``from .x import Name``, re-exports followed)."""
-    found = _wheel_def(wheel, load, file, name, "ClassDef")
+    found = wheel_def(wheel, load, file, name, "ClassDef")
     return (found[0], found[1]) if found is not None else None
-
-
-def _wheel_def(wheel: Any, load: Callable[[str], Any], file: str, name: str, kind: str, depth: int = 0) -> tuple[Any, str, Any] | None:
-    """The class or function (``kind``) ``name`` as module ``file`` of the wheel sees it,
-    with the member defining it and that member's tree."""
-    text = wheel.read(file)
-    if text is None or depth > 6:
-        return None
-    try:
-        tree = load(text)
-    except Exception:  # noqa: BLE001 - a member libcst refuses is not read
-        return None
-    for stmt in tree.body:
-        if stmt.kind == kind and stmt.name == name:
-            return stmt, file, tree
-    for stmt in tree.body:
-        if stmt.kind == "ImportFrom" and isinstance(stmt.names, list) and stmt.level >= 1:
-            real = next((n for n, a in stmt.names if (a or n) == name), None)
-            if real is None:
-                continue
-            base = _relative_module(file, stmt.level, stmt.module)
-            if base is None:
-                return None
-            for target in (base + ".py", base + "/__init__.py"):
-                if wheel.read(target) is not None:
-                    return _wheel_def(wheel, load, target, real, kind, depth + 1)
-            return None
-    return None
 
 
 def _mro(wheel: Any, load: Callable[[str], Any], node: Any, file: str) -> list[tuple[Any, str]] | str:

@@ -5,7 +5,7 @@
 a transformers 5 class, the statement of ``PreTrainedConfig``'s initialiser that turns
 config.json's rope keys into ``rope_parameters`` with the methods it calls
 (``rules/hf_config.toml [transformers_rope]``) — on the same interpreter that runs SGLang, in a
-world of its own: no device, no files, and module globals holding only the stand-ins below.
+world of its own: no device, no files, and module globals holding only what is listed below.
 The class object is not built (transformers' class decorators, its package ``__init__`` and
 ``PreTrainedConfig``'s whole initialiser are not run); what stands in for it is declared here:
 
@@ -27,9 +27,13 @@ The class object is not built (transformers' class decorators, its package ``__i
   continues along the MRO the wheel defines (``Members.chain``).
 - calls that only log or check (``logger.``, ``warnings.warn``, the rope validators,
   ``rules/hf_config.toml`` ``checks``) do nothing.
+- the module's own names the run can use: for SGLang's class, the plain data and own functions
+  of its module as the release's evaluation left it (``own_globals``); for a transformers class,
+  its module's literal constants and the functions it imports that only check
+  (``members.check_only``, ``run_check``).
 
-Anything the interpreter cannot decide (a branch on an unknown, a name the module stand-ins do
-not bind, a bound reached) stops the run with its ``file:line``; an assignment in the class's
+Anything the interpreter cannot decide (a branch on an unknown, a name the module does
+not bind here, a bound reached) stops the run with its ``file:line``; an assignment in the class's
 own body that stops makes only its target unknown (the rest of the body still runs). The
 caller answers ``unknown`` naming where it stopped.
 """
