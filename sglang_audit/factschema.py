@@ -356,3 +356,6 @@ class HFConfigFacts:
     text_config_keys: tuple[str, ...]
     defaults: dict[str, Any]  # PretrainedConfig's defaults; "__none__" is None
     transformers_rope: TransformersRope
+    # decorators (module.name) turning a validator into a dataclass-field factory whose
+    # ``default=`` is the field's default: ``F(...)(default=D)`` with F returning such a function
+    field_factories: tuple[str, ...] = ()

@@ -739,3 +739,255 @@ def test_a_computed_value_follows_config_json_changed_after_it_was_read():
     assert got["factor"] == 2.0
     cfg.attrs["rope_scaling"]["factor"] = 4.0
     assert class_default(cfg, "rope_parameters", False)["factor"] == 4.0
+
+
+# ---- what the class's module binds: functions that only check, SGLang's module globals -------
+
+TOY_V4_UTILS = '''
+ALLOWED_LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def layer_type_validation(layer_types, num_hidden_layers=None):
+    if not all(layer_type in ALLOWED_LAYER_TYPES for layer_type in layer_types):
+        raise ValueError(f"The `layer_types` entries must be in {ALLOWED_LAYER_TYPES}")
+    if num_hidden_layers is not None and num_hidden_layers != len(layer_types):
+        raise ValueError("`num_hidden_layers` must be equal to the number of layer types")
+
+
+def fill_defaults(config):
+    config.filled = True
+
+
+class PretrainedConfig:
+    pass
+'''
+TOY_V4_MODEL = '''
+from ...configuration_utils import PretrainedConfig, fill_defaults, layer_type_validation
+
+
+class ToyConfig(PretrainedConfig):
+    model_type = "toy"
+
+    def __init__(self, num_hidden_layers=4, sliding_every=2, layer_types=None, **kwargs):
+        self.num_hidden_layers = num_hidden_layers
+        self.layer_types = layer_types
+        if self.layer_types is None:
+            self.layer_types = ["sliding_attention" if (i + 1) % sliding_every else KIND for i in range(num_hidden_layers)]
+        layer_type_validation(self.layer_types, self.num_hidden_layers)
+        self.after_check = len(self.layer_types)
+        self.after_fill = fill_defaults(self)
+        super().__init__(**kwargs)
+'''
+
+
+def _toy_v4(model: str = TOY_V4_MODEL, **data: object) -> HFConfig:
+    files = {"transformers/configuration_utils.py": TOY_V4_UTILS, "transformers/models/toy/configuration_toy.py": model}
+    classes = ConfigClasses(None, lambda: _ToyWheel(files))
+    cfg = HFConfig({"model_type": "toy", **data}, "m")
+    cfg.config_class = classes.lookup(_Cacheholder(), cfg.attrs, False, None)
+    assert isinstance(cfg.config_class, ConfigClass), cfg.config_class
+    return cfg
+
+
+def test_a_function_that_only_checks_is_run_in_its_module_and_the_body_goes_past_it():
+    """transformers 4.x's layer_type_validation (configuration_utils.py 4.57.1:1372), imported
+    by the class's module: recognised as a check from its code (it returns nothing and sets
+    nothing), so the initialiser goes on past it; it runs with its module's literal constants,
+    and its own raise is the class refusing this config.json. A function that sets an attribute
+    is not a check: the run stops there, naming the line."""
+    model = TOY_V4_MODEL.replace("KIND", '"full_attention"')
+    cfg = _toy_v4(model)
+    assert class_default(cfg, "layer_types", False) == ["sliding_attention", "full_attention"] * 2
+    assert class_default(cfg, "after_check", False) == 4
+    # fill_defaults(self) sets config.filled: not a check, so not bound; only its target stops
+    got = class_default(cfg, "after_fill", False)
+    assert isinstance(got, Unknown) and "configuration_toy.py:15" in got.reason and "fill_defaults" in got.reason
+    # a layer type the check refuses: its raise, with the check's own line
+    bad = _toy_v4(TOY_V4_MODEL.replace("KIND", '"bogus"'))
+    got = class_default(bad, "after_check", False)
+    assert isinstance(got, Unknown) and "transformers/configuration_utils.py:7" in got.reason and "ValueError" in got.reason
+    # a name the check cannot bind (here the constant is not a literal): it sets nothing, so
+    # the body still goes past it
+    cfg = _toy_v4(model)
+    files = {"transformers/configuration_utils.py": TOY_V4_UTILS.replace('("full_attention", "sliding_attention")',
+                                                                          'BASE + ("sliding_attention",)'),
+             "transformers/models/toy/configuration_toy.py": model}
+    cfg.config_class = ConfigClasses(None, lambda: _ToyWheel(files)).lookup(_Cacheholder(), cfg.attrs, False, None)
+    assert class_default(cfg, "after_check", False) == 4
+
+
+@pytest.mark.parametrize(("body", "checks"), [
+    ("if not x:\n        raise ValueError(x)", True),
+    ("logger.warning('deprecated')\n    y = [v for v in x]\n    return None", True),
+    ("return len(x)", False),  # returns a value
+    ("x.append(1)", False),  # changes its argument
+    ("x[0] = 1", False),
+    ("helper(x)", False),  # calls what it does not read
+])
+def test_check_only_reads_the_function_code(body, checks):
+    from sglang_audit.hfconfig.members import check_only
+
+    func = convert_source(f"def f(x):\n    {body}\n").body[0]
+    assert check_only(func) is checks
+
+
+def test_own_body_writes_go_through_attribute_map():
+    """PretrainedConfig.__setattr__ maps an attribute_map alias in the class's own __init__ too
+    (4.57.1 configuration_utils.py:199-202): ``self.n_routed = ...`` sets ``num_experts``,
+    which the body then reads."""
+    found = _read('''
+class AliasConfig(PretrainedConfig):
+    model_type = "alias"
+    attribute_map = {"n_routed": "num_experts"}
+
+    def __init__(self, n_routed=8, **kwargs):
+        self.n_routed = n_routed
+        self.total = self.num_experts * 2
+        super().__init__(**kwargs)
+''', "AliasConfig")
+    assert class_default(_cfg(found), "total", False) == 16
+    assert class_default(_cfg(found, n_routed=3), "total", False) == 6
+
+
+TOY_SGLANG_CONFIG = '''
+from transformers.configuration_utils import PretrainedConfig
+
+from sglang.srt.heavy import HeavyThing
+
+MAMBA = "mamba"
+ATTENTION = "attention"
+
+
+def _to_sglang_layer_types(layer_types):
+    aliases = {"linear_attention": MAMBA, "full_attention": ATTENTION}
+    return [aliases.get(t, t) for t in layer_types]
+
+
+class ToyHybridConfig(PretrainedConfig):
+    model_type = "toy_hybrid"
+
+    def __init__(self, hidden_size=64, mamba_expand=2, num_hidden_layers=3, layer_types=None, **kwargs):
+        if layer_types is None:
+            self.layer_types = [MAMBA] * num_hidden_layers
+        else:
+            self.layer_types = _to_sglang_layer_types(layer_types)
+        for layer_type in self.layer_types:
+            if layer_type not in [MAMBA, ATTENTION]:
+                raise ValueError(layer_type)
+        self.mamba_intermediate_size = mamba_expand * hidden_size
+        self.heavy = HeavyThing(hidden_size)
+        super().__init__(**kwargs)
+'''
+
+
+def test_sglang_own_class_runs_with_its_module_globals(tmp_path):
+    """SGLang's own config class (the shape of 0.5.23's GraniteMoeHybridConfig) runs with what
+    its module, as the release's evaluation left it, binds: plain constants and its own
+    functions. An import the run cannot use stays unbound: that attribute is unknown, naming
+    the line."""
+    root = _config_tree(tmp_path)
+    (root / "sglang" / "srt" / "configs" / "toy_hybrid.py").write_text(TOY_SGLANG_CONFIG)
+    world = NativeWorld(parse_device("sm100"), Environment(installed=frozenset({"torch"})), [])
+    world.source_root = root
+    interp = Interpreter(root, SourceCache(use_disk=False), world, {}, Bounds())
+    data = {"model_type": "toy_hybrid", "hidden_size": 1536, "layer_types": ["linear_attention", "full_attention"]}
+    found = ConfigClasses(root / "sglang", lambda: None).lookup(interp, data, False, None)
+    assert isinstance(found, ConfigClass), found
+    cfg = HFConfig(dict(data), "m")
+    cfg.config_class = found
+    assert class_default(cfg, "mamba_intermediate_size", False) == 3072
+    got = class_default(cfg, "heavy", False)
+    assert isinstance(got, Unknown) and "toy_hybrid.py:27" in got.reason and "HeavyThing" in got.reason
+    cfg = HFConfig({"model_type": "toy_hybrid"}, "m")
+    cfg.config_class = found
+    assert class_default(cfg, "layer_types", False) == ["mamba"] * 3
+    # the release's module is not changed by the run
+    module = interp.load_module("sglang.srt.configs.toy_hybrid")
+    assert module.globals["MAMBA"] == "mamba" and "logger" not in module.globals
+
+
+TOY_VALIDATORS = '''
+from huggingface_hub.dataclasses import as_validated_field
+from .other import as_validated_field as lookalike
+
+
+def interval(min=None, max=None):
+    message = "Value must be"
+
+    @as_validated_field
+    def _inner(value):
+        if not min <= value <= max:
+            raise ValueError(message)
+
+    return _inner
+
+
+def plain(min=None):
+    def _inner(default=None):
+        return default * 2
+
+    return _inner
+
+
+def other(min=None):
+    @lookalike
+    def _inner(value):
+        pass
+
+    return _inner
+'''
+TOY_FIELDS = '''
+from ...configuration_utils import PreTrainedConfig
+from ...utils.type_validators import interval, other, plain
+
+
+class ToyConfig(PreTrainedConfig):
+    model_type = "toy"
+    initializer_range: float = interval(min=0.0, max=1.0)(default=0.02)
+    doubled: float = plain(min=0.0)(default=0.5)
+    lookalike: float = other(min=0.0)(default=0.5)
+'''
+
+
+def test_a_field_default_made_by_a_validator_factory_is_its_default_argument():
+    """transformers 5's ``initializer_range: float = interval(min=0.0, max=1.0)(default=0.02)``
+    (5.19.0 models/llama/configuration_llama.py:72): ``interval``, read from the wheel, returns
+    a function decorated with huggingface_hub's declared ``as_validated_field``, so the field's
+    default is ``default=``. A factory that returns anything else is not read."""
+    files = {"transformers/configuration_utils.py": "class PreTrainedConfig:\n    pass\n",
+             "transformers/utils/type_validators.py": TOY_VALIDATORS,
+             "transformers/models/toy/configuration_toy.py": TOY_FIELDS}
+    cfg = HFConfig({"model_type": "toy"}, "m")
+    cfg.config_class = ConfigClasses(None, lambda: _ToyWheel(files)).lookup(_Cacheholder(), cfg.attrs, False, None)
+    assert class_default(cfg, "initializer_range", False) == 0.02
+    for name, line in (("doubled", 9), ("lookalike", 10)):
+        got = class_default(cfg, name, False)
+        assert isinstance(got, Unknown) and f"configuration_toy.py:{line}" in got.reason and "not a literal" in got.reason
+
+
+@pytest.mark.real_release
+def test_0523_module_globals_and_validator_factory_defaults(release):
+    """0.5.23: SGLang's own GraniteMoeHybridConfig runs with its module's MAMBA/ATTENTION and
+    _to_sglang_layer_types (it stopped at granitemoehybrid.py:195/198 with a NameError), so
+    mamba_intermediate_size = mamba_expand * hidden_size is 2 * 1536 (SGLang 0.5.23 itself, in
+    the oracle venv: 3072); transformers 5.19's LlamaConfig.initializer_range is
+    interval(min=0.0, max=1.0)(default=0.02) (transformers 5.19.0 LlamaConfig.from_dict: 0.02)."""
+    package = release("0.5.23").package_dir
+    granite = _release_config(package, ROOT / "tests" / "field" / "models" / "granite-4.0-h-tiny")
+    assert isinstance(granite.config_class, ConfigClass)
+    assert granite.config_class.where.startswith("sglang/srt/configs/granitemoehybrid.py:")
+    assert class_default(granite, "mamba_intermediate_size", False) == 3072
+    draft = _release_config(package, ROOT / "tests" / "field" / "models" / "gemma-2-eagle3-draft")
+    assert isinstance(draft.config_class, ConfigClass) and "configuration_llama.py" in draft.config_class.where
+    assert "initializer_range" not in draft.attrs and class_default(draft, "initializer_range", False) == 0.02
+
+
+def test_a_transformers_class_reads_its_module_constants():
+    """A name the class's own module binds once to a literal (a module constant) is bound in
+    the run; one bound again (here by a call) is not, and stops only its target, naming the line."""
+    model = TOY_V4_MODEL.replace("class ToyConfig", 'KIND = "full_attention"\n\n\nclass ToyConfig')
+    cfg = _toy_v4(model)
+    assert class_default(cfg, "layer_types", False) == ["sliding_attention", "full_attention"] * 2
+    rebound = model.replace("class ToyConfig", 'KIND = compute()\n\n\nclass ToyConfig')
+    got = class_default(_toy_v4(rebound), "layer_types", False)
+    assert isinstance(got, Unknown) and "configuration_toy.py:" in got.reason and "KIND" in got.reason

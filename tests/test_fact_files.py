@@ -283,3 +283,11 @@ def test_layers_toml_loads_typed_and_bad_values_name_their_field() -> None:
     assert msg == "rules/layers.toml: model_registry.entry: missing"
     msg = _bad_file(LayersFacts, "layers.toml", lambda r: r["runner_kernel"][0].__setitem__("lable", "x"))
     assert msg.startswith("rules/layers.toml: runner_kernel[0].lable: not a known key")
+
+
+def test_hf_config_field_factories_load_typed_and_a_bad_one_names_its_field() -> None:
+    from sglang_audit.factschema import HFConfigFacts
+
+    assert factfiles.hf_config().field_factories == ("huggingface_hub.dataclasses.as_validated_field",)
+    assert _bad_file(HFConfigFacts, "hf_config.toml", lambda r: r.__setitem__("field_factories", [3])) == \
+        "rules/hf_config.toml: field_factories[0]: expected a string, got 3"

@@ -31,11 +31,13 @@ from sglang_audit.evaluate.values import Class, Function, ModuleObj, Unknown
 from sglang_audit.frontend import ir
 from sglang_audit.hfconfig.members import (
     NOT_LITERAL,
+    CheckFunction,
     Members,
     RopeBase,
     dotted,
     literal,
 )
+from sglang_audit.hfconfig.wheelmodules import WheelModules, relative_module, wheel_def
 
 _BASE_NAMES = ("PretrainedConfig", "PreTrainedConfig")
 _REQUIRED = object()  # a parameter without a default: the class sets no default from it
@@ -76,6 +78,13 @@ class Computed:
     members: Members = field(default_factory=Members)
     attribute_map: Mapping[str, str] = field(default_factory=dict)
     rope: RopeBase | None = None
+    # a transformers class: per file of its chain, the functions it imports from the wheel that
+    # only check (``members.check_only``), run where the code calls them, and its constants
+    checks: Mapping[str, Mapping[str, CheckFunction]] = field(default_factory=dict)
+    constants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # SGLang's own class: per file of its MRO, the module as the release's evaluation left it
+    # (its plain constants and its own functions are the run's globals)
+    modules: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -98,6 +107,7 @@ class ConfigClasses:
         self._wheel_for = wheel_for  # () -> TransformersWheel | str (why not) | None (no pin)
         self._wheel: Any = False
         self._rope: Any = False  # RopeBase | None once read
+        self._modules: WheelModules | None = None
         self._memo: dict[tuple[str, str], Found] = {}
 
     def wheel(self) -> Any:
@@ -161,6 +171,7 @@ class ConfigClasses:
         defaults: dict[str, Any] = {}
         amap: dict[str, str] = {}
         computed: dict[str, Computed] = {}
+        modules: dict[str, ModuleObj] = {}
         for klass in reversed(cls.mro()):
             if klass.module is None or not klass.module.file.endswith(".py"):
                 continue
@@ -174,10 +185,12 @@ class ConfigClasses:
                 knode = next((n for n in ktree.body if n.kind == "ClassDef" and n.name == klass.name), None)
             if knode is None:
                 continue
+            modules[klass.module.file] = klass.module
             init = klass.ns.get("__init__")
             evaluated = dict(init.defaults) if isinstance(init, Function) else {}
             _class_fields(knode, klass.module.file, partial(_evaluated_default, evaluated), defaults, amap,
                           computed)
+        computed = {k: replace(c, modules=modules, attribute_map=amap) for k, c in computed.items()}
         return ConfigClass(label, defaults, amap, computed)
 
     # ---- remote code in the model directory -----------------------------------------------
@@ -233,7 +246,7 @@ class ConfigClasses:
             if module is None:
                 return tree, name
             dots = len(module) - len(module.lstrip("."))
-            package = _relative_module(name, dots, module.lstrip("."))
+            package = relative_module(name, dots, module.lstrip("."))
             if package is None:
                 return None
             target = package + ".py"
@@ -245,7 +258,10 @@ class ConfigClasses:
             except Exception:  # noqa: BLE001
                 return None
 
-        found = _static_class(node, f"{label} {name}", tree, base_source)
+        if self._modules is None:
+            self._modules = WheelModules(wheel, interp.cache.load_text)
+        modules = self._modules
+        found = _static_class(node, f"{label} {name}", tree, base_source, field_default=modules.field_default)
         if isinstance(found, ConfigClass):
             if self._rope is False:
                 self._rope = rope_base(wheel, interp.cache.load_text)
@@ -264,10 +280,16 @@ class ConfigClasses:
                         defaults[attr] = Unknown(f"config.json omits {attr!r}; transformers' PreTrainedConfig converts it "
                                                  f"({self._rope.where})", f"hfdefault:{name}:{attr}")
                         computed[attr] = cast(Computed, init)  # set above, under the same condition
+            files = {c.file for c in computed.values()} | {f for _c, ms in found.members.chain for f, _n in ms.values()}
+            checks = {f: modules.checks(f) for f in files}
+            constants = {f: modules.constants(f) for f in files}
             found = ConfigClass(found.where, defaults, found.attribute_map,
                                 {k: replace(c, transformers=True, members=found.members, attribute_map=found.attribute_map,
-                                            rope=self._rope) for k, c in computed.items()}, found.members)
+                                            rope=self._rope, checks=checks, constants=constants)
+                                 for k, c in computed.items()}, found.members)
         return found
+
+
 
 
 def _declares(node: Any, model_type: str) -> bool:
@@ -281,8 +303,13 @@ def _declares(node: Any, model_type: str) -> bool:
     return False
 
 
-def _static_class(node: Any, file: str, tree: Any, base_source: Callable[[str | None, str], Any], depth: int = 0) -> Found:
-    """A class read without evaluation: its bases' fields (same file or imported), then its own."""
+FieldDefault = Callable[[Any, str], Any]  # (a field's value expression, its file) -> default or NOT_LITERAL
+
+
+def _static_class(node: Any, file: str, tree: Any, base_source: Callable[[str | None, str], Any], depth: int = 0,
+                  field_default: FieldDefault | None = None) -> Found:
+    """A class read without evaluation: its bases' fields (same file or imported), then its own.
+    ``field_default`` reads a field default that is not a literal (a transformers class)."""
     defaults: dict[str, Any] = {}
     amap: dict[str, str] = {}
     computed: dict[str, Computed] = {}
@@ -293,7 +320,7 @@ def _static_class(node: Any, file: str, tree: Any, base_source: Callable[[str | 
             continue
         if bname is None or depth > 8:
             return NoConfigClass(f"{file}:{node.line} {node.name}: base class not read")
-        found = _base_class(bname, tree, base_source, depth)
+        found = _base_class(bname, tree, base_source, depth, field_default)
         if not isinstance(found, ConfigClass):
             return found if isinstance(found, NoConfigClass) else NoConfigClass(f"{file}:{node.line} {node.name}: base class {bname} not read")
         defaults.update(found.defaults)
@@ -301,15 +328,18 @@ def _static_class(node: Any, file: str, tree: Any, base_source: Callable[[str | 
         computed.update(found.computed)
         members = members.then(found.members)
     _class_fields(node, file, lambda p, n: literal(p.default) if p.default is not None else NOT_LITERAL, defaults, amap,
-                  computed)
+                  computed, field_default)
+    # every initialiser's writes go through PretrainedConfig.__setattr__, which maps the aliases
+    computed = {k: replace(c, attribute_map=amap) for k, c in computed.items()}
     return ConfigClass(f"{file}:{node.line} {node.name}", defaults, amap, computed, members.then(_class_members(node, file)))
 
 
-def _base_class(bname: str, tree: Any, base_source: Callable[[str | None, str], Any], depth: int) -> Found:
+def _base_class(bname: str, tree: Any, base_source: Callable[[str | None, str], Any], depth: int,
+                field_default: FieldDefault | None = None) -> Found:
     for stmt in tree.body:
         if stmt.kind == "ClassDef" and stmt.name == bname:
             src = base_source(None, bname)
-            return _static_class(stmt, src[1], tree, base_source, depth + 1) if src else None
+            return _static_class(stmt, src[1], tree, base_source, depth + 1, field_default) if src else None
         if stmt.kind == "ImportFrom" and isinstance(stmt.names, list) and any((a or n) == bname for n, a in stmt.names):
             real = next(n for n, a in stmt.names if (a or n) == bname)
             module = "." * stmt.level + (stmt.module or "")
@@ -318,7 +348,7 @@ def _base_class(bname: str, tree: Any, base_source: Callable[[str | None, str], 
                 return None
             btree, bfile = src
             bnode = next((n for n in btree.body if n.kind == "ClassDef" and n.name == real), None)
-            return _static_class(bnode, bfile, btree, base_source, depth + 1) if bnode is not None else None
+            return _static_class(bnode, bfile, btree, base_source, depth + 1, field_default) if bnode is not None else None
     return None
 
 
@@ -329,7 +359,7 @@ def _evaluated_default(evaluated: Mapping[str, Any], param: Any, _node: Any) -> 
 
 
 def _class_fields(node: Any, file: str, param_default: Callable[[Any, Any], Any], defaults: dict[str, Any], amap: dict[str, str],
-                  computed: dict[str, Computed] | None = None) -> None:
+                  computed: dict[str, Computed] | None = None, field_default: FieldDefault | None = None) -> None:
     """Fill ``defaults``/``amap`` with what class ``node`` sets (overriding its bases'), and
     ``computed`` with the body of each attribute the class computes."""
     recipes: dict[str, Computed] = {} if computed is None else computed
@@ -337,6 +367,8 @@ def _class_fields(node: Any, file: str, param_default: Callable[[Any, Any], Any]
     for stmt in node.body:
         if stmt.kind == "AnnAssign" and stmt.target.kind == "Name" and stmt.value is not None:
             value = literal(stmt.value)  # a v5 dataclass field
+            if value is NOT_LITERAL and field_default is not None:
+                value = field_default(stmt.value, file)
             defaults[stmt.target.id] = value if value is not NOT_LITERAL else _unknown(file, stmt, stmt.target.id, "default not a literal")
             recipes.pop(stmt.target.id, None)
         elif stmt.kind == "Assign" and len(stmt.targets) == 1 and stmt.targets[0].kind == "Name" and stmt.targets[0].id == "attribute_map":
@@ -581,41 +613,11 @@ def _touches(nodes: Any, selfname: str, kwargs: str | None, names: set[str], pas
     return None
 
 
-def _relative_module(file: str, level: int, module: str | None) -> str | None:
-    """The wheel path (no suffix) of ``from <level dots><module> import ...`` in member
-    ``file``, e.g. ``..llama.configuration_llama`` in ``transformers/models/x/c.py``."""
-    package = file.split("/")[:-1]
-    if level < 1 or level > len(package):
-        return None
-    return "/".join(package[: len(package) - level + 1] + (module.split(".") if module else []))
-
-
-def _wheel_class(wheel: Any, load: Callable[[str], Any], file: str, name: str, depth: int = 0) -> tuple[Any, str] | None:
+def _wheel_class(wheel: Any, load: Callable[[str], Any], file: str, name: str) -> tuple[Any, str] | None:
     """Class ``name`` as module ``file`` of the wheel sees it: defined there or imported
     (``from .x import Name``, re-exports followed)."""
-    text = wheel.read(file)
-    if text is None or depth > 6:
-        return None
-    try:
-        tree = load(text)
-    except Exception:  # noqa: BLE001 - a member libcst refuses is not read
-        return None
-    for stmt in tree.body:
-        if stmt.kind == "ClassDef" and stmt.name == name:
-            return stmt, file
-    for stmt in tree.body:
-        if stmt.kind == "ImportFrom" and isinstance(stmt.names, list) and stmt.level >= 1:
-            real = next((n for n, a in stmt.names if (a or n) == name), None)
-            if real is None:
-                continue
-            base = _relative_module(file, stmt.level, stmt.module)
-            if base is None:
-                return None
-            for target in (base + ".py", base + "/__init__.py"):
-                if wheel.read(target) is not None:
-                    return _wheel_class(wheel, load, target, real, depth + 1)
-            return None
-    return None
+    found = wheel_def(wheel, load, file, name, "ClassDef")
+    return (found[0], found[1]) if found is not None else None
 
 
 def _mro(wheel: Any, load: Callable[[str], Any], node: Any, file: str) -> list[tuple[Any, str]] | str:

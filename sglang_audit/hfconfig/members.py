@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglang_audit.frontend import ir
+
 NOT_LITERAL = object()
 PLAIN = (int, float, str, bool, type(None), list, tuple, dict, set, frozenset)
 
@@ -69,6 +71,55 @@ class RopeBase:
     why_not: str | None = None  # the conversion cannot be evaluated: why
 
 
+@dataclass(frozen=True)
+class CheckFunction:
+    """A module-level function of the wheel that only checks (``check_only``), with the
+    literal constants of its module it may read."""
+
+    file: str  # its wheel member
+    func: Any  # ir.FunctionDef
+    constants: Mapping[str, Any] = field(default_factory=dict)
+
+
+# calls a check may make and still set nothing: builtins that only read what they are passed,
+# and methods that return a new value without changing the object they are called on
+_READ_BUILTINS = frozenset({"all", "any", "len", "isinstance", "issubclass", "str", "repr", "int", "float", "bool",
+                            "sorted", "set", "list", "tuple", "dict", "frozenset", "range", "enumerate", "zip", "min",
+                            "max", "sum", "abs", "type", "hasattr", "getattr", "callable"})
+_READ_METHODS = frozenset({"join", "format", "keys", "values", "items", "get", "startswith", "endswith", "lower",
+                           "upper", "strip", "split", "count", "index", "issubset", "issuperset", "difference",
+                           "intersection", "union"})
+_SILENT_PREFIXES = ("logger.", "warnings.warn")
+
+
+def check_only(func: Any) -> bool:
+    """Whether ``func`` (an ir.FunctionDef) only checks: it returns nothing, binds only its
+    own locals and calls only what reads (``_READ_BUILTINS``/``_READ_METHODS``, an exception
+    class, a log line), so a call of it either raises or does nothing (transformers 4.x's
+    ``layer_type_validation``). Read from its code, whatever its name."""
+    if func is None or func.kind != "FunctionDef" or func.decorators:
+        return False
+    for node in ir.walk(func.body):
+        kind = node.kind
+        if kind in ("Yield", "Await", "Global", "Nonlocal", "Delete", "FunctionDef", "ClassDef", "Lambda", "With",
+                    "NamedExpr", "Import", "ImportFrom", "Unsupported", "UnsupportedExpr"):
+            return False
+        if kind == "Return" and node.value is not None and literal(node.value) is not None:
+            return False
+        if kind in ("Assign", "AugAssign", "AnnAssign", "For"):
+            targets = node.targets if kind == "Assign" else [node.target]
+            if any(n.kind not in ("Name", "TupleExpr", "ListExpr", "Starred") for n in ir.walk(list(targets))):
+                return False  # an attribute or an item: it would change something
+        if kind == "Call":
+            callee = dotted(node.func)
+            ok = (node.func.kind == "Name" and (callee in _READ_BUILTINS or callee.endswith(("Error", "Exception", "Warning"))))
+            ok = ok or callee.startswith(_SILENT_PREFIXES)
+            ok = ok or (node.func.kind == "Attribute" and node.func.attr in _READ_METHODS)
+            if not ok:
+                return False
+    return True
+
+
 def literal(node: Any) -> Any:
     """A literal default (numbers, strings, None/True/False, lists/tuples/dicts of them)."""
     if node is None:
@@ -109,4 +160,4 @@ def dotted(node: Any) -> str:
     return "?"
 
 
-__all__ = ["NOT_LITERAL", "PLAIN", "Members", "RopeBase", "dotted", "literal"]
+__all__ = ["NOT_LITERAL", "PLAIN", "CheckFunction", "Members", "RopeBase", "check_only", "dotted", "literal"]

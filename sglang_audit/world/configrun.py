@@ -5,7 +5,7 @@
 a transformers 5 class, the statement of ``PreTrainedConfig``'s initialiser that turns
 config.json's rope keys into ``rope_parameters`` with the methods it calls
 (``rules/hf_config.toml [transformers_rope]``) — on the same interpreter that runs SGLang, in a
-world of its own: no device, no files, and module globals holding only the stand-ins below.
+world of its own: no device, no files, and module globals holding only what is listed below.
 The class object is not built (transformers' class decorators, its package ``__init__`` and
 ``PreTrainedConfig``'s whole initialiser are not run); what stands in for it is declared here:
 
@@ -27,9 +27,13 @@ The class object is not built (transformers' class decorators, its package ``__i
   continues along the MRO the wheel defines (``Members.chain``).
 - calls that only log or check (``logger.``, ``warnings.warn``, the rope validators,
   ``rules/hf_config.toml`` ``checks``) do nothing.
+- the module's own names the run can use: for SGLang's class, the plain data and own functions
+  of its module as the release's evaluation left it (``own_globals``); for a transformers class,
+  its module's literal constants and the functions it imports that only check
+  (``members.check_only``, ``run_check``).
 
-Anything the interpreter cannot decide (a branch on an unknown, a name the module stand-ins do
-not bind, a bound reached) stops the run with its ``file:line``; an assignment in the class's
+Anything the interpreter cannot decide (a branch on an unknown, a name the module does
+not bind here, a bound reached) stops the run with its ``file:line``; an assignment in the class's
 own body that stops makes only its target unknown (the rest of the body still runs). The
 caller answers ``unknown`` naming where it stopped.
 """
@@ -39,7 +43,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +67,7 @@ from sglang_audit.evaluate.values import (
 )
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import SourceCache
-from sglang_audit.hfconfig.members import NOT_LITERAL, PLAIN, literal
+from sglang_audit.hfconfig.members import NOT_LITERAL, PLAIN, CheckFunction, literal
 
 if TYPE_CHECKING:
     from sglang_audit.hfconfig.configclass import Computed, ConfigClass
@@ -143,12 +147,19 @@ class _Run:
             below = klass
         self.init_class = Class("<initialiser>", (top,), {}, None)
 
-    # ---- the code's module: only the stand-ins --------------------------------------------
+    # ---- the code's module: what it binds that the run can use, and the stand-ins ----------
     def module(self, file: str) -> ModuleObj:
         mod = self.modules.get(file)
         if mod is None:
             mod = self.modules[file] = ModuleObj(f"<config class {file}>", file, False)
             mod.loaded = True
+            evaluated = self.recipe.modules.get(file)
+            if evaluated is not None:
+                mod.globals.update(self.own_globals(evaluated, mod))
+            for name, value in self.recipe.constants.get(file, {}).items():
+                mod.globals[name] = _own(value)  # a transformers module's literal constants
+            for name, check in self.recipe.checks.get(file, {}).items():
+                mod.globals[name] = Native(name, functools.partial(self.run_check, check))
             for callee in self.checks:
                 name = callee.split(".")[0]
                 if name != "self":
@@ -157,6 +168,37 @@ class _Run:
             for name in ("getattr", "hasattr"):
                 mod.globals[name] = Native(name, functools.partial(self.strict_builtin, name))
         return mod
+
+    def own_globals(self, evaluated: ModuleObj, mod: ModuleObj) -> dict[str, Any]:
+        """What SGLang's module (as the release's evaluation left it) binds that the run can
+        use without importing: plain data, and the module's own functions, run here in ``mod``
+        (so nothing they read is resolved, or written, in the release's interpreter). Any other
+        name is left unbound: the run stops there naming the line."""
+        out: dict[str, Any] = {}
+        for name, value in evaluated.globals.items():
+            if isinstance(value, Function) and value.module is evaluated and not value.is_lambda:
+                out[name] = replace(value, module=mod, interp=self.interp, attrs=dict(value.attrs))
+            elif _not_plain(value) is None:
+                out[name] = _own(value)
+        return out
+
+    def run_check(self, check: CheckFunction, interp: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """A function that only checks (``members.check_only``): run in its own module's
+        literal constants. It sets nothing, so a run that stops inside it (a name it cannot
+        bind, a branch on an unknown) goes on past the call; a raise of its own is the class
+        refusing this config.json, and stops the run with its line."""
+        mod = self.module(check.file)
+        for name, value in check.constants.items():
+            mod.globals.setdefault(name, _own(value))
+        fn = self.function(check.file, check.func, self.init_class)
+        try:
+            interp.call(fn, args, kwargs)
+        except PyRaise as exc:
+            if exc.explicit:
+                raise
+        except (Unmodelled, AnalysisBound):
+            pass
+        return None
 
     def function(self, file: str, node: Any, owner: Class) -> Function:
         defaults = {}
@@ -194,8 +236,9 @@ class _Run:
         if f"self.{name}" in self.checks:
             return _NOOP  # a check or a log line of the base machinery
         key = self.alias(name) if strict else name
-        if key in self.state:
-            return self.state[key]
+        if self.alias(name) in self.state:
+            # PretrainedConfig's __getattribute__ maps an alias to what __setattr__ set
+            return self.state[self.alias(name)]
         found = self.members.method(key)
         if found is not None:
             return self.method(key, *found)
@@ -233,7 +276,9 @@ class _Run:
         return Unknown(f"{hooks[0]} defines its own attribute lookup") if hooks else False
 
     def write(self, name: str, value: Any) -> None:
-        self.state[self.alias(name) if self.strict[-1] else name] = value
+        # PretrainedConfig's __setattr__ maps attribute_map aliases in every initialiser, the
+        # class's own body included (4.57.1 configuration_utils.py:199-202, 5.19.0:517-520)
+        self.state[self.alias(name)] = value
 
     def method(self, name: str, owner: str, file: str, node: Any) -> Any:
         if node.decorators:
@@ -429,11 +474,11 @@ def computed_value(found: ConfigClass, name: str, given: Mapping[str, Any], attr
         # PreTrainedConfig sets the keys its conversion left as attributes afterwards
         return Unknown(f"{reason}; config.json's {'/'.join(k for k in _ROPE_NAMES if k in run.leftover)} is set "
                        f"again after PreTrainedConfig's rope conversion (not evaluated)", key)
-    if name not in run.state:
+    if run.alias(name) not in run.state:
         # the body did not set it on this config.json (a branch not taken): not an attribute
         # of this class here; the caller goes on as for any missing attribute
         return NOT_SET
-    value = run.state[name]
+    value = run.state[run.alias(name)]
     unknown = _not_plain(value)
     if unknown is not None:
         return Unknown(f"{reason}; {unknown}", key)
