@@ -283,3 +283,16 @@ def test_a_context_manager_yielding_in_a_loop_is_unmodelled_not_guessed():
               "        yield i\n\n\ndef f():\n    with each(2) as v:\n        return v\n")
     got = evaluate_function(source, "f", [])
     assert got.kind == "unknown" and "yield is in a for" in got.message, got
+
+
+def test_dict_keys_take_set_operators_as_in_python(tmp_path: Path) -> None:
+    # 0.5.23 layer_boundary/factories.py: `options.keys() - _STAGE_OPTIONS[kind]`; with keys()
+    # a plain list the subtraction raised TypeError, stopping every DeepSeek decoder layer
+    interp, mod = _interp(tmp_path, (
+        "opts = {'fusions': 1, 'other': 2}\n"
+        "extra = opts.keys() - {'fusions'}\n"
+        "both = {'fusions', 'x'} & opts.keys()\n"
+        "order = [k for k in opts.keys()]\n"))
+    assert mod.globals["extra"] == {"other"}
+    assert mod.globals["both"] == {"fusions"}
+    assert mod.globals["order"] == ["fusions", "other"]
