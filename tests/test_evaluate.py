@@ -341,3 +341,16 @@ def test_the_dispatch_tables_hold_the_statement_and_expression_parts_handlers() 
     assert interpreter.STMT_HANDLERS[ir.If] is Interpreter.s_If and interpreter.EXPR_HANDLERS[ir.Call] is Interpreter.e_Call
     assert not [n for c in _parts() if c.__name__ not in ("Statements", "Expressions")
                 for n in vars(c) if n.startswith(("s_", "e_"))]
+
+
+def test_dict_keys_take_set_operators_as_in_python(tmp_path: Path) -> None:
+    # 0.5.23 layer_boundary/factories.py: `options.keys() - _STAGE_OPTIONS[kind]`; with keys()
+    # a plain list the subtraction raised TypeError, stopping every DeepSeek decoder layer
+    interp, mod = _interp(tmp_path, (
+        "opts = {'fusions': 1, 'other': 2}\n"
+        "extra = opts.keys() - {'fusions'}\n"
+        "both = {'fusions', 'x'} & opts.keys()\n"
+        "order = [k for k in opts.keys()]\n"))
+    assert mod.globals["extra"] == {"other"}
+    assert mod.globals["both"] == {"fusions"}
+    assert mod.globals["order"] == ["fusions", "other"]

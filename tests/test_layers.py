@@ -464,6 +464,19 @@ def test_deepseek_nextn_draft_of_an_nvfp4_checkpoint_is_built_bf16_below_its_cla
     (drop,) = [s for s in draft.chain if s.kind == "draft"]
     assert drop.file == "sglang/srt/models/deepseek_nextn.py" and drop.value is None
     assert 'quant_config.get_name() == "modelopt_fp4"' in drop.guard and drop.code.startswith("quant_config = None")
+    # its dense linear layers too (issue 42): built from the NEXTN class's own construction
+    # (`model.decoder`, no `layers.0.` prefix) with the quant config it passes, None: unquantized
+    linear = res.settings["quantization"].layer
+    assert (linear.stage, linear.status) == ("linear", "unknown")  # MLA: the target's shapes are not derived
+    assert linear.reason.startswith("the target model's dense linear layers are not evaluated")
+    d = linear.draft
+    assert (d.status, d.stage) == ("resolved", "linear")
+    assert d.value == ("built: UnquantizedLinearMethod (model.decoder.self_attn.fused_qkv_a_proj_with_mqa, "
+                       "model.decoder.self_attn.q_b_proj, model.decoder.self_attn.kv_b_proj, model.decoder.self_attn.o_proj)")
+    assert d.site.startswith("sglang/srt/layers/linear.py:")
+    # a construction on the way that stopped is listed, never taken for "no other layer"
+    assert any("(its linear layers, if any, not built)" in n for n in d.data_dependent)
+    assert res.settings["quantization"].status == "resolved"
 
 
 @pytest.mark.real_release

@@ -13,7 +13,7 @@ import pytest
 import shared
 
 from sglang_audit.evaluate.interpreter import Bounds, Interpreter
-from sglang_audit.evaluate.values import Class, HFConfig, Instance
+from sglang_audit.evaluate.values import Class, HFConfig, Instance, Unknown
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.inputs.device import Environment, parse_device
 from sglang_audit.resolve.linear import evaluate_linear
@@ -133,3 +133,93 @@ def test_a_weight_preparation_cut_at_its_bound_says_that_bound(monkeypatch):
     assert v.reason == f"analysis bound reached: more than {linear.MAX_PREPARE_PATHS} layer branches"
     assert [c.value for c in v.candidates] == ["built: A", "unsupported: ValueError: no"]
     assert "mlp.down_proj's process_weights_after_loading beyond 16 branches (the first 2 followed)" in v.data_dependent
+
+
+def _draft_linear(tp: int, target: dict[str, Any], draft: dict[str, Any], quant_cfg: dict[str, Any]) -> Any:
+    world = NativeWorld(parse_device("sm90"), Environment(installed=frozenset({"torch"})), [])
+    interp = Interpreter(ROOT, SourceCache(use_disk=False), world, {}, Bounds())
+    configs = []
+    for config in (target, draft):
+        mc = Instance(Class("ModelConfig", (), {}, None))
+        mc.attrs.update(hf_config=HFConfig({**config, "quantization_config": quant_cfg}, "test"), quantization="fp8")
+        configs.append(mc)
+    sa = Instance(Class("ServerArgs", (), {}, None))
+    sa.attrs.update(tp_size=tp, ep_size=1, enable_dp_attention=False)
+    return evaluate_linear(interp, sa, *configs).get("quantization")
+
+
+# a target whose MLP shard divides at TP 4 (2048 / 4 = 512, 4 blocks of 128)
+WIDE = {**DENSE, "intermediate_size": 2048}
+NEXTN = {**DENSE, "architectures": ["MiniForCausalLMNextN"]}
+
+
+def test_a_nextn_draft_whose_decoder_shard_does_not_divide_is_sglangs_raise_on_the_draft():
+    # the draft class builds `model.decoder` (no `layers.0.` prefix): its layers are recorded
+    # from its own construction; its MLP shard (1280 / 4 = 320) is refused, the target's builds
+    v = _draft_linear(4, WIDE, NEXTN, BLOCK)
+    assert (v.status, v.value) == ("resolved", "built: Fp8LinearMethod (qkv_proj, o_proj, gate_up_proj, down_proj)")
+    d = v.draft
+    assert (d.status, d.exception, d.stage) == ("unsupported", "ValueError", "linear")
+    assert d.value == "ValueError: Weight output_partition_size = 320 is not divisible by weight quantization block_n = 128."
+    assert d.site == f"{FP8}:{_line(FP8, 'if output_partition_size % block_n != 0:') + 1}"
+    # at TP 2 (640 = 5 blocks) the draft's four layers build, under the prefixes the class gives
+    d = _draft_linear(2, WIDE, NEXTN, BLOCK).draft
+    assert (d.status, d.value) == ("resolved", "built: Fp8LinearMethod (model.decoder.self_attn.qkv_proj, "
+                                               "model.decoder.self_attn.o_proj, model.decoder.mlp.gate_up_proj, "
+                                               "model.decoder.mlp.down_proj)")
+
+
+def test_the_quant_config_the_draft_class_drops_is_what_its_layers_get():
+    # the NEXTN body drops the quant config inline: unquantized layers, no block check at TP 4
+    d = _draft_linear(4, WIDE, {**NEXTN, "nextn_unquantized": True}, BLOCK).draft
+    assert (d.status, d.value) == ("resolved", "built: UnquantizedLinearMethod (model.decoder.self_attn.qkv_proj, "
+                                               "model.decoder.self_attn.o_proj, model.decoder.mlp.gate_up_proj, "
+                                               "model.decoder.mlp.down_proj)")
+
+
+def test_a_draft_of_several_decoder_layers_is_stopped_at_the_second_one_it_builds():
+    # the stop is read off the construction: the second MiniDecoderLayer built in the same place
+    # as the first (which built linear layers) is the next decoder layer, whatever its prefix
+    mtp = {**DENSE, "architectures": ["MiniForCausalLMMTP"], "num_nextn_predict_layers": 3}
+    d = _draft_linear(2, WIDE, mtp, BLOCK).draft
+    assert (d.status, d.value) == ("resolved", "built: Fp8LinearMethod (mtp.layers.0.self_attn.qkv_proj, "
+                                               "mtp.layers.0.self_attn.o_proj, mtp.layers.0.mlp.gate_up_proj, "
+                                               "mtp.layers.0.mlp.down_proj)")
+
+
+def test_a_draft_value_rides_on_a_target_that_gives_none():
+    # the target's shapes are not derived (MLA): its value says it is not evaluated, the draft's is built
+    mla = {**WIDE, "kv_lora_rank": 512, "n_routed_experts": 8}
+    v = _draft_linear(4, mla, NEXTN, BLOCK)
+    assert (v.status, v.stage) == ("unknown", "linear")
+    assert v.reason.startswith("the target model's dense linear layers are not evaluated")
+    assert (v.draft.status, v.draft.exception) == ("unsupported", "ValueError")
+
+
+def test_the_attention_tp_size_a_worker_knows_without_dp_attention():
+    # what models pass their attention (and MTP/NEXTN) linear layers: rules/layers.toml's
+    # process value, SGLang's compute_dp_attention_world_info with attn_dp_size 1; with DP
+    # attention it is not known (the rank's DP group is not modelled)
+    from sglang_audit import factfiles
+    from sglang_audit.resolve.stage_common import process_value
+
+    expr = factfiles.layers().moe.process_values["get_attn_tensor_model_parallel_world_size"]
+    sa = Instance(Class("ServerArgs", (), {}, None))
+    sa.attrs.update(tp_size=8, attn_cp_size=2, enable_dp_attention=False)
+    assert process_value(expr, sa) == 4
+    sa.attrs.update(enable_dp_attention=True)
+    assert isinstance(process_value(expr, sa), Unknown)
+
+
+def test_a_draft_evaluation_cut_by_the_budget_keeps_the_targets_value(monkeypatch):
+    # the stage's CPU budget is shared: spent on the draft, it costs the draft's value only
+    from sglang_audit.evaluate.values import AnalysisBound
+    from sglang_audit.resolve import linear
+
+    def spent(*args: Any) -> Any:
+        raise AnalysisBound("analysis bound reached: CPU budget")
+    monkeypatch.setattr(linear, "_draft_value", spent)
+    v = _draft_linear(2, WIDE, NEXTN, BLOCK)
+    assert (v.status, v.value) == ("resolved", "built: Fp8LinearMethod (qkv_proj, o_proj, gate_up_proj, down_proj)")
+    assert (v.draft.status, v.draft.reason) == ("unknown", "the draft's linear layer evaluation failed "
+                                                           "(AnalysisBound: analysis bound reached: CPU budget)")

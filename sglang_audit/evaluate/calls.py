@@ -23,6 +23,7 @@ from sglang_audit.evaluate.values import (
     External,
     Function,
     Instance,
+    KeysList,
     Native,
     Partial,
     Property,
@@ -179,7 +180,9 @@ class Calls(InterpreterCore):
             owner[:] = [owner[i] for i in order]
             return None
         result = self.data_op(lambda: method(*args, **kwargs))
-        if name in ("items", "keys", "values") and isinstance(owner, dict):
+        if name == "keys" and isinstance(owner, dict):
+            return KeysList(result)  # a list with dict_keys' set operators
+        if name in ("items", "values") and isinstance(owner, dict):
             return list(result)  # dict views as lists: iteration order is what matters here
         return result
 

@@ -406,6 +406,29 @@ class TypeForm:
         return f"<type {getattr(self.origin, 'path', getattr(self.origin, 'name', '?'))}[...]>"
 
 
+class KeysList(list):  # type: ignore[type-arg]
+    """``dict.keys()`` as the evaluator returns it: a list (iteration order is what matters,
+    and it pickles), with the set operators of Python's ``dict_keys`` (``options.keys() -
+    allowed``, 0.5.23 layer_boundary/factories.py), which return sets as they do there."""
+
+    def __sub__(self, other: Any) -> set[Any]:
+        return set(self) - set(other)
+
+    def __rsub__(self, other: Any) -> set[Any]:
+        return set(other) - set(self)
+
+    def __and__(self, other: Any) -> set[Any]:
+        return set(self) & set(other)
+
+    def __or__(self, other: Any) -> set[Any]:
+        return set(self) | set(other)
+
+    def __xor__(self, other: Any) -> set[Any]:
+        return set(self) ^ set(other)
+
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
+
+
 class AnalysisBound(Exception):
     """A bound on work (steps, depth, loop iterations, paths) was reached."""
 

@@ -85,7 +85,8 @@ def _layer_text(v: LayerValue) -> str:
     extra = [*v.assumptions, *(f"fork: {f}" for f in v.forks)]
     if isinstance(v.draft, LayerValue):
         extra.append(f"draft: {_layer_text(v.draft)}")
-    return text + (f" [{'; '.join(extra)}]" if extra and (v.stage == "attention" or v.forks) else "")
+    shown = v.stage == "attention" or v.forks or isinstance(v.draft, LayerValue)  # the linear stage's draft
+    return text + (f" [{'; '.join(extra)}]" if extra and shown else "")
 
 
 def _unknown_detail(value: Any) -> str:

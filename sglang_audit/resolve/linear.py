@@ -103,26 +103,72 @@ class _LayerDone(Exception):
 
 
 def evaluate_linear(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
-    """The layer value of ``quantization`` for a quantized model; {} for an unquantized one
-    (its layers take the unquantized method), a release without the linear layer module, or a
-    model whose configuration the rules derive no layer for.
+    """The layer value of ``quantization``: the target model's dense linear layers, and the
+    draft model's as its ``draft`` (the draft worker builds its model with the same code:
+    a raise there stops the server as well). {} when neither has a value."""
+    spec = factfiles.layers()
+    target = _target_value(interp, server_args, model_config, spec)
+    try:
+        draft = _draft_value(interp, server_args, draft_config, spec)
+    except EVALUATION_ENDS as exc:
+        # the stage's CPU budget spent on the draft, or an evaluator stop: the target's value stays
+        ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
+        draft = LayerValue(STATUS_UNKNOWN, None, stage="linear", reason=(
+            f"the draft's linear layer evaluation failed ({type(exc).__name__}: {exc})"))
+    if draft is None:
+        return {SETTING: target} if target is not None else {}
+    if target is None:
+        # nothing of the target's evaluated: the draft's value needs a layer value to ride on
+        target = LayerValue(STATUS_UNKNOWN, None, stage="linear", reason=(
+            "the target model's dense linear layers are not evaluated (not quantized, or no layer derived "
+            "at config.json's shapes: rules/layers.toml [linear])"))
+    return {SETTING: replace(target, draft=draft)}
+
+
+def _draft_value(interp: Interpreter, server_args: Any, draft_config: Any, spec: LayersFacts) -> LayerValue | None:
+    """The draft model's dense linear layers, always from its own class's constructor (the
+    class the release's registry maps the draft's architecture to, on the draft's config:
+    for NEXTN/MTP the target checkpoint's, as SGLang's draft ModelConfig has it), with the
+    quant config the loader hands it: whatever the class passes on (DeepSeek's NEXTN drops
+    ``modelopt_fp4``, Qwen3.5's MTP drops NVFP4) is SGLang's code, evaluated. None for an
+    unquantized draft (its layers take the unquantized method) or one building no linear layer."""
+    if not isinstance(draft_config, Instance) or draft_config.attrs.get("quantization") is None:
+        return None
+    if interp.find_module_file(spec.linear.module) is None:
+        return None  # the target's value says so
+    stopped: list[str] = []
+    layers = _record(interp, spec, draft_config, server_args, draft=True, stopped=stopped)
+    if isinstance(layers, str):
+        return LayerValue(STATUS_UNKNOWN, None, stage="linear", reason=layers)
+    if not layers:
+        return None
+    value = _explore(interp, server_args, draft_config, spec, layers)
+    # a construction that stopped on the way may hold linear layers of its own: listed, since
+    # the value speaks only for the layers built (never "no other layer")
+    return replace(value, data_dependent=(
+        *(f"{s} (its linear layers, if any, not built)" for s in stopped), *value.data_dependent))
+
+
+def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec: LayersFacts) -> LayerValue | None:
+    """The target's value for a quantized model; None for an unquantized one (its layers take
+    the unquantized method), a release without the linear layer module, or a model whose
+    configuration the rules derive no layer for.
 
     The layers are first built at the shapes config.json gives (``[[linear.layer]]``: cheap,
     no model code run). A build that does not resolve is confirmed on what the model's own
     constructor builds (``_record``: its linear layers, with the quant config, sizes and groups
     it passes them), since a model may pass its layers another quant config or none
     (gpt_oss.py's attention takes none); that build is the answer."""
-    spec = factfiles.layers()
     lin = spec.linear
     if not isinstance(model_config, Instance) or model_config.attrs.get("quantization") is None:
-        return {}
+        return None
     shapes = _layer_args(model_config, lin)
     if not shapes:
-        return {}  # decided from config.json alone: no module of the release loaded (nor read)
+        return None  # decided from config.json alone: no module of the release loaded (nor read)
     if interp.find_module_file(lin.module) is None:
         missing = missing_module(interp, lin.module)
-        return {} if missing is None else {SETTING: LayerValue(
-            STATUS_UNKNOWN, None, reason=f"the linear layer module {lin.module} not found: {missing}", stage="linear")}
+        return None if missing is None else LayerValue(
+            STATUS_UNKNOWN, None, reason=f"the linear layer module {lin.module} not found: {missing}", stage="linear")
     mod = interp.load_module(lin.module)
     derived = []
     for entry, args in shapes:
@@ -130,22 +176,22 @@ def evaluate_linear(interp: Interpreter, server_args: Any, model_config: Any, dr
         if isinstance(cls, Class):
             derived.append(_Recorded(entry.name, cls, tuple(args), (("prefix", entry.prefix),), derived=True))
     if not derived:
-        return {}
+        return None
     value = _explore(interp, server_args, model_config, spec, derived)
     if value.status == STATUS_RESOLVED:
-        return {SETTING: replace(value, data_dependent=(
+        return replace(value, data_dependent=(
             "the model's own constructor (the layers built at config.json's shapes, rules/layers.toml [linear])",
-            *value.data_dependent))}
+            *value.data_dependent))
     layers = _record(interp, spec, model_config, server_args)
     if isinstance(layers, str):
         said = value.value if value.status == STATUS_UNSUPPORTED else value.reason
         cand = Candidate(f"{value.status}: {said}", ((f"at {value.site}",) if value.site else ()) +
                          ("with config.json's shapes and the loader's quant config",))
-        return {SETTING: LayerValue(STATUS_UNKNOWN, None, stage="linear", candidates=(cand,), reason=(
-            f"the layers built at config.json's shapes do not resolve, and {layers}"))}
+        return LayerValue(STATUS_UNKNOWN, None, stage="linear", candidates=(cand,), reason=(
+            f"the layers built at config.json's shapes do not resolve, and {layers}"))
     if not layers:
-        return {}
-    return {SETTING: _explore(interp, server_args, model_config, spec, layers)}
+        return None
+    return _explore(interp, server_args, model_config, spec, layers)
 
 
 def _layer_args(model_config: Instance, lin: LinearFacts) -> list[tuple[LinearLayer, list[Any]]]:
@@ -199,11 +245,21 @@ def _arg(expr: str, dims: dict[str, int]) -> Any:
     return _dim(expr, dims)
 
 
-def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, server_args: Any) -> list[_Recorded] | str:
+def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, server_args: Any,
+            draft: bool = False, stopped: list[str] | None = None) -> list[_Recorded] | str:
     """The linear layers the model class's ``__init__`` constructs for its first decoder layer
     (prefix matching ``[linear] first_layer``), in order, with the arguments it passes; the
     evaluation stops when a second decoder layer begins (``next_layer``). Its own unknown
-    branches are explored until one path records a layer. A reason (str) when none does."""
+    branches are explored until one path records a layer. A reason (str) when none does.
+
+    ``draft``: a draft class names its layers its own way (DeepSeek's NEXTN builds
+    ``self.decoder``, ``model.decoder.*``; others ``mtp.layers.0.*``), so every linear layer it
+    constructs is recorded under its full prefix, and the stop is read off the construction
+    itself: a model-package class about to be built again at the same place (the same classes
+    being built around it) as one already built that constructed linear layers is the next
+    decoder layer (DeepSeek's ``make_layers``, an MTP ``ModuleList``); a draft with one layer
+    is evaluated to its end. ``stopped`` receives the model-package constructions that stopped
+    on the path that recorded (their linear layers, if any, are not built)."""
     lin, reg = spec.linear, spec.model_registry
     first, following = re.compile(lin.first_layer), re.compile(lin.next_layer)
     state = new_state()
@@ -221,11 +277,18 @@ def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, serv
     standin = unevaluated(cls)
     recorded: list[_Recorded] = []
     skipped: list[str] = []  # model-package classes whose construction stopped (stand-ins)
+    building: list[int] = []  # the model-package classes being built, outermost first (draft)
+    # (the classes being built around it, the class): built, and it constructed linear layers
+    built_with_layers: set[tuple[int, ...]] = set()
 
     def classes(func: Class, args: list[Any], kwargs: dict[str, Any]) -> Any:
         ok, body_init = func.lookup("__init__")
         if func.is_subclass_of(linear_base) and isinstance(body_init, Function):
             prefix = bound_argument(body_init, args, kwargs, "prefix")
+            if draft:
+                name = prefix if isinstance(prefix, str) and prefix else func.name
+                recorded.append(_Recorded(name, func, tuple(args), tuple(kwargs.items())))
+                return Instance(unevaluated(func))
             if isinstance(prefix, str) and following.search(prefix):
                 raise _LayerDone()
             if isinstance(prefix, str) and (m := first.search(prefix)):
@@ -233,16 +296,28 @@ def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, serv
             return Instance(unevaluated(func))
         if ok and isinstance(body_init, Function) and body_init.module.file.startswith(body_files) \
                 and bound_argument(body_init, args, kwargs, "quant_config") is not NO_ARG:
+            place = (*building, id(func))
+            if draft and place in built_with_layers:
+                raise _LayerDone()  # the draft's next decoder layer begins
+            before = len(recorded)
+            building.append(id(func))
             try:  # a model-package class that takes a quant config: built for real
-                return interp.instantiate(func, args, kwargs)
+                made = interp.instantiate(func, args, kwargs)
             except (Unmodelled, AnalysisBound, PyRaise) as exc:
                 skipped.append(f"{func.name}: {stop_text(interp, exc)}")
                 return Instance(unevaluated(func))  # off the way (its linear layers recorded so far stay)
+            finally:
+                building.pop()
+            if len(recorded) > before:
+                built_with_layers.add(place)
+            return made
         return NOT_HOOKED  # a torch module is a stand-in (submodule_hook)
 
     def build() -> list[_Recorded] | str:
         recorded.clear()
         skipped.clear()
+        building.clear()
+        built_with_layers.clear()
         try:
             qc = model_quant_config(interp, spec.moe, model_config)
             hf = model_config.attrs.get("hf_config")
@@ -267,6 +342,10 @@ def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, serv
             del interp.logs[logged:]
     lists = [r for r, _ in runs if isinstance(r, list)]
     if any(lists):
+        if stopped is not None:
+            # the last run's (exploration stops at the first that records): a construction that
+            # stopped on it (an unknown the tool cannot follow) may hold linear layers
+            stopped.extend(dict.fromkeys(skipped))
         return next(r for r in lists if r)
     if lists:
         return []  # the model's first decoder layer builds no linear layer

@@ -84,8 +84,8 @@ def raise_message(interp: Interpreter, raised: PyRaise) -> tuple[str, str]:
 
 def process_value(expr: Any, server_args: Any) -> Any:
     """A value a worker knows from its server args (rules/layers.toml): an int or bool
-    literal, a server-args field, ``a/b`` (integer division of fields) or ``a==N`` (a field
-    compared with an int); unknown when a field is not a known int."""
+    literal, a server-args field, ``a/b`` (integer division of fields) or ``a==N`` (a field,
+    int or bool, compared with an int); unknown when a field is not known."""
     if isinstance(expr, (bool, int)):
         return expr
     text = str(expr)
@@ -98,6 +98,8 @@ def process_value(expr: Any, server_args: Any) -> Any:
                        f"proc:{expr}")
     left, eq, right = text.partition("==")
     parts = [server_args.attrs.get(p) if isinstance(server_args, Instance) else None for p in left.split("/")]
+    if eq and len(parts) == 1 and isinstance(parts[0], bool):
+        return int(parts[0]) == int(right)  # a flag: "enable_dp_attention==0"
     if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts) or any(p == 0 for p in parts[1:]):
         return Unknown(f"{expr} (server args not known)", f"proc:{expr}")
     ints = cast("list[int]", parts)  # each a known int: checked above

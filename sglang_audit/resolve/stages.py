@@ -81,9 +81,9 @@ STAGES: tuple[LayerStage, ...] = (
     LayerStage("spec_worker", ("speculative_algorithm",), "speculative", evaluate_spec_worker,
                "speculative worker evaluation", cpu_budget=WORKER_CPU_SECONDS, models="both"),
     # the dense linear layers with the model's quant config (their value is the layer value of
-    # `quantization`), last: no other stage reads what they build
+    # `quantization`, the draft model's its draft value), last: no other stage reads what they build
     LayerStage("linear", ("quantization",), "linear", evaluate_linear, "linear layer evaluation",
-               cpu_budget=LINEAR_CPU_SECONDS),
+               cpu_budget=LINEAR_CPU_SECONDS, models="both"),
 )
 
 # the stage names in order -> the settings each gives (what selecting stages needs)
