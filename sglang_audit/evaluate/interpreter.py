@@ -57,6 +57,16 @@ class Interpreter(Statements, Generators, Expressions, Operators, Calls, Attribu
     parts composed over the core (each part's methods in its own module)."""
 
 
+# CPython finds a method through its type cache; a lookup the cache misses walks the MRO, one
+# dict per class. The parts' methods are copied into the composed class so that walk stops at
+# its first dict, as for the one class before the split (valgrind: 0.5% fewer instructions per
+# evaluation than with the parts left as bases only). The parts stay the bases (typing, MRO).
+for _part in reversed(Interpreter.__mro__[1:-1]):
+    for _name, _value in vars(_part).items():
+        if not _name.startswith("__"):
+            setattr(Interpreter, _name, _value)
+
+
 def _no_handler(prefix: str, kind: str) -> Callable[..., Any]:
     def handler(interp: Interpreter, node: ir.Node, frame: Frame) -> Any:
         raise AttributeError(f"type object 'Interpreter' has no attribute '{prefix}{kind}'")
