@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Every attention backend a release registers, forced on each arch for an MHA and an MLA
-model: what SGLang and the kernel it calls say (issue 42). Generated, never hand-written:
+"""Every attention backend a release registers, forced on each arch for an MHA, an MLA and a
+hybrid GDN model, without speculative decoding, with EAGLE/NEXTN and with NGRAM: what SGLang
+and the kernel it calls say (issue 42). Generated, never hand-written:
 
     python scripts/attention_table.py                          # writes docs/attention-backends.md
-    python scripts/attention_table.py --releases 0.5.23 --archs sm100 --jobs 2 -o /tmp/t.md
+    python scripts/attention_table.py --releases 0.5.23 --archs sm100 --specs none --jobs 2 -o /tmp/t.md
 
-One ``explain attention_backend`` per (release, arch, model): its forced choices are the
-release's own ``--attention-backend`` choices, each resolved with the attention stage and the
-kernel level (the result cache makes a re-run cheap). A cell reads
+One ``explain attention_backend`` per (release, spec, arch, model): its forced choices are the
+release's own ``--attention-backend`` choices, each resolved with the attention stage, the
+speculative worker (which builds the draft's backends with the same choice) and the kernel
+level (the result cache makes a re-run cheap). A cell reads
 
 * ``resolved`` — SGLang accepts it and the backend's constructor passes (``· kernel supported``
   when the kernel's own device guard was read and passes);
@@ -15,7 +17,9 @@ kernel level (the result cache makes a re-run cheap). A cell reads
   when it builds the backend, else the kernel's own guard (``kernel``);
 * ``rejected`` — ServerArgs refuses the flags (``file:line``);
 * ``rewritten → X`` — SGLang replaces the choice;
-* ``unknown`` — with the reason.
+* ``unknown`` — with the reason;
+* with speculative decoding, the worker's verdict when the backend itself passes:
+  ``unsupported (worker)`` with SGLang's refusing ``file:line``, or ``unknown (worker: …)``.
 """
 
 from __future__ import annotations
@@ -41,9 +45,17 @@ from sglang_audit.errors import AuditError  # noqa: E402
 from sglang_audit.resolve.pipeline import Request  # noqa: E402
 
 RELEASES = ["0.5.10", "0.5.16", "0.5.23"]
-ARCHS = ["sm80", "sm89", "sm90", "sm100", "sm120", "gfx942"]
-# bundled profiles (fixtures/models): a bf16 MHA model and an MLA model (DeepSeek-V3's FP8)
-MODELS = {"MHA": "qwen3-30b-a3b", "MLA": "deepseek-v3-fp8"}
+ARCHS = ["sm80", "sm89", "sm90", "sm100", "sm103", "sm120", "sm121", "gfx942"]
+# bundled profiles (fixtures/models): a bf16 MHA model, an MLA model (DeepSeek-V3's FP8) and a
+# hybrid linear-attention (GDN) model
+MODELS = {"MHA": "qwen3-30b-a3b", "MLA": "deepseek-v3-fp8", "GDN": "qwen3-next-80b-a3b"}
+# speculative decoding: the algorithm per model kind (EAGLE for the MHA model, whose checkpoint
+# has no MTP layers, SGLang's draft being the target's own config; NEXTN for the models with MTP)
+SPECS: dict[str, dict[str, str]] = {
+    "none": {},
+    "EAGLE/NEXTN": {"MHA": "EAGLE", "MLA": "NEXTN", "GDN": "NEXTN"},
+    "NGRAM": {"MHA": "NGRAM", "MLA": "NGRAM", "GDN": "NGRAM"},
+}
 OUT = Path(__file__).resolve().parent.parent / "docs" / "attention-backends.md"
 # cells read by hand against the release's code (issue 42 asks for 10), kept with the script so
 # a regenerated table keeps the note: (release, arch, kind, backend, what was read)
@@ -97,6 +109,21 @@ def cell(c: ChoiceOutcome) -> str:
     return f"unknown ({_clip(c.note or 'no reason recorded')})"
 
 
+def spec_cell(c: ChoiceOutcome, base: str) -> str:
+    """The cell with the speculative worker's verdict when the backend itself passes: the worker
+    SGLang builds with the same choice (its draft backends) refuses or cannot be told."""
+    if not base.startswith("resolved"):
+        return base
+    failed = next((f for name, _stage, f in c.also_fails if name == "speculative_algorithm"), None)
+    if failed is not None:
+        msg, _, site = failed.rpartition(" at ")
+        return f"unsupported (worker) `{site}` {_clip(msg, 80)}" if msg else f"unsupported (worker) {_clip(failed, 80)}"
+    unknown = next((r for name, _stage, r in c.also_unknown if name == "speculative_algorithm"), None)
+    if unknown is not None:
+        return f"unknown (worker: {_clip(unknown)})"
+    return base
+
+
 def _kernel_site(reason: str) -> str:
     return reason.rsplit(" at ", 1)[1] if " at " in reason else ""
 
@@ -105,42 +132,50 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--releases", nargs="+", default=RELEASES)
     ap.add_argument("--archs", nargs="+", default=ARCHS)
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument("--specs", nargs="+", default=list(SPECS), choices=list(SPECS))
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     args = ap.parse_args()
     started = time.time()
     sections: list[str] = []
+    kinds = [k for k in MODELS if k in args.models]
     for release in args.releases:
-        table: dict[str, dict[tuple[str, str], str]] = {}
-        order: list[str] = []
-        for arch in args.archs:
-            for kind, model in MODELS.items():
-                request = Request(source=f"sglang=={release}", arch=arch, model=model,
-                                  sets=list(MODEL_DEFAULT_SETS.get(model, ())))
-                print(f"{release} {arch} {kind} ...", file=sys.stderr, flush=True)
-                try:
-                    ex = explain(request, "attention_backend", jobs=args.jobs)
-                except AuditError as exc:
-                    for name in order:
-                        table[name][(arch, kind)] = f"unknown ({_clip(exc)})"
-                    continue
-                for c in ex.choices:
-                    if c.choice not in table:
-                        table[c.choice] = {}
-                        order.append(c.choice)
-                    table[c.choice][(arch, kind)] = cell(c)
-        cols = [(a, k) for a in args.archs for k in MODELS]
-        lines = [f"## SGLang {release}", "",
-                 "| backend | " + " | ".join(f"{a} {k}" for a, k in cols) + " |",
-                 "|---|" + "---|" * len(cols)]
-        for name in order:
-            lines.append(f"| `{name}` | " + " | ".join(table[name].get(c, "—") for c in cols) + " |")
-        sections.append("\n".join(lines))
+        for spec in args.specs:
+            table: dict[str, dict[tuple[str, str], str]] = {}
+            order: list[str] = []
+            for arch in args.archs:
+                for kind in kinds:
+                    model = MODELS[kind]
+                    algo = SPECS[spec].get(kind)
+                    sets = [*MODEL_DEFAULT_SETS.get(model, ()), *([f"speculative_algorithm={algo}"] if algo else [])]
+                    request = Request(source=f"sglang=={release}", arch=arch, model=model, sets=sets)
+                    print(f"{release} {spec} {arch} {kind} ...", file=sys.stderr, flush=True)
+                    try:
+                        ex = explain(request, "attention_backend", jobs=args.jobs)
+                    except AuditError as exc:
+                        for name in order:
+                            table[name][(arch, kind)] = f"unknown ({_clip(exc)})"
+                        continue
+                    for c in ex.choices:
+                        if c.choice not in table:
+                            table[c.choice] = {}
+                            order.append(c.choice)
+                        table[c.choice][(arch, kind)] = spec_cell(c, cell(c)) if algo else cell(c)
+            cols = [(a, k) for a in args.archs for k in kinds]
+            title = "no speculative decoding" if spec == "none" else " / ".join(
+                f"{k} `{SPECS[spec][k]}`" for k in kinds if k in SPECS[spec])
+            lines = [f"## SGLang {release}: {title}", "",
+                     "| backend | " + " | ".join(f"{a} {k}" for a, k in cols) + " |",
+                     "|---|" + "---|" * len(cols)]
+            for name in order:
+                lines.append(f"| `{name}` | " + " | ".join(table[name].get(c, "—") for c in cols) + " |")
+            sections.append("\n".join(lines))
     head = [
-        "# Attention backends × arch × model kind (generated)",
+        "# Attention backends × arch × model kind × speculative decoding (generated)",
         "",
         f"Generated by `python scripts/attention_table.py` in {time.time() - started:.0f} s; do not edit by hand.",
-        f"Models (bundled profiles): MHA `{MODELS['MHA']}`, MLA `{MODELS['MLA']}` "
+        "Models (bundled profiles): " + ", ".join(f"{k} `{m}`" for k, m in MODELS.items() if k in kinds) + " "
         "(tp from rules/matrix.toml). Each cell is that backend forced with `--attention-backend`, as "
         "`explain attention_backend` resolves it: the release's ServerArgs, the attention backend "
         "built (the registry's creator and the class's constructor, evaluated), and the kernel level "
@@ -153,11 +188,14 @@ def main() -> int:
         "sgl_kernel/… in sgl-kernel, flashinfer/… in FlashInfer). A FlashInfer wrapper SGLang builds "
         "with `backend=` is followed through FlashInfer's own dispatch to the family's module getter "
         "(a family refused on the device shows at FlashInfer's line); what the compiled kernels "
-        "support is not in the source.",
+        "support is not in the source. With speculative decoding, the worker SGLang builds for the "
+        "algorithm (its dispatch, its constructor's asserts and the draft's attention backends, built "
+        "with the same choice) is evaluated too: a backend that passes but whose worker SGLang refuses "
+        "reads `unsupported (worker)` at the refusing line.",
         "",
     ]
     checked = ["## Cells checked by hand", "",
-               "Each against the release's own code (and the sgl-kernel it pins); the cell above must say the same.",
+               "Each against the release's own code (and the sgl-kernel it pins), without speculative decoding; the cell above must say the same.",
                ""] + [f"- {r} {a} {k} `{b}`: {what}" for r, a, k, b, what in CHECKED
                       if r in args.releases and a in args.archs]
     args.output.write_text("\n".join(head) + "\n" + "\n\n".join(sections) + "\n\n" + "\n".join(checked) + "\n")

@@ -225,7 +225,7 @@ def _stages_resolved(monkeypatch, log) -> None:
     monkeypatch.setattr(Resolver, "resolve", spied)
 
 
-@pytest.mark.parametrize(("field", "stages"), [("fp4_gemm_runner_backend", []), ("moe_runner_backend", ["moe"])])
+@pytest.mark.parametrize(("field", "stages"), [("fp4_gemm_runner_backend", []), ("moe_runner_backend", ["moe", "moe_draft"])])
 def test_forced_choices_build_only_the_layers_their_outcome_reads(fixture_req, monkeypatch, field, stages, process_log):
     _stages_resolved(monkeypatch, process_log)
     exp = explain(replace(fixture_req("sm120", "deepseek-r1-nvfp4"), use_cache=False), field)
@@ -238,12 +238,15 @@ def test_forced_choices_build_only_the_layers_their_outcome_reads(fixture_req, m
 def test_a_rule_reading_another_settings_layer_keeps_that_stage(tmp_path, monkeypatch):
     from sglang_audit.analyses import explain as ex
 
-    assert ex.layer_stages_read("moe_runner_backend", frozenset()) == ("moe",)  # not the draft's layers
+    # the draft's MoE layers take the target's runner unless the speculative one is set
+    # (0.5.23 moe/utils.py _default_speculative_moe_runner_backend): built with it again
+    assert ex.layer_stages_read("moe_runner_backend", frozenset()) == ("moe", "moe_draft")
     assert ex.layer_stages_read("moe_runner_backend", frozenset({"attention_backend"})) == ("moe", "moe_draft", "attention")
     assert ex.layer_stages_read("fp4_gemm_runner_backend", frozenset({"moe_runner_backend"})) == ("moe",)
     # a later stage runs on what the earlier ones left: it is never built without them
     assert ex.layer_stages_read("speculative_moe_runner_backend", frozenset()) == ("moe", "moe_draft")
-    assert ex.layer_stages_read("attention_backend", frozenset()) == ("moe", "moe_draft", "attention")
+    # the speculative worker builds the draft's attention backends with the same choice
+    assert ex.layer_stages_read("attention_backend", frozenset()) == ("moe", "moe_draft", "attention", "spec_worker")
     assert ex.layer_stages_read("fp4_gemm_runner_backend", frozenset({"attention_backend"})) == ("moe", "moe_draft", "attention")
     # the shipped rule files: only their `when` counts (examples name layer facts as inputs)
     rules = tmp_path / "known-bad"
@@ -262,8 +265,9 @@ def test_a_rule_reading_another_settings_layer_keeps_that_stage(tmp_path, monkey
 
 @pytest.mark.real_release
 def test_0510_forced_choices_without_the_attention_stage_explain_the_same(release, monkeypatch, process_log):
-    # with NEXTN (a draft model): a forced target MoE runner builds neither the attention
-    # backends nor the draft's MoE layers, and explains the same as one that builds them all
+    # with NEXTN (a draft model): a forced target MoE runner builds the draft's MoE layers
+    # (they take the target's runner) but not the attention backends, and explains the same
+    # as one that builds them all
     from sglang_audit.analyses import explain as ex
     from sglang_audit.resolve import layers as layers_module
     from sglang_audit.resolve import resolver as resolver_module
@@ -295,11 +299,46 @@ def test_0510_forced_choices_without_the_attention_stage_explain_the_same(releas
 
     fewer = explained()
     forced = len([c for c in fewer.choices if c.choice != fewer.setting.config])
-    # the base resolution's only, and the target's MoE layers once per forced choice
-    assert sorted(built.items()) == sorted(["attention", "speculative_moe_runner_backend"]
+    # the base resolution's only, and the target's and the draft's MoE layers once per forced choice
+    assert sorted(built.items()) == sorted(["attention"] + ["speculative_moe_runner_backend"] * (1 + forced)
                                            + ["moe_runner_backend"] * (1 + forced))
     monkeypatch.setattr(ex, "layer_stages_read", lambda field, named: None)
     every = explained()
     assert built.items().count("attention") == 2 + forced
-    assert built.items().count("speculative_moe_runner_backend") == 2 + forced
+    assert built.items().count("speculative_moe_runner_backend") == 2 * (1 + forced)
     assert json.dumps(fewer.to_json(), sort_keys=True) == json.dumps(every.to_json(), sort_keys=True)
+
+
+@pytest.mark.real_release
+def test_0523_a_forced_attention_backend_the_eagle_worker_refuses_says_so(release):
+    # read first: 0.5.23 DraftBackendFactory.create_decode_backend's map (draft_utils.py:97-113)
+    # has no "torch_native"; _create_backend raises at :64 when the name is not in it. The
+    # attention stage alone accepts torch_native for Qwen3-30B-A3B on sm100: the choice fails
+    # only through the speculative worker, which builds the draft's backends with it
+    from sglang_audit.analyses import explain as ex
+    from sglang_audit.analyses.explain import ChoiceOutcome
+    from sglang_audit.render.explain import _choice_lines
+    from sglang_audit.resolve.pipeline import prepare, resolve_target
+    from sglang_audit.result import STATUS_UNSUPPORTED
+
+    tree = release("0.5.23")
+    cache = SourceCache(use_disk=True)
+    prep = prepare(Request(source=str(tree.package_dir), arch="sm100", model="qwen3-30b-a3b",
+                           sets=["speculative_algorithm=EAGLE", "attention_backend=torch_native"]), cache)
+    # the stages explain runs for a forced attention backend, less the MoE layers (not read here)
+    assert ex.layer_stages_read("attention_backend", frozenset())[-2:] == ("attention", "spec_worker")
+    res = resolve_target(replace(prep.target, layer_stages=("attention", "spec_worker")), cache, None, forks=False)
+    assert res.settings["attention_backend"].layer.status == "resolved"
+    built = {"speculative_algorithm"}
+    fails = ex._other_layers(res, "attention_backend", built, STATUS_UNSUPPORTED)
+    assert fails == (("speculative_algorithm", "speculative",
+                      "ValueError: EAGLE is not supported in decode attention backend torch_native at "
+                      "sglang/srt/speculative/draft_utils.py:64"),)
+    # a setting outside what the choices were built with is never listed
+    assert ex._other_layers(res, "attention_backend", set(), STATUS_UNSUPPORTED) == ()
+    lines = _choice_lines(ChoiceOutcome("torch_native", ex.OUTCOME_ACCEPTED, "torch_native", also_fails=fails), 12, "sm100")
+    assert lines[1].strip() == ("with it, the speculative worker (speculative_algorithm) fails: ValueError: EAGLE is "
+                                "not supported in decode attention backend torch_native at "
+                                "sglang/srt/speculative/draft_utils.py:64")
+    assert ChoiceOutcome("x", ex.OUTCOME_ACCEPTED, also_fails=fails).to_json()["also_fails"] == [
+        {"setting": "speculative_algorithm", "stage": "speculative", "failure": fails[0][2]}]

@@ -33,11 +33,12 @@ from sglang_audit.resolve.pipeline import (
 )
 from sglang_audit.resolve.resolver import Resolver
 from sglang_audit.resolve.resultcache import ResultCache
-from sglang_audit.resolve.stages import LAYER_STAGES
+from sglang_audit.resolve.stages import LAYER_STAGES, STAGE_READS
 from sglang_audit.resolve.targets import Target
 from sglang_audit.resolve.workers import Batch, run_all
 from sglang_audit.result import (
     STATUS_RESOLVED,
+    STATUS_UNKNOWN,
     STATUS_UNSUPPORTED,
     ChainStep,
     KernelVerdict,
@@ -148,12 +149,23 @@ class ChoiceOutcome:
     # the kind of the layer stage whose build failed (layers_fail): LayerValue.stage, "moe",
     # "attention" or "speculative" (the worker, a forced speculative_algorithm)
     stage: str = ""
+    # the other settings whose layer stage fails in this choice's resolution, as (setting,
+    # stage, "<value> at <site>"): forcing an attention backend under EAGLE builds the
+    # speculative worker with it too, and SGLang's refusal there is the deployment's (issue 42)
+    also_fails: tuple[tuple[str, str, str], ...] = ()
+    # the same for the other settings whose layer stage cannot be told (status ``unknown``),
+    # with the reason: the deployment's outcome is then not known either
+    also_unknown: tuple[tuple[str, str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "choice": self.choice, "outcome": self.outcome,
             # only a failed build names its stage (older outputs keep their shape)
             **({"stage": self.stage} if self.stage else {}),
+            **({"also_fails": [{"setting": n, "stage": st, "failure": f} for n, st, f in self.also_fails]}
+               if self.also_fails else {}),
+            **({"also_unknown": [{"setting": n, "stage": st, "reason": r} for n, st, r in self.also_unknown]}
+               if self.also_unknown else {}),
             "known_bad": [{"rule": r, "severity": sev, "title": t} for r, sev, t in self.known_bad],
             "config": _value_json(self.config), "runtime": _value_json(self.runtime),
             "overridden": self.overridden, "layer": self.layer,
@@ -339,6 +351,27 @@ def _with_rules(outcome: ChoiceOutcome, res: Resolution, field: str, rules: tupl
     return replace(outcome, outcome=label, known_bad=bad)
 
 
+def _other_layers(res: Resolution, field: str, built: set[str], status: str) -> tuple[tuple[str, str, str], ...]:
+    """The settings of ``built`` other than ``field`` whose layer stage ends with ``status``
+    in this resolution, in the resolution's order, as (setting, stage, what): SGLang's refusal
+    and its site for ``unsupported``, the reason for ``unknown``."""
+    if res.rejected is not None:
+        return ()
+    out = []
+    for name, s in res.settings.items():
+        layer = s.layer
+        if name == field or name not in built or not isinstance(layer, LayerValue) or layer.status != status:
+            continue
+        if status == STATUS_UNSUPPORTED:
+            text = f"{layer.value} at {layer.site}" if layer.site else str(layer.value)
+            pending = layer.unsettled_absences  # a plain install's absence: a condition, not a verdict
+            text += f" (if {', '.join(pending)} is not installed)" if pending else ""
+        else:
+            text = layer.reason or "no reason recorded"
+        out.append((name, layer.stage, text))
+    return tuple(out)
+
+
 def _classify(choice: str, default: Any, res: Resolution, field: str, ctx: _Context) -> ChoiceOutcome:
     if res.rejected is not None:
         return ChoiceOutcome(choice, OUTCOME_REJECTED, rejection=res.rejected)
@@ -521,14 +554,17 @@ def _choice_tasks(plans: list[_Field], force_choices: bool, progress: Callable[[
 
 def layer_stages_read(field: str, named: frozenset[str]) -> tuple[str, ...]:
     """The layer stages whose values a forced choice of ``field`` is read for: the one that
-    builds the field's own layers, and those that build the layers of a setting a known-bad
+    builds the field's own layers, those that build with the field again (``STAGE_READS``: the
+    draft's MoE layers, the speculative worker; their outcome is the choice's ``also_fails``),
+    and those that build the layers of a setting a known-bad
     rule names as ``settings.X.layer`` (``named``), and every stage before the last of those:
     a stage runs on the interpreter the stages before it left (their imports, the globals
     they published), so only the stages after it are left out. A choice's outcome reads only
     the field's setting, the rejections and the rules' findings on the field (``_classify``);
     building later layers (the attention backend is ~1/6 of a 0.5.23 resolution) changes none."""
     order = list(LAYER_STAGES)
-    read = [i for i, names in enumerate(LAYER_STAGES.values()) if field in names or named.intersection(names)]
+    read = [i for i, (name, names) in enumerate(LAYER_STAGES.items())
+            if field in names or named.intersection(names) or field in STAGE_READS[name]]
     return tuple(order[: read[-1] + 1]) if read else ()
 
 
@@ -593,6 +629,9 @@ def _explanation(p: _Field, dg: DecisionGraph, predicates: dict[str, Any], rules
     if rules_note:
         notes.append(rules_note)
     outcomes: list[ChoiceOutcome] = []
+    # the other layers built with the field again (the stages that read it, run for every
+    # forced choice): their outcome is the choice's too
+    built = {n for stage, names in LAYER_STAGES.items() if field in STAGE_READS[stage] for n in names}
     if setting.present and not force_choices:
         notes.append(f"the choices of {field} were not forced one by one (asked not to)")
     elif setting.present:
@@ -600,7 +639,8 @@ def _explanation(p: _Field, dg: DecisionGraph, predicates: dict[str, Any], rules
             res = results[p.forced[choice]] if choice in p.forced else base
             outcome = _with_rules(_classify(choice, default, res, field, ctx), res, field, rules)
             kernel = res.settings[field].kernel if field in res.settings else None
-            outcomes.append(replace(outcome, kernel=kernel) if kernel is not None else outcome)
+            outcomes.append(replace(outcome, kernel=kernel, also_fails=_other_layers(res, field, built, STATUS_UNSUPPORTED),
+                                    also_unknown=_other_layers(res, field, built, STATUS_UNKNOWN)))
     else:
         notes.append(f"this release has no {field} setting")
     user_set = field in p.target.flags

@@ -170,6 +170,12 @@ def _choice_lines(c: ChoiceOutcome, width: int, device: str) -> list[str]:
         lines = [f"{pad}accepted by SGLang, but {what}: {_clip(c.note, 240)}"]
     else:
         lines = [f"{pad}unknown: {_clip(c.note) or 'no reason recorded'}"]
+    for name, stage, failure in c.also_fails:
+        built = built_what(stage)
+        lines.append(f"  {'':{width}}    with it, {built} ({name}) {'fail' if built.endswith('layers') else 'fails'}: "
+                     f"{_clip(failure, 240)}")
+    for name, stage, reason in c.also_unknown:
+        lines.append(f"  {'':{width}}    with it, {built_what(stage)} ({name}) cannot be told: {_clip(reason, 200)}")
     if c.known_bad and c.outcome != OUTCOME_KNOWN_BAD:
         lines.append(f"  {'':{width}}    known-bad: " + ", ".join(f"{r} ({sev}: {title})" for r, sev, title in c.known_bad))
     if c.kernel is not None:

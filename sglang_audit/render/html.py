@@ -36,7 +36,15 @@ from sglang_audit.analyses.explain import (
 )
 from sglang_audit.analyses.report_graph import deployment_graph
 from sglang_audit.render.text import cudnn_text, driver_text
-from sglang_audit.result import ChainStep, LayerValue, Rejection, Resolution, Setting, UnknownValue
+from sglang_audit.result import (
+    ChainStep,
+    LayerValue,
+    Rejection,
+    Resolution,
+    Setting,
+    UnknownValue,
+    built_what,
+)
 
 PRIMARY = ("moe_runner_backend", "speculative_moe_runner_backend", "fp4_gemm_runner_backend")
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -326,7 +334,7 @@ class _View:
             elif c.outcome == OUTCOME_LAYERS_FAIL:
                 # SGLang accepts it; the layers built with it raise (explain's own words)
                 layer = exp.setting.layer
-                what = layer.what if isinstance(layer, LayerValue) else "the MoE layers"
+                what = built_what(c.stage) if c.stage else (layer.what if isinstance(layer, LayerValue) else "the MoE layers")
                 row["label"] = {"the attention backend": "attention backend fails",
                                 "the speculative worker": "speculative worker fails"}.get(what, "MoE layers fail")
                 row["cls"] = "rejected"
@@ -341,6 +349,12 @@ class _View:
                 row["note"] = f"accepted by SGLang, but known-bad: {bad}" + (f"; {c.note}" if c.note else "")
             else:
                 row["label"] = "unknown"
+            for name, stage, failure in c.also_fails:
+                built = built_what(stage)
+                verb = "fail" if built.endswith("layers") else "fails"
+                row["note"] = "; ".join(x for x in (row["note"], f"with it, {built} ({name}) {verb}: {failure}") if x)
+            for name, stage, reason in c.also_unknown:
+                row["note"] = "; ".join(x for x in (row["note"], f"with it, {built_what(stage)} ({name}) cannot be told: {reason}") if x)
             if c.outcome != OUTCOME_KNOWN_BAD and c.known_bad:
                 row["note"] = "; ".join(x for x in (row["note"], "known-bad: " + ", ".join(
                     f"{r} ({sev}: {title})" for r, sev, title in c.known_bad)) if x)

@@ -44,6 +44,11 @@ class LayerStage:
     cpu_budget: float | None = None
     # the model configs it is given: "target", "draft" (skipped without a draft) or "both"
     models: str = "target"
+    # settings of earlier stages it builds with again (explain forces a choice of one through
+    # this stage too): the draft's MoE layers take the target's runner unless the speculative
+    # one is set; the speculative worker builds the draft's attention backends from the
+    # attention backend (DraftBackendFactory)
+    reads: tuple[str, ...] = ()
 
     def run(self, interp: Interpreter, server_args: Any, model: dict[str, Any],
             parse_cpu: Callable[[], float]) -> dict[str, LayerValue]:
@@ -73,13 +78,14 @@ class LayerStage:
 STAGES: tuple[LayerStage, ...] = (
     LayerStage("moe", ("moe_runner_backend",), "moe", evaluate_layers, "layer evaluation"),
     LayerStage("moe_draft", ("speculative_moe_runner_backend",), "moe", evaluate_layers, "layer evaluation",
-               models="draft"),
+               models="draft", reads=("moe_runner_backend",)),
     LayerStage("attention", ("attention_backend",), "attention", evaluate_attention, "attention backend evaluation",
                cpu_budget=ATTENTION_CPU_SECONDS, models="both"),
     # the speculative worker the scheduler builds (its dispatch and constructor), last: its
     # constructors write the server args and build the draft worker's attention backends
     LayerStage("spec_worker", ("speculative_algorithm",), "speculative", evaluate_spec_worker,
-               "speculative worker evaluation", cpu_budget=WORKER_CPU_SECONDS, models="both"),
+               "speculative worker evaluation", cpu_budget=WORKER_CPU_SECONDS, models="both",
+               reads=("attention_backend",)),
     # the dense linear layers with the model's quant config (their value is the layer value of
     # `quantization`, the draft model's its draft value), last: no other stage reads what they build
     LayerStage("linear", ("quantization",), "linear", evaluate_linear, "linear layer evaluation",
@@ -88,4 +94,6 @@ STAGES: tuple[LayerStage, ...] = (
 
 # the stage names in order -> the settings each gives (what selecting stages needs)
 LAYER_STAGES: dict[str, tuple[str, ...]] = {s.name: s.settings for s in STAGES}
+# the stage names in order -> the settings of earlier stages each builds with again
+STAGE_READS: dict[str, tuple[str, ...]] = {s.name: s.reads for s in STAGES}
 STAGE_KIND: dict[str, str] = {s.name: s.kind for s in STAGES}
