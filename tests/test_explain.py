@@ -311,7 +311,7 @@ def test_0510_forced_choices_without_the_attention_stage_explain_the_same(releas
 
 @pytest.mark.real_release
 def test_0523_a_forced_attention_backend_the_eagle_worker_refuses_says_so(release):
-    # read first: 0.5.23 DraftBackendFactory.create_decode_backend's map (draft_utils.py:97-113)
+    # read first: 0.5.23 DraftBackendFactory.create_decode_backend's map (draft_utils.py:96-113)
     # has no "torch_native"; _create_backend raises at :64 when the name is not in it. The
     # attention stage alone accepts torch_native for Qwen3-30B-A3B on sm100: the choice fails
     # only through the speculative worker, which builds the draft's backends with it
