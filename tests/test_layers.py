@@ -373,6 +373,10 @@ def test_sga003_is_an_error_when_the_other_state_fails_the_same_way():
 
     same = one(("with kt_kernel installed (--with kt_kernel): unsupported: ValueError: no at a.py:3 (the same outcome)",))
     assert (same.severity, same.confidence) == ("error", "high") and "assuming" not in same.message
+    # installed, SGLang refuses it another way (DeepEPMoE's own raise): it fails either way
+    both = one(("with kt_kernel installed (--with kt_kernel): unsupported: NotImplementedError: other at c.py:5",))
+    assert (both.severity, both.confidence) == ("error", "high")
+    assert both.message.endswith(" — and with kt_kernel installed: unsupported: NotImplementedError: other at c.py:5")
     differs = one(("with kt_kernel installed (--with kt_kernel): resolved: k at b.py:9",))
     assert differs.severity == "warning" and "with kt_kernel installed: resolved: k at b.py:9" in differs.message
     # the other state not evaluated (explain): a raise that is not about a missing module stays an error

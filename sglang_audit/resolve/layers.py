@@ -439,7 +439,10 @@ def _impl_class(interp: Interpreter, moe: MoeLayerFacts, quant_config: Any, base
     mod = interp.load_module(facts.module)
     if not isinstance(mod, ModuleObj) or facts.function not in mod.globals:
         return base
-    cls = interp.call(interp.getattr(mod, facts.function), [quant_config], {})
+    func = interp.getattr(mod, facts.function)
+    # 0.5.2+: get_moe_impl_class(quant_config); 0.4.x: get_moe_impl_class() (no parameter)
+    takes = isinstance(func, Function) and any(p.name == "quant_config" for p in func.params)
+    cls = interp.call(func, [], {"quant_config": quant_config} if takes else {})
     if isinstance(cls, Class) and base in cls.mro():
         return cls
     raise Unmodelled(f"{facts.function}() returned {_short(cls)}, not a subclass of {base.name}")
