@@ -526,6 +526,38 @@ class WorkerGroups:
 
 
 @dataclass(frozen=True)
+class MoeImplClass:
+    """The function a model calls for the class of its MoE layers (``get_moe_impl_class(quant_config)``)."""
+
+    module: str
+    function: str
+
+
+@dataclass(frozen=True)
+class A2aFormat:
+    """One dispatch output an all-to-all dispatcher hands the layer: SGLang's class (its
+    fields are its annotated ones) and the mode method of the release's DeepEP mode that says
+    whether the layer sees it."""
+
+    label: str
+    class_: str
+    mode_method: str
+
+
+@dataclass(frozen=True)
+class A2aDispatch:
+    """The all-to-all backends whose dispatcher hands the layer these formats (not the
+    standard dispatch output), and where the release's mode getter and classes are."""
+
+    backends: tuple[str, ...]
+    module: str
+    mode_module: str
+    a2a_getter: str
+    mode_getter: str
+    formats: tuple[A2aFormat, ...]
+
+
+@dataclass(frozen=True)
 class MoeRunnerFacts:
     module: str
     class_: str
@@ -575,6 +607,8 @@ class MoeLayerFacts:
     loader_quant_config: LoaderQuantConfig | None = None
     worker_groups: WorkerGroups | None = None
     jit_builders: tuple[str, ...] = ()
+    impl_class: MoeImplClass | None = None
+    a2a_dispatch: A2aDispatch | None = None
 
 
 @dataclass(frozen=True)

@@ -112,8 +112,9 @@ class LayerValue:
     @property
     def unsettled_absences(self) -> tuple[str, ...]:
         """Optional packages the outcome assumed absent only because a plain install lacks them
-        (neither the release nor the user decided), unless their fork showed the same outcome:
-        an ``unsupported`` that rests on one of these is a condition, not a verdict."""
+        (neither the release nor the user decided), unless their fork failed too (the same
+        outcome, or another raise of SGLang's: the setting fails in either state): an
+        ``unsupported`` that rests on one of these is a condition, not a verdict."""
         out = []
         for a in self.assumptions:
             pkg, _, state = a.partition(": ")
@@ -121,7 +122,8 @@ class LayerValue:
                 continue  # decided by the user; else a plain install's or the environment profile's absence
             fork = next((f for f in self.forks if f.startswith(f"with {pkg} installed")), None)
             if fork is not None:
-                if not fork.endswith("(the same outcome)"):
+                other = self.fork_outcome(pkg) or ""
+                if not fork.endswith("(the same outcome)") and not other.startswith(f"{STATUS_UNSUPPORTED}: "):
                     out.append(pkg)
             elif self.exception in ("ImportError", "ModuleNotFoundError") or pkg in (self.value or ""):
                 # the other state was not evaluated (explain, matrix): only a raise about a

@@ -27,11 +27,12 @@ FP4 = "sglang/srt/layers/quantization/fp4q.py"
 TEXT = {"num_experts": 8, "hidden_size": 256, "moe_intermediate_size": 128, "num_experts_per_tok": 2}
 
 
-def _interp(arch: str, backend: str, speculative: str | None = None, env: Environment | None = None) -> Interpreter:
+def _interp(arch: str, backend: str, speculative: str | None = None, env: Environment | None = None,
+            a2a: str = "none", deepep_mode: str = "auto") -> Interpreter:
     world = NativeWorld(parse_device(arch), env or Environment(installed=frozenset({"torch", "flashinfer"})), [])
     interp = Interpreter(ROOT, SourceCache(use_disk=False), world, {}, Bounds())
     utils = interp.load_module("sglang.srt.layers.moe.utils")
-    interp.call(interp.getattr(utils, "initialize_moe_config"), [backend, speculative], {})
+    interp.call(interp.getattr(utils, "initialize_moe_config"), [backend, speculative, a2a, deepep_mode], {})
     return interp
 
 
@@ -109,6 +110,43 @@ def test_the_runner_registry_filled_by_imports_is_a_boundary_not_a_failure():
     # must not report that (session 1's false "unsupported")
     v = _layer("sm100", "flashinfer_trtllm")
     assert "requires a fused func" not in (v.value or "") + v.reason
+
+
+# ---- the all-to-all backend's class and dispatch formats (issue 42) ---------------------------
+EP = "sglang/srt/layers/moe/ep_moe/layer.py"
+
+
+def _a2a_layer(a2a: str, mode: str) -> LayerValue:
+    interp = _interp("sm90", "auto", a2a=a2a, deepep_mode=mode)
+    return evaluate_layers(interp, _server_args(), _config(None), None)["moe_runner_backend"]
+
+
+def test_without_an_all_to_all_the_layer_is_fusedmoe_on_the_standard_dispatch():
+    v = _a2a_layer("none", "auto")
+    assert (v.status, v.value, v.runner) == ("resolved", "Triton fused_moe_kernel (SGLang's Triton MoE)", "triton")
+    assert not any("DeepEP" in d for d in v.data_dependent)
+
+
+def test_deepep_low_latency_runs_deepepmoe_on_the_ll_format_and_reaches_the_kernel():
+    v = _a2a_layer("deepep", "low_latency")
+    assert (v.status, v.value, v.runner) == ("resolved", "Triton fused_moe_kernel (SGLang's Triton MoE)", "triton")
+
+
+def test_deepep_normal_format_refused_by_deepepmoe_is_the_verdict_with_its_line():
+    v = _a2a_layer("deepep", "normal")  # one format: SGLang's raise as it is
+    assert v.status == "unsupported"
+    assert v.value == "NotImplementedError: Unquantized DeepEP MoE currently supports low_latency mode only"
+    assert v.site == f"{EP}:{_line(EP, 'raise NotImplementedError(')}"
+
+
+def test_deepep_auto_sees_both_formats_and_a_refused_one_fails_the_layer():
+    v = _a2a_layer("deepep", "auto")  # prefill batches normal, decode batches low-latency
+    assert v.status == "unsupported"
+    assert v.value == ("NotImplementedError: Unquantized DeepEP MoE currently supports low_latency mode only "
+                       "(on the DeepEP normal dispatch (prefill batches))")
+    assert v.site == f"{EP}:{_line(EP, 'raise NotImplementedError(')}"
+    assert "DeepEP low-latency dispatch (decode batches): resolved: Triton fused_moe_kernel (SGLang's Triton MoE)" \
+        in " ".join(v.data_dependent)
 
 
 # ---- attribute-dependent dispatch ----------------------------------------------------------
@@ -335,6 +373,10 @@ def test_sga003_is_an_error_when_the_other_state_fails_the_same_way():
 
     same = one(("with kt_kernel installed (--with kt_kernel): unsupported: ValueError: no at a.py:3 (the same outcome)",))
     assert (same.severity, same.confidence) == ("error", "high") and "assuming" not in same.message
+    # installed, SGLang refuses it another way (DeepEPMoE's own raise): it fails either way
+    both = one(("with kt_kernel installed (--with kt_kernel): unsupported: NotImplementedError: other at c.py:5",))
+    assert (both.severity, both.confidence) == ("error", "high")
+    assert both.message.endswith(" — and with kt_kernel installed: unsupported: NotImplementedError: other at c.py:5")
     differs = one(("with kt_kernel installed (--with kt_kernel): resolved: k at b.py:9",))
     assert differs.severity == "warning" and "with kt_kernel installed: resolved: k at b.py:9" in differs.message
     # the other state not evaluated (explain): a raise that is not about a missing module stays an error
@@ -625,3 +667,26 @@ def test_0516_bf16_trtllm_block_layout_runs_on_abstract_tensors_to_the_bf16_kern
     layer = _run(release, "0.5.16", "sm100", "qwen3-30b-a3b", []).settings["moe_runner_backend"].layer
     assert (layer.status, layer.value, layer.site) == ("resolved", "FlashInfer trtllm_bf16_moe", f"{FI_TRTLLM}:1247")
     assert (layer.method, layer.runner) == ("UnquantizedFusedMoEMethod", "flashinfer_trtllm")
+
+
+@pytest.mark.real_release
+def test_0516_deepep_formats_run_on_deepepmoe_refused_and_resolved_with_file_line(release):
+    """--moe-a2a-backend deepep (deep_ep installed): the layer is the class the model asks
+    get_moe_impl_class for (DeepEPMoE) and apply sees DeepEP's dispatch outputs, one run per
+    format the DeepEP mode enables. NVFP4 CuTe DSL in low_latency reaches the masked kernel;
+    FP8 with DeepGEMM absent hits DeepEPMoE's own assert (SGA217's code, by evaluation)."""
+    tree = release("0.5.16")
+    ll = shared.resolve(Request(source=str(tree.package_dir), arch="sm100", model="deepseek-r1-nvfp4", with_packages=["deep_ep"],
+                                sets=["tp_size=8", "ep_size=8", "quantization=modelopt_fp4", "moe_runner_backend=flashinfer_cutedsl",
+                                      "moe_a2a_backend=deepep", "deepep_mode=low_latency"]))
+    layer = ll.settings["moe_runner_backend"].layer
+    assert (layer.status, layer.value, layer.site) == (
+        "resolved", "FlashInfer CuTe DSL grouped_gemm_nt_masked (flashinfer_cutedsl_moe_masked)",
+        "sglang/srt/layers/moe/moe_runner/flashinfer_cutedsl.py:504")
+    assert ll.settings["moe_runner_backend"].status == "resolved"
+    fp8 = shared.resolve(Request(source=str(tree.package_dir), arch="sm100", model="deepseek-v3-fp8", with_packages=["deep_ep"],
+                                 without_packages=["deep_gemm"], sets=["tp_size=8", "moe_a2a_backend=deepep"]))
+    layer = fp8.settings["moe_runner_backend"].layer
+    assert layer.status == "unsupported"
+    assert layer.value == "AssertionError: DeepEP DeepEPMode.AUTO mode requires deep_gemm"  # DeepEPMoE.__init__: every format
+    assert layer.site == "sglang/srt/layers/moe/ep_moe/layer.py:154"

@@ -34,6 +34,7 @@ from sglang_audit.evaluate.interpreter import (
     PyRaise,
     Unmodelled,
 )
+from sglang_audit.evaluate.plaindata import SEQUENCE_ITEMS
 from sglang_audit.evaluate.values import (
     BoundMethod,
     Class,
@@ -45,7 +46,7 @@ from sglang_audit.evaluate.values import (
     Native,
     Unknown,
 )
-from sglang_audit.factfiles import LayersFacts, MoeLayerFacts
+from sglang_audit.factfiles import A2aFormat, LayersFacts, MoeLayerFacts
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.resolve.draft import draft_quant_config
@@ -76,6 +77,7 @@ from sglang_audit.resolve.stage_common import (
 from sglang_audit.result import (
     STATUS_RESOLVED,
     STATUS_UNKNOWN,
+    STATUS_UNSUPPORTED,
     ChainStep,
     LayerValue,
 )
@@ -111,24 +113,88 @@ def evaluate_layers(interp: Interpreter, server_args: Any, model_config: Any, dr
 
 
 def _explore(interp: Interpreter, role: Role, spec: LayersFacts) -> LayerValue:
-    """The layer run once per assignment of its own unknown branches, the runs joined."""
+    """The layer run once per assignment of its own unknown branches, the runs joined; under
+    a DeepEP all-to-all, once per dispatch format the release's DeepEP mode enables
+    (``_a2a_formats``), the formats' values joined (``_join_formats``)."""
+    formats = _a2a_formats(interp, role, spec)
+    if isinstance(formats, LayerValue):
+        return formats
+    values = [(fmt, _explore_format(interp, role, spec, fmt)) for fmt in formats]
+    return values[0][1] if len(values) == 1 else _join_formats(values)
+
+
+def _explore_format(interp: Interpreter, role: Role, spec: LayersFacts, fmt: A2aFormat | None) -> LayerValue:
     current: dict[str, Any] = {}  # "state": the state of the run under way
-    explored = explore_layer(interp, spec, lambda built: _run_once(interp, role, spec, built, current), MAX_LAYER_PATHS)
+    explored = explore_layer(interp, spec, lambda built: _run_once(interp, role, spec, built, current, fmt), MAX_LAYER_PATHS)
     return explored.noted(join(explored.outcomes, explored.complete, explored.bound))
 
 
+def _a2a_formats(interp: Interpreter, role: Role, spec: LayersFacts) -> list[A2aFormat | None] | LayerValue:
+    """The dispatch outputs the layer's dispatcher hands it: ``[None]`` (the standard one)
+    unless the release's ``get_moe_a2a_backend()`` is one of ``[moe.a2a_dispatch] backends``;
+    then each format whose mode method (``get_deepep_mode().enable_normal()``, ...) holds, as
+    SGLang's own code answers it for the published server args. A mode the evaluation cannot
+    answer leaves the layer unknown (never a guessed format)."""
+    facts = spec.moe.a2a_dispatch
+    if facts is None or interp.find_module_file(facts.mode_module) is None or interp.find_module_file(facts.module) is None:
+        return [None]
+    try:
+        publish_server_args(interp, spec, role.server_args)
+        mod = interp.load_module(facts.mode_module)
+        if not isinstance(mod, ModuleObj) or not all(n in mod.globals for n in (facts.a2a_getter, facts.mode_getter)):
+            return [None]
+        backend = interp.call(interp.getattr(mod, facts.a2a_getter), [], {})
+        value = backend.attrs.get("_value_") if isinstance(backend, Instance) else backend
+        if value not in facts.backends:
+            return [None]
+        mode = interp.call(interp.getattr(mod, facts.mode_getter), [], {})
+        enabled = [(f, interp.call(interp.getattr(mode, f.mode_method), [], {})) for f in facts.formats]
+    except EVALUATION_ENDS as exc:
+        return LayerValue(STATUS_UNKNOWN, None, reason=f"the {facts.a2a_getter}()/{facts.mode_getter}() of the release: {ending(exc, False).reason}")
+    if not all(isinstance(on, bool) for _, on in enabled):
+        return LayerValue(STATUS_UNKNOWN, None, reason=f"which DeepEP dispatch formats the layer sees: {facts.mode_getter}() is {_short(mode)}")
+    return [f for f, on in enabled if on] or [None]
+
+
+def _join_formats(values: list[tuple[A2aFormat | None, LayerValue]]) -> LayerValue:
+    """The layer's value over the dispatch formats it sees at run time (auto: prefill batches
+    the normal one, decode batches the low-latency one): a format SGLang's code refuses makes
+    the layer unsupported (the server fails on those batches), every format reaching a kernel
+    is resolved (the first format's kernel, the others named in ``data_dependent``), anything
+    else unknown with each format's outcome."""
+    def told(fmt: A2aFormat | None, v: LayerValue) -> str:
+        what = f"{v.status}: {v.value}" + (f" at {v.site}" if v.site else "") if v.status != STATUS_UNKNOWN else f"unknown ({v.reason})"
+        return f"{fmt.label if fmt else 'standard dispatch'}: {what}"
+
+    lines = tuple(told(f, v) for f, v in values)
+    refused = [(f, v) for f, v in values if v.status == STATUS_UNSUPPORTED]
+    if refused and len(refused) == len(values) and len({(v.value, v.site) for _, v in refused}) == 1:
+        return replace(refused[0][1], data_dependent=(*refused[0][1].data_dependent, *lines))  # whatever the format
+    if refused:
+        f, v = refused[0]
+        return replace(v, value=f"{v.value} (on the {f.label if f else 'standard dispatch'})", data_dependent=(*v.data_dependent, *lines))
+    if all(v.status == STATUS_RESOLVED for _, v in values):
+        first = values[0][1]
+        return replace(first, data_dependent=(*first.data_dependent, *lines))
+    first = next(v for _, v in values if v.status == STATUS_UNKNOWN)
+    return replace(first, reason=f"the dispatch formats the layer sees: {'; '.join(lines)}",
+                   assumptions=tuple(sorted({a for _, v in values for a in v.assumptions})))
+
+
 # ---- one evaluation of the layer ----------------------------------------------------------
-def _run_once(interp: Interpreter, role: Role, spec: LayersFacts, built: dict[Any, Any], current: dict[str, Any]) -> Outcome:
+def _run_once(interp: Interpreter, role: Role, spec: LayersFacts, built: dict[Any, Any], current: dict[str, Any],
+              fmt: A2aFormat | None = None) -> Outcome:
     """One branch assignment. ``built`` keeps the layer as FusedMoE.__init__ left it when
     building it took no decision: later branches start from a copy instead of rebuilding."""
     state = new_state()
     publish_server_args(interp, spec, role.server_args)
     current["state"] = state  # a runner stand-in kept from an earlier run reports to this run's state
     with interp.hooked_calls(layer_hook(interp, spec, state, role.server_args, _runner(interp, spec, state, current))):
-        return _run_hooked(interp, role, spec, built, state)
+        return _run_hooked(interp, role, spec, built, state, fmt)
 
 
-def _run_hooked(interp: Interpreter, role: Role, spec: LayersFacts, built: dict[Any, Any], state: dict[str, Any]) -> Outcome:
+def _run_hooked(interp: Interpreter, role: Role, spec: LayersFacts, built: dict[Any, Any], state: dict[str, Any],
+                fmt: A2aFormat | None) -> Outcome:
     restore = None
     try:
         if role.draft:
@@ -151,8 +217,12 @@ def _run_hooked(interp: Interpreter, role: Role, spec: LayersFacts, built: dict[
         found, _ = method.cls.lookup("process_weights_after_loading")
         if found:
             interp.call(interp.getattr(method, "process_weights_after_loading"), [layer], {})
-        dispatch = _dispatch_output(interp, spec, layer, (_moe_args(role.model_config, spec) or {}).get("hidden_size"))
-        result = interp.call(interp.getattr(method, "apply"), [layer, dispatch], {})
+        if fmt is None:
+            dispatch = _dispatch_output(interp, spec, layer, (_moe_args(role.model_config, spec) or {}).get("hidden_size"))
+            result = interp.call(interp.getattr(method, "apply"), [layer, dispatch], {})
+        else:
+            # the layer's own run_moe_core (DeepEPMoE's checks the format before apply)
+            result = interp.call(interp.getattr(layer, "run_moe_core"), [_a2a_dispatch_output(interp, spec, fmt)], {})
         return _no_kernel(interp, Outcome(STATUS_UNKNOWN, f"apply() returned without reaching a kernel entry point listed in rules/layers.toml ({_short(result)})",
                                            runner=state["runner"], method=state["method"]))
     except KernelReached as hit:
@@ -341,8 +411,9 @@ def _build_layer(interp: Interpreter, role: Role, spec: LayersFacts, state: dict
     base = interp.getattr(mod, moe.layer_class)
     if not isinstance(base, Class):
         raise Unmodelled(f"{moe.layer_class} is not a class in {moe.layer_module}")
-    layer = module_standin(base)
     quant_config = _quant_config(interp, role, spec, state)
+    base = _impl_class(interp, moe, quant_config, base)
+    layer = module_standin(base)
     kwargs = dict(_moe_args(role.model_config, spec) or {})
     first = _first_moe_layer(role.model_config, moe)
     prefix = moe.draft_prefix if role.draft else moe.prefix.format(layer=first)
@@ -354,6 +425,27 @@ def _build_layer(interp: Interpreter, role: Role, spec: LayersFacts, state: dict
     names = {p.name for p in init.params}
     interp.call(BoundMethod(init, layer), [], {k: v for k, v in kwargs.items() if k in names})
     return layer
+
+
+def _impl_class(interp: Interpreter, moe: MoeLayerFacts, quant_config: Any, base: Class) -> Class:
+    """The class the model builds its MoE layers with, as its code asks the release
+    (``get_moe_impl_class(quant_config)``: DeepEPMoE under a DeepEP-style all-to-all, whose
+    own ``__init__`` asserts and ``run_moe_core`` then run); ``base`` when the release has no
+    such function or it returns ``base``. Anything but a subclass of ``base`` stops the run
+    (unknown): the stand-in would not be the layer SGLang builds."""
+    facts = moe.impl_class
+    if facts is None or interp.find_module_file(facts.module) is None:
+        return base
+    mod = interp.load_module(facts.module)
+    if not isinstance(mod, ModuleObj) or facts.function not in mod.globals:
+        return base
+    func = interp.getattr(mod, facts.function)
+    # 0.5.2+: get_moe_impl_class(quant_config); 0.4.x: get_moe_impl_class() (no parameter)
+    takes = isinstance(func, Function) and any(p.name == "quant_config" for p in func.params)
+    cls = interp.call(func, [], {"quant_config": quant_config} if takes else {})
+    if isinstance(cls, Class) and base in cls.mro():
+        return cls
+    raise Unmodelled(f"{facts.function}() returned {_short(cls)}, not a subclass of {base.name}")
 
 
 def _copy_layer(layer: Instance) -> Instance:
@@ -435,6 +527,28 @@ def _dispatch_output(interp: Interpreter, spec: LayersFacts, layer: Instance, hi
             inst.attrs.update(fields)
             return inst
     raise Unmodelled(f"{moe.dispatch_class} not found in {moe.dispatch_module}")
+
+
+def _a2a_dispatch_output(interp: Interpreter, spec: LayersFacts, fmt: A2aFormat) -> Instance:
+    """SGLang's dispatch output class of ``fmt`` (its ``format`` property is the release's),
+    its annotated fields in order, each unknown: DeepEP's outputs (``[moe.a2a_dispatch]``) have values and dtypes the
+    dispatcher's quantisation decides, which is not evaluated."""
+    facts = spec.moe.a2a_dispatch
+    assert facts is not None  # a format comes from these facts
+    mod = interp.load_module(facts.module)
+    cls = interp.getattr(mod, fmt.class_) if isinstance(mod, ModuleObj) and fmt.class_ in mod.globals else None
+    if not isinstance(cls, Class):
+        raise Unmodelled(f"{fmt.class_} not found in {facts.module}")
+    inst = Instance(Class(cls.name, (cls,), {}, cls.module, cls.line))
+    names = [name for name, _, _ in cls.annotations]  # a NamedTuple's fields, in order
+    if not names:
+        raise Unmodelled(f"{fmt.class_} in {facts.module} declares no fields")
+    fields = {f: Unknown(f"tensor {f} of the {fmt.label} (DeepEP's output: values and dtype not known)", f"dispatch:{f}")
+              for f in names}
+    inst.attrs.update(fields)
+    # a NamedTuple: SGLang unpacks it (0.5.16 flashinfer_cutedsl.py `hidden_states, ..., _ = dispatch_output`)
+    inst.attrs[SEQUENCE_ITEMS] = list(fields.values())
+    return inst
 
 
 def _short(value: Any) -> str:

@@ -608,7 +608,8 @@ def settle_absences(res: Resolution, target: Target) -> Resolution:
     package is decided by the user (``--with``/``--without``, or an environment profile named
     with ``--env-profile``) or by the release; the default profile's absence (a plain
     install lacks it, SGLang's images often ship it) is an assumption
-    (``LayerValue.unsettled_absences``: a fork that gave the same outcome settles it)."""
+    (``LayerValue.unsettled_absences``: a fork that failed too, the same way or by another
+    raise, settles it)."""
     if target.env_profile is not None:
         return res  # the user named the environment: its absences are decided
     settings = dict(res.settings)

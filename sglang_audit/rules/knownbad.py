@@ -621,6 +621,12 @@ def layer_findings(res: Resolution) -> list[Finding]:
                 fix = f"Install {', '.join(pending)} if SGLang's message asks for it, or change the setting."
             else:
                 fix = rule.fix
+                # an absence the other state's own failure settled: both outcomes told
+                failing = [f"with {p} installed: {o}" for a in lv.assumptions for p in [a.partition(": ")[0]]
+                           if (o := lv.fork_outcome(p) or "").startswith("unsupported: ") and not any(
+                               f.startswith(f"with {p} installed") and f.endswith("(the same outcome)") for f in lv.forks)]
+                if failing:
+                    message += f" — and {'; '.join(failing)}"
             file, _, line = lv.site.rpartition(":")
             code = (CodeEvidence(f"layer:{lv.stage}", file, True, int(line) if line.isdigit() else None, lv.code),) if lv.site else ()
             value = effective(setting)
