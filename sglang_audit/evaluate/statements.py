@@ -392,7 +392,9 @@ class Statements(InterpreterCore):
         self.guard_tuple = None
         try:
             block = node.body if truth else node.orelse
-            if block:
+            if block and frame.scope is None and frame.class_ns is None:
+                self.run_module_statements(block, frame)  # a module's top level: statement by statement
+            elif block:
                 self.exec_block(block, frame)
         finally:
             self.guards.pop()

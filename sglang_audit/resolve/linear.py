@@ -20,6 +20,7 @@ unknowns are explored and joined as the MoE stage joins them.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -73,6 +74,7 @@ from sglang_audit.result import (
     Candidate,
     LayerValue,
 )
+from sglang_audit.world.overlays.tensors import AbstractTensor
 
 # its own CPU budget (0.5.23, Qwen3-4B-FP8 at TP 4, sm90: 0.6 s), outside the resolution's
 LINEAR_CPU_SECONDS = 10.0
@@ -80,6 +82,7 @@ SETTING = "quantization"  # the setting whose layer value the dense layers give
 MAX_RECORD_PATHS = 16  # paths of the model's constructor explored until one records its linear layers
 MAX_LINEAR_PATHS = 64  # branches on unknowns explored while the layers are constructed
 MAX_PREPARE_PATHS = 16  # ... while one layer's weights are prepared (runtime kernel choices, mostly)
+MAX_FORWARD_PATHS = 16  # ... while one layer's forward runs (its kernel calls)
 NOT_FOLLOWED = "not followed: "
 # a run whose weight preparation the evaluator could not follow to its end (a kernel library's
 # outside object, ...): listed, never the verdict, while another run of the layer is followed
@@ -179,9 +182,9 @@ def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec
         return None
     value = _explore(interp, server_args, model_config, spec, derived)
     if value.status == STATUS_RESOLVED:
-        return replace(value, data_dependent=(
+        return _with_forward(interp, server_args, model_config, spec, derived, replace(value, data_dependent=(
             "the model's own constructor (the layers built at config.json's shapes, rules/layers.toml [linear])",
-            *value.data_dependent))
+            *value.data_dependent)))
     layers = _record(interp, spec, model_config, server_args)
     if isinstance(layers, str):
         said = value.value if value.status == STATUS_UNSUPPORTED else value.reason
@@ -191,7 +194,92 @@ def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec
             f"the layers built at config.json's shapes do not resolve, and {layers}"))
     if not layers:
         return None
-    return _explore(interp, server_args, model_config, spec, layers)
+    value = _explore(interp, server_args, model_config, spec, layers)
+    return _with_forward(interp, server_args, model_config, spec, layers, value) if value.status == STATUS_RESOLVED else value
+
+
+def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance, spec: LayersFacts,
+                  layers: list[_Recorded], value: LayerValue) -> LayerValue:
+    """``value`` with the kernel-library calls the built layers' forward makes
+    (``LayerValue.kernel_calls``; the string keywords SGLang passes each, ``backend="trtllm"``,
+    in ``library_calls``): each layer is constructed alone and its quant method's forward
+    (``[linear] forward``, ``apply(layer, x)``) run on an abstract input of the layer's input
+    width and an unknown number of tokens, its branches on unknowns explored. A call reached on
+    every run that returns has no condition; one reached on some only says so (a run that
+    raises or stops on a branch of unknowns, a value's type, say, calls no kernel and says
+    nothing of the others). The forward runs on the layer as constructed: SGLang chose the GEMM function in the quant method's constructor
+    (0.5.23 fp8.py ``dispatch_w8a8_block_fp8_linear``), the weight preparation rewrites tensors.
+    Best effort: a forward the evaluator cannot follow adds nothing and never changes the value."""
+    lin = spec.linear
+    if not lin.forward or not lin.kernel_libraries:
+        return value
+    libraries = frozenset(lin.kernel_libraries)
+    runs_calls: list[dict[tuple[str, str, str], tuple[tuple[str, str], ...]]] = []
+    reached: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {}
+
+    def observe(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        # a library function by its dotted name (not a method of what one returned: `f().view`)
+        path = func.path if isinstance(func, External) else ""
+        if path.split(".")[0] in libraries and "." in path and all(p.isidentifier() for p in path.split(".")):
+            module, _, name = path.rpartition(".")
+            file, line = interp.call_site()
+            given = tuple((k, repr(v)) for k, v in kwargs.items() if isinstance(v, str))  # as attention's: a repr
+            reached.setdefault((module, name, f"{file}:{line}"), given)
+        return NOT_HOOKED
+
+    def run_once(rec: _Recorded, built: dict[Any, Any]) -> Outcome:
+        reached.clear()
+        outcome = _forward_once(interp, spec, server_args, model_config, rec)
+        if outcome.status == STATUS_RESOLVED:
+            runs_calls.append(dict(reached))
+        return outcome
+
+    calls: dict[tuple[str, str, str], str] = {}
+    given_of: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {}
+    for rec in layers:
+        runs_calls.clear()
+        with interp.hooked_calls(observe), interp.unwatched_imports():
+            logged = len(interp.logs)
+            explore_layer(interp, spec, functools.partial(run_once, rec), MAX_FORWARD_PATHS)
+            del interp.logs[logged:]
+        for key in dict.fromkeys(k for run in runs_calls for k in run):
+            on = sum(1 for run in runs_calls if key in run)
+            cond = "" if on == len(runs_calls) else f"on {on} of the {len(runs_calls)} explored branches of {rec.name}'s forward that return"
+            calls[key] = cond if calls.get(key, cond) else ""
+            given_of.setdefault(key, next(run[key] for run in runs_calls if key in run))
+    if not calls:
+        return value
+    return replace(value, kernel_calls=tuple((m, n, site, cond) for (m, n, site), cond in calls.items()),
+                   library_calls=tuple((f"{m}.{n}", site, given_of[(m, n, site)]) for m, n, site in calls))
+
+
+def _forward_once(interp: Interpreter, spec: LayersFacts, server_args: Any, model_config: Instance,
+                  rec: _Recorded) -> Outcome:
+    """One run of ``rec``'s quant method's forward on the layer constructed alone."""
+    lin = spec.linear
+    state = new_state()
+    publish_server_args(interp, spec, server_args)
+    restore = _logical_groups(interp, spec)
+    try:
+        with interp.hooked_calls(layer_hook(interp, spec, state, server_args)), interp.hooked_calls(_pure(interp, lin)):
+            qc = model_quant_config(interp, spec.moe, model_config) if rec.derived else None
+            layer = _construct(interp, rec, qc)
+            method = layer.attrs.get("quant_method")
+            width = layer.attrs.get("input_size_per_partition")
+            if not isinstance(method, Instance) or not method.cls.lookup(lin.forward)[0] or not _is_int(width):
+                return Outcome(STATUS_UNKNOWN, "no forward to run")
+            # (tokens, the layer's input width) in the dtype it was built with; the token count
+            # is a forward's, unknown here (as the MoE stage's dispatch input, layers.py)
+            tokens = Unknown("the token count of tensor x (not known before a forward)", "forward:x.tokens")
+            x = AbstractTensor((tokens, width), layer.attrs.get("params_dtype", External("torch.bfloat16")), "cuda", False,
+                               f"(the input of {rec.name})")
+            interp.call(interp.getattr(method, lin.forward), [layer, x], {})
+            return Outcome(STATUS_RESOLVED, "forward")
+    except EVALUATION_ENDS as exc:
+        end = ending(exc, strict_mode())
+        return Outcome(STATUS_UNKNOWN, end.reason)
+    finally:
+        restore()
 
 
 def _layer_args(model_config: Instance, lin: LinearFacts) -> list[tuple[LinearLayer, list[Any]]]:
