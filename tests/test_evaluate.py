@@ -376,3 +376,20 @@ def f():
 """
     outcome = evaluate_function(source, "f", [])
     assert (outcome.kind, outcome.value) == ("value", "defined")
+
+
+def test_a_subclass_of_a_subscripted_builtin_holds_its_items():
+    # 0.5.10 jit_kernel/utils.py `class CPPArgList(list[str])`, built from a generator and joined
+    from sglang_audit.resolve.adhoc import evaluate_function
+
+    source = """
+class L(list[str]):
+    def __str__(self):
+        return ", ".join(self)
+
+
+def f():
+    return str(L(x for x in ["a", "b"]))
+"""
+    outcome = evaluate_function(source, "f", [])
+    assert (outcome.kind, outcome.value) == ("value", "a, b")

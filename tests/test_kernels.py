@@ -474,12 +474,15 @@ def test_block_fp8_runner_of_an_unread_checkpoint_is_unknown_not_guessed(cache, 
     assert k.status == "unknown" and "weight_block_size" in k.reason and "not readable" in k.reason
 
 
-def test_block_fp8_runner_without_a_call_on_every_branch_gets_no_library_verdict(cache, tmp_path):
-    # a call on some branches of the forward only (a fallback on the token count) is no
-    # setting's kernel; and layers whose forward reached no FlashInfer call (SGLang's dispatch
-    # raised first, a Triton runner) give none
+def test_block_fp8_runner_called_on_some_branches_only_informs(cache, tmp_path):
+    # a call on some branches of the forward only (a fallback on the token count elsewhere):
+    # FlashInfer's refusal is reported, never the setting's verdict; layers whose forward
+    # reached no FlashInfer call (SGLang's dispatch raised first, a Triton runner) get none
     res = _attach(_fp8(tmp_path, "sm120", (12, 0), "flashinfer_trtllm", condition="on 1 of 2 branches"), cache)
-    assert res.settings["fp8_gemm_runner_backend"].kernel is None
+    k = res.settings["fp8_gemm_runner_backend"].kernel
+    assert k.status == "unknown" and k.reason.startswith(
+        "flashinfer.gemm.gemm_fp8_nt_groupwise is called on 1 of 2 branches only; FlashInfer's answer for that call: unsupported")
+    assert k.layers[0].function == "_trtllm_requirement" and kernel_findings(res) == []
     res = _attach(_fp8(tmp_path, "sm120", (12, 0), "triton"), cache)
     assert res.settings["fp8_gemm_runner_backend"].kernel is None and kernel_findings(res) == []
 

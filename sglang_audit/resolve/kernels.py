@@ -89,7 +89,8 @@ def attach(
         return res
     spec = kernel_spec()
     wanted: dict[str, tuple[str, KernelRow | OtherKernel | None, str]] = {}  # setting -> (kind, row, reason)
-    called: dict[str, str] = {}  # setting -> the call site of its derived row (the layers' forward)
+    # setting -> (call site, condition) of its derived row's call (the layers' forward)
+    called: dict[str, tuple[str, str]] = {}
     for name, setting in res.settings.items():
         if not setting.present:
             continue
@@ -99,7 +100,7 @@ def attach(
             continue
         if derived is not None:
             wanted[name] = ("flashinfer", derived[0], "")
-            called[name] = derived[1]
+            called[name] = derived[1:]
             continue
         choice = _classify(name, setting, res, spec)
         if choice is not None:
@@ -138,7 +139,14 @@ def attach(
                 verdict = _memoised_row(tree, row, res, sglang_root, cache, memo)
                 layer = res.settings[name].layer
                 if name in called:
-                    verdict = replace(verdict, call_site=called[name])  # the call the forward made
+                    site, condition = called[name]
+                    verdict = replace(verdict, call_site=site)  # the call the forward made
+                    if condition and verdict.status != UNKNOWN:
+                        # made on some branches only (a fallback elsewhere): the library's
+                        # answer informs, it is no verdict on the setting
+                        verdict = replace(verdict, status=UNKNOWN, reason=(
+                            f"{verdict.function} is called {condition} only; "
+                            f"FlashInfer's answer for that call: {verdict.status}, {verdict.reason}"))
                 elif isinstance(layer, LayerValue) and layer.status == STATUS_RESOLVED and layer.site:
                     # the call the built layer makes, not the first importer of the entry point;
                     # through a runner, the call in its fused function ("... -> f at file:line")
@@ -235,12 +243,13 @@ def _classify(name: str, setting: Setting, res: Resolution,
 
 
 def _layer_call_row(name: str, setting: Setting, res: Resolution,
-                    spec: KernelsFacts) -> tuple[KernelRow, str] | str | None:
+                    spec: KernelsFacts) -> tuple[KernelRow, str, str] | str | None:
     """The row of the kernel-library call the built layers' forward made for ``name``
     (``[[layer_call]]``: the linear stage's ``kernel_calls`` on the ``layer`` setting's value),
-    with its call site: the entry as SGLang called it, the ``backend=`` it passed. A call
-    made on some explored branches only (a fallback on the token count) is no setting's
-    kernel. None when no resolved layer value holds such a call; a string (unknown, why) when
+    with its call site and condition: the entry as SGLang called it, the ``backend=`` it
+    passed; a call made on every branch that returns first, else one made on some (a fallback
+    on the token count elsewhere: its verdict only informs, ``attach``). None when no resolved
+    layer value holds such a call; a string (unknown, why) when
     whether the checkpoint reaches the setting's dispatch is not known (``quant_config_key``)."""
     quant = res.model.quantization
     for fact in spec.layer_call:
@@ -254,9 +263,8 @@ def _layer_call_row(name: str, setting: Setting, res: Resolution,
         if not isinstance(layer, LayerValue) or layer.status != STATUS_RESOLVED:
             continue
         given = {(path, site): dict(kw) for path, site, kw in layer.library_calls}
-        for module, function, site, condition in layer.kernel_calls:
-            if condition or module.split(".")[0] not in fact.libraries:
-                continue
+        calls = sorted((c for c in layer.kernel_calls if c[0].split(".")[0] in fact.libraries), key=lambda c: bool(c[3]))
+        for module, function, site, condition in calls[:1]:
             if isinstance(has, str):
                 return has
             entry = f"{module}.{function}"
@@ -265,7 +273,7 @@ def _layer_call_row(name: str, setting: Setting, res: Resolution,
             row = KernelRow(setting=name, model="target", values=(str(_value(setting)),), quantization=(str(quant),),
                             callers=(caller,), entry=entry, backend=backend[1:-1] if backend[:1] in "'\"" else "",
                             source=f"{fact.source}; called at {site}", quant_config_key=fact.quant_config_key)
-            return row, site
+            return row, site, condition
     return None
 
 

@@ -15,7 +15,10 @@ each quant method's ``process_weights_after_loading``. The tensor-parallel parti
 release's own (its group resolution on the published sizes). A raise in the layers' own code
 decided by known values is SGLang's verdict on the ``quantization`` setting (e.g. fp8.py
 ``validate_block_quant_shapes``: a TP shard not divisible by the weight block); branches on
-unknowns are explored and joined as the MoE stage joins them.
+unknowns are explored and joined as the MoE stage joins them. Once the layers resolve, each
+quant method's forward runs on an abstract input and the kernel-library functions it calls are
+noted (``LayerValue.kernel_calls``, issue 42): the kernel level reads the FP8 GEMM runner's
+FlashInfer call from them (``kernels.py``, ``rules/kernels.toml [[layer_call]]``).
 """
 
 from __future__ import annotations
@@ -205,9 +208,13 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
     in ``library_calls``): each layer is constructed alone and its quant method's forward
     (``[linear] forward``, ``apply(layer, x)``) run on an abstract input of the layer's input
     width and an unknown number of tokens, its branches on unknowns explored. A call reached on
-    every run that returns has no condition; one reached on some only says so (a run that
-    raises or stops on a branch of unknowns, a value's type, say, calls no kernel and says
-    nothing of the others). The forward runs on the layer as constructed: SGLang chose the GEMM function in the quant method's constructor
+    every run that does not raise has no condition; one reached on some only says so, a run
+    the evaluator could not follow counting as one that may call another kernel (a run that
+    raises, on a type test of an unknown, say, calls no kernel and serves no request; so a
+    fallback the evaluator can only follow into a raise is not seen: 0.5.23's
+    flashinfer_deepgemm M >= 32 Triton fallback raises on unknown shapes, and its
+    fp8_blockscale_gemm_sm90 call reads as unconditional). The
+    forward runs on the layer as constructed: SGLang chose the GEMM function in the quant method's constructor
     (0.5.23 fp8.py ``dispatch_w8a8_block_fp8_linear``), the weight preparation rewrites tensors.
     Best effort: a forward the evaluator cannot follow adds nothing and never changes the value."""
     lin = spec.linear
@@ -230,7 +237,7 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
     def run_once(rec: _Recorded, built: dict[Any, Any]) -> Outcome:
         reached.clear()
         outcome = _forward_once(interp, spec, server_args, model_config, rec)
-        if outcome.status == STATUS_RESOLVED:
+        if outcome.status != STATUS_UNSUPPORTED:  # a raise: no call, and no branch SGLang serves
             runs_calls.append(dict(reached))
         return outcome
 
@@ -244,7 +251,7 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
             del interp.logs[logged:]
         for key in dict.fromkeys(k for run in runs_calls for k in run):
             on = sum(1 for run in runs_calls if key in run)
-            cond = "" if on == len(runs_calls) else f"on {on} of the {len(runs_calls)} explored branches of {rec.name}'s forward that return"
+            cond = "" if on == len(runs_calls) else f"on {on} of the {len(runs_calls)} explored branches of {rec.name}'s forward that do not raise"
             calls[key] = cond if calls.get(key, cond) else ""
             given_of.setdefault(key, next(run[key] for run in runs_calls if key in run))
     if not calls:
@@ -277,7 +284,9 @@ def _forward_once(interp: Interpreter, spec: LayersFacts, server_args: Any, mode
             return Outcome(STATUS_RESOLVED, "forward")
     except EVALUATION_ENDS as exc:
         end = ending(exc, strict_mode())
-        return Outcome(STATUS_UNKNOWN, end.reason)
+        # a raise (SGLang's, or of a branch no value takes: a type test on an unknown) ends
+        # the run; a run the evaluator cannot follow may have taken another kernel
+        return Outcome(STATUS_UNSUPPORTED if end.raised is not None else STATUS_UNKNOWN, end.reason)
     finally:
         restore()
 
