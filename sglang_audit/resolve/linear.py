@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -86,6 +87,10 @@ MAX_RECORD_PATHS = 16  # paths of the model's constructor explored until one rec
 MAX_LINEAR_PATHS = 64  # branches on unknowns explored while the layers are constructed
 MAX_PREPARE_PATHS = 16  # ... while one layer's weights are prepared (runtime kernel choices, mostly)
 MAX_FORWARD_PATHS = 16  # ... while one layer's forward runs (its kernel calls)
+# the forwards' own CPU budget, inside the stage's (0.5.23 Qwen3-4B-FP8, four layers: ~2 s on
+# SM100 flashinfer_trtllm); a run cut by it counts as a branch that may call another kernel
+FORWARD_CPU_SECONDS = 4.0
+FORWARD_STEPS = 150_000  # as the attention stage's request-time calls
 NOT_FOLLOWED = "not followed: "
 # a run whose weight preparation the evaluator could not follow to its end (a kernel library's
 # outside object, ...): listed, never the verdict, while another run of the layer is followed
@@ -113,7 +118,8 @@ def evaluate_linear(interp: Interpreter, server_args: Any, model_config: Any, dr
     draft model's as its ``draft`` (the draft worker builds its model with the same code:
     a raise there stops the server as well). {} when neither has a value."""
     spec = factfiles.layers()
-    target = _target_value(interp, server_args, model_config, spec)
+    built: list[_Recorded] = []
+    target = _target_value(interp, server_args, model_config, spec, built)
     try:
         draft = _draft_value(interp, server_args, draft_config, spec)
     except EVALUATION_ENDS as exc:
@@ -121,6 +127,9 @@ def evaluate_linear(interp: Interpreter, server_args: Any, model_config: Any, dr
         ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
         draft = LayerValue(STATUS_UNKNOWN, None, stage="linear", reason=(
             f"the draft's linear layer evaluation failed ({type(exc).__name__}: {exc})"))
+    if target is not None and target.status == STATUS_RESOLVED and built:
+        # last, on its own budget: the kernel calls never change a value, nor take the draft's time
+        target = _with_forward(interp, server_args, model_config, spec, built, target)
     if draft is None:
         return {SETTING: target} if target is not None else {}
     if target is None:
@@ -155,7 +164,8 @@ def _draft_value(interp: Interpreter, server_args: Any, draft_config: Any, spec:
         *(f"{s} (its linear layers, if any, not built)" for s in stopped), *value.data_dependent))
 
 
-def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec: LayersFacts) -> LayerValue | None:
+def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec: LayersFacts,
+                  built: list[_Recorded]) -> LayerValue | None:
     """The target's value for a quantized model; None for an unquantized one (its layers take
     the unquantized method), a release without the linear layer module, or a model whose
     configuration the rules derive no layer for.
@@ -164,7 +174,8 @@ def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec
     no model code run). A build that does not resolve is confirmed on what the model's own
     constructor builds (``_record``: its linear layers, with the quant config, sizes and groups
     it passes them), since a model may pass its layers another quant config or none
-    (gpt_oss.py's attention takes none); that build is the answer."""
+    (gpt_oss.py's attention takes none); that build is the answer. ``built`` receives the
+    layers of the value given (their forward runs last, ``_with_forward``)."""
     lin = spec.linear
     if not isinstance(model_config, Instance) or model_config.attrs.get("quantization") is None:
         return None
@@ -185,9 +196,10 @@ def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec
         return None
     value = _explore(interp, server_args, model_config, spec, derived)
     if value.status == STATUS_RESOLVED:
-        return _with_forward(interp, server_args, model_config, spec, derived, replace(value, data_dependent=(
+        built.extend(derived)
+        return replace(value, data_dependent=(
             "the model's own constructor (the layers built at config.json's shapes, rules/layers.toml [linear])",
-            *value.data_dependent)))
+            *value.data_dependent))
     layers = _record(interp, spec, model_config, server_args)
     if isinstance(layers, str):
         said = value.value if value.status == STATUS_UNSUPPORTED else value.reason
@@ -197,8 +209,8 @@ def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec
             f"the layers built at config.json's shapes do not resolve, and {layers}"))
     if not layers:
         return None
-    value = _explore(interp, server_args, model_config, spec, layers)
-    return _with_forward(interp, server_args, model_config, spec, layers, value) if value.status == STATUS_RESOLVED else value
+    built.extend(layers)
+    return _explore(interp, server_args, model_config, spec, layers)
 
 
 def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance, spec: LayersFacts,
@@ -243,9 +255,18 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
 
     calls: dict[tuple[str, str, str], str] = {}
     given_of: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {}
+    t0, s0, outer = time.process_time(), interp.steps, interp.deadline
+
+    def spent() -> bool:
+        # the step bound first (the same cut on every machine), the CPU time a backstop
+        return (outer is not None and outer()) or interp.steps - s0 > FORWARD_STEPS \
+            or time.process_time() - t0 > FORWARD_CPU_SECONDS
+
     for rec in layers:
+        if spent():
+            break  # what was read so far stands: each call's condition is over its own layer's runs
         runs_calls.clear()
-        with interp.hooked_calls(observe), interp.unwatched_imports():
+        with interp.budget(spent), interp.hooked_calls(observe), interp.unwatched_imports():
             logged = len(interp.logs)
             explore_layer(interp, spec, functools.partial(run_once, rec), MAX_FORWARD_PATHS)
             del interp.logs[logged:]
