@@ -483,9 +483,24 @@ class OtherKernel:
 
 
 @dataclass(frozen=True)
+class LayerCall:
+    """A setting whose kernel is the kernel-library function its built layers' forward calls
+    (``LayerValue.kernel_calls`` of the ``layer`` setting's value, the linear stage's), read in
+    the library as a [[kernel]] row's entry is, with the ``backend=`` SGLang passed."""
+
+    setting: str  # the setting the verdict is given to
+    layer: str  # the setting whose layer value holds the calls (the linear stage's: quantization)
+    libraries: tuple[str, ...]  # the calls into these libraries are read (flashinfer)
+    quantization: tuple[str, ...]  # the target's ModelConfig.quantization values
+    source: str  # why the call is that setting's
+    quant_config_key: str = ""  # as KernelRow's: the target checkpoint must set it
+
+
+@dataclass(frozen=True)
 class KernelsFacts:
     kernel: tuple[KernelRow, ...]
     other: tuple[OtherKernel, ...] = ()
+    layer_call: tuple[LayerCall, ...] = ()
 
 
 @functools.cache
@@ -670,6 +685,8 @@ class LinearFacts:
     logical_groups: tuple[str, ...] = ()
     pure_functions: tuple[str, ...] = ()
     derived: dict[str, str] = field(default_factory=dict)  # a dimension -> an expression of others
+    forward: str = ""  # the quant method's forward (``apply(layer, x)``), run for its kernel calls
+    kernel_libraries: tuple[str, ...] = ()  # the packages whose functions the forward's calls are noted
 
 
 @dataclass(frozen=True)

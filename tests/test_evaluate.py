@@ -354,3 +354,42 @@ def test_dict_keys_take_set_operators_as_in_python(tmp_path: Path) -> None:
     assert mod.globals["extra"] == {"other"}
     assert mod.globals["both"] == {"fusions"}
     assert mod.globals["order"] == ["fusions", "other"]
+
+
+def test_a_statement_of_a_top_level_if_branch_the_evaluator_cannot_follow_unbinds_only_its_names():
+    # 0.5.23 fp8_utils.py:582: `if is_blackwell(): ...; x = maybe_cache(...)` (a loop over
+    # inspect.signature().parameters) `...; def gemm(...)`: the later definitions still load
+    from sglang_audit.resolve.adhoc import evaluate_function
+
+    source = """
+import inspect
+
+if True:
+    for p in inspect.signature(print).parameters.values():
+        pass
+    def after():
+        return "defined"
+
+
+def f():
+    return after()
+"""
+    outcome = evaluate_function(source, "f", [])
+    assert (outcome.kind, outcome.value) == ("value", "defined")
+
+
+def test_a_subclass_of_a_subscripted_builtin_holds_its_items():
+    # 0.5.10 jit_kernel/utils.py `class CPPArgList(list[str])`, built from a generator and joined
+    from sglang_audit.resolve.adhoc import evaluate_function
+
+    source = """
+class L(list[str]):
+    def __str__(self):
+        return ", ".join(self)
+
+
+def f():
+    return str(L(x for x in ["a", "b"]))
+"""
+    outcome = evaluate_function(source, "f", [])
+    assert (outcome.kind, outcome.value) == ("value", "a, b")

@@ -22,7 +22,7 @@ from sglang_audit.render.text import render_resolution
 from sglang_audit.resolve.kernelread import FlashInferReader, evaluate_row
 from sglang_audit.resolve.kernels import attach, kernel_spec
 from sglang_audit.resolve.libeval import LibraryEval
-from sglang_audit.result import ModelSummary, Resolution, Setting, UnknownValue
+from sglang_audit.result import LayerValue, ModelSummary, Resolution, Setting, UnknownValue
 from sglang_audit.rules.knownbad import check_resolution, kernel_findings
 from sglang_audit.source.flashinfer import locate_flashinfer
 
@@ -407,15 +407,29 @@ def test_a_file_edited_after_it_was_read_is_remembered_as_read(copied, monkeypat
 # ---- the block-FP8 GEMM runner (issue 42) -------------------------------------------------
 
 
-def _fp8(tmp_path: Path, arch: str, cc: tuple[int, int], runner: str, block: Any = (128, 128)) -> Resolution:
+FP8_UTILS = "sglang/srt/layers/quantization/fp8_utils.py"
+
+
+def _fp8(tmp_path: Path, arch: str, cc: tuple[int, int], runner: str, block: Any = (128, 128),
+         calls: tuple[tuple[str, str, str], ...] | None = None, condition: str = "") -> Resolution:
     """A resolution of an FP8 checkpoint (quantization "fp8"); ``block``: its
-    quantization_config.weight_block_size (None: a per-tensor checkpoint)."""
+    quantization_config.weight_block_size (None: a per-tensor checkpoint). ``quantization``'s
+    layer value is the linear stage's: its layers built, their forward calling
+    ``calls`` ((entry, backend= SGLang passed, call site), by default the FlashInfer groupwise
+    GEMM with the backend the runner's name says, as 0.5.23's custom op does)."""
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
     quant = {"quant_method": "fp8", **({"weight_block_size": list(block)} if block is not None else {})}
     (model / "config.json").write_text(json.dumps({"architectures": ["X"], "quantization_config": quant}))
     res = _resolution(arch, *cc, "auto")
-    settings = {"fp8_gemm_runner_backend": Setting("fp8_gemm_runner_backend", runner, runner, "resolved")}
+    if calls is None:
+        site = f"{FP8_UTILS}:{line_of(FP8_UTILS, '_raw_gemm_fp8_nt_groupwise(q_input', SGLANG_SIDE)}"
+        calls = (("flashinfer.gemm.gemm_fp8_nt_groupwise", runner.split("_")[-1], site),) if runner.startswith("flashinfer_") else ()
+    built = LayerValue("resolved", "built: Fp8LinearMethod (qkv_proj)", "Fp8LinearMethod", stage="linear",
+                       kernel_calls=tuple((e.rpartition(".")[0], e.rpartition(".")[2], site, condition) for e, _, site in calls),
+                       library_calls=tuple((e, site, (("backend", repr(b)),)) for e, b, site in calls))
+    settings = {"fp8_gemm_runner_backend": Setting("fp8_gemm_runner_backend", runner, runner, "resolved"),
+                "quantization": Setting("quantization", "fp8", "fp8", "resolved", layer=built)}
     return replace(res, settings=settings, model=ModelSummary("m", str(model), "X", "fp8", "fp8"))
 
 
@@ -425,8 +439,9 @@ def _fp8(tmp_path: Path, arch: str, cc: tuple[int, int], runner: str, block: Any
     ("flashinfer_cutlass", "sm90", (9, 0), "unsupported", "_cutlass_fp8_requirement"),
     ("flashinfer_cutlass", "sm120", (12, 0), "supported", "_cutlass_fp8_requirement"),
 ])
-def test_block_fp8_runner_reads_the_groupwise_gemm_requirement_of_its_backend(cache, tmp_path, runner, arch, cc,
-                                                                               status, requirement):
+def test_block_fp8_runner_reads_the_call_its_layers_forward_makes(cache, tmp_path, runner, arch, cc, status,
+                                                                   requirement):
+    # no table row names the entry: it and its backend= are the call the linear stage's forward made
     res = _attach(_fp8(tmp_path, arch, cc, runner), cache)
     s = res.settings["fp8_gemm_runner_backend"]
     k = s.kernel
@@ -434,8 +449,8 @@ def test_block_fp8_runner_reads_the_groupwise_gemm_requirement_of_its_backend(ca
     layer = k.layers[0]
     assert (layer.mechanism, layer.function, layer.file) == ("backend_requirement", requirement, GEMM)
     assert layer.line == line_of(GEMM, f"def {requirement}") - 1  # the decorator's line
-    # the SGLang side: the aliased import inside fp8_utils' `if`
-    assert k.call_site == f"sglang/srt/layers/quantization/fp8_utils.py:{line_of('sglang/srt/layers/quantization/fp8_utils.py', 'import gemm_fp8_nt_groupwise', SGLANG_SIDE)}"
+    # the SGLang side: the call the forward made, not an import
+    assert k.call_site == f"{FP8_UTILS}:{line_of(FP8_UTILS, '_raw_gemm_fp8_nt_groupwise(q_input', SGLANG_SIDE)}"
     text = render_resolution(res)
     assert f"kernel  {status}: flashinfer.gemm.gemm_fp8_nt_groupwise backend '{k.backend}'  (flashinfer 9.9.9)" in text
     findings = [(f.rule_id, f.setting) for f in kernel_findings(res)]
@@ -459,9 +474,22 @@ def test_block_fp8_runner_of_an_unread_checkpoint_is_unknown_not_guessed(cache, 
     assert k.status == "unknown" and "weight_block_size" in k.reason and "not readable" in k.reason
 
 
+def test_block_fp8_runner_called_on_some_branches_only_informs(cache, tmp_path):
+    # a call on some branches of the forward only (a fallback on the token count elsewhere):
+    # FlashInfer's refusal is reported, never the setting's verdict; layers whose forward
+    # reached no FlashInfer call (SGLang's dispatch raised first, a Triton runner) get none
+    res = _attach(_fp8(tmp_path, "sm120", (12, 0), "flashinfer_trtllm", condition="on 1 of 2 branches"), cache)
+    k = res.settings["fp8_gemm_runner_backend"].kernel
+    assert k.status == "unknown" and k.reason.startswith(
+        "flashinfer.gemm.gemm_fp8_nt_groupwise is called on 1 of 2 branches only; FlashInfer's answer for that call: unsupported")
+    assert k.layers[0].function == "_trtllm_requirement" and kernel_findings(res) == []
+    res = _attach(_fp8(tmp_path, "sm120", (12, 0), "triton"), cache)
+    assert res.settings["fp8_gemm_runner_backend"].kernel is None and kernel_findings(res) == []
+
+
 def test_block_fp8_deep_gemm_and_cutlass_runners_name_the_library_not_read(cache, tmp_path):
     k = _attach(_fp8(tmp_path, "sm90", (9, 0), "deep_gemm"), cache).settings["fp8_gemm_runner_backend"].kernel
-    assert (k.status, k.library) == ("unknown", "DeepGEMM") and "not a library sglang-audit reads" in k.reason
+    assert (k.status, k.library) == ("unknown", "DeepGEMM") and "declares no architecture in Python" in k.reason
     k = _attach(_fp8(tmp_path, "sm120", (12, 0), "cutlass"), cache).settings["fp8_gemm_runner_backend"].kernel
     assert k.status == "unknown" and "fp8_blockwise_scaled_mm" in k.reason
 
@@ -471,8 +499,11 @@ def test_shipped_mapping_is_well_formed():
     for r in spec.kernel:
         assert r.entry.startswith("flashinfer.") and r.model in ("target", "draft")
         assert r.values and r.quantization and r.callers and r.source
-    assert {r.setting for r in spec.kernel} >= {"fp4_gemm_runner_backend", "moe_runner_backend", "speculative_moe_runner_backend",
-                                                "fp8_gemm_runner_backend"}
+    assert {r.setting for r in spec.kernel} >= {"fp4_gemm_runner_backend", "moe_runner_backend", "speculative_moe_runner_backend"}
+    # the block-FP8 runner's entry is the call the linear stage's forward makes, not a row
+    assert "fp8_gemm_runner_backend" not in {r.setting for r in spec.kernel}
+    assert [(c.setting, c.layer, c.libraries, c.quant_config_key) for c in spec.layer_call] == [
+        ("fp8_gemm_runner_backend", "quantization", ("flashinfer",), "weight_block_size")]
 
 
 # ---- real releases ------------------------------------------------------------------------
@@ -699,31 +730,44 @@ def test_real_0510_draft_kernel_cites_the_call_the_built_layer_makes(release):
 
 @pytest.mark.real_release
 @pytest.mark.parametrize("version", ["0.5.23"])
-def test_real_block_fp8_flashinfer_cutlass_runner_refused_on_sm90_supported_on_sm120(release, version):
-    """Qwen3-4B-FP8 (weight_block_size [128, 128]) at TP 4, --fp8-gemm-backend flashinfer_cutlass:
-    0.5.23's gemm_fp8_nt_groupwise wrapper passes backend="cutlass", whose requirement in FlashInfer
-    0.7.2 lists [100, 103, 107, 120, 121]: refused on SM90, accepted on SM120."""
+def test_real_block_fp8_runner_kernel_is_the_call_the_linear_forward_makes(release, version):
+    """Qwen3-4B-FP8 (weight_block_size [128, 128]) at TP 4. The linear stage runs the built
+    layers' Fp8LinearMethod.apply: the GEMM SGLang dispatched (flashinfer_gemm_w8a8_block_fp8_
+    linear_with_fallback) calls its @register_custom_op gemm_fp8_nt_groupwise, which runs as
+    torch.ops.sglang's registered op and calls FlashInfer with the backend it picks. SM120,
+    flashinfer_cutlass: backend="cutlass" at fp8_utils.py:629, whose requirement in FlashInfer
+    0.7.2 lists [100, 103, 107, 120, 121]; SM100, flashinfer_trtllm: backend="trtllm" at :638.
+    SM90, flashinfer_cutlass: SGLang's dispatch raises first (fp8_utils.py:1121), the layers'
+    value says so, and no FlashInfer call is made: no kernel verdict (the retired table row
+    claimed FlashInfer's refusal)."""
     from sglang_audit.resolve.pipeline import Request
 
     tree = release(version)
     model = str(Path(__file__).resolve().parent / "data" / "models" / "qwen3-4b-fp8")
-    sets = ["tp_size=4", "fp8_gemm_runner_backend=flashinfer_cutlass"]
-    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model=model, sets=sets))
+    fp8_utils = tree.package_dir / "srt" / "layers" / "quantization" / "fp8_utils.py"
+    text = fp8_utils.read_text().splitlines()
+
+    def resolve(arch: str, runner: str) -> Resolution:
+        sets = ["tp_size=4", f"fp8_gemm_runner_backend={runner}"]
+        return shared.resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=sets))
+
+    res = resolve("sm120", "flashinfer_cutlass")
     s = res.settings["fp8_gemm_runner_backend"]
     k = s.kernel
-    assert (k.status, k.function, k.backend, k.version) == ("unsupported", "flashinfer.gemm.gemm_fp8_nt_groupwise",
+    assert (k.status, k.function, k.backend, k.version) == ("supported", "flashinfer.gemm.gemm_fp8_nt_groupwise",
                                                             "cutlass", "0.7.2")
-    assert s.status == "unsupported"
-    assert k.call_site == "sglang/srt/layers/quantization/fp8_utils.py:586"  # the aliased import under `if`
+    assert k.call_site == "sglang/srt/layers/quantization/fp8_utils.py:629"
+    assert text[628].strip() == "return _raw_gemm_fp8_nt_groupwise("  # inside the custom op's body
     layer = k.layers[0]
     assert (layer.file, layer.function) == (GEMM, "_cutlass_gemm_fp8_nt_groupwise_requirement")
     assert _flashinfer_line(res, layer.file, layer.line) == "@supported_compute_capability([100, 103, 107, 120, 121])"
-    assert "SM90 not in _cutlass_gemm_fp8_nt_groupwise_requirement" in k.reason
-    (finding,) = [f for f in kernel_findings(res) if f.setting == "fp8_gemm_runner_backend"]
-    assert finding.rule_id == "SGK101"
-    assert "kernel  unsupported: flashinfer.gemm.gemm_fp8_nt_groupwise backend 'cutlass'  (flashinfer 0.7.2)" \
-        in render_resolution(res)
-    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm120", model=model, sets=sets))
-    k = res.settings["fp8_gemm_runner_backend"].kernel
-    assert (k.status, k.layers[0].line) == ("supported", layer.line)
+    assert ("flashinfer.gemm", "gemm_fp8_nt_groupwise", k.call_site, "") in res.settings["quantization"].layer.kernel_calls
     assert not [f for f in kernel_findings(res) if f.setting == "fp8_gemm_runner_backend"]
+    k = resolve("sm100", "flashinfer_trtllm").settings["fp8_gemm_runner_backend"].kernel
+    assert (k.status, k.backend, k.call_site) == ("supported", "trtllm", "sglang/srt/layers/quantization/fp8_utils.py:638")
+    assert k.layers[0].function == "_trtllm_gemm_fp8_nt_groupwise_requirement"
+    res = resolve("sm90", "flashinfer_cutlass")
+    q = res.settings["quantization"].layer
+    assert (q.status, q.site) == ("unsupported", "sglang/srt/layers/quantization/fp8_utils.py:1121")
+    assert "requires Blackwell GPUs" in q.value and not q.kernel_calls
+    assert res.settings["fp8_gemm_runner_backend"].kernel is None

@@ -297,3 +297,54 @@ def test_pkgutil_iter_modules_outside_the_analysed_tree_is_unknown(tmp_path):
     interp = Interpreter(tmp_path / "tree", SourceCache(use_disk=False), _world(), {})
     out = interp.load_module("sglang.m").globals["out"]
     assert isinstance(out, Unknown) and "outside the analysed source tree" in out.reason
+
+
+# ---- torch's operator registry (world/overlays/oplibrary.py) --------------------------------
+
+CUSTOM_OPS = """
+import torch
+from torch.library import Library
+
+lib = Library("mini", "FRAGMENT")
+
+
+def register(fn):
+    # the shape of SGLang's direct_register_custom_op (0.5.23 utils/common.py): define, impl,
+    # then callers run torch.ops.<ns>.<name>
+    if not hasattr(torch.ops.mini, fn.__name__):
+        lib.define(fn.__name__ + "(Tensor x) -> Tensor")
+        lib.impl(fn.__name__, fn, "CUDA")
+        lib._register_fake(fn.__name__, lambda x: x)
+    return getattr(torch.ops.mini, fn.__name__)
+
+
+@register
+def double(x):
+    return x * 2
+
+
+@torch.library.custom_op("mini::triple", mutates_args=())
+def triple(x):
+    return x * 3
+
+
+def f():
+    return (double(21), torch.ops.mini.double(1), triple(2), torch.ops.mini.triple(3),
+            hasattr(torch.ops.mini, "double"), hasattr(torch.ops.mini, "other"))
+"""
+
+
+def test_a_registered_operator_runs_the_function_registered_for_it():
+    from sglang_audit.resolve.adhoc import evaluate_function
+
+    outcome = evaluate_function(CUSTOM_OPS, "f", [])
+    assert outcome.kind == "value", outcome
+    assert outcome.value == (42, 2, 6, 9, True, False)
+
+
+def test_a_dtype_is_an_instance_of_torch_dtype_only():
+    from sglang_audit.resolve.adhoc import evaluate_function
+
+    source = "import torch\n\ndef f():\n    return isinstance(torch.bfloat16, torch.dtype), isinstance(torch.int32, torch.Tensor)\n"
+    outcome = evaluate_function(source, "f", [])
+    assert (outcome.kind, outcome.value) == ("value", (True, False))

@@ -168,13 +168,21 @@ class Modules(InterpreterCore):
             self.loading -= 1
 
     def _run_body(self, mod: ModuleObj, tree: ir.Node, frame: Frame) -> None:
-        for stmt in tree.body:
+        self.run_module_statements(tree.body, frame)
+
+    def run_module_statements(self, stmts: list[ir.Node], frame: Frame) -> None:
+        """A module body's statements, or those of the branch a top-level ``if`` takes
+        (``s_If``: ``if is_blackwell(): from flashinfer import ...; def f(...)``, 0.5.23
+        fp8_utils.py:582), one by one."""
+        mod = frame.module
+        for stmt in stmts:
             try:
                 self.exec_block([stmt], frame)
             except Unmodelled as exc:
                 # one top-level statement the evaluator cannot follow (e.g. a loop over a
-                # third-party object) does not sink the whole module: the names it would
-                # bind become unknown, the rest of the module still loads
+                # third-party object) does not sink the whole module (nor the rest of the
+                # `if` block it is in): the names it would bind become unknown, the rest of
+                # the module still loads
                 reason = f"{mod.file}:{stmt.line} not evaluated ({exc})"
                 self.notes.append(reason)
                 for name in bound_names(stmt):

@@ -35,6 +35,7 @@ from sglang_audit.evaluate.values import (
     LazyImport,
     ModuleObj,
     Native,
+    TypeForm,
     Unknown,
 )
 from sglang_audit.frontend import ir
@@ -217,6 +218,8 @@ class Statements(InterpreterCore):
         external: list[str] = []
         for b in node.bases:
             value = self.evaluate(b, frame)
+            if isinstance(value, TypeForm) and isinstance(value.origin, Native):
+                value = value.origin  # `class L(list[str])` (0.5.10 jit_kernel CPPArgList): the builtin
             if isinstance(value, External):
                 external.append(value.path)
             elif isinstance(value, Native) and value.name in ("str", "int", "dict", "float", "tuple", "list"):
@@ -392,7 +395,9 @@ class Statements(InterpreterCore):
         self.guard_tuple = None
         try:
             block = node.body if truth else node.orelse
-            if block:
+            if block and frame.scope is None and frame.class_ns is None:
+                self.run_module_statements(block, frame)  # a module's top level: statement by statement
+            elif block:
                 self.exec_block(block, frame)
         finally:
             self.guards.pop()

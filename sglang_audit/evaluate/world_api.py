@@ -14,11 +14,14 @@ class WorldState:
     """The state a world's overlays keep for one interpreter, made by the world
     (``World.initial_state``) and held by the interpreter: ``os.environ`` as SGLang sees it
     (None: the world models no environment), the transformers config objects made so far
-    (by model path and kind) and the loggers made."""
+    (by model path and kind), the loggers made, and what an outside library's registration
+    functions were given (``registry``: the world's key -> the analysed callable registered,
+    e.g. an operator's implementation; written at module load, read when the name is used)."""
 
     environ: Any = None
     hf_configs: dict[Any, Any] = field(default_factory=dict)
     loggers: dict[str, Any] = field(default_factory=dict)
+    registry: dict[Any, Any] = field(default_factory=dict)
 
 
 # the interpreter a world serves: the composed class (its parts pass themselves, typed Self)
@@ -54,6 +57,9 @@ class World(Protocol[_I]):
     def binop(self, interp: _I, op: str, left: Any, right: Any) -> Any: ...
     def compare(self, interp: _I, op: str, left: Any, right: Any) -> Any: ...
     def external_truth(self, value: External) -> Any: ...
+    # ``isinstance(value, <outside class typ>)`` when the world knows the outside value's type
+    # (a torch dtype), else NOT_HANDLED
+    def external_isinstance(self, value: External, typ: str) -> Any: ...
     def call_external(self, interp: _I, func: External, args: list[Any], kwargs: dict[str, Any]) -> Any: ...
     def external_attr(self, interp: _I, obj: External, name: str) -> Any: ...
     def external_item(self, interp: _I, obj: Any, index: Any) -> Any: ...

@@ -89,8 +89,18 @@ def attach(
         return res
     spec = kernel_spec()
     wanted: dict[str, tuple[str, KernelRow | OtherKernel | None, str]] = {}  # setting -> (kind, row, reason)
+    # setting -> (call site, condition) of its derived row's call (the layers' forward)
+    called: dict[str, tuple[str, str]] = {}
     for name, setting in res.settings.items():
         if not setting.present:
+            continue
+        derived = _layer_call_row(name, setting, res, spec)
+        if isinstance(derived, str):
+            wanted[name] = ("unknown", None, derived)
+            continue
+        if derived is not None:
+            wanted[name] = ("flashinfer", derived[0], "")
+            called[name] = derived[1:]
             continue
         choice = _classify(name, setting, res, spec)
         if choice is not None:
@@ -128,7 +138,16 @@ def attach(
             else:
                 verdict = _memoised_row(tree, row, res, sglang_root, cache, memo)
                 layer = res.settings[name].layer
-                if isinstance(layer, LayerValue) and layer.status == STATUS_RESOLVED and layer.site:
+                if name in called:
+                    site, condition = called[name]
+                    verdict = replace(verdict, call_site=site)  # the call the forward made
+                    if condition and verdict.status != UNKNOWN:
+                        # made on some branches only (a fallback elsewhere): the library's
+                        # answer informs, it is no verdict on the setting
+                        verdict = replace(verdict, status=UNKNOWN, reason=(
+                            f"{verdict.function} is called {condition} only; "
+                            f"FlashInfer's answer for that call: {verdict.status}, {verdict.reason}"))
+                elif isinstance(layer, LayerValue) and layer.status == STATUS_RESOLVED and layer.site:
                     # the call the built layer makes, not the first importer of the entry point;
                     # through a runner, the call in its fused function ("... -> f at file:line")
                     through_runner = layer.code.startswith("MoeRunner(")
@@ -221,6 +240,41 @@ def _classify(name: str, setting: Setting, res: Resolution,
     if isinstance(value, UnknownValue):
         return ("unknown", None, f"the setting's value is unknown ({value.reason})")
     return None  # a value that calls no kernel library listed in rules/kernels.toml
+
+
+def _layer_call_row(name: str, setting: Setting, res: Resolution,
+                    spec: KernelsFacts) -> tuple[KernelRow, str, str] | str | None:
+    """The row of the kernel-library call the built layers' forward made for ``name``
+    (``[[layer_call]]``: the linear stage's ``kernel_calls`` on the ``layer`` setting's value),
+    with its call site and condition: the entry as SGLang called it, the ``backend=`` it
+    passed; a call made on every branch that returns first, else one made on some (a fallback
+    on the token count elsewhere: its verdict only informs, ``attach``). None when no resolved
+    layer value holds such a call; a string (unknown, why) when
+    whether the checkpoint reaches the setting's dispatch is not known (``quant_config_key``)."""
+    quant = res.model.quantization
+    for fact in spec.layer_call:
+        if fact.setting != name or quant not in fact.quantization:
+            continue
+        has = _quant_config_has(res, fact.quant_config_key) if fact.quant_config_key else True
+        if has is False:
+            continue
+        holder = res.settings.get(fact.layer)
+        layer = holder.layer if holder is not None else None
+        if not isinstance(layer, LayerValue) or layer.status != STATUS_RESOLVED:
+            continue
+        given = {(path, site): dict(kw) for path, site, kw in layer.library_calls}
+        calls = sorted((c for c in layer.kernel_calls if c[0].split(".")[0] in fact.libraries), key=lambda c: bool(c[3]))
+        for module, function, site, condition in calls[:1]:
+            if isinstance(has, str):
+                return has
+            entry = f"{module}.{function}"
+            backend = given.get((entry, site), {}).get("backend", "")
+            caller = site.rsplit(":", 1)[0].removesuffix(".py").replace("/", ".")
+            row = KernelRow(setting=name, model="target", values=(str(_value(setting)),), quantization=(str(quant),),
+                            callers=(caller,), entry=entry, backend=backend[1:-1] if backend[:1] in "'\"" else "",
+                            source=f"{fact.source}; called at {site}", quant_config_key=fact.quant_config_key)
+            return row, site, condition
+    return None
 
 
 def _quant_config_has(res: Resolution, key: str) -> bool | str:

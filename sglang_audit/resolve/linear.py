@@ -15,12 +15,17 @@ each quant method's ``process_weights_after_loading``. The tensor-parallel parti
 release's own (its group resolution on the published sizes). A raise in the layers' own code
 decided by known values is SGLang's verdict on the ``quantization`` setting (e.g. fp8.py
 ``validate_block_quant_shapes``: a TP shard not divisible by the weight block); branches on
-unknowns are explored and joined as the MoE stage joins them.
+unknowns are explored and joined as the MoE stage joins them. Once the layers resolve, each
+quant method's forward runs on an abstract input and the kernel-library functions it calls are
+noted (``LayerValue.kernel_calls``, issue 42): the kernel level reads the FP8 GEMM runner's
+FlashInfer call from them (``kernels.py``, ``rules/kernels.toml [[layer_call]]``).
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -73,6 +78,7 @@ from sglang_audit.result import (
     Candidate,
     LayerValue,
 )
+from sglang_audit.world.overlays.tensors import AbstractTensor
 
 # its own CPU budget (0.5.23, Qwen3-4B-FP8 at TP 4, sm90: 0.6 s), outside the resolution's
 LINEAR_CPU_SECONDS = 10.0
@@ -80,6 +86,11 @@ SETTING = "quantization"  # the setting whose layer value the dense layers give
 MAX_RECORD_PATHS = 16  # paths of the model's constructor explored until one records its linear layers
 MAX_LINEAR_PATHS = 64  # branches on unknowns explored while the layers are constructed
 MAX_PREPARE_PATHS = 16  # ... while one layer's weights are prepared (runtime kernel choices, mostly)
+MAX_FORWARD_PATHS = 16  # ... while one layer's forward runs (its kernel calls)
+# the forwards' own CPU budget, inside the stage's (0.5.23 Qwen3-4B-FP8, four layers: ~2 s on
+# SM100 flashinfer_trtllm); a run cut by it counts as a branch that may call another kernel
+FORWARD_CPU_SECONDS = 4.0
+FORWARD_STEPS = 150_000  # as the attention stage's request-time calls
 NOT_FOLLOWED = "not followed: "
 # a run whose weight preparation the evaluator could not follow to its end (a kernel library's
 # outside object, ...): listed, never the verdict, while another run of the layer is followed
@@ -107,7 +118,8 @@ def evaluate_linear(interp: Interpreter, server_args: Any, model_config: Any, dr
     draft model's as its ``draft`` (the draft worker builds its model with the same code:
     a raise there stops the server as well). {} when neither has a value."""
     spec = factfiles.layers()
-    target = _target_value(interp, server_args, model_config, spec)
+    built: list[_Recorded] = []
+    target = _target_value(interp, server_args, model_config, spec, built)
     try:
         draft = _draft_value(interp, server_args, draft_config, spec)
     except EVALUATION_ENDS as exc:
@@ -115,6 +127,9 @@ def evaluate_linear(interp: Interpreter, server_args: Any, model_config: Any, dr
         ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
         draft = LayerValue(STATUS_UNKNOWN, None, stage="linear", reason=(
             f"the draft's linear layer evaluation failed ({type(exc).__name__}: {exc})"))
+    if target is not None and target.status == STATUS_RESOLVED and built:
+        # last, on its own budget: the kernel calls never change a value, nor take the draft's time
+        target = _with_forward(interp, server_args, model_config, spec, built, target)
     if draft is None:
         return {SETTING: target} if target is not None else {}
     if target is None:
@@ -149,7 +164,8 @@ def _draft_value(interp: Interpreter, server_args: Any, draft_config: Any, spec:
         *(f"{s} (its linear layers, if any, not built)" for s in stopped), *value.data_dependent))
 
 
-def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec: LayersFacts) -> LayerValue | None:
+def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec: LayersFacts,
+                  built: list[_Recorded]) -> LayerValue | None:
     """The target's value for a quantized model; None for an unquantized one (its layers take
     the unquantized method), a release without the linear layer module, or a model whose
     configuration the rules derive no layer for.
@@ -158,7 +174,8 @@ def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec
     no model code run). A build that does not resolve is confirmed on what the model's own
     constructor builds (``_record``: its linear layers, with the quant config, sizes and groups
     it passes them), since a model may pass its layers another quant config or none
-    (gpt_oss.py's attention takes none); that build is the answer."""
+    (gpt_oss.py's attention takes none); that build is the answer. ``built`` receives the
+    layers of the value given (their forward runs last, ``_with_forward``)."""
     lin = spec.linear
     if not isinstance(model_config, Instance) or model_config.attrs.get("quantization") is None:
         return None
@@ -179,6 +196,7 @@ def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec
         return None
     value = _explore(interp, server_args, model_config, spec, derived)
     if value.status == STATUS_RESOLVED:
+        built.extend(derived)
         return replace(value, data_dependent=(
             "the model's own constructor (the layers built at config.json's shapes, rules/layers.toml [linear])",
             *value.data_dependent))
@@ -191,7 +209,107 @@ def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec
             f"the layers built at config.json's shapes do not resolve, and {layers}"))
     if not layers:
         return None
+    built.extend(layers)
     return _explore(interp, server_args, model_config, spec, layers)
+
+
+def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance, spec: LayersFacts,
+                  layers: list[_Recorded], value: LayerValue) -> LayerValue:
+    """``value`` with the kernel-library calls the built layers' forward makes
+    (``LayerValue.kernel_calls``; the string keywords SGLang passes each, ``backend="trtllm"``,
+    in ``library_calls``): each layer is constructed alone and its quant method's forward
+    (``[linear] forward``, ``apply(layer, x)``) run on an abstract input of the layer's input
+    width and an unknown number of tokens, its branches on unknowns explored. A call reached on
+    every run that does not raise has no condition; one reached on some only says so, a run
+    the evaluator could not follow counting as one that may call another kernel (a run that
+    raises, on a type test of an unknown, say, calls no kernel and serves no request; so a
+    fallback the evaluator can only follow into a raise is not seen: 0.5.23's
+    flashinfer_deepgemm M >= 32 Triton fallback raises on unknown shapes, and its
+    fp8_blockscale_gemm_sm90 call reads as unconditional). The
+    forward runs on the layer as constructed: SGLang chose the GEMM function in the quant method's constructor
+    (0.5.23 fp8.py ``dispatch_w8a8_block_fp8_linear``), the weight preparation rewrites tensors.
+    Best effort: a forward the evaluator cannot follow adds nothing and never changes the value."""
+    lin = spec.linear
+    if not lin.forward or not lin.kernel_libraries:
+        return value
+    libraries = frozenset(lin.kernel_libraries)
+    runs_calls: list[dict[tuple[str, str, str], tuple[tuple[str, str], ...]]] = []
+    reached: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {}
+
+    def observe(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        # a library function by its dotted name (not a method of what one returned: `f().view`)
+        path = func.path if isinstance(func, External) else ""
+        if path.split(".")[0] in libraries and "." in path and all(p.isidentifier() for p in path.split(".")):
+            module, _, name = path.rpartition(".")
+            file, line = interp.call_site()
+            given = tuple((k, repr(v)) for k, v in kwargs.items() if isinstance(v, str))  # as attention's: a repr
+            reached.setdefault((module, name, f"{file}:{line}"), given)
+        return NOT_HOOKED
+
+    def run_once(rec: _Recorded, built: dict[Any, Any]) -> Outcome:
+        reached.clear()
+        outcome = _forward_once(interp, spec, server_args, model_config, rec)
+        if outcome.status != STATUS_UNSUPPORTED:  # a raise: no call, and no branch SGLang serves
+            runs_calls.append(dict(reached))
+        return outcome
+
+    calls: dict[tuple[str, str, str], str] = {}
+    given_of: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {}
+    t0, s0, outer = time.process_time(), interp.steps, interp.deadline
+
+    def spent() -> bool:
+        # the step bound first (the same cut on every machine), the CPU time a backstop
+        return (outer is not None and outer()) or interp.steps - s0 > FORWARD_STEPS \
+            or time.process_time() - t0 > FORWARD_CPU_SECONDS
+
+    for rec in layers:
+        if spent():
+            break  # what was read so far stands: each call's condition is over its own layer's runs
+        runs_calls.clear()
+        with interp.budget(spent), interp.hooked_calls(observe), interp.unwatched_imports():
+            logged = len(interp.logs)
+            explore_layer(interp, spec, functools.partial(run_once, rec), MAX_FORWARD_PATHS)
+            del interp.logs[logged:]
+        for key in dict.fromkeys(k for run in runs_calls for k in run):
+            on = sum(1 for run in runs_calls if key in run)
+            cond = "" if on == len(runs_calls) else f"on {on} of the {len(runs_calls)} explored branches of {rec.name}'s forward that do not raise"
+            calls[key] = cond if calls.get(key, cond) else ""
+            given_of.setdefault(key, next(run[key] for run in runs_calls if key in run))
+    if not calls:
+        return value
+    return replace(value, kernel_calls=tuple((m, n, site, cond) for (m, n, site), cond in calls.items()),
+                   library_calls=tuple((f"{m}.{n}", site, given_of[(m, n, site)]) for m, n, site in calls))
+
+
+def _forward_once(interp: Interpreter, spec: LayersFacts, server_args: Any, model_config: Instance,
+                  rec: _Recorded) -> Outcome:
+    """One run of ``rec``'s quant method's forward on the layer constructed alone."""
+    lin = spec.linear
+    state = new_state()
+    publish_server_args(interp, spec, server_args)
+    restore = _logical_groups(interp, spec)
+    try:
+        with interp.hooked_calls(layer_hook(interp, spec, state, server_args)), interp.hooked_calls(_pure(interp, lin)):
+            qc = model_quant_config(interp, spec.moe, model_config) if rec.derived else None
+            layer = _construct(interp, rec, qc)
+            method = layer.attrs.get("quant_method")
+            width = layer.attrs.get("input_size_per_partition")
+            if not isinstance(method, Instance) or not method.cls.lookup(lin.forward)[0] or not _is_int(width):
+                return Outcome(STATUS_UNKNOWN, "no forward to run")
+            # (tokens, the layer's input width) in the dtype it was built with; the token count
+            # is a forward's, unknown here (as the MoE stage's dispatch input, layers.py)
+            tokens = Unknown("the token count of tensor x (not known before a forward)", "forward:x.tokens")
+            x = AbstractTensor((tokens, width), layer.attrs.get("params_dtype", External("torch.bfloat16")), "cuda", False,
+                               f"(the input of {rec.name})")
+            interp.call(interp.getattr(method, lin.forward), [layer, x], {})
+            return Outcome(STATUS_RESOLVED, "forward")
+    except EVALUATION_ENDS as exc:
+        end = ending(exc, strict_mode())
+        # a raise (SGLang's, or of a branch no value takes: a type test on an unknown) ends
+        # the run; a run the evaluator cannot follow may have taken another kernel
+        return Outcome(STATUS_UNSUPPORTED if end.raised is not None else STATUS_UNKNOWN, end.reason)
+    finally:
+        restore()
 
 
 def _layer_args(model_config: Instance, lin: LinearFacts) -> list[tuple[LinearLayer, list[Any]]]:

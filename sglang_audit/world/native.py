@@ -29,7 +29,7 @@ from sglang_audit.shipped import load_toml  # re-exported: older call sites impo
 from sglang_audit.world import configrun
 from sglang_audit.world.overlays import OVERLAYS as TARGET_OVERLAYS
 from sglang_audit.world.overlays import device as device_overlay
-from sglang_audit.world.overlays import files, tensors
+from sglang_audit.world.overlays import files, oplibrary, tensors
 from sglang_audit.world.overlays.boundaries import Boundaries
 from sglang_audit.world.overlays.packages import STDLIB_OBJECTS, Packages
 
@@ -185,6 +185,9 @@ class NativeWorld:
         value = self.external_value(interp, path)
         if value is not MISSING:
             return value
+        value = oplibrary.registered_op(interp, obj.path, name)
+        if value is not MISSING:
+            return value  # torch.ops.<ns>.<name>: what the analysed code registered
         if path in device_overlay.ABSENT_ATTRS or (path in device_overlay.PLATFORM_ATTRS and not self._platform_has(path)):
             raise interp.make_raise("AttributeError", f"module '{obj.path}' has no attribute '{name}'")
         return External(path, short_identity(f"{obj.ident}.{name}") if obj.ident else "")
@@ -199,6 +202,8 @@ class NativeWorld:
         if path in device_overlay.PLATFORM_ATTRS:
             return self._platform_has(path)
         if self.external_value(interp, path) is not MISSING:
+            return True
+        if oplibrary.registered_op(interp, obj.path, name) is not MISSING:
             return True
         if obj.path.startswith("torch.ops."):
             return False  # custom ops of GPU-only extensions are not registered on this target
@@ -257,7 +262,7 @@ class NativeWorld:
             values.update(python_overlay(self))
         for name, target_overlay in TARGET_OVERLAYS.items():
             made = target_overlay(self)
-            if name.endswith(":tensors"):
+            if ":" in name:
                 values.update(made)  # a model of torch (FlashInfer) itself, the same for every target: not a read
                 continue
             # importlib's answers come from the packages (a key of their own where it matters)
@@ -296,6 +301,9 @@ class NativeWorld:
         """`bool()` of an outside object the world knows, or NOT_HANDLED."""
         known = device_overlay.external_truth(value.path)
         return MISSING if known is None else known
+
+    def external_isinstance(self, value: External, typ: str) -> Any:
+        return tensors.dtype_isinstance(value.path, typ)
 
     def to_str(self, value: Any) -> str | None:
         return paths.to_str(value)

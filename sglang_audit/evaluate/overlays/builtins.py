@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from sglang_audit.evaluate.overlays.common import (
     BUILTIN_TYPES,
+    MISSING,
     NONE_TYPE_NATIVE,
     PLAIN_ELEMENTS,
     Environ,
@@ -365,6 +366,9 @@ class Builtins:
                 return False
             own = getattr(value, "native_isinstance", None)  # a world's value that knows its type
             known = own(typ.path) if own is not None else None
+            if isinstance(value, External):
+                answer = self.host.external_isinstance(value, typ.path)
+                known = None if answer is MISSING else answer
             if known is not None:
                 return known
             return Unknown(f"isinstance(..., {typ.path})", f"isinstance:{typ.path}")

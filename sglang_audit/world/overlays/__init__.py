@@ -9,7 +9,8 @@ answered from the checkpoint's headers, ``inputs/checkpoint.py``), ``tensors.py`
 tensors as shape, dtype and device without data, and ``torch.nn.Parameter`` as a class SGLang's
 parameter classes subclass; the same for every target, so never a target read),
 ``libtensors.py`` (kernel libraries' pure tensor helpers, FlashInfer's convert_to_block_layout,
-as the shapes their Python bodies give).
+as the shapes their Python bodies give), ``oplibrary.py`` (torch.library's operator registry:
+``torch.ops.<ns>.<name>`` runs what the analysed code registered).
 ``OVERLAYS`` maps a module name to its attribute lister; ``NativeWorld`` composes these with
 the pure Python ones of ``evaluate/overlays``.
 """
@@ -24,6 +25,7 @@ from sglang_audit.world.overlays import (
     checkpoint,
     device,
     libtensors,
+    oplibrary,
     packages,
     tensors,
 )
@@ -44,6 +46,7 @@ OVERLAYS: dict[str, TargetOverlay] = {
     "torch": device.torch_attrs,
     # a second lister of torch's names, keyed "<module>:<part>": the same for every target
     "torch:tensors": tensors.tensor_attrs,
+    "torch:oplibrary": oplibrary.oplibrary_attrs,
     "flashinfer:tensors": libtensors.flashinfer_attrs,
     "transformers": boundaries.transformers_attrs,
     "triton": device.triton_attrs,

@@ -50,6 +50,15 @@ ITEMSIZE = {
     "float4_e2m1fn_x2": 1,
 }
 DTYPES = sorted(ITEMSIZE)
+
+
+def dtype_isinstance(path: str, typ: str) -> Any:
+    """``isinstance(torch.<dtype>, typ)``: a dtype is a ``torch.dtype`` and nothing else outside
+    (0.5.23 jit_kernel cpp_args.py ``make_cpp_args`` maps a dtype argument by that test);
+    NOT_HANDLED for any other outside value."""
+    if path.startswith("torch.") and path[len("torch."):] in ITEMSIZE:
+        return typ == "torch.dtype"
+    return NOT_HANDLED
 # casts by method name -> dtype
 CASTS = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double": "float64",
          "int": "int32", "long": "int64", "short": "int16", "bool": "bool", "byte": "uint8", "char": "int8"}
