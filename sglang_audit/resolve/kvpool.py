@@ -185,14 +185,32 @@ def _build(interp: Interpreter, mem: RunnerMemory, configurator: Instance, calle
         del interp.logs[logs:]  # the pool's allocation log is not the backend's evidence
 
 
+def _builder_call(interp: Interpreter, caller: Function, builder: str) -> tuple[ir.Call | None, dict[str, ir.Node]]:
+    """``caller``'s first ``self.<builder>(...)`` call and, by name, the value of the last
+    single-target assignment to each name before it: read from the IR once per loaded tree
+    (walking the caller's body on every resolution was ~3% of a 0.5.23 evaluation)."""
+    body = caller.body if isinstance(caller.body, list) else []
+    key = ("kvpool_builder_call", id(body), builder)
+    known = interp.cache.prepared.get(key)
+    if known is not None and known[0] is body:  # the body is kept: its id is not reused while listed
+        return known[1], known[2]
+    nodes = list(ir.walk(body))
+    call = next((n for n in nodes if isinstance(n, ir.Call) and isinstance(n.func, ir.Attribute) and n.func.attr == builder
+                 and isinstance(n.func.value, ir.Name) and n.func.value.id == "self"), None)
+    assigns: dict[str, ir.Node] = {}
+    if call is not None:
+        for n in nodes:  # in source order: the last one before the call wins
+            if isinstance(n, ir.Assign) and n.line < call.line and len(n.targets) == 1 and isinstance(n.targets[0], ir.Name):
+                assigns[str(n.targets[0].id)] = n.value
+    interp.cache.prepared[key] = (body, call, assigns)
+    return call, assigns
+
+
 def _caller_kwargs(interp: Interpreter, caller: Function, builder: str, obj: Instance) -> dict[str, Any] | None:
     """The keyword arguments ``caller`` passes to ``self.<builder>(...)``: a name it assigned
     (the last single-target assignment before the call) evaluated in the caller's frame with
     ``self`` bound, a parameter of the caller unknown, a literal as written."""
-    body = caller.body if isinstance(caller.body, list) else []
-    nodes = list(ir.walk(body))
-    call = next((n for n in nodes if isinstance(n, ir.Call) and isinstance(n.func, ir.Attribute) and n.func.attr == builder
-                 and isinstance(n.func.value, ir.Name) and n.func.value.id == "self"), None)
+    call, assigns = _builder_call(interp, caller, builder)
     if call is None:
         return None
     params = {p.name for p in caller.params}
@@ -206,11 +224,10 @@ def _caller_kwargs(interp: Interpreter, caller: Function, builder: str, obj: Ins
         if kind in ("", "*", "**"):
             return None  # positional or unpacked arguments: not read
         if isinstance(expr, ir.Name) and expr.id not in params:
-            assign = [n for n in nodes if isinstance(n, ir.Assign) and n.line < call.line and len(n.targets) == 1
-                      and isinstance(n.targets[0], ir.Name) and n.targets[0].id == expr.id]
-            if not assign:
+            assign = assigns.get(str(expr.id))
+            if assign is None:
                 return None
-            out[kind] = interp.evaluate(assign[-1].value, frame)
+            out[kind] = interp.evaluate(assign, frame)
         else:
             out[kind] = interp.evaluate(expr, frame)
     return out
