@@ -223,3 +223,24 @@ def test_a_draft_evaluation_cut_by_the_budget_keeps_the_targets_value(monkeypatc
     assert (v.status, v.value) == ("resolved", "built: Fp8LinearMethod (qkv_proj, o_proj, gate_up_proj, down_proj)")
     assert (v.draft.status, v.draft.reason) == ("unknown", "the draft's linear layer evaluation failed "
                                                            "(AnalysisBound: analysis bound reached: CPU budget)")
+
+
+def test_a_submodule_whose_method_the_block_calls_is_built_for_real_first(monkeypatch):
+    # 0.5.23 qwen2_moe.py's shape: the MoE block calls `self.topk.bind_runner_backend(...)`, which
+    # reads `_runner_backend_bound` set by TopK.__init__: the stand-in router is built with the
+    # arguments the block gave it, the block goes on to its gate and shared expert. A submodule
+    # whose constructor stops stays a stand-in (MiniUnbuildable), the block still goes on
+    moe_mtp = {**DENSE, "architectures": ["MiniForCausalLMMTP"], "num_nextn_predict_layers": 1, "num_experts": 4,
+               "num_experts_per_tok": 2}
+    built = ("resolved", "built: Fp8LinearMethod (mtp.layers.0.self_attn.qkv_proj, mtp.layers.0.self_attn.o_proj, "
+                         "mtp.layers.0.mlp.shared_expert.gate_up_proj, mtp.layers.0.mlp.shared_expert.down_proj); "
+                         "UnquantizedLinearMethod (mtp.layers.0.mlp.gate)")
+    d = _draft_linear(2, WIDE, moe_mtp, BLOCK).draft
+    assert (d.status, d.value) == built
+    # without the construction the router's state is unknown and the block stops at its raise
+    from sglang_audit.resolve import layerstage
+
+    monkeypatch.setattr(layerstage, "_construct", lambda *a: None)
+    d = _draft_linear(2, WIDE, moe_mtp, BLOCK).draft
+    assert "mtp.layers.0.mlp.gate" not in d.value
+    assert any("TopK cannot bind a different MoE runner backend." in n for n in d.data_dependent)
