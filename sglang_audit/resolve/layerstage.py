@@ -561,5 +561,10 @@ def _construct(interp: Interpreter, standin: Instance, cls: Class, args: list[An
         interp.call(BoundMethod(init, made), args, kwargs)
     except (Unmodelled, AnalysisBound, PyRaise):
         return
-    standin.attrs.update(made.attrs)
-    standin.events.update(made.events)
+    # what the construction set on the stand-in since (minimax_m3.py:440 `self.experts._minimax_activation
+    # = ...`) was set after the real __init__ ran: it stays
+    for name, value in made.attrs.items():
+        if name not in standin.attrs:
+            standin.attrs[name] = value
+            if name in made.events:
+                standin.events[name] = made.events[name]
