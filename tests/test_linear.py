@@ -113,6 +113,25 @@ def test_0523_fp8_block_model_refused_at_tp8_by_validate_block_quant_shapes_and_
     assert s.layer.site.startswith("sglang/srt/layers/linear.py:")
 
 
+@pytest.mark.real_release
+def test_0523_seed_draft_moe_block_is_followed_past_its_topk_binding(release):
+    """The seed (Qwen3.5-397B-A17B-NVFP4, sm120, TP 8, NEXTN) on 0.5.23: the MTP draft's
+    Qwen2MoeSparseMoeBlock calls `self.topk.bind_runner_backend(...)` (qwen2_moe.py:343), which
+    reads what TopK.__init__ set (topk.py:722 `_runner_backend_bound = False`): the router is
+    built for real, the block goes on to its gate (`quant_config=None`, qwen2_moe.py:352) and its
+    shared expert, built with the draft's quant config, which `_mtp_quant_config` drops for this
+    serialized ModelOpt checkpoint: every draft layer is unquantized."""
+    tree = release("0.5.23")
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm120", model="qwen3.5-397b-a17b-nvfp4",
+                                 sets=["tp_size=8", "speculative_algorithm=NEXTN", "disable_radix_cache=true"]))
+    d = res.settings["quantization"].layer.draft
+    assert (d.status, d.stage) == ("resolved", "linear")
+    assert d.value == ("built: UnquantizedLinearMethod (mtp.layers.0.self_attn.qkv_proj, mtp.layers.0.self_attn.o_proj, "
+                       "mtp.layers.0.mlp.gate, mtp.layers.0.mlp.shared_expert.gate_up_proj, "
+                       "mtp.layers.0.mlp.shared_expert.down_proj)")
+    assert not any("topk.py" in n for n in d.data_dependent)
+
+
 def test_a_weight_preparation_cut_at_its_bound_says_that_bound(monkeypatch):
     # the weight preparation stops at MAX_PREPARE_PATHS (16) runs; two outcomes seen, neither
     # the answer: the reason names 16 (it said "more than 64", the MoE layer's bound)
@@ -223,3 +242,24 @@ def test_a_draft_evaluation_cut_by_the_budget_keeps_the_targets_value(monkeypatc
     assert (v.status, v.value) == ("resolved", "built: Fp8LinearMethod (qkv_proj, o_proj, gate_up_proj, down_proj)")
     assert (v.draft.status, v.draft.reason) == ("unknown", "the draft's linear layer evaluation failed "
                                                            "(AnalysisBound: analysis bound reached: CPU budget)")
+
+
+def test_a_submodule_whose_method_the_block_calls_is_built_for_real_first(monkeypatch):
+    # 0.5.23 qwen2_moe.py's shape: the MoE block calls `self.topk.bind_runner_backend(...)`, which
+    # reads `_runner_backend_bound` set by TopK.__init__: the stand-in router is built with the
+    # arguments the block gave it, the block goes on to its gate and shared expert. A submodule
+    # whose constructor stops stays a stand-in (MiniUnbuildable), the block still goes on
+    moe_mtp = {**DENSE, "architectures": ["MiniForCausalLMMTP"], "num_nextn_predict_layers": 1, "num_experts": 4,
+               "num_experts_per_tok": 2}
+    built = ("resolved", "built: Fp8LinearMethod (mtp.layers.0.self_attn.qkv_proj, mtp.layers.0.self_attn.o_proj, "
+                         "mtp.layers.0.mlp.shared_expert.gate_up_proj, mtp.layers.0.mlp.shared_expert.down_proj); "
+                         "UnquantizedLinearMethod (mtp.layers.0.mlp.gate)")
+    d = _draft_linear(2, WIDE, moe_mtp, BLOCK).draft
+    assert (d.status, d.value) == built
+    # without the construction the router's state is unknown and the block stops at its raise
+    from sglang_audit.resolve import layerstage
+
+    monkeypatch.setattr(layerstage, "_construct", lambda *a: None)
+    d = _draft_linear(2, WIDE, moe_mtp, BLOCK).draft
+    assert "mtp.layers.0.mlp.gate" not in d.value
+    assert any("TopK cannot bind a different MoE runner backend." in n for n in d.data_dependent)

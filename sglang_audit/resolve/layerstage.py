@@ -29,9 +29,12 @@ from sglang_audit.evaluate.interpreter import (
     NOT_HOOKED,
     Interpreter,
     PyRaise,
+    Unmodelled,
     stop_reason,
 )
 from sglang_audit.evaluate.values import (
+    AnalysisBound,
+    BoundMethod,
     Class,
     Decision,
     External,
@@ -506,13 +509,19 @@ def submodule_hook(interp: Interpreter, reg: ModelRegistryFacts, server_args: An
     ones evaluated (``pure_functions``, ``pure``), the sizes the hook installed before knows
     (the layer stage's, ``[moe] process_values``), any other unknown. A class constructed is
     offered to ``classes(cls, args, kwargs)`` first; a torch module it does not take is a
-    stand-in (not evaluated). Install it inside the layer stage's ``hooked_calls``."""
+    stand-in (not evaluated) until the construction calls one of its own methods on it: it is
+    built for real then (``_construct``). Install it inside the layer stage's ``hooked_calls``."""
     process_state = reg.process_state_modules
     process_objects = reg.process_objects
     pure = frozenset(reg.pure_functions) | pure
     outer = interp.call_hook  # the layer stage's: it knows the sizes a worker has (process values)
+    # stand-ins not built yet, by id (the entry keeps the instance alive): (instance, class, arguments)
+    pending: dict[int, tuple[Instance, Class, list[Any], dict[str, Any]]] = {}
 
     def hook(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if func.__class__ is BoundMethod and pending and id(func.obj) in pending and func.func.__class__ is Function:
+            _construct(interp, *pending.pop(id(func.obj)))
+            return NOT_HOOKED
         if func.__class__ is Function and func.module.name.startswith(process_state):
             if func.name in process_objects:
                 return process_object(func.name, process_objects[func.name], server_args)
@@ -528,8 +537,34 @@ def submodule_hook(interp: Interpreter, reg: ModelRegistryFacts, server_args: An
                 return got
             if _is_torch_module(func):
                 # a submodule that takes no quant config (norms, projections) or is not
-                # SGLang's model code: not evaluated
-                return Instance(unevaluated(func))
+                # SGLang's model code: not evaluated, unless a method of its own is called
+                standin = Instance(unevaluated(func))
+                pending[id(standin)] = (standin, func, list(args), dict(kwargs))
+                return standin
         return NOT_HOOKED  # the layer stage's hook, then the interpreter
 
     return hook
+
+
+def _construct(interp: Interpreter, standin: Instance, cls: Class, args: list[Any], kwargs: dict[str, Any]) -> None:
+    """A stand-in submodule whose own method the model's constructor calls (0.5.23
+    qwen2_moe.py: ``self.topk.bind_runner_backend(...)`` reads ``_runner_backend_bound``,
+    which ``TopK.__init__`` sets): that method reads the state its ``__init__`` set, so the
+    ``__init__`` is evaluated first, with the arguments the construction gave, and the
+    attributes it set are the stand-in's. A constructor that stops leaves the stand-in as it
+    was (its attributes unknown): not SGLang's verdict, the tool's limit."""
+    found, init = cls.lookup("__init__")
+    if not found or not isinstance(init, Function):
+        return
+    made = Instance(standin.cls)  # unset attributes stay unknown, as on the stand-in
+    try:
+        interp.call(BoundMethod(init, made), args, kwargs)
+    except (Unmodelled, AnalysisBound, PyRaise):
+        return
+    # what the construction set on the stand-in since (minimax_m3.py:440 `self.experts._minimax_activation
+    # = ...`) was set after the real __init__ ran: it stays
+    for name, value in made.attrs.items():
+        if name not in standin.attrs:
+            standin.attrs[name] = value
+            if name in made.events:
+                standin.events[name] = made.events[name]
