@@ -54,6 +54,12 @@ def built_what(stage: str) -> str:
             "linear": "the dense linear layers"}.get(stage, "the MoE layers")
 
 
+def built_fails(stage: str) -> tuple[str, str]:
+    """What the stage builds and "fail"/"fails", the verb agreeing with it."""
+    built = built_what(stage)
+    return built, "fail" if built.endswith("layers") else "fails"
+
+
 @dataclass(frozen=True)
 class LayerValue:
     """What the MoE layers built with a setting do (sglang_audit/layers.py): the kernel entry

@@ -559,9 +559,10 @@ def layer_stages_read(field: str, named: frozenset[str]) -> tuple[str, ...]:
     and those that build the layers of a setting a known-bad
     rule names as ``settings.X.layer`` (``named``), and every stage before the last of those:
     a stage runs on the interpreter the stages before it left (their imports, the globals
-    they published), so only the stages after it are left out. A choice's outcome reads only
-    the field's setting, the rejections and the rules' findings on the field (``_classify``);
-    building later layers (the attention backend is ~1/6 of a 0.5.23 resolution) changes none."""
+    they published), so only the stages after it are left out. A choice's outcome reads the
+    field's setting, the rejections, the rules' findings on the field (``_classify``) and what
+    the stages building with the field again end with; building any other later layers (the
+    attention backend is ~1/6 of a 0.5.23 resolution) changes none."""
     order = list(LAYER_STAGES)
     read = [i for i, (name, names) in enumerate(LAYER_STAGES.items())
             if field in names or named.intersection(names) or field in STAGE_READS[name]]

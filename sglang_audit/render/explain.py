@@ -27,7 +27,7 @@ from sglang_audit.render.text import (
     unknown_reason,
     value_text,
 )
-from sglang_audit.result import ChainStep, built_what
+from sglang_audit.result import ChainStep, built_fails, built_what
 
 MAX_OTHER_CONDITIONS = 2  # non-hardware conditions shown per branch before summarising
 
@@ -165,15 +165,14 @@ def _choice_lines(c: ChoiceOutcome, width: int, device: str) -> list[str]:
     elif c.outcome == OUTCOME_LAYERS_FAIL:
         # the stage that failed, as the resolve output names it (the attention stage builds
         # a backend, the speculative stage a worker, not MoE layers)
-        built = built_what(c.stage)
-        what = f"{built} built with it {'fail' if built.endswith('layers') else 'fails'}"
+        built, verb = built_fails(c.stage)
+        what = f"{built} built with it {verb}"
         lines = [f"{pad}accepted by SGLang, but {what}: {_clip(c.note, 240)}"]
     else:
         lines = [f"{pad}unknown: {_clip(c.note) or 'no reason recorded'}"]
     for name, stage, failure in c.also_fails:
-        built = built_what(stage)
-        lines.append(f"  {'':{width}}    with it, {built} ({name}) {'fail' if built.endswith('layers') else 'fails'}: "
-                     f"{_clip(failure, 240)}")
+        built, verb = built_fails(stage)
+        lines.append(f"  {'':{width}}    with it, {built} ({name}) {verb}: {_clip(failure, 240)}")
     for name, stage, reason in c.also_unknown:
         lines.append(f"  {'':{width}}    with it, {built_what(stage)} ({name}) cannot be told: {_clip(reason, 200)}")
     if c.known_bad and c.outcome != OUTCOME_KNOWN_BAD:

@@ -43,6 +43,7 @@ from sglang_audit.result import (
     Resolution,
     Setting,
     UnknownValue,
+    built_fails,
     built_what,
 )
 
@@ -350,8 +351,7 @@ class _View:
             else:
                 row["label"] = "unknown"
             for name, stage, failure in c.also_fails:
-                built = built_what(stage)
-                verb = "fail" if built.endswith("layers") else "fails"
+                built, verb = built_fails(stage)
                 row["note"] = "; ".join(x for x in (row["note"], f"with it, {built} ({name}) {verb}: {failure}") if x)
             for name, stage, reason in c.also_unknown:
                 row["note"] = "; ".join(x for x in (row["note"], f"with it, {built_what(stage)} ({name}) cannot be told: {reason}") if x)
