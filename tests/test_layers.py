@@ -670,6 +670,25 @@ def test_0523_worker_process_groups_are_unknown_process_state_not_a_stop(release
 
 
 @pytest.mark.real_release
+def test_0523_mooncake_output_its_dispatcher_returns_reaches_deepepmoes_check(release):
+    """--moe-a2a-backend mooncake (low_latency, mooncake installed), Qwen3-30B-A3B BF16: the
+    dispatcher the layer built (MaybeTboDeepEPDispatcher -> MooncakeEPDispatcher) hands the
+    layer MooncakeDispatchOutput (mooncake.py:217), the DeepEP low-latency format, and
+    DeepEPMoE.run_moe_core (deprecate_flag False: not deepep/pplx with the deep_gemm runner)
+    asserts on it. Before, the layer ran on the standard output straight into apply:
+    "resolved, Triton"."""
+    tree = release("0.5.23")
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model="qwen3-30b-a3b", with_packages=["mooncake"],
+                                 sets=["tp_size=8", "ep_size=8", "moe_a2a_backend=mooncake", "deepep_mode=low_latency"]))
+    layer = res.settings["moe_runner_backend"].layer
+    assert (layer.status, layer.value, layer.site) == (
+        "unsupported", "AssertionError: forward_deepgemm_masked is deprecated", f"{EP}:301")
+    step = next(s for s in layer.chain if s.kind == "dispatch")
+    assert (step.file, step.line, step.value) == ("sglang/srt/layers/moe/token_dispatcher/mooncake.py", 217, "MooncakeDispatchOutput")
+    assert [d.split(":")[0] for d in layer.data_dependent] == ["prefill batches", "decode batches"]
+
+
+@pytest.mark.real_release
 def test_0516_gpt_oss_sm120_marlin_past_the_jit_kernel_import(release):
     """0.5.16 gpt-oss on SM120: the Marlin weight repack imports sglang.jit_kernel, whose
     module body finds its C++ sources through importlib.util.find_spec("sglang.jit_kernel").origin
