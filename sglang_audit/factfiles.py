@@ -560,9 +560,24 @@ class A2aFormat:
 
 
 @dataclass(frozen=True)
+class A2aBatch:
+    """A kind of batch the layer runs on under any other all-to-all: the value the release's
+    batch getter (``batch_getter``) answers for it (True: an extend/prefill batch)."""
+
+    label: str
+    extend: bool
+
+
+@dataclass(frozen=True)
 class A2aDispatch:
     """The all-to-all backends whose dispatcher hands the layer these formats (not the
-    standard dispatch output), and where the release's mode getter and classes are."""
+    standard dispatch output), and where the release's mode getter and classes are. Under
+    any other backend but none, the dispatcher the layer built says what it sees: its
+    attribute on the layer (``dispatcher_attr``), the list a wrapper holds its dispatchers in
+    (``wrapper_attr``), the method that picks the implementation for the batch
+    (``impl_getter``, reading ``batch_getter``, a module-qualified function), the methods
+    whose return is the dispatch output (``output_methods``, first found), and the ``batches``
+    it is asked for. ``none_method``: the backend's method saying it is none."""
 
     backends: tuple[str, ...]
     module: str
@@ -570,6 +585,13 @@ class A2aDispatch:
     a2a_getter: str
     mode_getter: str
     formats: tuple[A2aFormat, ...]
+    none_method: str = ""
+    dispatcher_attr: str = ""
+    wrapper_attr: str = ""
+    impl_getter: str = ""
+    batch_getter: str = ""
+    output_methods: tuple[str, ...] = ()
+    batches: tuple[A2aBatch, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,43 @@ def test_deepep_auto_sees_both_formats_and_a_refused_one_fails_the_layer():
         in " ".join(v.data_dependent)
 
 
+MOONCAKE = "sglang/srt/layers/moe/token_dispatcher/mooncake.py"
+
+
+def test_another_all_to_all_runs_the_layer_on_the_output_its_dispatcher_returns():
+    """--moe-a2a-backend mooncake: not DeepEP's formats, not the standard output, but the class
+    the implementation the built dispatcher picks returns (MooncakeDispatchOutput, the DeepEP
+    low-latency format), which DeepEPMoE's own check lets through to the kernel, per batch kind."""
+    v = _a2a_layer("mooncake", "low_latency")
+    assert (v.status, v.value, v.runner) == ("resolved", "Triton fused_moe_kernel (SGLang's Triton MoE)", "triton")
+    step = next(s for s in v.chain if s.kind == "dispatch")
+    assert (step.file, step.line, step.value) == (MOONCAKE, _line(MOONCAKE, "output = MooncakeDispatchOutput("), "MooncakeDispatchOutput")
+    assert step.code == "_MooncakeEPDispatcherImpl.dispatch_b(...) returns MooncakeDispatchOutput(...) on prefill batches"
+    assert [d.split(":")[0] for d in v.data_dependent] == ["prefill batches", "decode batches"]
+
+
+def test_another_all_to_all_refusing_a_mode_when_built_is_the_verdict():
+    v = _a2a_layer("mooncake", "auto")  # MooncakeEPDispatcher.__init__ refuses normal mode
+    assert (v.status, v.value) == ("unsupported", "NotImplementedError: Normal mode is not supported for Mooncake EP yet.")
+    assert v.site == f"{MOONCAKE}:{_line(MOONCAKE, 'raise NotImplementedError(')}"
+
+
+def test_a_dispatcher_whose_output_class_is_not_one_named_class_leaves_the_layer_unknown():
+    """FlashinferDispatcher.dispatch returns its own output or another method's: never the
+    standard output's verdict, unknown with the line of the return it cannot name."""
+    v = _a2a_layer("flashinfer", "auto")
+    fi = "sglang/srt/layers/moe/token_dispatcher/flashinfer.py"
+    assert (v.status, v.value) == ("unknown", None)
+    assert v.reason == (f"which dispatch output FlashinferDispatcher.dispatch ({fi}:{_line(fi, 'def dispatch(')}) returns: "
+                        f"a return that constructs no class by name at line {_line(fi, 'return self._dispatch_prefill_allgather')}")
+
+
+def test_an_all_to_all_whose_built_dispatcher_is_the_standard_one_gets_the_standard_output_once():
+    v = _a2a_layer("megamoe", "auto")  # create_moe_dispatcher builds StandardDispatcher for it
+    assert (v.status, v.value) == ("resolved", "Triton fused_moe_kernel (SGLang's Triton MoE)")
+    assert not v.data_dependent and not any(s.kind == "dispatch" for s in v.chain)
+
+
 # ---- attribute-dependent dispatch ----------------------------------------------------------
 def test_trtllm_weights_prepared_then_apply_reaches_the_trtllm_entry_point():
     v = _layer("sm100", "flashinfer_trtllm")
@@ -630,6 +667,25 @@ def test_0523_worker_process_groups_are_unknown_process_state_not_a_stop(release
     assert layer.status == "unsupported" and layer.value.startswith("ImportError: DeepEP is not available")
     assert layer.site == "sglang/srt/layers/moe/token_dispatcher/deepep.py:382"
     assert layer.unsettled_absences == ("deep_ep",)
+
+
+@pytest.mark.real_release
+def test_0523_mooncake_output_its_dispatcher_returns_reaches_deepepmoes_check(release):
+    """--moe-a2a-backend mooncake (low_latency, mooncake installed), Qwen3-30B-A3B BF16: the
+    dispatcher the layer built (MaybeTboDeepEPDispatcher -> MooncakeEPDispatcher) hands the
+    layer MooncakeDispatchOutput (mooncake.py:217), the DeepEP low-latency format, and
+    DeepEPMoE.run_moe_core (deprecate_flag False: not deepep/pplx with the deep_gemm runner)
+    asserts on it. Before, the layer ran on the standard output straight into apply:
+    "resolved, Triton"."""
+    tree = release("0.5.23")
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model="qwen3-30b-a3b", with_packages=["mooncake"],
+                                 sets=["tp_size=8", "ep_size=8", "moe_a2a_backend=mooncake", "deepep_mode=low_latency"]))
+    layer = res.settings["moe_runner_backend"].layer
+    assert (layer.status, layer.value, layer.site) == (
+        "unsupported", "AssertionError: forward_deepgemm_masked is deprecated", f"{EP}:301")
+    step = next(s for s in layer.chain if s.kind == "dispatch")
+    assert (step.file, step.line, step.value) == ("sglang/srt/layers/moe/token_dispatcher/mooncake.py", 217, "MooncakeDispatchOutput")
+    assert [d.split(":")[0] for d in layer.data_dependent] == ["prefill batches", "decode batches"]
 
 
 @pytest.mark.real_release

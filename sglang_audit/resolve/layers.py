@@ -34,7 +34,6 @@ from sglang_audit.evaluate.interpreter import (
     PyRaise,
     Unmodelled,
 )
-from sglang_audit.evaluate.plaindata import SEQUENCE_ITEMS
 from sglang_audit.evaluate.values import (
     BoundMethod,
     Class,
@@ -46,9 +45,10 @@ from sglang_audit.evaluate.values import (
     Native,
     Unknown,
 )
-from sglang_audit.factfiles import A2aFormat, LayersFacts, MoeLayerFacts
+from sglang_audit.factfiles import A2aBatch, A2aFormat, LayersFacts, MoeLayerFacts
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
+from sglang_audit.resolve.a2adispatch import batch_output, built_dispatcher, output_instance
 from sglang_audit.resolve.draft import draft_quant_config
 from sglang_audit.resolve.expected import missing_module
 from sglang_audit.resolve.layer_quant import model_quant_config
@@ -112,29 +112,43 @@ def evaluate_layers(interp: Interpreter, server_args: Any, model_config: Any, dr
     return out
 
 
+Format = A2aFormat | A2aBatch | None  # a DeepEP format, a batch kind (any other all-to-all), the standard output
+
+
 def _explore(interp: Interpreter, role: Role, spec: LayersFacts) -> LayerValue:
     """The layer run once per assignment of its own unknown branches, the runs joined; under
     a DeepEP all-to-all, once per dispatch format the release's DeepEP mode enables
-    (``_a2a_formats``), the formats' values joined (``_join_formats``)."""
+    (``_a2a_formats``), under any other, once per batch kind while the dispatcher the layer
+    built hands it per-batch outputs; the formats' values joined (``_join_formats``)."""
     formats = _a2a_formats(interp, role, spec)
     if isinstance(formats, LayerValue):
         return formats
-    values = [(fmt, _explore_format(interp, role, spec, fmt)) for fmt in formats]
+    values: list[tuple[Format, LayerValue]] = []
+    for fmt in formats:
+        per_batch: dict[str, bool] = {}
+        values.append((fmt, _explore_format(interp, role, spec, fmt, per_batch)))
+        if isinstance(fmt, A2aBatch) and not per_batch:
+            # no run reached a per-batch output (a standard dispatcher, or the build ended):
+            # the value is the same on every batch
+            return values[0][1]
     return values[0][1] if len(values) == 1 else _join_formats(values)
 
 
-def _explore_format(interp: Interpreter, role: Role, spec: LayersFacts, fmt: A2aFormat | None) -> LayerValue:
-    current: dict[str, Any] = {}  # "state": the state of the run under way
+def _explore_format(interp: Interpreter, role: Role, spec: LayersFacts, fmt: Format,
+                    per_batch: dict[str, bool] | None = None) -> LayerValue:
+    # "state": the state of the run under way; "per_batch": set when a run's dispatcher hands per-batch outputs
+    current: dict[str, Any] = {"per_batch": per_batch if per_batch is not None else {}}
     explored = explore_layer(interp, spec, lambda built: _run_once(interp, role, spec, built, current, fmt), MAX_LAYER_PATHS)
     return explored.noted(join(explored.outcomes, explored.complete, explored.bound))
 
 
-def _a2a_formats(interp: Interpreter, role: Role, spec: LayersFacts) -> list[A2aFormat | None] | LayerValue:
+def _a2a_formats(interp: Interpreter, role: Role, spec: LayersFacts) -> list[Format] | LayerValue:
     """The dispatch outputs the layer's dispatcher hands it: ``[None]`` (the standard one)
-    unless the release's ``get_moe_a2a_backend()`` is one of ``[moe.a2a_dispatch] backends``;
-    then each format whose mode method (``get_deepep_mode().enable_normal()``, ...) holds, as
-    SGLang's own code answers it for the published server args. A mode the evaluation cannot
-    answer leaves the layer unknown (never a guessed format)."""
+    when the release's ``get_moe_a2a_backend()`` is none; under one of ``[moe.a2a_dispatch]
+    backends``, each format whose mode method (``get_deepep_mode().enable_normal()``, ...)
+    holds, as SGLang's own code answers it for the published server args; under any other,
+    the batch kinds (the dispatcher the layer builds says what each gets: ``_run_hooked``). A
+    mode the evaluation cannot answer leaves the layer unknown (never a guessed format)."""
     facts = spec.moe.a2a_dispatch
     if facts is None or interp.find_module_file(facts.mode_module) is None or interp.find_module_file(facts.module) is None:
         return [None]
@@ -146,7 +160,11 @@ def _a2a_formats(interp: Interpreter, role: Role, spec: LayersFacts) -> list[A2a
         backend = interp.call(interp.getattr(mod, facts.a2a_getter), [], {})
         value = backend.attrs.get("_value_") if isinstance(backend, Instance) else backend
         if value not in facts.backends:
-            return [None]
+            # a backend without the method is a release before the other all-to-alls (0.4.x)
+            has_none = facts.none_method and isinstance(backend, Instance) and backend.cls.lookup(facts.none_method)[0]
+            if not facts.batches or not has_none or interp.call(interp.getattr(backend, facts.none_method), [], {}) is True:
+                return [None]
+            return list(facts.batches)
         mode = interp.call(interp.getattr(mod, facts.mode_getter), [], {})
         enabled = [(f, interp.call(interp.getattr(mode, f.mode_method), [], {})) for f in facts.formats]
     except EVALUATION_ENDS as exc:
@@ -156,13 +174,13 @@ def _a2a_formats(interp: Interpreter, role: Role, spec: LayersFacts) -> list[A2a
     return [f for f, on in enabled if on] or [None]
 
 
-def _join_formats(values: list[tuple[A2aFormat | None, LayerValue]]) -> LayerValue:
+def _join_formats(values: list[tuple[Format, LayerValue]]) -> LayerValue:
     """The layer's value over the dispatch formats it sees at run time (auto: prefill batches
     the normal one, decode batches the low-latency one): a format SGLang's code refuses makes
     the layer unsupported (the server fails on those batches), every format reaching a kernel
     is resolved (the first format's kernel, the others named in ``data_dependent``), anything
     else unknown with each format's outcome."""
-    def told(fmt: A2aFormat | None, v: LayerValue) -> str:
+    def told(fmt: Format, v: LayerValue) -> str:
         what = f"{v.status}: {v.value}" + (f" at {v.site}" if v.site else "") if v.status != STATUS_UNKNOWN else f"unknown ({v.reason})"
         return f"{fmt.label if fmt else 'standard dispatch'}: {what}"
 
@@ -183,18 +201,18 @@ def _join_formats(values: list[tuple[A2aFormat | None, LayerValue]]) -> LayerVal
 
 # ---- one evaluation of the layer ----------------------------------------------------------
 def _run_once(interp: Interpreter, role: Role, spec: LayersFacts, built: dict[Any, Any], current: dict[str, Any],
-              fmt: A2aFormat | None = None) -> Outcome:
+              fmt: Format = None) -> Outcome:
     """One branch assignment. ``built`` keeps the layer as FusedMoE.__init__ left it when
     building it took no decision: later branches start from a copy instead of rebuilding."""
     state = new_state()
     publish_server_args(interp, spec, role.server_args)
     current["state"] = state  # a runner stand-in kept from an earlier run reports to this run's state
     with interp.hooked_calls(layer_hook(interp, spec, state, role.server_args, _runner(interp, spec, state, current))):
-        return _run_hooked(interp, role, spec, built, state, fmt)
+        return _run_hooked(interp, role, spec, built, state, fmt, current["per_batch"])
 
 
 def _run_hooked(interp: Interpreter, role: Role, spec: LayersFacts, built: dict[Any, Any], state: dict[str, Any],
-                fmt: A2aFormat | None) -> Outcome:
+                fmt: Format, per_batch: dict[str, bool]) -> Outcome:
     restore = None
     try:
         if role.draft:
@@ -217,12 +235,17 @@ def _run_hooked(interp: Interpreter, role: Role, spec: LayersFacts, built: dict[
         found, _ = method.cls.lookup("process_weights_after_loading")
         if found:
             interp.call(interp.getattr(method, "process_weights_after_loading"), [layer], {})
-        if fmt is None:
+        a2a = _batch_dispatch_output(interp, spec, layer, fmt, state) if isinstance(fmt, A2aBatch) else None
+        if a2a is not None:
+            per_batch["seen"] = True
+        if isinstance(fmt, A2aFormat):
+            a2a = _a2a_dispatch_output(interp, spec, fmt)
+        if a2a is not None:
+            # the layer's own run_moe_core (DeepEPMoE's checks the format before apply)
+            result = interp.call(interp.getattr(layer, "run_moe_core"), [a2a], {})
+        else:
             dispatch = _dispatch_output(interp, spec, layer, (_moe_args(role.model_config, spec) or {}).get("hidden_size"))
             result = interp.call(interp.getattr(method, "apply"), [layer, dispatch], {})
-        else:
-            # the layer's own run_moe_core (DeepEPMoE's checks the format before apply)
-            result = interp.call(interp.getattr(layer, "run_moe_core"), [_a2a_dispatch_output(interp, spec, fmt)], {})
         return _no_kernel(interp, Outcome(STATUS_UNKNOWN, f"apply() returned without reaching a kernel entry point listed in rules/layers.toml ({_short(result)})",
                                            runner=state["runner"], method=state["method"]))
     except KernelReached as hit:
@@ -530,25 +553,33 @@ def _dispatch_output(interp: Interpreter, spec: LayersFacts, layer: Instance, hi
 
 
 def _a2a_dispatch_output(interp: Interpreter, spec: LayersFacts, fmt: A2aFormat) -> Instance:
-    """SGLang's dispatch output class of ``fmt`` (its ``format`` property is the release's),
-    its annotated fields in order, each unknown: DeepEP's outputs (``[moe.a2a_dispatch]``) have values and dtypes the
-    dispatcher's quantisation decides, which is not evaluated."""
+    """SGLang's dispatch output class of ``fmt``, its fields unknown (``output_instance``):
+    DeepEP's outputs (``[moe.a2a_dispatch]``)."""
     facts = spec.moe.a2a_dispatch
     assert facts is not None  # a format comes from these facts
     mod = interp.load_module(facts.module)
     cls = interp.getattr(mod, fmt.class_) if isinstance(mod, ModuleObj) and fmt.class_ in mod.globals else None
     if not isinstance(cls, Class):
         raise Unmodelled(f"{fmt.class_} not found in {facts.module}")
-    inst = Instance(Class(cls.name, (cls,), {}, cls.module, cls.line))
-    names = [name for name, _, _ in cls.annotations]  # a NamedTuple's fields, in order
-    if not names:
-        raise Unmodelled(f"{fmt.class_} in {facts.module} declares no fields")
-    fields = {f: Unknown(f"tensor {f} of the {fmt.label} (DeepEP's output: values and dtype not known)", f"dispatch:{f}")
-              for f in names}
-    inst.attrs.update(fields)
-    # a NamedTuple: SGLang unpacks it (0.5.16 flashinfer_cutedsl.py `hidden_states, ..., _ = dispatch_output`)
-    inst.attrs[SEQUENCE_ITEMS] = list(fields.values())
-    return inst
+    return output_instance(cls, fmt.label, "DeepEP's output")
+
+
+def _batch_dispatch_output(interp: Interpreter, spec: LayersFacts, layer: Instance, batch: A2aBatch,
+                           state: dict[str, Any]) -> Instance | None:
+    """Under an all-to-all other than DeepEP's: what the dispatcher the layer built hands it
+    on ``batch`` (``a2adispatch.batch_output``), or None for a standard dispatcher (a class of
+    ``[moe] dispatch_module``), whose output is the standard one. A layer without a
+    dispatcher stops the run (unknown): the standard output would be a guess."""
+    facts = spec.moe.a2a_dispatch
+    assert facts is not None  # a batch comes from these facts
+    dispatcher = built_dispatcher(layer, facts)
+    if dispatcher is None:
+        raise Unmodelled(f"the layer built no dispatcher ({facts.dispatcher_attr!r}): which dispatch output the "
+                         f"all-to-all backend hands it is not known")
+    module = dispatcher.cls.module
+    if module is not None and module.name == spec.moe.dispatch_module:
+        return None
+    return batch_output(interp, facts, dispatcher, batch, state["chain"])
 
 
 def _short(value: Any) -> str:
