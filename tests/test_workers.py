@@ -144,36 +144,6 @@ def test_progress_sees_every_item_once_and_the_collector_is_given_back():
     assert gc.get_freeze_count() == before
 
 
-class _Held:
-    pass
-
-
-def _collected(obj: object) -> bool:
-    """Whether the cyclic collector's generations (not the frozen objects) hold ``obj``."""
-    return any(o is obj for gen in range(3) for o in gc.get_objects(generation=gen))
-
-
-def test_a_heap_frozen_for_serial_resolutions_is_out_of_collections_and_given_back():
-    was = gc.get_freeze_count()
-    gc.unfreeze()
-    try:
-        held = _Held()
-        with workers.HeapFreeze() as freeze:
-            assert _collected(held)  # nothing frozen before the first resolution has loaded the release
-            freeze.now()
-            assert not _collected(held)  # later collections do not walk it
-        assert _collected(held) and gc.get_freeze_count() == 0
-        # frozen by someone else before: theirs to give back
-        gc.freeze()
-        with workers.HeapFreeze() as freeze:
-            freeze.now()
-        assert not _collected(held)
-    finally:
-        gc.unfreeze()
-        if was:
-            gc.freeze()
-
-
 def test_one_job_runs_in_order_in_this_process():
     calls: list[int] = []
 

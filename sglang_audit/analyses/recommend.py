@@ -51,7 +51,7 @@ from sglang_audit.resolve.pipeline import (
 )
 from sglang_audit.resolve.resolver import Target
 from sglang_audit.resolve.resultcache import ResultCache
-from sglang_audit.resolve.workers import HeapFreeze, run_all
+from sglang_audit.resolve.workers import run_all
 from sglang_audit.result import ChainStep, LayerValue, Resolution, Setting, UnknownValue
 from sglang_audit.shipped import rules_dir
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
@@ -308,10 +308,8 @@ def _bench_for(c: Candidate, lines: tuple[BenchLine, ...], fields: tuple[str, ..
 class _Run:
     """Resolutions through one SourceCache and result cache, counted."""
 
-    def __init__(self, request: Request, prep: Prepared, cache: SourceCache, limit: int, jobs: int = 1,
-                 freeze: HeapFreeze | None = None) -> None:
+    def __init__(self, request: Request, prep: Prepared, cache: SourceCache, limit: int, jobs: int = 1) -> None:
         self.request, self.prep, self.cache, self.limit, self.jobs = request, prep, cache, limit, jobs
-        self.freeze = freeze
         # as explain and report: the tree listed once for every key (a resolution is stored
         # only if it read the content keyed, so an edit during the run is never kept)
         self.results = ResultCache(enabled=request.use_cache, stable_tree=True)
@@ -331,8 +329,6 @@ class _Run:
         if key not in self.memo:
             self.memo[key] = self._resolve(flags)
             self.count += 1
-            if self.freeze is not None:
-                self.freeze.now()  # the release is loaded: the later resolutions' collections skip it
         return self.memo[key]
 
     def _resolve(self, flags: dict[str, Any]) -> Resolution:
@@ -480,22 +476,21 @@ def recommend(request: Request, bench: str | None = None, max_resolutions: int =
     lines = read_bench(bench) if bench else ()
     cache = cache or SourceCache(use_disk=request.use_cache)
     try:
-        with HeapFreeze() as freeze:
-            return _recommend(request, cache, lines, max_resolutions, progress,
-                              load_measurements() if perf is None else perf, explore, jobs, freeze)
+        return _recommend(request, cache, lines, max_resolutions, progress,
+                          load_measurements() if perf is None else perf, explore, jobs)
     finally:
         progress_done(progress)
 
 
 def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...], limit: int,
                progress: Callable[[str], None] | None, perf: tuple[Measurement, ...],
-               explore: tuple[str, ...] = (), jobs: int = 1, freeze: HeapFreeze | None = None) -> Recommendation:
+               explore: tuple[str, ...] = (), jobs: int = 1) -> Recommendation:
     from sglang_audit.rules.knownbad import arch_family, load_rules
 
     prep = prepare(request, cache, progress, want_table=True)
     table = prep.table
     assert table is not None  # want_table=True
-    run = _Run(request, prep, cache, limit, jobs, freeze)
+    run = _Run(request, prep, cache, limit, jobs)
     user = dict(prep.target.flags)
     base = run.resolve(user)
     notes: list[str] = []

@@ -224,34 +224,6 @@ def _kill_and_reap(pid: int) -> None:
         pass
 
 
-class HeapFreeze:
-    """For a command that resolves many deployments one after another in this process: once
-    the first has loaded the release (its IR, ~1.6 M objects on 0.5.2x, the flag table),
-    ``now()`` freezes what the process holds out of the collector's generations, so a full
-    collection during the later ones walks only what they allocate, not the release again
-    (docs/performance.md). Leaving the block gives everything back to the collector (garbage
-    frozen with it is collected then), unless the heap was frozen when the block began: then
-    whoever froze it (``Batch``, a caller's own policy) unfreezes it."""
-
-    def __init__(self) -> None:
-        self.froze = False
-        self.owner = False
-
-    def now(self) -> None:
-        if not self.froze:
-            gc.freeze()
-            self.froze = True
-
-    def __enter__(self) -> HeapFreeze:
-        self.owner = gc.get_freeze_count() == 0
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.froze and self.owner:
-            gc.unfreeze()
-        self.froze = False
-
-
 def _collect_task_garbage() -> None:
     """A resolution leaves its interpreter's objects in reference cycles (~50,000-65,000 per
     0.5.23 case). Left to the collector's own schedule they pile up across tasks, and the
