@@ -200,9 +200,9 @@ class PathState:
 class InterpreterCore:
     """The state of an evaluation and what every part of the interpreter shares."""
 
-    # the site of the call being evaluated (e_Call) or the import statement (s_Import...):
-    # what a native or hook cites while it runs, and where an exception the evaluator raises
-    # is cited until the expression or statement that failed names itself (PyRaise.site)
+    # the site of the call being evaluated (e_Call; not restored when it returns): what a
+    # native or hook cites while it runs, and where an exception the evaluator raises is
+    # cited until the expression or statement that failed names itself (PyRaise.site)
     _call_site: tuple[str, int]
 
     def __init__(
@@ -268,8 +268,9 @@ class InterpreterCore:
         self.exc_classes: dict[str, Class] = natives.exception_classes
 
     def call_site(self) -> tuple[str, int]:
-        """Where the call (or import) being evaluated is written: the site a stage's hook or an
-        overlay cites for what it answers there."""
+        """Where the call being evaluated is written: the site a stage's hook or an overlay
+        cites for what it answers there (read it before running interpreted code: that makes
+        calls of its own)."""
         return getattr(self, "_call_site", ("?", 0))
 
     def enter_path(self, decisions: dict[str, bool]) -> PathState:
