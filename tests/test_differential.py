@@ -19,6 +19,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 import pytest
@@ -50,6 +51,7 @@ class Expected:
     value: Any = None
     exception: str = ""
     message: str = ""
+    line: int = 0  # the traceback's line in the program (its innermost frame there)
 
 
 def run_cpython(code: Any, func: str, args: tuple) -> Expected:
@@ -59,8 +61,15 @@ def run_cpython(code: Any, func: str, args: tuple) -> Expected:
         value = namespace[func](*args)
     except Exception as exc:  # noqa: BLE001 - any exception is an outcome to compare
         message = str(exc.args[0]) if len(exc.args) == 1 else ""
-        return Expected("raised", exception=type(exc).__name__, message=message)
+        lines = [tb.tb_lineno for tb in _frames(exc.__traceback__) if tb.tb_frame.f_code.co_filename == "<generated>"]
+        return Expected("raised", exception=type(exc).__name__, message=message, line=lines[-1] if lines else 0)
     return Expected("value", value=value)
+
+
+def _frames(tb: TracebackType | None) -> Iterator[TracebackType]:
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -87,6 +96,9 @@ def disagreement(expected: Expected, got: Outcome) -> str | None:
         return f"value {got.value!r} (CPython: {expected.value!r})"
     if expected.kind == "raised" and (expected.exception, expected.message) != (got.exception, got.message):
         return f"raised {got.exception}({got.message!r}) (CPython: {expected.exception}({expected.message!r}))"
+    if expected.kind == "raised" and expected.line != got.line:
+        # the evidence names the line that raised: CPython's traceback line
+        return f"raised {got.exception} at line {got.line} (CPython: line {expected.line})"
     return None
 
 
@@ -186,6 +198,95 @@ def test_a_loop_over_pairs_unpacks_as_cpython() -> None:
     # `for k, v in rows`: tuples of the right length bind straight (the interpreter's fast
     # path); a list, a string, a wrong length or a non-iterable item as CPython has it
     check(TUPLE_LOOP, [(True, 0, 0), (False, 0, 0), (True, 1, 0), (True, 2, 0), (True, 3, 0)])
+
+
+# Exceptions the evaluator raises for Python's semantics, each after calls on earlier lines
+# (the last call's site is not the failing line): the line checked is CPython's traceback line
+RAISE_SITES = {
+    "attribute after a call": (
+        "class C:\n"
+        "    pass\n"
+        "\n"
+        "\n"
+        "def f(a):\n"
+        "    c = C()\n"
+        "    n = len([a])\n"
+        "    return c.missing\n"
+    ),
+    "multi-line call arguments": (
+        "def f(a):\n"
+        "    d = {'k': a}\n"
+        "    return max(\n"
+        "        len([a]),\n"
+        "        d['missing'],\n"
+        "    )\n"
+    ),
+    "raise in a callee after its own call returned": (
+        "def helper(a):\n"
+        "    n = len([a])\n"
+        "    return [a][n + 1]\n"
+        "\n"
+        "\n"
+        "def f(a):\n"
+        "    return helper(a)\n"
+    ),
+    "raise in the caller after a callee returned": (
+        "def helper(a):\n"
+        "    return len([a, a])\n"
+        "\n"
+        "\n"
+        "def f(a):\n"
+        "    n = helper(a)\n"
+        "    x, y, z = [a] * n\n"
+        "    return x\n"
+    ),
+    "a native raising at its call site": (
+        "def f(a):\n"
+        "    s = str(a)\n"
+        "    return int(\n"
+        "        s + 'x',\n"
+        "    )\n"
+    ),
+    "a name undefined in a multi-line list": (
+        "def f(a):\n"
+        "    n = len([a])\n"
+        "    return [\n"
+        "        n,\n"
+        "        undefined_name,\n"
+        "    ]\n"
+    ),
+    "an operand of the wrong type on a later line": (
+        "def f(a):\n"
+        "    n = len([a])\n"
+        "    return (n +\n"
+        "            str(a) +\n"
+        "            1)\n"
+    ),
+    "a lambda's body called by a native": (
+        "def f(a):\n"
+        "    rows = [{'k': 1}, {}]\n"
+        "    return sorted(rows,\n"
+        "                  key=lambda r: r['k'])\n"
+    ),
+    "a bad keyword argument at the call": (
+        "def helper(a, b=0):\n"
+        "    return a\n"
+        "\n"
+        "\n"
+        "def f(a):\n"
+        "    n = len([a])\n"
+        "    return helper(n,\n"
+        "                  c=n)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RAISE_SITES))
+def test_an_evaluator_raise_cites_cpythons_line(name: str) -> None:
+    program = Program(source=RAISE_SITES[name], param_sorts=("int",))
+    expected = run_cpython(compile(program.source, "<generated>", "exec"), "f", (1,))
+    assert expected.kind == "raised" and expected.line > 0  # the program raises in its own text
+    check(program, [(1,)])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

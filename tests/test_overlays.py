@@ -348,3 +348,20 @@ def test_a_dtype_is_an_instance_of_torch_dtype_only():
     source = "import torch\n\ndef f():\n    return isinstance(torch.bfloat16, torch.dtype), isinstance(torch.int32, torch.Tensor)\n"
     outcome = evaluate_function(source, "f", [])
     assert (outcome.kind, outcome.value) == ("value", (True, False))
+
+
+def test_a_log_record_names_the_logging_call_not_a_call_its_message_made(tmp_path) -> None:
+    # rendering the message runs Name.__str__, whose own calls (line 8) come after the
+    # logging call's (line 11): the record is written at the logging call
+    from sglang_audit.evaluate.interpreter import Bounds, Interpreter
+    from sglang_audit.frontend.parse import SourceCache
+
+    (tmp_path / "sglang").mkdir()
+    (tmp_path / "sglang" / "__init__.py").write_text("")
+    (tmp_path / "sglang" / "m.py").write_text(
+        "import logging\n\nlogger = logging.getLogger(__name__)\n\n\n"
+        "class Name:\n    def __str__(self):\n        return str(len('ab'))\n\n\n"
+        "logger.warning(Name())\n")
+    interp = Interpreter(tmp_path, SourceCache(use_disk=False), _world(), {}, Bounds())
+    interp.load_module("sglang.m")
+    assert [(r.file, r.line, r.level, r.message) for r in interp.logs] == [("sglang/m.py", 11, "warning", "2")]

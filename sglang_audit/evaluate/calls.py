@@ -260,6 +260,11 @@ class Calls(InterpreterCore):
                 self.reads = saved_reads
                 self.note_read(ret.event)
                 return ret.value
+            except PyRaise as raised:
+                # a lambda's body is an expression: its raise is in the lambda's frame (a body's
+                # statements have named theirs)
+                raised.site(func.module.file, func.body.line if func.is_lambda else func.line)
+                raise
             finally:
                 self.reads = saved_reads
         finally:
@@ -343,7 +348,9 @@ class Calls(InterpreterCore):
         cls = self.exc_classes.get(exc_name, self.exc_classes["Exception"])
         exc = self.instantiate_exception(cls, [message])
         file, line = getattr(self, "_call_site", ("?", 0))
-        return PyRaise(exc, file, line, "", explicit=False)
+        # unsited: the handler of the failing expression or statement (or of the call of the
+        # native that raised it) gives the line, as CPython's traceback does
+        return PyRaise(exc, file, line, "", explicit=False, sited=False)
 
     def bind(self, attr: Any, obj: Any, cls: Class) -> Any:
         if isinstance(attr, Function):

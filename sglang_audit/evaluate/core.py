@@ -60,7 +60,8 @@ class ContinueSignal(Exception):
 class PyRaise(Exception):
     """An exception raised by the analysed code (an interpreted exception instance)."""
 
-    def __init__(self, exc: Any, file: str, line: int, text: str = "", explicit: bool = True) -> None:
+    def __init__(self, exc: Any, file: str, line: int, text: str = "", explicit: bool = True,
+                 sited: bool = True) -> None:
         super().__init__(exc)
         self.exc = exc
         self.file = file
@@ -69,7 +70,16 @@ class PyRaise(Exception):
         # False: raised by the evaluator for a data operation (a KeyError, an AttributeError);
         # uncaught, that is more likely a gap in the model than SGLang's verdict
         self.explicit = explicit
+        # False (make_raise): file/line are only the last call's site until the innermost
+        # expression or statement it leaves names itself (``site``), CPython's traceback line
+        self.sited = sited
         self.guards: tuple[Any, ...] = ()  # enclosing branch conditions (explicit raises)
+
+    def site(self, file: str, line: int) -> None:
+        """The evaluator's raise failed at ``file:line``: kept unless a handler nearer the
+        failing operation named its line first."""
+        if not self.sited:
+            self.file, self.line, self.sited = file, line, True
 
 
 NOT_HOOKED = object()  # a call hook's answer: evaluate the call as usual
@@ -190,8 +200,9 @@ class PathState:
 class InterpreterCore:
     """The state of an evaluation and what every part of the interpreter shares."""
 
-    # the site of the call being evaluated (e_Call) or the import statement (s_Import...):
-    # where an exception the evaluator raises is said to be raised (make_raise)
+    # the site of the call being evaluated (e_Call; not restored when it returns): what a
+    # native or hook cites while it runs, and where an exception the evaluator raises is
+    # cited until the expression or statement that failed names itself (PyRaise.site)
     _call_site: tuple[str, int]
 
     def __init__(
@@ -257,8 +268,9 @@ class InterpreterCore:
         self.exc_classes: dict[str, Class] = natives.exception_classes
 
     def call_site(self) -> tuple[str, int]:
-        """Where the call (or import) being evaluated is written: the site a stage's hook or an
-        overlay cites for what it answers there."""
+        """Where the call being evaluated is written: the site a stage's hook or an overlay
+        cites for what it answers there (read it before running interpreted code: that makes
+        calls of its own)."""
         return getattr(self, "_call_site", ("?", 0))
 
     def enter_path(self, decisions: dict[str, bool]) -> PathState:

@@ -15,6 +15,7 @@ from sglang_audit.evaluate.core import (
     VALUE_FORMS,
     Frame,
     InterpreterCore,
+    PyRaise,
     Unmodelled,
 )
 from sglang_audit.evaluate.plaindata import CONTAINERS, first_unknown, is_plain, stable_repr
@@ -88,7 +89,9 @@ class Expressions(InterpreterCore):
                     return local[name]
                 if s is scope and name in s.local_names and class_ns is None and name not in s.nonlocal_decl:
                     # bound somewhere in this function, not yet here: CPython's UnboundLocalError
-                    raise self.make_raise("UnboundLocalError", f"cannot access local variable '{name}' where it is not associated with a value")
+                    raised = self.make_raise("UnboundLocalError", f"cannot access local variable '{name}' where it is not associated with a value")
+                    raised.site(frame.module.file, node.line)
+                    raise raised
                 s = s.parent
         module = frame.module
         g = module.globals
@@ -107,16 +110,28 @@ class Expressions(InterpreterCore):
             return self.builtins[name]
         if frame.module.failed:
             return Unknown(f"{frame.module.file} could not be parsed", f"parse:{frame.module.file}")
-        raise self.make_raise("NameError", f"name '{name}' is not defined")
+        raised = self.make_raise("NameError", f"name '{name}' is not defined")
+        raised.site(frame.module.file, node.line)
+        raise raised
 
     def e_Attribute(self, node: ir.Node, frame: Frame) -> Any:
         value = node.value  # the hot handlers dispatch inline (one call less per node)
-        return self.getattr(EXPR_HANDLERS[value.__class__](self, value, frame), node.attr)
+        try:
+            return self.getattr(EXPR_HANDLERS[value.__class__](self, value, frame), node.attr)
+        except PyRaise as raised:
+            # the evaluator's raises name the expression that failed (a no-op until one is
+            # raised: the handlers that operate on their operands do this)
+            raised.site(frame.module.file, node.line)
+            raise
 
     def e_Subscript(self, node: ir.Node, frame: Frame) -> Any:
-        obj = self.evaluate(node.value, frame)
-        index = self.evaluate(node.index, frame)
-        return self.getitem(obj, index)
+        try:
+            obj = self.evaluate(node.value, frame)
+            index = self.evaluate(node.index, frame)
+            return self.getitem(obj, index)
+        except PyRaise as raised:
+            raised.site(frame.module.file, node.line)
+            raise
 
     def e_Slice(self, node: ir.Node, frame: Frame) -> Any:
         parts = [None if p is None else self.evaluate(p, frame) for p in (node.lower, node.upper, node.step)]
@@ -124,17 +139,21 @@ class Expressions(InterpreterCore):
         return u if u is not None else slice(*parts)
 
     def e_JoinedStr(self, node: ir.Node, frame: Frame) -> Any:
-        out: list[str] = []
-        for part in node.parts:
-            if isinstance(part, ir.Const):
-                out.append(str(part.value))
-                continue
-            value = self.evaluate(part.value, frame)
-            if isinstance(value, Unknown) and not getattr(self, "_message_mode", False):
-                return value
-            spec = self.evaluate(part.spec, frame) if part.spec is not None else ""
-            out.append(self.format_value(value, part.conversion, spec))
-        return "".join(out)
+        try:
+            out: list[str] = []
+            for part in node.parts:
+                if isinstance(part, ir.Const):
+                    out.append(str(part.value))
+                    continue
+                value = self.evaluate(part.value, frame)
+                if isinstance(value, Unknown) and not getattr(self, "_message_mode", False):
+                    return value
+                spec = self.evaluate(part.spec, frame) if part.spec is not None else ""
+                out.append(self.format_value(value, part.conversion, spec))
+            return "".join(out)
+        except PyRaise as raised:
+            raised.site(frame.module.file, node.line)
+            raise
 
     def format_value(self, value: Any, conversion: str | None, spec: Any) -> str:
         if isinstance(value, Unknown):
@@ -207,17 +226,29 @@ class Expressions(InterpreterCore):
         return f"<{type(value).__name__}>"
 
     def e_ListExpr(self, node: ir.Node, frame: Frame) -> Any:
-        return self.build_seq(node.elts, frame)
+        try:
+            return self.build_seq(node.elts, frame)
+        except PyRaise as raised:
+            raised.site(frame.module.file, node.line)
+            raise
 
     def e_TupleExpr(self, node: ir.Node, frame: Frame) -> Any:
-        return tuple(self.build_seq(node.elts, frame))
+        try:
+            return tuple(self.build_seq(node.elts, frame))
+        except PyRaise as raised:
+            raised.site(frame.module.file, node.line)
+            raise
 
     def e_SetExpr(self, node: ir.Node, frame: Frame) -> Any:
-        items = self.build_seq(node.elts, frame)
-        u = first_unknown(items)
-        if u is not None:
-            return Unknown(f"set containing an unknown ({u.reason})", u.key)
-        return self.data_op(lambda: set(items))
+        try:
+            items = self.build_seq(node.elts, frame)
+            u = first_unknown(items)
+            if u is not None:
+                return Unknown(f"set containing an unknown ({u.reason})", u.key)
+            return self.data_op(lambda: set(items))
+        except PyRaise as raised:
+            raised.site(frame.module.file, node.line)
+            raise
 
     def build_seq(self, elts: list[ir.Node], frame: Frame) -> list[Any]:
         out: list[Any] = []
@@ -235,47 +266,59 @@ class Expressions(InterpreterCore):
         return self.evaluate(node.value, frame)
 
     def e_DictExpr(self, node: ir.Node, frame: Frame) -> Any:
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.items:
-            if key_node is None:
-                value = self.evaluate(value_node, frame)
-                if isinstance(value, dict):
-                    out.update(value)
-                elif isinstance(value, Unknown):
-                    raise Unmodelled(f"** of an unknown mapping at {frame.module.file}:{node.line}")
+        try:
+            out: dict[Any, Any] = {}
+            for key_node, value_node in node.items:
+                if key_node is None:
+                    value = self.evaluate(value_node, frame)
+                    if isinstance(value, dict):
+                        out.update(value)
+                    elif isinstance(value, Unknown):
+                        raise Unmodelled(f"** of an unknown mapping at {frame.module.file}:{node.line}")
+                    else:
+                        out.update(self.mapping_items(value))
+                    continue
+                key = self.evaluate(key_node, frame)
+                if isinstance(key, str) and key in self.tracked_keys:
+                    value, reads = self.evaluate_reads(value_node, frame)
+                    self.note_keyed(key, value, frame, value_node.line, reads, VALUE_FORMS.get(value_node.kind, "expr"), value_node)
                 else:
-                    out.update(self.mapping_items(value))
-                continue
-            key = self.evaluate(key_node, frame)
-            if isinstance(key, str) and key in self.tracked_keys:
-                value, reads = self.evaluate_reads(value_node, frame)
-                self.note_keyed(key, value, frame, value_node.line, reads, VALUE_FORMS.get(value_node.kind, "expr"), value_node)
-            else:
-                value = self.evaluate(value_node, frame)
-            if isinstance(key, Unknown):
-                raise Unmodelled(f"dict with an unknown key at {frame.module.file}:{node.line}")
-            self.data_op(functools.partial(out.__setitem__, key, value))
-        return out
+                    value = self.evaluate(value_node, frame)
+                if isinstance(key, Unknown):
+                    raise Unmodelled(f"dict with an unknown key at {frame.module.file}:{node.line}")
+                self.data_op(functools.partial(out.__setitem__, key, value))
+            return out
+        except PyRaise as raised:
+            raised.site(frame.module.file, node.line)
+            raise
 
     def e_BinOp(self, node: ir.Node, frame: Frame) -> Any:
-        left = self.evaluate(node.left, frame)
-        right = self.evaluate(node.right, frame)
-        return self.binop(node.op, left, right)
+        try:
+            left = self.evaluate(node.left, frame)
+            right = self.evaluate(node.right, frame)
+            return self.binop(node.op, left, right)
+        except PyRaise as raised:
+            raised.site(frame.module.file, node.line)
+            raise
 
     def e_UnaryOp(self, node: ir.Node, frame: Frame) -> Any:
-        value = self.evaluate(node.operand, frame)
-        if node.op == "not":
-            t = self.truth_value(value)
-            if isinstance(t, Unknown):
-                return negated(t)
-            return not t
-        if isinstance(value, Unknown):
-            return value
-        if is_plain(value):
-            unary: dict[str, Callable[[Any], Any]] = {"-": operator.neg, "+": operator.pos, "~": operator.invert}
-            fn = unary[node.op]
-            return self.data_op(lambda: fn(value))
-        return Unknown(f"unary {node.op}")
+        try:
+            value = self.evaluate(node.operand, frame)
+            if node.op == "not":
+                t = self.truth_value(value)
+                if isinstance(t, Unknown):
+                    return negated(t)
+                return not t
+            if isinstance(value, Unknown):
+                return value
+            if is_plain(value):
+                unary: dict[str, Callable[[Any], Any]] = {"-": operator.neg, "+": operator.pos, "~": operator.invert}
+                fn = unary[node.op]
+                return self.data_op(lambda: fn(value))
+            return Unknown(f"unary {node.op}")
+        except PyRaise as raised:
+            raised.site(frame.module.file, node.line)
+            raise
 
     def e_BoolOp(self, node: ir.Node, frame: Frame) -> Any:
         # short-circuit; an unknown operand becomes a decision only when its truth matters
@@ -294,24 +337,28 @@ class Expressions(InterpreterCore):
         return value
 
     def e_Compare(self, node: ir.Node, frame: Frame) -> Any:
-        left_node = node.left
-        left = EXPR_HANDLERS[left_node.__class__](self, left_node, frame)
-        result: Any = True
-        for op, comp_node in zip(node.ops, node.comparators, strict=False):
-            right = EXPR_HANDLERS[comp_node.__class__](self, comp_node, frame)
-            r = self.compare(op, left, right)
-            if isinstance(r, Unknown):
-                return r
-            if getattr(r, "native_truth", None) is not None:
-                # a world's value (an elementwise comparison of tensors): its truth is the world's
-                t = self.truth_value(r)
-                if len(node.ops) == 1 or isinstance(t, Unknown):
-                    return r if len(node.ops) == 1 else t
-                r = t
-            if not r:
-                return False
-            left = right
-        return result
+        try:
+            left_node = node.left
+            left = EXPR_HANDLERS[left_node.__class__](self, left_node, frame)
+            result: Any = True
+            for op, comp_node in zip(node.ops, node.comparators, strict=False):
+                right = EXPR_HANDLERS[comp_node.__class__](self, comp_node, frame)
+                r = self.compare(op, left, right)
+                if isinstance(r, Unknown):
+                    return r
+                if getattr(r, "native_truth", None) is not None:
+                    # a world's value (an elementwise comparison of tensors): its truth is the world's
+                    t = self.truth_value(r)
+                    if len(node.ops) == 1 or isinstance(t, Unknown):
+                        return r if len(node.ops) == 1 else t
+                    r = t
+                if not r:
+                    return False
+                left = right
+            return result
+        except PyRaise as raised:
+            raised.site(frame.module.file, node.line)
+            raise
 
     def e_IfExp(self, node: ir.Node, frame: Frame) -> Any:
         test, reads = self.evaluate_reads(node.test, frame)
@@ -365,9 +412,13 @@ class Expressions(InterpreterCore):
         loop(0)
 
     def e_ListComp(self, node: ir.Node, frame: Frame) -> Any:
-        out: list[Any] = []
-        self.comprehension(node, frame, lambda f: out.append(self.evaluate(node.elt, f)))
-        return out
+        try:
+            out: list[Any] = []
+            self.comprehension(node, frame, lambda f: out.append(self.evaluate(node.elt, f)))
+            return out
+        except PyRaise as raised:
+            raised.site(frame.module.file, node.line)
+            raise
 
     e_GeneratorExp = e_ListComp
 
@@ -377,51 +428,59 @@ class Expressions(InterpreterCore):
         return u if u is not None else self.data_op(lambda: set(out))
 
     def e_DictComp(self, node: ir.Node, frame: Frame) -> Any:
-        out: dict[Any, Any] = {}
+        try:
+            out: dict[Any, Any] = {}
 
-        def emit(f: Frame) -> None:
-            k = self.evaluate(node.key, f)
-            v = self.evaluate(node.value, f)
-            if isinstance(k, Unknown):
-                raise Unmodelled(f"dict comprehension with an unknown key at {frame.module.file}:{node.line}")
-            self.data_op(lambda: out.__setitem__(k, v))
+            def emit(f: Frame) -> None:
+                k = self.evaluate(node.key, f)
+                v = self.evaluate(node.value, f)
+                if isinstance(k, Unknown):
+                    raise Unmodelled(f"dict comprehension with an unknown key at {frame.module.file}:{node.line}")
+                self.data_op(lambda: out.__setitem__(k, v))
 
-        self.comprehension(node, frame, emit)
-        return out
+            self.comprehension(node, frame, emit)
+            return out
+        except PyRaise as raised:
+            raised.site(frame.module.file, node.line)
+            raise
 
     def e_Call(self, node: ir.Node, frame: Frame) -> Any:
-        func_node = node.func
-        # super() without arguments needs the enclosing class and instance
-        if func_node.__class__ is ir.Name and func_node.id == "super" and not node.args:
-            return self.zero_arg_super(frame)
-        func = EXPR_HANDLERS[func_node.__class__](self, func_node, frame)
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        for kind, expr in node.args:
-            if kind == "":
-                args.append(EXPR_HANDLERS[expr.__class__](self, expr, frame))
-            elif kind == "*":
-                value = self.evaluate(expr, frame)
-                if isinstance(value, Unknown):
-                    return Unknown(f"call with *{value.reason}")
-                args.extend(self.iterate(value, frame, node.line))
-            elif kind == "**":
-                value = self.evaluate(expr, frame)
-                if isinstance(value, Unknown):
-                    return Unknown(f"call with **{value.reason}")
-                kwargs.update(self.mapping_items(value))
-            elif kind in self.tracked_keys:
-                value, reads = self.evaluate_reads(expr, frame)
-                self.note_keyed(kind, value, frame, expr.line, reads, VALUE_FORMS.get(expr.kind, "expr"), expr)
-                kwargs[kind] = value
-            else:
-                kwargs[kind] = EXPR_HANDLERS[expr.__class__](self, expr, frame)
-        self._call_site = (frame.module.file, node.line)
-        result = self.call(func, args, kwargs)
-        if result.__class__ is Unknown and not _SITE.search(result.reason):
-            # an unknown a call returns names the call site (issue #23)
-            result = Unknown(f"{result.reason} at {frame.module.file}:{node.line}", result.key)
-        return result
+        try:
+            func_node = node.func
+            # super() without arguments needs the enclosing class and instance
+            if func_node.__class__ is ir.Name and func_node.id == "super" and not node.args:
+                return self.zero_arg_super(frame)
+            func = EXPR_HANDLERS[func_node.__class__](self, func_node, frame)
+            args: list[Any] = []
+            kwargs: dict[str, Any] = {}
+            for kind, expr in node.args:
+                if kind == "":
+                    args.append(EXPR_HANDLERS[expr.__class__](self, expr, frame))
+                elif kind == "*":
+                    value = self.evaluate(expr, frame)
+                    if isinstance(value, Unknown):
+                        return Unknown(f"call with *{value.reason}")
+                    args.extend(self.iterate(value, frame, node.line))
+                elif kind == "**":
+                    value = self.evaluate(expr, frame)
+                    if isinstance(value, Unknown):
+                        return Unknown(f"call with **{value.reason}")
+                    kwargs.update(self.mapping_items(value))
+                elif kind in self.tracked_keys:
+                    value, reads = self.evaluate_reads(expr, frame)
+                    self.note_keyed(kind, value, frame, expr.line, reads, VALUE_FORMS.get(expr.kind, "expr"), expr)
+                    kwargs[kind] = value
+                else:
+                    kwargs[kind] = EXPR_HANDLERS[expr.__class__](self, expr, frame)
+            self._call_site = (frame.module.file, node.line)
+            result = self.call(func, args, kwargs)
+            if result.__class__ is Unknown and not _SITE.search(result.reason):
+                # an unknown a call returns names the call site (issue #23)
+                result = Unknown(f"{result.reason} at {frame.module.file}:{node.line}", result.key)
+            return result
+        except PyRaise as raised:
+            raised.site(frame.module.file, node.line)
+            raise
 
     def zero_arg_super(self, frame: Frame) -> Any:
         func = frame.func

@@ -4,10 +4,9 @@ of ``try``, ``raise`` and ``assert``."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import operator
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, Self, cast
 
 from sglang_audit.evaluate.core import (
@@ -79,6 +78,11 @@ class Statements(InterpreterCore):
                 raise AnalysisBound(f"analysis bound reached: CPU-time budget of {self.bounds.cpu_seconds:.0f} s per resolution")
             try:
                 STMT_HANDLERS[stmt.__class__](self, stmt, frame)
+            except PyRaise as raised:
+                # the evaluator's raise in this statement, outside any expression naming its
+                # own line (an unpacking, an import): this statement, in this frame
+                raised.site(frame.module.file, stmt.line)
+                raise
             except (Unmodelled, AnalysisBound) as exc:
                 # the innermost statement names where evaluation stopped (free unless raised)
                 if getattr(exc, "where", None) is None:
@@ -128,26 +132,13 @@ class Statements(InterpreterCore):
                     obj.attrs.pop(target.attr, None)
 
     def s_Import(self, node: ir.Node, frame: Frame) -> None:
-        with self._importing(frame, node):
-            for dotted, asname in node.names:
-                if asname:
-                    self.bind_name(frame, asname, LazyImport(dotted, None) if frame.scope is None else self.load_module(dotted), node.line, "")
-                else:
-                    # `import a.b.c` loads a.b.c (and its parents) and binds `a`
-                    self.load_module(dotted)
-                    self.bind_name(frame, dotted.split(".")[0], self.load_module(dotted.split(".")[0]), node.line, "")
-
-    @contextlib.contextmanager
-    def _importing(self, frame: Frame, node: ir.Node) -> Iterator[None]:
-        """A raise made while this statement imports (ModuleNotFoundError, ImportError) names
-        the statement, not the last call; the last call's site is restored afterwards, as
-        what a later raise outside any call names."""
-        saved = getattr(self, "_call_site", ("?", 0))
-        self._call_site = (frame.module.file, node.line)
-        try:
-            yield
-        finally:
-            self._call_site = saved
+        for dotted, asname in node.names:
+            if asname:
+                self.bind_name(frame, asname, LazyImport(dotted, None) if frame.scope is None else self.load_module(dotted), node.line, "")
+            else:
+                # `import a.b.c` loads a.b.c (and its parents) and binds `a`
+                self.load_module(dotted)
+                self.bind_name(frame, dotted.split(".")[0], self.load_module(dotted.split(".")[0]), node.line, "")
 
     def s_ImportFrom(self, node: ir.Node, frame: Frame) -> None:
         module = self.absolute_module(cast(str, node.module), node.level, frame.module)  # "" for `from . import x`
@@ -164,16 +155,15 @@ class Statements(InterpreterCore):
         # only imports inside the analysed tree are deferred; an outside import is cheap and
         # must fail where it stands (inside its `try: ... except ImportError`)
         lazy = frame.scope is None and frame.class_ns is None and module.split(".")[0] == self.natives.package_name
-        with self._importing(frame, node):
-            for name, asname in node.names:
-                target = asname or name
-                # `from package import submodule` runs the submodule now, as CPython does: its
-                # body may register providers (decorators) whose order is import order
-                if lazy and not self.is_submodule(module, name):
-                    value: Any = LazyImport(module, name)
-                else:
-                    value = self.resolve_lazy(LazyImport(module, name))
-                self.bind_name(frame, target, value, node.line, "")
+        for name, asname in node.names:
+            target = asname or name
+            # `from package import submodule` runs the submodule now, as CPython does: its
+            # body may register providers (decorators) whose order is import order
+            if lazy and not self.is_submodule(module, name):
+                value: Any = LazyImport(module, name)
+            else:
+                value = self.resolve_lazy(LazyImport(module, name))
+            self.bind_name(frame, target, value, node.line, "")
 
     def s_FunctionDef(self: Self, node: ir.Node, frame: Frame) -> None:
         func = self.make_function(node.name, node.params, node.body, frame, node.line, False)

@@ -22,6 +22,7 @@ class Outcome:
     value: Any = None
     exception: str = ""
     message: str = ""
+    line: int = 0  # where a raise is cited in ``source`` (0: outside it)
 
 
 def evaluate_function(source: str, func: str, args: list[Any], kwargs: dict[str, Any] | None = None,
@@ -51,7 +52,8 @@ def evaluate_function(source: str, func: str, args: list[Any], kwargs: dict[str,
             name = exc.cls.name if isinstance(exc, Instance) else "Exception"
             msg_args: Any = exc.attrs.get("args", ()) if isinstance(exc, Instance) else ()
             message = interp.to_str(msg_args[0]) if len(msg_args) == 1 else ""
-            return Outcome("raised", exception=name, message=message)
+            line = raised.line if raised.file == "sglang/adhoc_module.py" else 0
+            return Outcome("raised", exception=name, message=message, line=line)
         except (Unmodelled, AnalysisBound) as exc:
             return Outcome("unknown", message=stop_reason(exc))
         except ParseFailure as exc:

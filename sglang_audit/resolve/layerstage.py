@@ -19,7 +19,6 @@ Which classes, functions and kernels are involved is data (``rules/layers.toml``
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -45,14 +44,11 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.factfiles import LayersFacts, ModelRegistryFacts
-from sglang_audit.frontend import ir
-from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.resolve.stage_common import (
     ImportWatch,
     at_module_level,
     guard_steps,
     is_assert,
-    module_nodes,
     process_object,
     process_value,
     raise_message,
@@ -409,7 +405,6 @@ def module_standin(base: Class) -> Instance:
     make attributes."""
     def missing(i: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
         raised = i.make_raise("AttributeError", f"'{base.name}' object has no attribute '{args[-1]}'")
-        raised.line = attribute_line(i, raised.file, raised.line, str(args[-1]))
         raised.text = f".{args[-1]}"
         raise raised
 
@@ -430,32 +425,6 @@ def module_natives(layer: Instance) -> None:
 
     layer.attrs["register_parameter"] = Native("Module.register_parameter", register)
     layer.attrs["register_buffer"] = Native("Module.register_buffer", register)
-
-
-def attribute_line(interp: Interpreter, file: str, line: int, name: str) -> int:
-    """The line of the first `.name` read at or after the call site (make_raise knows only
-    the site of the last call)."""
-    try:
-        tree = interp.cache.load(interp.root / file)
-    except (ParseFailure, OSError):
-        return line
-    lines = _attribute_lines(interp, interp.root / file, tree).get(name, ())
-    at = bisect.bisect_left(lines, line)
-    return lines[at] if at < len(lines) else line
-
-
-def _attribute_lines(interp: Interpreter, path: Any, tree: ir.Node) -> dict[str, list[int]]:
-    """Attribute name -> the sorted lines reading it, per loaded module (scanning every node
-    of the module per missing attribute was ~3% of a 0.5.23 resolution)."""
-    known = interp.cache.prepared.get(("attribute_lines", path))
-    if known is None or known[0] is not tree:
-        index: dict[str, list[int]] = {}
-        for n in module_nodes(interp, path, tree):
-            if isinstance(n, ir.Attribute):
-                index.setdefault(n.attr, []).append(n.line)
-        known = (tree, {k: sorted(v) for k, v in index.items()})
-        interp.cache.prepared[("attribute_lines", path)] = known
-    return known[1]
 
 
 # ---- a model's constructor with stand-in submodules ---------------------------------------------

@@ -31,7 +31,6 @@ from sglang_audit.evaluate.values import (
 )
 from sglang_audit.frontend import ir
 from sglang_audit.resolve.draft import registry_class
-from sglang_audit.resolve.layerstage import attribute_line
 from sglang_audit.resolve.stage_common import self_assignments
 
 
@@ -78,7 +77,6 @@ def _standin(interp: Interpreter, cls: Class, package: str, torch_attrs: frozens
         # torch.nn.Module.__getattr__ on a name the module never registered: the class lacks a
         # method other model classes of the release define
         raised = i.make_raise("AttributeError", f"'{cls.name}' object has no attribute '{name}'")
-        raised.line = attribute_line(i, raised.file, raised.line, name)
         raised.text = f".{name}"
         raised.explicit = True  # SGLang's own call on its model class, not a gap of the tool
         raise raised

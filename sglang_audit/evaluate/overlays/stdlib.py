@@ -459,6 +459,9 @@ def dynamic_value(interp: Interpreter, path: str) -> Any:
 def call_logger(interp: Interpreter, path: str, args: list[Any]) -> Any:
     """A ``logging.Logger`` method: the message is recorded as evidence, never acted on."""
     level = path.rsplit(".", 1)[1]
+    # the logging call's site, read before the message is rendered: a __str__ it runs makes
+    # calls of its own, and the last call's site would be one of them
+    file, line = getattr(interp, "_call_site", ("?", 0))
     if args:
         msg = interp.to_str(args[0]) if not isinstance(args[0], Unknown) else "<?>"
         if len(args) > 1 and "%" in msg:
@@ -466,7 +469,6 @@ def call_logger(interp: Interpreter, path: str, args: list[Any]) -> Any:
                 msg = msg % tuple(interp.to_str(a) for a in args[1:])
             except (TypeError, ValueError):
                 pass
-        file, line = getattr(interp, "_call_site", ("?", 0))
         from sglang_audit.evaluate.interpreter import LogRecord
 
         interp.logs.append(LogRecord(file, line, level, msg))
