@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import gc
 import os
 import re
 from pathlib import Path
@@ -26,22 +25,6 @@ def release():
         return cache[version]
 
     return get
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """After a real-release test, what the process still holds (the releases' IR in
-    tests/shared.py's caches, ~1.6 M objects per 0.5.2x release) is frozen out of the
-    collector's generations once the test's own garbage is collected, so a later full
-    collection walks only what later tests allocate. A worker holding three releases walked
-    6-8 M objects per full collection (8 s of CPU for one, at load); measured on 14 of the
-    0.5.23 rule tests run after the 0.5.23 recommend test in one process: 41.5 s CPU (11.5 s
-    of it collecting) before, 24.3 s (3.0 s) after, this collection included. Frozen objects
-    are still freed by their reference counts, and a release evicted from the cache
-    unfreezes them all (tests/shared.py), so a cycle it held is collected."""
-    if item.get_closest_marker("real_release") is not None:
-        gc.collect()
-        gc.freeze()
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,6 @@ its resolutions read, ~100-200 MB for a 0.5.2x release.
 
 from __future__ import annotations
 
-import gc
 from collections import OrderedDict
 from typing import Any
 
@@ -31,9 +30,6 @@ def cache_for(source: str) -> SourceCache:
     _CACHES[source] = cache
     while len(_CACHES) > KEEP:
         _CACHES.popitem(last=False)
-        # the evicted release's objects were frozen after earlier tests (conftest's teardown):
-        # back in the collector's care, so whatever cycles they hold are collected
-        gc.unfreeze()
     return cache
 
 

@@ -86,7 +86,11 @@ _CACHE: dict[tuple, object] = {}
 def run(release, version: str, arch: str, model: str, sets: list[str], bench: str | None = None):
     key = (version, arch, model, tuple(sets), bench)
     if key not in _CACHE:
-        req = Request(source=str(release(version).package_dir), arch=arch, model=model, sets=list(sets))
+        release(version)
+        # the release as the CLI names it, so the result key is that of the CLI runs of the same
+        # deployment (`recommend --help`'s example, the recommend report golden): they share
+        # their resolutions through the result cache
+        req = Request(source=f"sglang=={version}", arch=arch, model=model, sets=list(sets))
         _CACHE[key] = recommend(req, bench=bench, cache=shared.cache_for(req.source))
     return _CACHE[key]
 
