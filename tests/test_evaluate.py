@@ -393,3 +393,31 @@ def f():
 """
     outcome = evaluate_function(source, "f", [])
     assert (outcome.kind, outcome.value) == ("value", "a, b")
+
+
+@pytest.mark.parametrize("source, extra", [
+    # `from m import y` inside m, y never defined: CPython raises at the import
+    ("from pkg.m import y\n\ndef use():\n    return y\n", None),
+    # a cycle of such imports through another module
+    ("from pkg.n import y\n\ndef use():\n    return y\n", "from pkg.m import y\n"),
+])
+def test_an_import_no_module_of_its_cycle_defines_is_cpythons_import_error(tmp_path, source, extra):
+    from sglang_audit.evaluate.interpreter import PyRaise
+
+    if extra is not None:
+        (tmp_path / "pkg").mkdir()
+        (tmp_path / "pkg" / "n.py").write_text(extra)
+        (tmp_path / "pkg" / "__init__.py").write_text("")
+        interp = Interpreter(tmp_path, SourceCache(use_disk=False), TinyWorld(), {}, Bounds())  # type: ignore[arg-type]
+        (tmp_path / "pkg" / "m.py").write_text(source)
+        mod = interp.load_module("pkg.m")
+        assert isinstance(mod, ModuleObj)
+    else:
+        interp, mod = _interp(tmp_path, source)
+    # before: resolve_lazy and module_attr called each other until RecursionError
+    with pytest.raises(PyRaise) as raised:
+        interp.call(mod.globals["use"], [], {})
+    exc = raised.value.exc
+    assert isinstance(exc, Instance) and exc.cls.name == "ImportError"
+    assert "cannot import name 'y' from partially initialized module" in repr(exc.attrs.get("args"))
+    assert raised.value.line == 4  # the use, where the lazily bound import is resolved

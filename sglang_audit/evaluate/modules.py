@@ -229,7 +229,16 @@ class Modules(InterpreterCore):
                 failed.explicit = raised.explicit
                 raise failed from None
         if lazy.attr in mod.globals:
-            return self.module_attr(mod, lazy.attr)
+            if id(lazy) in self.resolving:
+                # the binding leads back to itself (`from m import y` in m, or a cycle of such
+                # imports, and no module of it defines y): CPython raised at the import
+                raise self.make_raise("ImportError", f"cannot import name {lazy.attr!r} from partially initialized module "
+                                      f"{lazy.module!r} (most likely due to a circular import) ({mod.file})")
+            self.resolving.add(id(lazy))
+            try:
+                return self.module_attr(mod, lazy.attr)
+            finally:
+                self.resolving.discard(id(lazy))
         sub = self.load_module(f"{lazy.module}.{lazy.attr}")
         if isinstance(sub, ModuleObj):
             return sub
