@@ -54,10 +54,16 @@ def built_what(stage: str) -> str:
             "linear": "the dense linear layers"}.get(stage, "the MoE layers")
 
 
+def agreeing(what: str, verb: str) -> str:
+    """``verb`` (plural form: "fail", "raise") agreeing with ``what``: "the MoE layers fail",
+    "the attention backend fails"."""
+    return verb if what.endswith("layers") else verb + "s"
+
+
 def built_fails(stage: str) -> tuple[str, str]:
     """What the stage builds and "fail"/"fails", the verb agreeing with it."""
     built = built_what(stage)
-    return built, "fail" if built.endswith("layers") else "fails"
+    return built, agreeing(built, "fail")
 
 
 @dataclass(frozen=True)

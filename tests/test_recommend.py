@@ -220,6 +220,23 @@ def test_a_layer_the_release_fails_to_build_rejects_the_candidate():
     assert reason.where == "sglang/srt/layers/quantization/modelopt_quant.py:1908" and "NotImplementedError" in reason.message
 
 
+@pytest.mark.parametrize(("stage", "said"), [
+    ("attention", "the attention backend built with it fails: ValueError: no"),
+    ("", "the MoE layers built with it fail: ValueError: no"),
+])
+def test_the_rejection_names_what_was_built_with_its_verb(stage: str, said: str):
+    # recommend words a layer failure as explain does (result.built_fails): an attention backend
+    # "fails", the MoE layers "fail"
+    from sglang_audit.analyses.recommend import _reason
+    from sglang_audit.result import LayerValue, ModelSummary, Resolution, Setting
+
+    layer = LayerValue("unsupported", "ValueError: no", site="sglang/srt/layers/attention/x.py:7", stage=stage)
+    res = Resolution({"version": "x"}, "s", {"platform": "cuda", "major": 12}, ModelSummary("m", "/m", "A", None, None),
+                     {}, {}, None, {"attention_backend": Setting("attention_backend", "fa4", None, "unsupported", layer=layer)})
+    reason = _reason(res, {"attention_backend": "fa4"}, ("attention_backend",), (), "single")
+    assert reason is not None and reason.message == f"attention_backend=fa4: {said}"
+
+
 # ---- the draft runner forced on its own (fixture: mini_e5 declares --speculative-moe-runner-backend) ---
 MINI_E5 = Path(__file__).resolve().parent.parent / "fixtures" / "checkouts" / "mini_e5"
 

@@ -52,7 +52,7 @@ from sglang_audit.resolve.pipeline import (
 from sglang_audit.resolve.resolver import Target
 from sglang_audit.resolve.resultcache import ResultCache
 from sglang_audit.resolve.workers import run_all
-from sglang_audit.result import ChainStep, LayerValue, Resolution, Setting, UnknownValue
+from sglang_audit.result import ChainStep, LayerValue, Resolution, Setting, UnknownValue, agreeing
 from sglang_audit.shipped import rules_dir
 from sglang_audit.userfiles import UserFileError, read_user_file, safe_yaml_load
 
@@ -407,7 +407,7 @@ def _reason(res: Resolution, forced: dict[str, str], watched: tuple[str, ...], r
             said = getattr(failing, "value", None) or getattr(failing, "reason", "")
             what = "the draft's attention backend" if failing is not s.layer else \
                 (s.layer.what if isinstance(s.layer, LayerValue) else "the MoE layers")
-            return Reason(REASON_LAYER, f"{name}={s.effective}: {what} built with it fail: {said}",
+            return Reason(REASON_LAYER, f"{name}={s.effective}: {what} built with it {agreeing(what, 'fail')}: {said}",
                           str(getattr(failing, "site", "") or ""), stage=stage)
     worker = _speculative_worker(res)
     if worker is not None and worker.status == "unsupported":

@@ -35,7 +35,7 @@ from sglang_audit.analyses.diff import (
     SideOutcome,
 )
 from sglang_audit.render.text import value_text
-from sglang_audit.result import ChainStep, LayerValue, Setting, UnknownValue
+from sglang_audit.result import ChainStep, LayerValue, Setting, UnknownValue, agreeing
 
 _CELL = {
     CHANGE_UNCHANGED: "=", CHANGE_CHANGED: "CHANGED", CHANGE_UNKNOWN: "unknown",
@@ -106,7 +106,7 @@ def _failing_what(s: Setting | None, levels: tuple[str, ...]) -> str:
         what = "the draft's attention backend" if failing is not layer else layer.what
         assert isinstance(failing, LayerValue)
         at = f" at {failing.site}" if failing.site else ""
-        parts.append(f"{what} built with it raise {failing.value}{at}")
+        parts.append(f"{what} built with it {agreeing(what, 'raise')} {failing.value}{at}")
     if "kernel" in levels and s.kernel is not None:
         k = s.kernel
         what = (k.function or k.library) + (f" backend {k.backend!r}" if k.backend else "")

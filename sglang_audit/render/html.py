@@ -43,6 +43,7 @@ from sglang_audit.result import (
     Resolution,
     Setting,
     UnknownValue,
+    agreeing,
     built_fails,
     built_what,
 )
@@ -339,8 +340,8 @@ class _View:
                 row["label"] = {"the attention backend": "attention backend fails",
                                 "the speculative worker": "speculative worker fails"}.get(what, "MoE layers fail")
                 row["cls"] = "rejected"
-                row["note"] = f"accepted by SGLang, but {what} built with it fail: {c.note}" if c.note else \
-                    f"accepted by SGLang, but {what} built with it fail"
+                head = f"accepted by SGLang, but {what} built with it {agreeing(what, 'fail')}"
+                row["note"] = f"{head}: {c.note}" if c.note else head
             elif c.outcome == OUTCOME_KNOWN_BAD:
                 row["label"] = "known-bad"
                 final = fmt(c.runtime if c.runtime is not None else c.config)
