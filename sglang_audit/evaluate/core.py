@@ -259,9 +259,10 @@ class InterpreterCore:
         # module bodies being run (an import inside a call): a decision filter may leave
         # their top-level branches to the path, as any module load decides them
         self.loading = 0
-        # `from m import y` bindings being resolved (modules.resolve_lazy): one met again is
-        # a name no module of the cycle defines, CPython's ImportError at the import
-        self.resolving: set[int] = set()
+        # `from m import y` bindings being resolved (modules.resolve_lazy), innermost last: one
+        # met again is a name no module of the cycle defines, CPython's ImportError at the
+        # import that found its module partially initialized (the innermost)
+        self.resolving: list[LazyImport] = []
         world = natives.initial_state()
         self.environ: Any = world.environ
         self.hf_configs: dict[Any, Any] = world.hf_configs

@@ -227,18 +227,27 @@ class Modules(InterpreterCore):
                 failed = self.make_raise("ImportError", f"cannot import name {lazy.attr!r} from {lazy.module!r} "
                                          f"({where if isinstance(where, str) else 'unknown location'})")
                 failed.explicit = raised.explicit
+                if lazy.line:
+                    failed.site(lazy.file, lazy.line)
                 raise failed from None
         if lazy.attr in mod.globals:
-            if id(lazy) in self.resolving:
+            if any(x is lazy for x in self.resolving):
                 # the binding leads back to itself (`from m import y` in m, or a cycle of such
-                # imports, and no module of it defines y): CPython raised at the import
-                raise self.make_raise("ImportError", f"cannot import name {lazy.attr!r} from partially initialized module "
-                                      f"{lazy.module!r} (most likely due to a circular import) ({mod.file})")
-            self.resolving.add(id(lazy))
+                # imports, and no module of it defines y): CPython raised at the innermost
+                # import, the one that found its module partially initialized
+                inner = self.resolving[-1]
+                partial = self.load_module(inner.module)
+                failed = self.make_raise("ImportError", f"cannot import name {inner.attr!r} from partially initialized module "
+                                         f"{inner.module!r} (most likely due to a circular import) "
+                                         f"({partial.file if isinstance(partial, ModuleObj) else 'unknown location'})")
+                if inner.line:
+                    failed.site(inner.file, inner.line)
+                raise failed
+            self.resolving.append(lazy)
             try:
                 return self.module_attr(mod, lazy.attr)
             finally:
-                self.resolving.discard(id(lazy))
+                self.resolving.pop()
         sub = self.load_module(f"{lazy.module}.{lazy.attr}")
         if isinstance(sub, ModuleObj):
             return sub

@@ -160,7 +160,7 @@ class Statements(InterpreterCore):
             # `from package import submodule` runs the submodule now, as CPython does: its
             # body may register providers (decorators) whose order is import order
             if lazy and not self.is_submodule(module, name):
-                value: Any = LazyImport(module, name)
+                value: Any = LazyImport(module, name, frame.module.file, node.line)
             else:
                 value = self.resolve_lazy(LazyImport(module, name))
             self.bind_name(frame, target, value, node.line, "")

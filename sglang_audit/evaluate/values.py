@@ -177,6 +177,10 @@ class LazyImport:
 
     module: str
     attr: str | None  # None: the module itself
+    # the import statement: where CPython raises when the name cannot be imported, though
+    # the evaluator finds that out only at the first use
+    file: str = ""
+    line: int = 0
 
 
 @dataclass(eq=False)
