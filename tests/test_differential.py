@@ -147,7 +147,9 @@ def check(program: Program, arg_tuples: list[tuple]) -> None:
         pytest.fail("evaluator disagrees with CPython on\n\n" + program.source + "\n" + "\n".join(failures))
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# the CI profiles draw the same programs every run (derandomize): a failure there is reproducible
+# and never a clean clone's bad luck; the long profile below explores new ones
+@settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_evaluator_agrees_with_cpython(case: tuple[Program, list[tuple]]) -> None:
     check(*case)
@@ -295,7 +297,7 @@ def test_an_evaluator_raise_cites_cpythons_line(name: str) -> None:
     check(program, [(1,)])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(maybe_unbound=True))
 def test_evaluator_agrees_with_cpython_maybe_unbound(case: tuple[Program, list[tuple]]) -> None:
     """Locals first assigned under an ``if``: a read may find them unbound."""
