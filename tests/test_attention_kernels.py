@@ -373,7 +373,7 @@ MLA_SITE = "sglang/srt/layers/attention/cutlass_mla_backend.py:120"
 
 
 def _given(q_shape: list[int | None] | None = None, **known: str) -> tuple[tuple[str, str], ...]:
-    q = '["tensor","bfloat16",%s]' % json.dumps(q_shape) if q_shape is not None else "?"
+    q = json.dumps(["tensor", "bfloat16", q_shape], separators=(",", ":")) if q_shape is not None else "?"
     return (("", q), ("", "?"), ("", "?"), *known.items())
 
 
