@@ -110,6 +110,10 @@ class LayerValue:
     # batch, as (module, name, SGLang call site, the undecided branch it sits under or "");
     # the attention kernel level reads their guards as it reads the constructor's imports
     kernel_calls: tuple[tuple[str, str, str, str], ...] = ()
+    # attention (issue 42/44): the arguments SGLang passed those calls, as far as the evaluator
+    # knew them (resolve/kernelargs.py), as (module.name, call site, ((keyword or "", encoded),
+    # ...)); the kernel level runs the library's guards with them; not printed
+    kernel_call_args: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
     # speculative (issue 42): the attention backend classes the worker's construction built on
     # every explored branch (the draft's, DraftBackendFactory's), as (module, class, SGLang's
     # file:line, the arguments as SGLang passed them as in library_calls); read by the

@@ -348,6 +348,20 @@ def test_the_kernel_a_decode_forward_calls_refuses_the_device_at_its_own_guard()
         assert (v.status, v.value) == ("resolved", "RequestTimeBackend"), (arch, impl, v)
 
 
+def test_a_kernel_call_served_keeps_the_arguments_sglang_passes_as_far_as_they_are_known():
+    # issue 44: the heads per rank (128 / tp), the page size and the dtype come from the server
+    # args through the backend's own code; the batch's tensors are not known before a request
+    v = _attention("sm100", attention_backend="reqtime", dsa_decode_backend="cutlass_mla", tp_size=8, page_size=64,
+                   installed=frozenset({"torch", "sgl_kernel"}))["attention_backend"]
+    assert (v.status, v.value) == ("resolved", "RequestTimeBackend"), v
+    site = f"{REQT}:{_line(REQT, 'return cutlass_mla_decode(')}"
+    assert ("sgl_kernel", "cutlass_mla_decode", site, "") in v.kernel_calls
+    assert v.kernel_call_args == (("sgl_kernel.cutlass_mla_decode", site, (
+        ("", "?"), ("", "?"), ("", "?"), ("num_heads", '["plain",16]'), ("page_size", '["plain",64]'),
+        ("kv_dtype", '["dtype","bfloat16"]'))),)
+    assert "kernel_call_args" not in v.to_json()  # read by the kernel level, not printed
+
+
 @pytest.mark.real_release
 def test_real_0_5_23_dsa_decode_fa3_on_sm100_is_refused_by_the_fa3_guard_its_forward_reaches(release):
     # 0.5.23 DeepseekSparseAttnBackend builds with any --dsa-decode-backend; only forward_decode

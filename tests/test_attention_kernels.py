@@ -5,6 +5,7 @@ tests/data/attn_kernels and on a real release with the sgl-kernel it pins."""
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import shared
 from sglang_audit import factfiles
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.inputs.device import Device, Environment
-from sglang_audit.resolve import attnkernels
+from sglang_audit.resolve import attnkernels, kernelargs
 from sglang_audit.resolve.kernelread import FlashInferReader
 from sglang_audit.resolve.libeval import LibraryEval
 from sglang_audit.resolve.pipeline import Request
@@ -364,3 +365,68 @@ def test_a_kernel_the_backend_calls_serving_a_batch_is_read_as_an_import_is():
     # a called function whose code checks nothing of the device asks no kernel question
     _, none = _served_verdict((("sgl_kernel.flash_attn", "flash_attn_with_kvcache", site, ""),), (10, 0))
     assert none is None
+
+
+# ---- a call served with the arguments SGLang passes (issue 44) ------------------------------
+MLA = "sgl_kernel/attention.py"
+MLA_SITE = "sglang/srt/layers/attention/cutlass_mla_backend.py:120"
+
+
+def _given(q_shape: list[int | None] | None = None, **known: str) -> tuple[tuple[str, str], ...]:
+    q = json.dumps(["tensor", "bfloat16", q_shape], separators=(",", ":")) if q_shape is not None else "?"
+    return (("", q), ("", "?"), ("", "?"), *known.items())
+
+
+def _mla_verdict(given: tuple[tuple[str, str], ...], condition: str = ""):
+    calls = (("sgl_kernel", "cutlass_mla_decode", MLA_SITE, condition),)
+    passed = (("sgl_kernel.cutlass_mla_decode", MLA_SITE, given),)
+    cache = SourceCache(use_disk=False)
+    facts = factfiles.attention().kernel
+    assert facts is not None
+    reach = attnkernels.reach(ROOT, cache, facts, "triton", None, calls=calls, call_args=passed)
+    readers = {"sgl_kernel": (FlashInferReader(ROOT / "sgl_kernel", cache), "0.0.test", "")}
+    return attnkernels.verdict(reach, readers, _device((10, 0), "12.9"), lambda p: p)
+
+
+def test_a_guard_on_the_calls_arguments_refuses_the_heads_per_rank_sglang_passes():
+    # 128 heads / tp 8 = 16 per rank: the kernel's assert fails at SGLang's call site
+    v = _mla_verdict(_given(num_heads='["plain",16]'))
+    assert v is not None and (v.status, v.function, v.call_site) == ("unsupported", "sgl_kernel.cutlass_mla_decode", MLA_SITE)
+    assert v.reason == (f"cutlass_mla_decode refuses SM100: `assert num_heads == 128` fails with the arguments SGLang "
+                        f"passes at {MLA_SITE} (num_heads=16): AssertionError(f'H must be 128, got {{num_heads}}') "
+                        f"at {MLA}:{_line(MLA, 'assert num_heads == 128')}")
+
+
+def test_a_call_that_passes_its_guards_leaves_only_what_its_arguments_do_not_decide():
+    # 128 heads pass; the query's head dim is not known: that guard stays a condition, and
+    # the call asks no device question (no verdict)
+    assert _mla_verdict(_given(num_heads='["plain",128]')) is None
+    # the dims SGLang's view gives decide it: 576 passes, 512 is refused at its line
+    assert _mla_verdict(_given([None, 128, 576], num_heads='["plain",128]')) is None
+    v = _mla_verdict(_given([None, 128, 512], num_heads='["plain",128]'))
+    assert v is not None and v.status == "unsupported"
+    assert v.reason.endswith(f"at {MLA}:{_line(MLA, 'if D != 576')}") and "`if D != 576` holds" in v.reason
+
+
+def test_a_dtype_and_a_page_size_passed_decide_a_guard_together():
+    fp8, bf16 = '["dtype","float8_e4m3fn"]', '["dtype","bfloat16"]'
+    v = _mla_verdict(_given(kv_dtype=fp8, page_size='["plain",1]'))
+    assert v is not None and v.status == "unsupported" and "(kv_dtype=torch.float8_e4m3fn, page_size=1)" in v.reason
+    assert v.reason.endswith(f"at {MLA}:{_line(MLA, 'if kv_dtype == torch.float8_e4m3fn')}")
+    assert _mla_verdict(_given(kv_dtype=fp8, page_size='["plain",64]')) is None
+    assert _mla_verdict(_given(kv_dtype=bf16, page_size='["plain",1]')) is None
+    # a page size the stage did not know leaves the guard a condition, never a refusal
+    assert _mla_verdict(_given(kv_dtype=fp8, page_size="?")) is None
+
+
+def test_a_refusing_call_under_a_branch_on_request_time_state_informs_only():
+    v = _mla_verdict(_given(num_heads='["plain",16]'), condition="if forward_batch.spec_info is None (x.py:1)")
+    assert v is not None and v.status == "unknown" and "[reached only if forward_batch.spec_info is None" in v.reason
+
+
+def test_two_reaches_of_one_site_keep_only_the_arguments_they_agree_on():
+    a = (("", '["plain",16]'), ("page_size", '["plain",1]'))
+    b = (("", '["plain",16]'), ("page_size", '["plain",64]'))
+    assert kernelargs.merged(a, b) == (("", '["plain",16]'), ("page_size", "?"))
+    assert kernelargs.merged(a, a[:1]) is None  # a call of another shape: nothing kept
+    assert kernelargs.decode("?", "q").__class__.__name__ == "Unknown"

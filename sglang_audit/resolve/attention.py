@@ -51,7 +51,7 @@ from sglang_audit.evaluate.values import (
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.irtext import expr_text
 from sglang_audit.frontend.parse import ParseFailure
-from sglang_audit.resolve import kvpool, model_standin
+from sglang_audit.resolve import kernelargs, kvpool, model_standin
 from sglang_audit.resolve.stage_common import (
     ImportWatch,
     at_module_level,
@@ -214,28 +214,32 @@ def _explore(interp: Interpreter, spec: factfiles.AttentionFacts, server_args: I
     def finish() -> LayerValue:
         request: list[Outcome] = []  # the verdict, or a resolved Outcome when there is none
         request_calls: list[KernelCall] = []
+        request_args: list[KernelArgs] = []
         late = BuildState()  # what the request-time calls build (noted as the first run's were)
         for backend, decisions in deferred[:1]:
             saved = interp.enter_path(decisions)
             try:
                 with interp.hooked_calls(backend_hook(interp, spec, late)):
                     assert spec.request is not None  # deferred only with a [request] table
-                    refused, calls = request_time(interp, spec, spec.request, backend, server_args, draft)
+                    refused, calls, passed = request_time(interp, spec, spec.request, backend, server_args, draft)
                 request.append(refused if refused is not None else Outcome(STATUS_RESOLVED, ""))
                 request_calls.extend(calls)
+                request_args.extend(passed)
             except EVALUATION_ENDS as exc:
                 # what the calls cannot follow says nothing of the constructor's outcome
                 ending(exc, strict_mode())  # SGLANG_AUDIT_STRICT=1: an evaluator bug fails the tests
             finally:
                 interp.leave_path(saved)
-        return _finished(joined, request, request_calls, late, runs, flipped, assumed, logged, watch)
+        return _finished(joined, request, (request_calls, request_args), late, runs, flipped, assumed, logged, watch)
 
     return _Built(writes, finish)
 
 
-def _finished(value: LayerValue, request: list[Outcome], request_calls: list[KernelCall], late: BuildState,
+def _finished(value: LayerValue, request: list[Outcome], served: tuple[list[KernelCall], list[KernelArgs]], late: BuildState,
               runs: list[Any], flipped: int, assumed: set[str], logged: list[Any], watch: ImportWatch) -> LayerValue:
-    """The role's value: the joined construction with its request-time outcome folded in."""
+    """The role's value: the joined construction with its request-time outcome folded in
+    (``served``: the kernel-library calls it made and the arguments it passed them)."""
+    request_calls, request_args = served
     if late.built and value.status == STATUS_RESOLVED:
         value = replace(value, chain=value.chain + tuple(late.built))
     if value.status == STATUS_RESOLVED and request and request[0].status == STATUS_UNSUPPORTED:
@@ -246,7 +250,8 @@ def _finished(value: LayerValue, request: list[Outcome], request_calls: list[Ker
                         data_dependent=value.data_dependent + refused.partial)
     elif value.status == STATUS_RESOLVED and request_calls:
         # what the kernel libraries' own guards say of them is the kernel level's (attnkernels)
-        value = replace(value, kernel_calls=tuple(dict.fromkeys(request_calls)))
+        value = replace(value, kernel_calls=tuple(dict.fromkeys(request_calls)),
+                        kernel_call_args=tuple(dict.fromkeys(request_args)))
     if flipped > 1:
         assumed.add(f"branches on runtime state ({flipped}) explored one at a time, not in every combination")
     logs = tuple(dict.fromkeys(ChainStep(r.file, r.line, "", r.message, "", STAGE, "log") for r in logged))
@@ -363,10 +368,12 @@ _NOT_GIVEN = object()
 
 
 KernelCall = tuple[str, str, str, str]  # LayerValue.kernel_calls: module, name, call site, condition
+# LayerValue.kernel_call_args: (module.name, call site, ((keyword or "", kernelargs.encode), ...))
+KernelArgs = tuple[str, str, tuple[tuple[str, str], ...]]
 
 
 def request_time(interp: Interpreter, spec: factfiles.AttentionFacts, req: factfiles.AttentionRequest, backend: Instance,
-                 server_args: Instance, draft: bool) -> tuple[Outcome | None, tuple[KernelCall, ...]]:
+                 server_args: Instance, draft: bool) -> tuple[Outcome | None, tuple[KernelCall, ...], tuple[KernelArgs, ...]]:
     """What SGLang's code says when the built backend serves its first batches: the methods of
     ``req`` called on ``backend`` with a stand-in batch per forward mode (its ``forward_mode``
     the release's member, every other attribute unknown) and a stand-in attention layer. A
@@ -376,11 +383,13 @@ def request_time(interp: Interpreter, spec: factfiles.AttentionFacts, req: factf
     else None: the calls never make a value unknown (what they cannot follow says nothing of the
     constructor's outcome). With it, the kernel-library functions (``[kernel] libraries``) the
     calls reached, each with its SGLang call site and, when a branch on request-time state
-    encloses the call, that branch (``LayerValue.kernel_calls``)."""
+    encloses the call, that branch (``LayerValue.kernel_calls``); and the arguments SGLang's code
+    passed each call as far as the evaluator knows them (``kernelargs``: plain data, dtypes,
+    abstract tensors' shapes; a value two reaches of one site give differently is unknown)."""
     sa = server_args.attrs
     spec_algo = sa.get("speculative_algorithm")
     if not (spec_algo is None or isinstance(spec_algo, str)):
-        return None, ()  # which modes the runner sees is not known on this path
+        return None, (), ()  # which modes the runner sees is not known on this path
     try:
         mod = interp.load_module(req.batch_module)
         batch_cls = interp.getattr(mod, req.batch_class) if isinstance(mod, ModuleObj) else None
@@ -388,9 +397,9 @@ def request_time(interp: Interpreter, spec: factfiles.AttentionFacts, req: factf
         layer_mod = interp.load_module(req.layer_module)
         layer_cls = interp.getattr(layer_mod, req.layer_class) if isinstance(layer_mod, ModuleObj) else None
     except EVALUATION_ENDS:
-        return None, ()
+        return None, (), ()
     if not isinstance(batch_cls, Class) or not isinstance(mode_cls, Class):
-        return None, ()
+        return None, (), ()
     names = req.draft_modes if draft else (req.target_speculative_modes if spec_algo else req.target_modes)
     modes = [(n, mode_cls.ns[n]) for n in names if isinstance(mode_cls.ns.get(n), Instance)]
     # the draft runner is served DRAFT_EXTEND by the v1 worker and DRAFT_EXTEND_V2 by the v2
@@ -420,6 +429,7 @@ def request_time(interp: Interpreter, spec: factfiles.AttentionFacts, req: factf
 
     libraries = tuple(spec.kernel.libraries) if spec.kernel is not None else ()
     reached: dict[tuple[str, str, str], str] = {}  # (module, name, site) -> condition ("" wins)
+    passed: dict[tuple[str, str, str], tuple[tuple[str, str], ...] | None] = {}  # -> the arguments (kernelargs)
 
     def observe(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         # a library function by its dotted name (not a method of what one returned: `f().squeeze`)
@@ -432,10 +442,15 @@ def request_time(interp: Interpreter, spec: factfiles.AttentionFacts, req: factf
                          if (g.file, g.line) in decided_unknown), "")
             key = (module, name, f"{file}:{line}")
             reached[key] = cond if reached.get(key, cond) else ""
+            args_now = tuple([("", kernelargs.encode(a)) for a in args] + [(k, kernelargs.encode(v)) for k, v in kwargs.items()])
+            before = passed.get(key, args_now)
+            passed[key] = kernelargs.merged(before, args_now) if before is not None else None
         return NOT_HOOKED
 
-    def kernel_calls() -> tuple[KernelCall, ...]:
-        return tuple((m, n, site, cond) for (m, n, site), cond in reached.items())
+    def kernel_calls() -> tuple[tuple[KernelCall, ...], tuple[KernelArgs, ...]]:
+        return (tuple((m, n, site, cond) for (m, n, site), cond in reached.items()),
+                tuple((f"{m}.{n}", site, given) for (m, n, site), given in passed.items()
+                      if given is not None and kernelargs.is_known(given)))
 
     assumed: set[str] = set()
     written = dict(server_args.attrs)  # what serving a batch writes there is not the next stage's
@@ -445,7 +460,7 @@ def request_time(interp: Interpreter, spec: factfiles.AttentionFacts, req: factf
                 interp.hooked_calls(observe):
             for method, mode, member in calls:
                 if spent():
-                    return None, kernel_calls()
+                    return (None, *kernel_calls())
                 if mode in refusals:
                     continue  # this alternative already refused
                 found, fn = backend.cls.lookup(method)
@@ -456,13 +471,13 @@ def request_time(interp: Interpreter, spec: factfiles.AttentionFacts, req: factf
                 layer = _standin(layer_cls if isinstance(layer_cls, Class) else None, req.layer_class, {})
                 refused = _request_call(interp, spec, req, backend, fn, mode, batch, layer)
                 if refused is not None and not (alternatives and mode):
-                    return replace(refused, partial=tuple(sorted(assumed))), kernel_calls()
+                    return (replace(refused, partial=tuple(sorted(assumed))), *kernel_calls())
                 if refused is not None:
                     refusals[mode] = refused
         if alternatives and all(n in refusals for n, _ in modes):
             # every mode the draft runner may be served refuses: whichever worker SGLang builds
-            return replace(refusals[modes[0][0]], partial=tuple(sorted(assumed))), kernel_calls()
-        return None, kernel_calls()
+            return (replace(refusals[modes[0][0]], partial=tuple(sorted(assumed))), *kernel_calls())
+        return (None, *kernel_calls())
     finally:
         # what SGLang logs serving a batch is not evidence of the construction
         del interp.logs[start_logs:]

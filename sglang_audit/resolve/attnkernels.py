@@ -34,8 +34,10 @@ from sglang_audit.evaluate.interpreter import Frame, function_locals
 from sglang_audit.evaluate.values import Class, Instance, ModuleObj, Scope, Unknown
 from sglang_audit.frontend import ir
 from sglang_audit.frontend.bindings import absolute_module
+from sglang_audit.frontend.irtext import expr_text
 from sglang_audit.frontend.parse import ParseFailure, SourceCache
 from sglang_audit.inputs.device import Device, Environment, parse_device
+from sglang_audit.resolve import kernelargs
 from sglang_audit.resolve.kernelmemo import Reads
 from sglang_audit.resolve.kernelread import (
     FlashInferReader,
@@ -55,6 +57,7 @@ from sglang_audit.result import (
     KernelVerdict,
     LayerValue,
 )
+from sglang_audit.world.overlays.tensors import AbstractTensor
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,10 @@ class KernelImport:
     # called while the built backend served a batch (the attention stage's request time), not
     # imported by its constructor: it counts only where the library's code checks the device
     served: bool = False
+    # a call served: the arguments SGLang passed it, as far as the attention stage knew them
+    # (JSON of ((keyword or "", kernelargs.encode), ...); "" when none was known): the
+    # library's guards on its arguments are run with them
+    given: str = ""
 
     @property
     def package(self) -> str:
@@ -267,18 +274,22 @@ def _forget_attributes(stmt: ir.Node, frame: Frame, rel: str) -> None:
 
 
 def reach(root: Path, cache: SourceCache, facts: Any, backend: str, layer: Any, reads: Reads | None = None,
-          calls: tuple[tuple[str, str, str, str], ...] = ()) -> Reach:
+          calls: tuple[tuple[str, str, str, str], ...] = (),
+          call_args: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()) -> Reach:
     """The kernel functions ``backend``'s constructor imports (``root``: the dir holding ``sglang/``),
     then the ones the built backend called serving a batch (``calls``: the attention stage's
-    ``LayerValue.kernel_calls``, (module, name, call site, condition)); ``reads`` notes every
-    SGLang path looked at (``kernelmemo``)."""
+    ``LayerValue.kernel_calls``, (module, name, call site, condition), with the arguments SGLang
+    passed in ``call_args``, ``LayerValue.kernel_call_args``); ``reads`` notes every SGLang path
+    looked at (``kernelmemo``). A call with known arguments is read even where the constructor
+    imports the same function (the import is read as a call with unknown arguments)."""
     found = _reach(root, cache, facts, backend, layer, reads)
-    served = tuple(KernelImport(m, n, site, cond, served=True) for m, n, site, cond in calls
-                   if m.split(".")[0] in facts.libraries)
+    passed = {(path, site): json.dumps([list(g) for g in given]) for path, site, given in call_args}
+    served = tuple(KernelImport(m, n, site, cond, served=True, given=passed.get((f"{m}.{n}", site), ""))
+                   for m, n, site, cond in calls if m.split(".")[0] in facts.libraries)
     if not served:
         return found
     known = {(i.module, i.name) for i in found.imports}
-    extra = tuple(dict.fromkeys(i for i in served if (i.module, i.name) not in known))
+    extra = tuple(dict.fromkeys(i for i in served if (i.module, i.name) not in known or i.given))
     return Reach(found.backend, found.cls, found.imports + extra, found.reason)
 
 
@@ -388,42 +399,121 @@ class DeviceFacts:
 
 
 def read_function(reader: FlashInferReader, imp: KernelImport, lib: LibraryEval, dev: DeviceFacts,
-                  conditions: list[str]) -> list[KernelLayer]:
+                  conditions: list[str], args_only: bool = False) -> list[KernelLayer]:
     """What ``imp``'s own code says of the device: its capability decorator and the top-level
     ``if <test>: raise`` guards it runs on every call, each test evaluated by the interpreter
-    on the device (``libeval``; the assignments before it run first)."""
+    on the device (``libeval``; the assignments before it run first). For a call whose
+    arguments SGLang's code gave (``imp.given``), a test the device alone leaves open, and a
+    top-level ``assert``, are run again with those arguments bound (the rest unknown): one that
+    fails the call is the kernel's refusal of it, one the call passes is no condition.
+    ``args_only``: only that second reading (the device's is the import's, read already)."""
     found = reader.find(imp.module, imp.name)
     if found is None:
         return [KernelLayer("guard", imp.name, "", 0, UNKNOWN, f"{imp.module}.{imp.name} not found")]
     layers: list[KernelLayer] = []
     ccn = dev.capability[0] * 10 + dev.capability[1]
     for deco in found.func.decorators:
-        if isinstance(deco, ir.Call) and call_name(deco) == "supported_compute_capability":
+        if isinstance(deco, ir.Call) and call_name(deco) == "supported_compute_capability" and not args_only:
             layers.append(capability_layer(found, deco, ccn, imp.name))
     func = lib.function(found.module, found.func)
     frame = lib.frame(func) if func is not None else None
+    given = _passed(imp, func.qualname if func is not None else imp.name)
+    called = lib.call_frame(func, *given) if func is not None and given is not None else None
     returned_before = False  # a statement before the guard may return: the guard may be skipped
     for stmt in found.func.body:
-        if not isinstance(stmt, ir.If) or not any(isinstance(s, ir.Raise) for s in stmt.body):
-            if frame is not None and not returned_before:
-                lib.run_prefix(stmt, frame)
+        is_if = isinstance(stmt, ir.If) and any(isinstance(s, ir.Raise) for s in stmt.body)
+        if not is_if and not (isinstance(stmt, ir.Assert) and called is not None):
+            if not returned_before:
+                for f in (frame, called):
+                    if f is not None:
+                        lib.run_prefix(stmt, f)
             returned_before = returned_before or _may_return(stmt)
             continue
         where = f"{found.rel}:{stmt.line}"
-        got = lib.test(stmt.test, frame) if frame is not None else None
-        if got is None or got.holds is None:
-            conditions.append(f"{imp.name} raises if {flat_text(stmt.text)} ({where})")
+        got = lib.test(stmt.test, frame) if frame is not None and is_if else None
+        if got is not None and got.holds is not None:
+            if not args_only:
+                layers.append(_device_guard(imp, found.rel, stmt, got, returned_before))
+            returned_before = returned_before or _may_return(stmt)
             continue
-        fires = got.holds
-        via = f" ({'; '.join(got.used)})" if got.used else ""
-        raise_text = next((flat_text(s.text) for s in stmt.body if isinstance(s, ir.Raise)), "raise")
-        says = UNSUPPORTED if fires else SUPPORTED
-        what = f"`if {flat_text(stmt.text)}` {'holds' if fires else 'does not hold'}{via}: {raise_text}"
-        if returned_before:
-            what += " [an earlier statement may return first: not every call reaches it]"
-        layers.append(KernelLayer("guard", imp.name, found.rel, stmt.line, says, what, enforced=not returned_before))
+        passed = lib.test(stmt.test, called) if called is not None else None
+        if passed is None or passed.holds is None:
+            if is_if:
+                text = f"{imp.name} raises if {flat_text(stmt.text)} ({where})"
+                if not (imp.given and text in conditions):
+                    conditions.append(text)
+            continue
+        if passed.holds != is_if:
+            continue  # SGLang's call passes it
+        layers.append(_argument_guard(imp, found.rel, stmt, passed, given, returned_before))
         returned_before = returned_before or _may_return(stmt)
     return layers
+
+
+def _device_guard(imp: KernelImport, rel: str, stmt: ir.Node, got: Any, returned_before: bool) -> KernelLayer:
+    fires = got.holds
+    via = f" ({'; '.join(got.used)})" if got.used else ""
+    raise_text = next((flat_text(s.text) for s in stmt.body if isinstance(s, ir.Raise)), "raise")
+    says = UNSUPPORTED if fires else SUPPORTED
+    what = f"`if {flat_text(stmt.text)}` {'holds' if fires else 'does not hold'}{via}: {raise_text}"
+    if returned_before:
+        what += " [an earlier statement may return first: not every call reaches it]"
+    return KernelLayer("guard", imp.name, rel, stmt.line, says, what, enforced=not returned_before)
+
+
+def _argument_guard(imp: KernelImport, rel: str, stmt: ir.Node, got: Any, given: tuple[list[Any], dict[str, Any]] | None,
+                    returned_before: bool) -> KernelLayer:
+    """A guard SGLang's call fails: the kernel refuses the call at ``imp.site``."""
+    if isinstance(stmt, ir.If):
+        test = f"`if {flat_text(stmt.text)}` holds"
+        raise_text = next((flat_text(s.text) for s in stmt.body if isinstance(s, ir.Raise)), "raise")
+    else:
+        test = f"`assert {flat_text(stmt.text)}` fails"
+        raise_text = f"AssertionError({expr_text(stmt.msg)})" if stmt.msg is not None else "AssertionError"
+    via = f" ({'; '.join(got.used)})" if got.used else ""
+    what = f"{test} with the arguments SGLang passes at {imp.site}{_known_text(given, stmt)}{via}: {raise_text}"
+    if returned_before:
+        what += " [an earlier statement may return first: not every call reaches it]"
+    return KernelLayer("guard", imp.name, rel, stmt.line, UNSUPPORTED, what, enforced=not returned_before)
+
+
+def _passed(imp: KernelImport, what: str) -> tuple[list[Any], dict[str, Any]] | None:
+    """The call's arguments as the library's interpreter sees them (``kernelargs.decode``)."""
+    if not imp.given:
+        return None
+    try:
+        pairs = json.loads(imp.given)
+    except ValueError:
+        return None
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            return None
+        key, text = pair
+        value = kernelargs.decode(text, f"argument {key or i} of {what} at {imp.site}")
+        if key:
+            kwargs[key] = value
+        else:
+            args.append(value)
+    return args, kwargs
+
+
+def _known_text(given: tuple[list[Any], dict[str, Any]] | None, stmt: ir.Node) -> str:
+    """The known keyword arguments the guard's text names (all known ones when it names none)."""
+    if given is None:
+        return ""
+    known = {k: v for k, v in given[1].items() if not isinstance(v, Unknown)}
+    named = {k: v for k, v in known.items() if re.search(rf"\b{re.escape(k)}\b", flat_text(stmt.text))} or known
+    shown = [f"{k}={_show(v)}" for k, v in list(named.items())[:6]]
+    return f" ({', '.join(shown)})" if shown else ""
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, AbstractTensor):
+        return repr(value)
+    path = getattr(value, "path", None)
+    return path if isinstance(path, str) else repr(value)
 
 
 def _built(reader: FlashInferReader, imp: KernelImport, lib: LibraryEval, conditions: list[str]) -> list[KernelLayer]:
@@ -526,6 +616,7 @@ def _verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, st
     unread: list[str] = []
     decided: list[tuple[KernelImport, KernelLayer]] = []
     first = reach_.imports[0]
+    imported = {(i.module, i.name) for i in reach_.imports if not i.served and not i.call}
     for imp in reach_.imports:
         reader, _version, why = readers.get(imp.package, (None, None, "not a library sglang-audit reads"))
         if reader is None:
@@ -540,7 +631,10 @@ def _verdict(reach_: Reach, readers: dict[str, tuple[FlashInferReader | None, st
                 layers.append(layer)
                 decided.append((imp, layer))
             continue
-        got = read_function(reader, imp, evaluators[imp.package], dev, conditions)
+        # a call with its arguments of a function the constructor imports: the device's
+        # reading is the import's
+        args_only = bool(imp.served and imp.given) and (imp.module, imp.name) in imported
+        got = read_function(reader, imp, evaluators[imp.package], dev, conditions, args_only)
         if imp.served and not any(x.line for x in got):
             continue  # no device check of its own read (or not found): a call, no kernel question
         for layer in got:

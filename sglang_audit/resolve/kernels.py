@@ -334,8 +334,10 @@ def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, 
             continue
         # the kernel-library calls the built backend made serving a batch are the composition's
         # (attention_backend's), never a hybrid part's own
-        calls = layer.kernel_calls if name == ATTENTION_SETTINGS[0] and isinstance(layer, LayerValue) else ()
-        found = _memoised_reach(sglang_root, cache, value, layer, memo, calls)
+        ours = layer if name == ATTENTION_SETTINGS[0] and isinstance(layer, LayerValue) else None
+        calls = ours.kernel_calls if ours is not None else ()
+        passed = ours.kernel_call_args if ours is not None else ()
+        found = _memoised_reach(sglang_root, cache, value, layer, memo, calls, passed)
         if found[2]:
             reaches[name] = found
     spec = res.settings.get(SPECULATIVE_SETTING)
@@ -358,25 +360,27 @@ def _attention_verdicts(res: Resolution, sglang_root: Path, cache: SourceCache, 
 
 
 # attnkernels.Reach as plain data, so a remembered one needs no attnkernels:
-# (backend, class, ((module, name, site, condition, call, served "1" or ""), ...), reason)
-_ReachData = tuple[str, str, tuple[tuple[str, str, str, str, str, str], ...], str]
+# (backend, class, ((module, name, site, condition, call, served "1" or "", given), ...), reason)
+_ReachData = tuple[str, str, tuple[tuple[str, str, str, str, str, str, str], ...], str]
 
 
 def _is_reach_data(value: object) -> bool:
     return (isinstance(value, tuple) and len(value) == 4 and isinstance(value[2], tuple)
-            and all(isinstance(i, tuple) and len(i) == 6 and all(isinstance(x, str) for x in i) for i in value[2]))
+            and all(isinstance(i, tuple) and len(i) == 7 and all(isinstance(x, str) for x in i) for i in value[2]))
 
 
 def _memoised_reach(sglang_root: Path, cache: SourceCache, backend: str, layer: Any,
-                    memo: KernelMemo | None, calls: tuple[tuple[str, str, str, str], ...] = ()) -> _ReachData:
+                    memo: KernelMemo | None, calls: tuple[tuple[str, str, str, str], ...] = (),
+                    passed: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()) -> _ReachData:
     # the creator's choice reads only the stage outcome's status, site and value (attnkernels._chosen_call)
     # ... the library objects it built (attnkernels.built_objects) and the calls it served
     outcome = [layer.status, layer.site, layer.value, [[p, s, [list(g) for g in given]] for p, s, given in layer.library_calls]] \
         if isinstance(layer, LayerValue) else None
-    return _remembered_reach(memo, {"format": "attn-reach4", "sglang_root": str(sglang_root), "backend": backend,
-                                    "layer": outcome, "calls": [list(c) for c in calls]},
+    return _remembered_reach(memo, {"format": "attn-reach5", "sglang_root": str(sglang_root), "backend": backend,
+                                    "layer": outcome, "calls": [list(c) for c in calls],
+                                    "passed": [[p, s, [list(g) for g in given]] for p, s, given in passed]},
                              lambda attnkernels, facts, reads: attnkernels.reach(sglang_root, cache, facts, backend,
-                                                                                 layer, reads, calls),
+                                                                                 layer, reads, calls, passed),
                              backend)
 
 
@@ -410,7 +414,8 @@ def _remembered_reach(memo: KernelMemo | None, key_parts: dict[str, Any], comput
     reads = Reads()
     found = compute(attnkernels, facts, reads)
     data: _ReachData = (found.backend, found.cls,
-                        tuple((i.module, i.name, i.site, i.condition, i.call, "1" if i.served else "") for i in found.imports),
+                        tuple((i.module, i.name, i.site, i.condition, i.call, "1" if i.served else "", i.given)
+                              for i in found.imports),
                         found.reason)
     if memo is not None:
         memo.put(key, reads, data)
@@ -421,7 +426,7 @@ def _memoised_attention_verdict(found: _ReachData, libraries: dict[str, tuple[Pa
                                 res: Resolution, cache: SourceCache, memo: KernelMemo | None) -> KernelVerdict | None:
     used = sorted({imp[0].split(".")[0] for imp in found[2]})
     # the guards run on the device model and environment (libeval): both whole in the key
-    key = memo.key_of({"format": "attn-verdict5", "reach": found, "device": res.device, "env": res.env,
+    key = memo.key_of({"format": "attn-verdict6", "reach": found, "device": res.device, "env": res.env,
                        "libraries": {p: [str(libraries[p][0]) if libraries[p][0] else None, *libraries[p][1:]]
                                      for p in used}}) if memo is not None else None
     known = memo.get_value(key, lambda v: isinstance(v, KernelVerdict) or v == _NO_VERDICT) if memo is not None else None
@@ -436,7 +441,8 @@ def _memoised_attention_verdict(found: _ReachData, libraries: dict[str, tuple[Pa
     reads = Reads()
     readers: dict[str, tuple[Any, str | None, str]] = {
         p: (FlashInferReader(d, cache, reads) if d is not None else None, v, why) for p, (d, v, why) in libraries.items()}
-    reach = attnkernels.Reach(found[0], found[1], tuple(attnkernels.KernelImport(*i[:5], served=bool(i[5])) for i in found[2]),
+    reach = attnkernels.Reach(found[0], found[1], tuple(attnkernels.KernelImport(*i[:5], served=bool(i[5]), given=i[6])
+                                                                  for i in found[2]),
                               found[3])
     verdict = attnkernels.verdict(reach, readers, attnkernels.DeviceFacts(*_device_model(res)),
                                   lambda p: facts.libraries.get(p, p), reads)

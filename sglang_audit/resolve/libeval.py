@@ -117,6 +117,17 @@ class LibraryEval:
             scope.vars[p.name] = Unknown(f"argument {p.name} of {func.qualname} (the caller's)")
         return Frame(module=func.module, scope=scope, func=func, depth=1)
 
+    def call_frame(self, func: Function, args: list[Any], kwargs: dict[str, Any]) -> Frame | None:
+        """A frame of ``func`` called with ``args``/``kwargs`` (the whole call, as SGLang's code
+        made it: a parameter it does not pass has its default), bound as Python binds them;
+        None when they do not bind (the call is then read with unknown arguments)."""
+        scope = Scope(parent=func.closure, local_names=function_locals(func.body))
+        try:
+            self.interp.bind_params(func, args, kwargs, scope)
+        except (PyRaise, Unmodelled, AnalysisBound):
+            return None
+        return Frame(module=func.module, scope=scope, func=func, depth=1)
+
     def run_prefix(self, stmt: ir.Node, frame: Frame) -> Stopped | None:
         """Run one statement before the guards if it only binds names (an assignment); a name it
         cannot bind on the device alone is unknown. None when it ran (or is not an
