@@ -15,6 +15,7 @@ from sglang_audit.evaluate.interpreter import Bounds, Interpreter
 from sglang_audit.evaluate.values import Class, HFConfig, Instance
 from sglang_audit.frontend.parse import SourceCache
 from sglang_audit.inputs.device import Environment, parse_device
+from sglang_audit.resolve import pipeline
 from sglang_audit.resolve.attention import evaluate_attention
 from sglang_audit.resolve.pipeline import Request
 from sglang_audit.result import LayerValue
@@ -184,6 +185,30 @@ def test_real_an_absent_optional_package_is_stated_and_its_other_state_evaluated
     assert v.to_json()["forks"] == list(v.forks)
     with_it = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model="gpt-oss-120b", with_packages=["triton_kernels"]))
     assert with_it.settings["moe_runner_backend"].layer.forks == ()  # the user decided the state: no fork
+
+
+@pytest.mark.real_release
+def test_real_a_fork_builds_the_layer_stages_up_to_those_that_assumed_the_package(release, monkeypatch):
+    # the fork is read for the layer values that assumed the package only (moe_runner_backend:
+    # 0.5.15 Mxfp4MoEMethod's triton_kernels import), so it builds the stages up to the one
+    # giving them (the MoE stage, the first) and no later one; its outcome is a full one's
+    tree = release("0.5.15")
+    asked: list[Any] = []
+    real = pipeline._resolve_cached
+
+    def recording(target: Any, cache: Any, results: Any) -> Any:
+        asked.append(target)
+        return real(target, cache, results)
+
+    monkeypatch.setattr(pipeline, "_resolve_cached", recording)
+    res = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model="gpt-oss-120b"))
+    monkeypatch.undo()
+    assert [(t.layer_stages, "triton_kernels" in t.with_packages) for t in asked] == [(None, False), (("moe",), True)]
+    full = shared.resolve(Request(source=str(tree.package_dir), arch="sm90", model="gpt-oss-120b",
+                                  with_packages=["triton_kernels"])).settings["moe_runner_backend"].layer
+    assert (full.status, full.runner) == ("unknown", "triton_kernel")
+    assert res.settings["moe_runner_backend"].layer.forks == (
+        f"with triton_kernels installed (--with triton_kernels): unknown ({full.reason})",)
 
 
 def test_a_config_json_is_an_instance_of_a_union_member_through_a_subclass_model_type():

@@ -586,9 +586,12 @@ def with_package_forks(res: Resolution, target: Target, cache: SourceCache, resu
         return settle_absences(res, target)
     settings = dict(res.settings)
     for pkg, installed in forks.items():
+        assuming = [name for name, s in settings.items()
+                    if isinstance(s.layer, LayerValue) and any(a.startswith(f"{pkg}: ") for a in s.layer.assumptions)]
         other_target = dataclasses.replace(
             target, with_packages=target.with_packages | {pkg} if installed else target.with_packages,
-            without_packages=target.without_packages if installed else target.without_packages | {pkg})
+            without_packages=target.without_packages if installed else target.without_packages | {pkg},
+            layer_stages=_stages_giving(assuming) if target.layer_stages is None else target.layer_stages)
         other = _resolve_cached(other_target, cache, results)
         how = f"with {pkg} installed (--with {pkg})" if installed else f"without {pkg} (--without {pkg})"
         for name, s in settings.items():
@@ -599,6 +602,22 @@ def with_package_forks(res: Resolution, target: Target, cache: SourceCache, resu
             line = f"{how}: {_layer_outcome(theirs)}" + (" (the same outcome)" if _layer_outcome(theirs) == _layer_outcome(s.layer) else "")
             settings[name] = dataclasses.replace(s, layer=dataclasses.replace(s.layer, forks=(*s.layer.forks, line)))
     return settle_absences(dataclasses.replace(res, settings=settings), target)
+
+
+def _stages_giving(names: list[str]) -> tuple[str, ...] | None:
+    """The layer stages a fork builds to give the layer values of ``names``: up to the last
+    stage giving one of them (a stage runs on what the stages before it left, so those are
+    built too; the later ones change none of these values: ``explain.layer_stages_read``'s
+    argument). The fork reads only those values (``with_package_forks``); a later stage is
+    most of a resolution (0.5.23: the attention backends, the speculative worker, the
+    linear layers). None (every stage) when a name is no stage's setting."""
+    from sglang_audit.resolve.stages import LAYER_STAGES
+
+    order = list(LAYER_STAGES)
+    at = [next((i for i, given in enumerate(LAYER_STAGES.values()) if name in given), None) for name in names]
+    if not at or any(i is None for i in at):
+        return None
+    return tuple(order[: max(i for i in at if i is not None) + 1])
 
 
 def settle_absences(res: Resolution, target: Target) -> Resolution:
