@@ -136,6 +136,20 @@ def test_the_draft_model_worker_builds_one_runner_per_draft_layer_and_each_steps
     assert not any("no model runner built" in d for d in v.data_dependent)
 
 
+def test_a_model_worker_that_stops_before_building_its_runner_ends_the_run_unknown():
+    # the fixture's TpModelWorker branches on its model config (not evaluated) before its runner
+    # when enable_dp_attention is on: without the runner, what its __init__ publishes
+    # (use_mla_backend) is missing and ServerArgs' method of that name (truthy) would refuse the
+    # triton draft backend; the run is not followed instead of that wrong verdict
+    v = _worker(attention_backend="triton", speculative_algorithm="EAGLE", disable_overlap_schedule=True,
+                enable_dp_attention=True)
+    assert v is not None and (v.status, v.exception) == ("unknown", "")
+    path = "sglang/srt/managers/tp_worker.py"
+    assert v.reason.startswith("SGLang builds EAGLEWorker; ")
+    assert ("TpModelWorker.__init__() of the target model worker built no model runner (not followed past a branch "
+            f"on runtime state at {path}:{_line(path, 'if server_args.enable_dp_attention and')}") in v.reason
+
+
 def test_the_draft_runner_copies_its_mla_flag_onto_the_published_server_args():
     # ModelRunner.__init__ writes `global_server_args.use_mla_backend = self.use_mla_backend`,
     # shadowing ServerArgs' method (truthy as a bound method): DraftBackendFactory reads it

@@ -606,8 +606,8 @@ def _build_model_worker(interp: Interpreter, facts: SpeculativeFacts, att: Atten
     worker's own methods only those that construct a model runner run (its model config, the
     draft model's loading, tokenizer and random seed are not evaluated); it is followed only as
     far as known values decide it: a branch on runtime state, a step the evaluator cannot take
-    or a raise outside the speculative code ends it, what it set so far holds (listed when no
-    model runner was built by then)."""
+    or a raise outside the speculative code ends it, what it set so far holds; one that ends
+    before it built a model runner ends the speculative worker's run (``Unmodelled``)."""
     def known_only(value: Unknown, file: str, line: int, text: str) -> bool | None:
         raise Unmodelled(f"a branch on runtime state at {file}:{line} ({text})")
 
@@ -628,8 +628,12 @@ def _build_model_worker(interp: Interpreter, facts: SpeculativeFacts, att: Atten
     finally:
         state.building.remove(building)
     if stopped and not building.runners:
+        # without its runner the process state it would leave is not SGLang's (what the
+        # runner's __init__ copies onto the published server args: 0.5.5-0.5.14's
+        # use_mla_backend, whose absence leaves ServerArgs' method, truthy, for
+        # DraftBackendFactory to read): the run is not followed past this point
         role = "draft" if draft else "target"
-        state.skipped.append(f"{init.qualname}() of the {role} model worker: no model runner built, not followed past {stopped}")
+        raise Unmodelled(f"{init.qualname}() of the {role} model worker built no model runner (not followed past {stopped})")
 
 
 def _runner_builders(interp: Interpreter, cls: Class, att: AttentionFacts) -> frozenset[str]:
