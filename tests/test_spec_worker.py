@@ -90,9 +90,10 @@ def test_the_draft_workers_decode_backend_refuses_a_backend_by_sglangs_raise():
 
 
 def test_a_raise_whose_branch_reads_runtime_state_the_tool_does_not_know_is_no_verdict():
-    # the factory's backend name is read off a runner of the stood-in model worker's
-    # `model_runner_list` (runtime state): `if backend_type not in backend_map: raise` on it is
-    # not SGLang's verdict (0.5.23 MultiLayerEagleWorkerV2 was refused with "ValueError: <?>")
+    # the factory's backend name is read off a runner no constructor the tool evaluates builds
+    # (runtime state): `if backend_type not in backend_map: raise` on it is not SGLang's verdict
+    # (0.5.23 MultiLayerEagleWorkerV2 was refused with "ValueError: <?>" before its model
+    # worker's `model_runner_list` was built)
     v = _worker(attention_backend="triton", speculative_algorithm="EAGLE", disable_overlap_schedule=True,
                 enable_multi_layer_eagle=True)
     path = f"{SPEC}/draft_utils.py"
@@ -103,6 +104,50 @@ def test_a_raise_whose_branch_reads_runtime_state_the_tool_does_not_know_is_no_v
     # the same raise decided by known values stays the verdict
     bad = _worker(attention_backend="fa4", speculative_algorithm="EAGLE", disable_overlap_schedule=True)
     assert bad is not None and bad.status == "unsupported"
+
+
+def test_the_draft_model_worker_builds_one_runner_per_draft_layer_and_each_steps_backend_is_followed():
+    # 0.5.23 shape: the multi-layer EAGLE draft's model worker is built by its own __init__ (the
+    # runners stood in), so `model_runner_list` holds one runner per draft step
+    # (`range(1, speculative_num_steps)` after the first) and DraftBackendFactory runs on each
+    v = _worker(attention_backend="triton", speculative_algorithm="EAGLE", enable_multi_layer_eagle=True)
+    assert v is not None and (v.status, v.value) == ("resolved", "MultiLayerEagleWorkerV2")
+    utils = f"{SPEC}/draft_utils.py"
+    site = _line(utils, "return TritonAttnBackend(self.draft_model_runner)")
+    assert [(s.value, s.file, s.line) for s in v.chain if s.kind == "backend"] == [("TritonAttnBackend", utils, site)] * 3
+    two = _worker(attention_backend="triton", speculative_algorithm="EAGLE", enable_multi_layer_eagle=True,
+                  speculative_num_steps=2)
+    assert two is not None and [s.value for s in two.chain if s.kind == "backend"] == ["TritonAttnBackend"] * 2
+    # the backend classes the steps build go to the kernel level (backends_built)
+    fa3 = _worker(attention_backend="triton", speculative_algorithm="EAGLE", enable_multi_layer_eagle=True,
+                  speculative_draft_attention_backend="fa3")
+    assert fa3 is not None and fa3.status == "resolved"
+    assert fa3.backends_built == (("sglang.srt.layers.attention.flashattention_backend", "FlashAttentionBackend",
+                                   f"{utils}:{_line(utils, 'return FlashAttentionBackend(self.draft_model_runner)')}",
+                                   (("", "?"),)),)
+    # the factory's refusal, decided by known values now, is SGLang's verdict
+    bad = _worker(attention_backend="triton", speculative_algorithm="EAGLE", enable_multi_layer_eagle=True,
+                  speculative_draft_attention_backend="fa4")
+    assert bad is not None and bad.status == "unsupported"
+    assert bad.value == "ValueError: EAGLE is not supported in attention backend fa4"
+    assert bad.site == f"{utils}:{_line(utils, 'raise ValueError(error_template')}"
+    # the model worker's __init__ past its runners (a branch on its model config, not evaluated)
+    # leaves nothing to list: it built its runners
+    assert not any("no model runner built" in d for d in v.data_dependent)
+
+
+def test_a_model_worker_that_stops_before_building_its_runner_ends_the_run_unknown():
+    # the fixture's TpModelWorker branches on its model config (not evaluated) before its runner
+    # when enable_dp_attention is on: without the runner, what its __init__ publishes
+    # (use_mla_backend) is missing and ServerArgs' method of that name (truthy) would refuse the
+    # triton draft backend; the run is not followed instead of that wrong verdict
+    v = _worker(attention_backend="triton", speculative_algorithm="EAGLE", disable_overlap_schedule=True,
+                enable_dp_attention=True)
+    assert v is not None and (v.status, v.exception) == ("unknown", "")
+    path = "sglang/srt/managers/tp_worker.py"
+    assert v.reason.startswith("SGLang builds EAGLEWorker; ")
+    assert ("TpModelWorker.__init__() of the target model worker built no model runner (not followed past a branch "
+            f"on runtime state at {path}:{_line(path, 'if server_args.enable_dp_attention and')}") in v.reason
 
 
 def test_the_draft_runner_copies_its_mla_flag_onto_the_published_server_args():
@@ -423,3 +468,48 @@ def test_real_0_5_23_the_drafts_fa3_backends_go_to_the_kernel_level_and_sgl_kern
     att = res.settings["attention_backend"]
     assert (att.status, att.layer.value) == ("resolved", "FlashInferAttnBackend")
     assert att.kernel is None or att.kernel.status != "unsupported"
+
+
+@pytest.mark.real_release
+def test_real_0_5_23_multi_layer_eagle_drafts_fa3_backends_per_layer_reach_the_kernel_level(release):
+    # read first (sglang#19125, Step-3.5-Flash multi-layer EAGLE on B200: the draft-extend ran
+    # FA3's Hopper kernel): 0.5.23 spec_info.py:354-359 returns MultiLayerEagleWorkerV2 for EAGLE
+    # with enable_multi_layer_eagle; its MultiLayerEagleDraftWorker builds
+    # `TpModelWorker(..., is_draft_worker=True, is_multi_layer_eagle=True)`
+    # (multi_layer_eagle_worker_v2.py:178-183), whose __init__ builds `self._model_runner =
+    # ModelRunner(...)` (tp_worker.py:487) and, in _init_multi_layer_eagle_model_runners, one more
+    # per step `for i in range(1, get_spec().speculative_num_steps)` (tp_worker.py:506-508);
+    # `self.draft_runner_list = self.draft_worker.model_runner_list` (:189). After the constructor,
+    # BaseSpecWorker.init_attention_backends (base_spec_worker.py:110) -> init_attention_backend
+    # builds `DraftBackendFactory(self.draft_runner_list[step], ...)` per step (:396) and its
+    # create_draft_extend_backend (:403): the runner's draft_attention_backend (model_runner.py:379,
+    # the flag) is fa3 -> `FlashAttentionBackend(self.draft_model_runner, skip_prefill=False,
+    # fa_impl_ver=3)` (draft_utils.py:493), whose kernel sglang-kernel 0.4.10 refuses on SM100
+    # (flash_attn.py:306). Before the model worker's runners were built, the factory's raise at
+    # draft_utils.py:64 read an unknown runner: the worker was unknown.
+    import dataclasses
+
+    from sglang_audit.resolve.pipeline import prepare, resolve_target, with_kernels
+
+    tree = release("0.5.23")
+    cache = shared.cache_for(str(tree.package_dir))
+    prep = prepare(Request(source=str(tree.package_dir), arch="sm100", model="qwen3-30b-a3b",
+                           sets=["speculative_algorithm=EAGLE", "enable_multi_layer_eagle=true",
+                                 "speculative_draft_attention_backend=fa3"]), cache)
+    target = dataclasses.replace(prep.target, layer_stages=("attention", "spec_worker"))
+    res = with_kernels(resolve_target(target, cache, None, forks=False), target, cache, None)
+    s = res.settings["speculative_algorithm"]
+    assert (s.layer.status, s.layer.value) == ("resolved", "MultiLayerEagleWorkerV2")
+    steps = [(st.kind, st.value, f"{st.file}:{st.line}") for st in s.layer.chain]
+    assert steps[0] == ("dispatch", "MultiLayerEagleWorkerV2", "sglang/srt/speculative/spec_info.py:359")
+    # one draft-extend backend per draft layer's runner: speculative_num_steps of them, 3 as
+    # _auto_choose_speculative_params picks for Qwen3MoeForCausalLM (speculative_hook.py:1461)
+    fa3 = ("backend", "FlashAttentionBackend", "sglang/srt/speculative/draft_utils.py:493")
+    assert steps.count(fa3) == 3
+    assert s.layer.backends_built == (("sglang.srt.layers.attention.flashattention_backend", "FlashAttentionBackend",
+                                       "sglang/srt/speculative/draft_utils.py:493",
+                                       (("", "?"), ("skip_prefill", "False"), ("fa_impl_ver", "3"))),)
+    k = s.kernel
+    assert (s.status, k.status, k.library, k.version) == ("unsupported", "unsupported", "sgl-kernel", "0.4.10")
+    assert k.call_site == "sglang/srt/layers/attention/flashattention_backend.py:282"
+    assert k.reason.endswith("at sgl_kernel/flash_attn.py:306")

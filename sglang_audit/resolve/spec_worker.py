@@ -14,8 +14,10 @@ line; the worker methods the scheduler calls next (``rules/speculative.toml`` ``
 overlap/spec-v2 constraints, the draft worker's multi-step attention backends built by
 ``DraftBackendFactory``, ...). The model worker it builds
 for the draft (``TpModelWorker``: it loads the draft model, whose layers the earlier stages
-evaluated) is stood in: the model runner it would assign is the attention stage's stand-in
-runner for the draft, its other attributes unknown runtime state. An explicit raise/assert in
+evaluated) is stood in: its own ``__init__`` runs with SGLang's arguments as far as known values
+decide it, each ``ModelRunner(...)`` it makes (one per draft layer for a multi-layer EAGLE draft:
+``model_runner_list``) the attention stage's stand-in runner for the draft, its other methods
+and attributes unknown runtime state. An explicit raise/assert in
 the speculative, scheduler or attention code decided by known values is SGLang's verdict
 (``unsupported``, with its message and line); an assert decided by unknown runtime state is
 assumed to hold and listed; a constructor the evaluator cannot follow to its end leaves the
@@ -89,6 +91,16 @@ WHAT = "the speculative worker's construction"
 
 
 @dataclass
+class _Building:
+    """A stood-in model worker whose own ``__init__`` is being evaluated (``_build_model_worker``)."""
+
+    worker: Instance
+    draft: bool  # the role the tool stood it in for (SGLang's `is_draft_worker=` to the runner decides)
+    builders: frozenset[str]  # its class's methods that construct a model runner: the only ones evaluated
+    runners: int = 0  # model runners built so far
+
+
+@dataclass
 class _State:
     worker: Class | None = None  # the class the dispatch returned
     dispatch: ChainStep | None = None  # the `return` that chose it
@@ -99,6 +111,7 @@ class _State:
     evaluated: set[int] = field(default_factory=set)  # stood-in workers whose methods run (the scheduler's call on the target)
     skipped: list[str] = field(default_factory=list)  # their methods called, not evaluated
     backends: attention.BuildState = field(default_factory=attention.BuildState)  # attention backends built inside
+    building: list[_Building] = field(default_factory=list)  # the stood-in model workers whose __init__ runs, innermost last
 
 
 def evaluate_spec_worker(interp: Interpreter, server_args: Any, model_config: Any, draft_config: Any) -> dict[str, LayerValue]:
@@ -229,7 +242,7 @@ def _run_hooked(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFact
     if not isinstance(worker, Class):
         return attention.Outcome(STATUS_UNKNOWN, f"{sched.dispatch}() returned no class the tool can "
                                   f"construct ({worker!r})")
-    target = _model_worker(interp, facts, att, server_args, mc, False, state, None)
+    target = _model_worker(interp, facts, att, server_args, state, None, [], None)
     built = interp.call(worker, [], _worker_kwargs(worker, sched, server_args, target))
     if state.built is None:
         return attention.Outcome(STATUS_UNKNOWN, f"{sched.dispatch}() returned {worker.name}, which the tool did not construct")
@@ -465,15 +478,25 @@ def _hook(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, sta
             state.built = ChainStep(file, line, "", func.name, f"{func.name}(...)", STAGE, "worker")
             # attributes its (stood-in) model worker would have set read as unknown runtime state
             return interp.instantiate(_standin(func, "runtime state of the speculative worker"), args, kwargs)
+        if state.building:
+            # inside a stood-in model worker's own __init__ (_build_model_worker)
+            if kind is Class and _is_runner(func, att):
+                # SGLang's `ModelRunner(...)`: the attention stage's stand-in runner, with SGLang's arguments
+                return _runner(interp, att, state, server_args, mc, dc, func, args, kwargs)
+            building = next((b for b in state.building if args and args[0] is b.worker), None)
+            if kind is Function and building is not None:
+                if func.name in building.builders or func.name == "__init__" or _is_getter(func, building.worker):
+                    return NOT_HOOKED
+                # what builds no model runner (its model config, tokenizer, random seed) is not
+                # evaluated: unknown if read (the draft model's config is the earlier stages')
+                return Unknown(f"{func.qualname}() of the stood-in model worker (not evaluated)", f"spec:worker:{func.name}")
         if kind is Class and _is_model_worker(func, wf):
-            draft = kwargs.get("is_draft_worker") is True
-            return _model_worker(interp, facts, att, server_args, dc if draft else mc, draft, state, func, kwargs)
+            return _model_worker(interp, facts, att, server_args, state, func, args, kwargs)
         if kind is Function and func.name == "__init__" and func.qualname == f"{wf.model_worker_class}.__init__" \
                 and func.module.name == wf.model_worker_module and args and isinstance(args[0], Instance):
             # super().__init__(..., is_draft_worker=True) of a worker that is a model worker
-            # (0.5.10's EAGLEWorker): the draft model runner it would build, stood in
-            draft = kwargs.get("is_draft_worker") is True
-            _fill_model_worker(interp, facts, att, server_args, dc if draft else mc, draft, state, func.module, args[0], kwargs)
+            # (0.5.10's EAGLEWorker): its own __init__, the model runners stood in
+            _build_model_worker(interp, facts, att, state, func, args[0], args[1:], kwargs, kwargs.get("is_draft_worker") is True)
             return None
         if kind is Function and args and id(args[0]) in state.standins and id(args[0]) not in state.evaluated \
                 and func.name != "__init__" and not _is_getter(func, args[0]):
@@ -529,12 +552,20 @@ def _standin(cls: Class, what: str) -> Class:
                  external_bases=())
 
 
-def _model_worker(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, cfg: Any, draft: bool, state: _State,
-                  cls: Class | None, kwargs: dict[str, Any] | None = None) -> Any:
-    """A stand-in model worker (``TpModelWorker``): its model runner the attention stage's
-    stand-in runner for ``cfg`` (with what the worker forwards to it of ``kwargs``, the
-    keyword arguments SGLang built it with), every other attribute unknown runtime state."""
+def _is_runner(cls: Class, att: AttentionFacts) -> bool:
+    """``cls`` is the release's model runner class (or a subclass)."""
+    return any(k.name == att.runner.class_ and k.module is not None and k.module.name == att.runner.module for k in cls.mro())
+
+
+def _model_worker(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, state: _State,
+                  cls: Class | None, args: list[Any], kwargs: dict[str, Any] | None) -> Any:
+    """A stand-in model worker (``TpModelWorker``) built by its own ``__init__`` with SGLang's
+    arguments (``_build_model_worker``); ``cls`` None: the target's, which the scheduler builds
+    (its call not read: the worker's required parameters by name as ``_worker_kwargs`` binds
+    them, the others their defaults). Every attribute its ``__init__`` does not set is unknown
+    runtime state."""
     wf = facts.worker
+    draft = kwargs is not None and kwargs.get("is_draft_worker") is True
     if cls is None:
         if interp.find_module_file(wf.model_worker_module) is None:
             return Unknown("the target's model worker (not modelled)", "spec:target_worker")
@@ -542,35 +573,116 @@ def _model_worker(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFa
         cls = interp.getattr(mod, wf.model_worker_class) if isinstance(mod, ModuleObj) else None
         if not isinstance(cls, Class):
             return Unknown("the target's model worker (not modelled)", "spec:target_worker")
+        kwargs = _required_kwargs(cls, facts.scheduler, server_args)
     worker = Instance(_standin(cls, "runtime state of the model worker"))
     state.standins[id(worker)] = "draft" if draft else "target"
-    _fill_model_worker(interp, facts, att, server_args, cfg, draft, state, cls.module, worker, kwargs)
+    found, init = cls.lookup("__init__")
+    if found and isinstance(init, Function):
+        _build_model_worker(interp, facts, att, state, init, worker, args, kwargs or {}, draft)
     return worker
 
 
-def _fill_model_worker(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, server_args: Instance, cfg: Any, draft: bool,
-                       state: _State, module: ModuleObj | None, worker: Instance, kwargs: dict[str, Any] | None) -> None:
-    """What the model worker's construction leaves that the speculative worker reads: the model
-    runner, at the attribute its ``__init__`` assigns ``ModelRunner(...)`` to, given what the
-    worker forwards to it of ``kwargs`` (SGLang's call; None: a worker the tool stands in
-    without one, the target's, whose arguments the scheduler passes are not read)."""
-    wf = facts.worker
-    found = _runner_construction(interp, wf, module)
-    if found is None:
-        return
-    attr, forwards = found
-    runner: Any = Unknown(f"the {'draft' if draft else 'target'} model runner (no model config)", f"spec:runner:{draft}")
-    if isinstance(cfg, Instance):
-        mod = interp.load_module(att.runner.module)
-        rcls = interp.getattr(mod, att.runner.class_) if isinstance(mod, ModuleObj) else None
-        if isinstance(rcls, Class):
-            given = {} if kwargs is None else {
-                arg: kwargs[param] if param in kwargs else default for arg, (param, default) in forwards.items()
-                if param in kwargs or default is not _NO_DEFAULT}
-            runner = attention.standin_runner(interp, att, rcls, server_args, cfg, draft, given, state.backends.built)
-            attention.stamp_runner(interp, att, runner)
-            _republish(rcls, runner, server_args, wf.published_getter)
-    worker.attrs[attr] = runner
+def _required_kwargs(cls: Class, sched: SpecScheduler, server_args: Instance) -> dict[str, Any]:
+    """The target model worker's parameters without a default, bound as ``_worker_kwargs`` binds
+    a speculative worker's (the scheduler's own call is not read)."""
+    found, init = cls.lookup("__init__")
+    if not found or not isinstance(init, Function):
+        return {}
+    out: dict[str, Any] = {}
+    for p in init.params[1:]:
+        if p.star in ("", "kwonly") and p.name not in init.defaults:
+            out[p.name] = server_args if p.name == "server_args" else sched.params[p.name] if p.name in sched.params \
+                else Unknown(f"the scheduler's {p.name} (not modelled)", f"sched-arg:{p.name}")
+    return out
+
+
+def _build_model_worker(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFacts, state: _State, init: Function,
+                        worker: Instance, args: list[Any], kwargs: dict[str, Any], draft: bool) -> None:
+    """The model worker's own ``__init__`` evaluated on the stand-in with SGLang's arguments, so
+    it holds its model runners as SGLang's code builds them: ``self._model_runner =
+    ModelRunner(...)``, and 0.5.10+'s ``self.model_runner_list`` (one runner per draft layer of
+    a multi-layer EAGLE draft, ``_init_multi_layer_eagle_model_runners``), each ``ModelRunner(...)``
+    the attention stage's stand-in runner built with the arguments SGLang passes it. Of the
+    worker's own methods only those that construct a model runner run (its model config, the
+    draft model's loading, tokenizer and random seed are not evaluated); it is followed only as
+    far as known values decide it: a branch on runtime state, a step the evaluator cannot take
+    or a raise outside the speculative code ends it, what it set so far holds; one that ends
+    before it built a model runner ends the speculative worker's run (``Unmodelled``)."""
+    def known_only(value: Unknown, file: str, line: int, text: str) -> bool | None:
+        raise Unmodelled(f"a branch on runtime state at {file}:{line} ({text})")
+
+    building = _Building(worker, draft, _runner_builders(interp, worker.cls, att))
+    state.building.append(building)
+    stopped = ""
+    try:
+        with interp.filtered_decisions(known_only):
+            interp.call_function(init, [worker, *args], kwargs)
+    except (Unmodelled, AnalysisBound) as exc:
+        stopped = stop_reason(exc)
+    except PyRaise as raised:
+        if raised.explicit and any(raised.file.startswith(p) for p in facts.worker.verdict_files) \
+                and not at_module_level(interp, raised.file, raised.line):
+            raise  # SGLang's refusal in the speculative or attention code (a stand-in runner's)
+        name, message = raise_message(interp, raised)
+        stopped = f"{raised.file}:{raised.line} ({name}: {message})"
+    finally:
+        state.building.remove(building)
+    if stopped and not building.runners:
+        # without its runner the process state it would leave is not SGLang's (what the
+        # runner's __init__ copies onto the published server args: 0.5.5-0.5.14's
+        # use_mla_backend, whose absence leaves ServerArgs' method, truthy, for
+        # DraftBackendFactory to read): the run is not followed past this point
+        role = "draft" if draft else "target"
+        raise Unmodelled(f"{init.qualname}() of the {role} model worker built no model runner (not followed past {stopped})")
+
+
+def _runner_builders(interp: Interpreter, cls: Class, att: AttentionFacts) -> frozenset[str]:
+    """The methods of ``cls``'s MRO whose body constructs the model runner class by name
+    (0.5.23 TpModelWorker: ``_init_model_runner``, ``_init_multi_layer_eagle_model_runners``),
+    read from the release, listed once per loaded body."""
+    names: set[str] = set()
+    for klass in cls.mro():
+        for name, method in klass.ns.items():
+            if not isinstance(method, Function) or not isinstance(method.body, list):
+                continue
+            key = ("constructs", id(method.body), att.runner.class_)
+            known = interp.cache.prepared.get(key)
+            if known is None or known[0] is not method.body:  # the body is kept: its id is not reused while listed
+                known = (method.body, any(isinstance(n, ir.Call) and isinstance(n.func, ir.Name) and n.func.id == att.runner.class_
+                                          for n in ir.walk(method.body, into_scopes=False)))
+                interp.cache.prepared[key] = known
+            if known[1]:
+                names.add(name)
+    return frozenset(names)
+
+
+# the runner's __init__ parameters the stand-in binds itself (the resolved server args, the
+# role's model config): what the model worker passes for them is not taken over
+_OWN_RUNNER_PARAMS = frozenset({"server_args", "model_config", "is_draft_worker"})
+
+
+def _runner(interp: Interpreter, att: AttentionFacts, state: _State, server_args: Instance, mc: Any, dc: Any, rcls: Class,
+            args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """SGLang's ``ModelRunner(...)`` in a stood-in model worker's ``__init__``: the attention
+    stage's stand-in runner for the draft (``is_draft_worker=True`` as SGLang passes it) or the
+    target, given the other arguments SGLang passes that are known (0.5.23:
+    ``draft_attention_backend=self.draft_attention_backend``, ``draft_model_idx=i``); what the
+    runner's ``__init__`` copies onto the published server args is applied (``_republish``)."""
+    building = state.building[-1]
+    found, init = rcls.lookup("__init__")
+    names = [p.name for p in init.params[1:] if p.star == ""] if found and isinstance(init, Function) else []
+    bound = {**dict(zip(names, args, strict=False)), **kwargs}  # extra positional: TypeError's, not here
+    flag = bound.get("is_draft_worker", building.draft)
+    draft = flag is True if isinstance(flag, bool) else building.draft
+    cfg = dc if draft else mc
+    building.runners += 1
+    if not isinstance(cfg, Instance):
+        return Unknown(f"the {'draft' if draft else 'target'} model runner (no model config)", f"spec:runner:{draft}")
+    given = {k: v for k, v in bound.items() if k not in _OWN_RUNNER_PARAMS and not isinstance(v, Unknown)}
+    runner = attention.standin_runner(interp, att, rcls, server_args, cfg, draft, given, state.backends.built)
+    attention.stamp_runner(interp, att, runner)
+    _republish(rcls, runner, server_args, factfiles.speculative().worker.published_getter)
+    return runner
 
 
 def _republish(rcls: Class, runner: Instance, server_args: Instance, getter: str) -> None:
@@ -594,49 +706,3 @@ def _republish(rcls: Class, runner: Instance, server_args: Instance, getter: str
                 and isinstance(value.value, ir.Name) and value.value.id == "self":
             server_args.attrs[str(target.attr)] = runner.attrs.get(str(value.attr), Unknown(
                 f"ModelRunner.{value.attr} (runtime state of the model runner is not modelled)", f"runner:{value.attr}"))
-
-
-_NO_DEFAULT = object()  # a worker parameter without a literal default
-
-
-def _runner_construction(interp: Interpreter, wf: SpecWorkerFacts, module: ModuleObj | None) -> tuple[str, dict[str, tuple[str, Any]]] | None:
-    """Read from the release: the attribute the model worker's class assigns its
-    ``ModelRunner(...)`` to (``self._model_runner = ModelRunner(`` in 0.5.10 and 0.5.23), and
-    the runner's keyword arguments that pass on one of the worker's own ``__init__``
-    parameters, by runner argument -> (worker parameter, its literal default or
-    ``_NO_DEFAULT``): through the ``self.x = p``
-    copy its ``__init__`` makes (0.5.23: ``TpModelWorker(draft_attention_backend=...)`` ->
-    ``self.draft_attention_backend = draft_attention_backend`` ->
-    ``ModelRunner(draft_attention_backend=self.draft_attention_backend)``)."""
-    if module is None:
-        return None
-    found = interp.find_module_file(module.name)
-    if found is None:
-        return None
-    tree = interp.cache.load(found[0])
-    runner_class = factfiles.attention().runner.class_
-    for node in tree.body:
-        if not (isinstance(node, ir.ClassDef) and node.name == wf.model_worker_class):
-            continue
-        init = next((f for f in node.body if isinstance(f, ir.FunctionDef) and f.name == "__init__"), None)
-        params = {p.name for p in init.params} if init is not None else set()
-        defaults = {p.name: p.default.value if isinstance(p.default, ir.Const) else _NO_DEFAULT
-                    for p in (init.params if init is not None else [])}
-        copies = {str(n.targets[0].attr): str(n.value.id) for n in ir.walk(init.body if init is not None else [])
-                  if isinstance(n, ir.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ir.Attribute)
-                  and isinstance(n.targets[0].value, ir.Name) and n.targets[0].value.id == "self"
-                  and isinstance(n.value, ir.Name) and n.value.id in params}
-        for n in ir.walk(node.body):
-            if isinstance(n, ir.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ir.Attribute) \
-                    and isinstance(n.targets[0].value, ir.Name) and n.targets[0].value.id == "self" \
-                    and isinstance(n.value, ir.Call) and isinstance(n.value.func, ir.Name) and n.value.func.id == runner_class:
-                forwards: dict[str, tuple[str, Any]] = {}
-                for kind, expr in n.value.args:
-                    if kind in ("", "*", "**"):
-                        continue
-                    if isinstance(expr, ir.Attribute) and isinstance(expr.value, ir.Name) and expr.value.id == "self" \
-                            and str(expr.attr) in copies:
-                        param = copies[str(expr.attr)]
-                        forwards[kind] = (param, defaults.get(param, _NO_DEFAULT))
-                return str(n.targets[0].attr), forwards
-    return None
