@@ -423,3 +423,23 @@ def test_an_import_no_module_of_its_cycle_defines_is_cpythons_import_error(tmp_p
     assert "cannot import name 'y' from partially initialized module 'pkg.m'" in repr(exc.attrs.get("args"))
     # CPython's line: the import, though the evaluator resolves the lazy binding at its use
     assert (Path(raised.value.file).name, raised.value.line) == (where, 1)
+
+
+def test_a_raise_no_line_of_the_analysed_code_made_has_no_site(tmp_path):
+    # the tool's own call with a missing argument (a stage calling a method whose signature
+    # another release changed) fails in no frame of the analysed code: its file/line would be
+    # whichever call ran last (sglang/srt/utils.py:1042 in a 0.4.10 golden), so it names none
+    from sglang_audit.evaluate.interpreter import PyRaise
+    from sglang_audit.resolve.stage_common import stopped
+
+    interp, mod = _interp(tmp_path, "def helper():\n    return 1\n\n\ndef apply(layer, topk_output):\n    return helper()\n\n\n"
+                                    "def caller():\n    helper()\n    return apply(1)\n")
+    interp.call(mod.globals["helper"], [], {})
+    with pytest.raises(PyRaise) as by_tool:
+        interp.call(mod.globals["apply"], [1], {})
+    assert by_tool.value.where == ""
+    assert stopped("TypeError", "no topk_output", by_tool.value, "x").endswith("at no line of SGLang's)")
+    # the same failure inside the analysed code names the call's line, as CPython's traceback does
+    with pytest.raises(PyRaise) as inside:
+        interp.call(mod.globals["caller"], [], {})
+    assert inside.value.where.endswith("m.py:11")

@@ -75,6 +75,13 @@ class PyRaise(Exception):
         self.sited = sited
         self.guards: tuple[Any, ...] = ()  # enclosing branch conditions (explicit raises)
 
+    @property
+    def where(self) -> str:
+        """``file:line`` of the raise as CPython's traceback names it; "" when no expression or
+        statement of the analysed code named one (a call the tool itself made failed: its
+        file/line are only whatever call ran last)."""
+        return f"{self.file}:{self.line}" if self.sited else ""
+
     def site(self, file: str, line: int) -> None:
         """The evaluator's raise failed at ``file:line``: kept unless a handler nearer the
         failing operation named its line first."""

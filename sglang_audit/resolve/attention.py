@@ -53,6 +53,7 @@ from sglang_audit.frontend.irtext import expr_text
 from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.resolve import kernelargs, kvpool, model_standin
 from sglang_audit.resolve.stage_common import (
+    TOOL_CALL,
     ImportWatch,
     at_module_level,
     guard_steps,
@@ -63,6 +64,7 @@ from sglang_audit.resolve.stage_common import (
     process_value,
     publish_server_args,
     raise_message,
+    stopped,
 )
 from sglang_audit.result import (
     STATUS_RESOLVED,
@@ -645,12 +647,12 @@ def _is_verdict(spec: factfiles.AttentionFacts, raised: PyRaise, extra: tuple[st
 def _raise_outcome(interp: Interpreter, spec: factfiles.AttentionFacts, raised: PyRaise, state: BuildState,
                    extra_verdict_files: tuple[str, ...] = ()) -> Outcome:
     name, message = raise_message(interp, raised)
-    site = f"{raised.file}:{raised.line}"
-    if at_module_level(interp, raised.file, raised.line):
+    site = raised.where
+    if site and at_module_level(interp, raised.file, raised.line):
         return Outcome("infeasible", f"{name}: {message}", site, raised.text, name)
-    if not _is_verdict(spec, raised, extra_verdict_files):
+    if not site or not _is_verdict(spec, raised, extra_verdict_files):
         why = "outside the attention code" if raised.explicit else "not an explicit raise in SGLang"
-        return Outcome(STATUS_UNKNOWN, f"evaluation stopped: {name}: {message} at {site} ({why})",
+        return Outcome(STATUS_UNKNOWN, stopped(name, message, raised, why),
                         chain=tuple(state.built), partial=tuple(state.partial))
     chain = (*state.built, *_guard_steps_any(raised.guards),
              ChainStep(raised.file, raised.line, "", f"{name}: {message}", raised.text, STAGE, "raise"))
@@ -699,7 +701,7 @@ def backend_hook(interp: Interpreter, spec: factfiles.AttentionFacts, state: Bui
                 if _is_verdict(spec, raised) and not at_module_level(interp, raised.file, raised.line):
                     raise
                 name, message = raise_message(interp, raised)
-                state.partial.append(f"{func.name}.__init__ not evaluated past {raised.file}:{raised.line} ({name}: {message})")
+                state.partial.append(f"{func.name}.__init__ not evaluated past {raised.where or TOOL_CALL} ({name}: {message})")
                 inst = Instance(func)
             except (Unmodelled, AnalysisBound) as exc:
                 state.partial.append(f"{func.name}.__init__ not evaluated to its end ({exc})")

@@ -39,7 +39,7 @@ from sglang_audit.evaluate.values import (
     Unknown,
 )
 from sglang_audit.frontend import ir
-from sglang_audit.resolve.stage_common import self_assignments
+from sglang_audit.resolve.stage_common import TOOL_CALL, self_assignments
 from sglang_audit.result import ChainStep
 
 STAGE = "attention"  # the chain steps' layer: the KV pool is read by the attention backends
@@ -91,7 +91,7 @@ def _derived(interp: Interpreter, runner: Instance, name: str) -> Any:
             # SGLang raises here before any backend is built (0.5.23 page_interleave.py on a draft
             # whose allocator, the target's, is not known): no verdict on the attention
             # backend; the attribute stays unknown on this path
-            return Unknown(f"ModelRunner.{name}: {func.qualname}() raised at {raised.file}:{raised.line}", f"runner:{name}")
+            return Unknown(f"ModelRunner.{name}: {func.qualname}() raised at {raised.where or TOOL_CALL}", f"runner:{name}")
     return runner.attrs.get(name, Unknown(f"ModelRunner.{name}: {func.qualname}() left it unset", f"runner:{name}"))
 
 
@@ -179,7 +179,7 @@ def _build(interp: Interpreter, mem: RunnerMemory, configurator: Instance, calle
         # a raise while the pool is built (0.5.23 page_interleave.py: a draft whose allocator,
         # the target's, is not known) is not taken as a verdict on the attention backend: the
         # pool stays unknown on this path, as it was before the pool was modelled
-        return Unknown(f"ModelRunner.{mem.pool_attr}: the KV pool's construction raised at {raised.file}:{raised.line}",
+        return Unknown(f"ModelRunner.{mem.pool_attr}: the KV pool's construction raised at {raised.where or TOOL_CALL}",
                        "runner:kvpool")
     finally:
         del interp.logs[logs:]  # the pool's allocation log is not the backend's evidence

@@ -70,6 +70,7 @@ from sglang_audit.resolve.layerstage import (
     raise_outcome,
 )
 from sglang_audit.resolve.stage_common import (
+    TOOL_CALL,
     guard_steps,
     module_nodes,
     publish_server_args,
@@ -330,7 +331,7 @@ def _runner_standin(interp: Interpreter, spec: LayersFacts, cls: Class, backend:
                     # the registry is filled by imports: a module this evaluation did not import
                     # may register it in a real process; SGLang's raise is not the verdict then
                     raise KernelReached(Outcome(
-                        STATUS_UNKNOWN, f"MoeRunner({value}) raised at {raised.file}:{raised.line}, but {elsewhere} registers a fused "
+                        STATUS_UNKNOWN, f"MoeRunner({value}) raised at {raised.where or TOOL_CALL}, but {elsewhere} registers a fused "
                         f"function for {value!r} and was not imported here: whether a worker has imported it is not known",
                         f"{file}:{line}")) from None
                 raise

@@ -52,6 +52,7 @@ from sglang_audit.resolve.stage_common import (
     process_object,
     process_value,
     raise_message,
+    stopped,
 )
 from sglang_audit.result import (
     STATUS_RESOLVED,
@@ -123,7 +124,9 @@ def raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], s
     branch on tensor data leaves its keys in ``state["data_keys"]`` (``TensorBranches`` makes
     the other side the default)."""
     name, message = raise_message(interp, raised)
-    site = f"{raised.file}:{raised.line}"
+    site = raised.where
+    if not site:  # the stage's own call failed: no SGLang line decided anything
+        return Outcome(STATUS_UNKNOWN, stopped(name, message, raised, ""), runner=state["runner"], method=state["method"])
     if at_module_level(interp, raised.file, raised.line):
         # an import that fails on this branch: the real import succeeded, so the branch is not taken
         return Outcome(STATUS_INFEASIBLE, f"{name}: {message}", site, raised.text, name)
@@ -142,8 +145,7 @@ def raise_outcome(interp: Interpreter, raised: PyRaise, state: dict[str, Any], s
         # a parameter SGLang never registered on the MoE layer (create_weights ran to its end)
         return Outcome(STATUS_UNSUPPORTED, f"{name}: {message}", site, raised.text, name, state["runner"], state["method"], chain)
     why = "outside the layer's own code" if raised.explicit else "not an explicit raise in SGLang"
-    return Outcome(STATUS_UNKNOWN, f"evaluation stopped: {name}: {message} at {site} ({why})",
-                   runner=state["runner"], method=state["method"])
+    return Outcome(STATUS_UNKNOWN, stopped(name, message, raised, why), runner=state["runner"], method=state["method"])
 
 
 # ---- the paths ----------------------------------------------------------------------------------

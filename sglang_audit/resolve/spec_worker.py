@@ -57,6 +57,7 @@ from sglang_audit.frontend import ir
 from sglang_audit.frontend.parse import ParseFailure
 from sglang_audit.resolve import attention
 from sglang_audit.resolve.stage_common import (
+    TOOL_CALL,
     ImportWatch,
     at_module_level,
     guard_steps,
@@ -64,6 +65,7 @@ from sglang_audit.resolve.stage_common import (
     process_object,
     publish_server_args,
     raise_message,
+    stopped,
 )
 from sglang_audit.result import (
     STATUS_RESOLVED,
@@ -388,7 +390,7 @@ def _target_then(interp: Interpreter, facts: SpeculativeFacts, att: AttentionFac
             raise
         name_, message = raise_message(interp, raised)
         state.skipped.append(f"{worker.cls.name}.{name}() of the target model worker: not followed past "
-                             f"{raised.file}:{raised.line} ({name_}: {message})")
+                             f"{raised.where or TOOL_CALL} ({name_}: {message})")
     finally:
         state.evaluated.discard(id(worker))
 
@@ -432,13 +434,13 @@ def _partial(state: _State, reason: str) -> attention.Outcome:
 
 def _raise_outcome(interp: Interpreter, facts: SpeculativeFacts, raised: PyRaise, state: _State) -> attention.Outcome:
     name, message = raise_message(interp, raised)
-    site = f"{raised.file}:{raised.line}"
-    if at_module_level(interp, raised.file, raised.line):
+    site = raised.where
+    if site and at_module_level(interp, raised.file, raised.line):
         return attention.Outcome("infeasible", f"{name}: {message}", site, raised.text, name)
-    verdict = raised.explicit and any(raised.file.startswith(p) for p in facts.worker.verdict_files)
+    verdict = bool(site) and raised.explicit and any(raised.file.startswith(p) for p in facts.worker.verdict_files)
     if not verdict:
         why = "outside the speculative and attention code" if raised.explicit else "not an explicit raise in SGLang"
-        return _partial(state, f"evaluation stopped: {name}: {message} at {site} ({why})")
+        return _partial(state, stopped(name, message, raised, why))
     own = [g for g in raised.guards if g.file == raised.file]
     if attention.on_unknowns(own, [(d.file, d.line) for d, _ in interp.taken], lambda f, n: attention.test_end(interp, f, n)):
         # the raise's own branch was decided by runtime state the tool does not know (0.5.23
@@ -624,7 +626,7 @@ def _build_model_worker(interp: Interpreter, facts: SpeculativeFacts, att: Atten
                 and not at_module_level(interp, raised.file, raised.line):
             raise  # SGLang's refusal in the speculative or attention code (a stand-in runner's)
         name, message = raise_message(interp, raised)
-        stopped = f"{raised.file}:{raised.line} ({name}: {message})"
+        stopped = f"{raised.where or TOOL_CALL} ({name}: {message})"
     finally:
         state.building.remove(building)
     if stopped and not building.runners:

@@ -82,6 +82,19 @@ def raise_message(interp: Interpreter, raised: PyRaise) -> tuple[str, str]:
     return name, message
 
 
+# where a raise no line of SGLang's made is said to come from (``PyRaise.where`` is empty)
+TOOL_CALL = "the tool's own call"
+
+
+def stopped(name: str, message: str, raised: PyRaise, why: str) -> str:
+    """The reason of an unknown a raise left (no verdict): the line CPython's traceback would
+    name, or, for a raise no line of SGLang's made (the stage's own call into it failed, e.g. a
+    signature another release changed), that it has none: a stale line would be false evidence."""
+    if raised.where:
+        return f"evaluation stopped: {name}: {message} at {raised.where} ({why})"
+    return f"evaluation stopped: {name}: {message} (raised by the tool's own call into SGLang's code, at no line of SGLang's)"
+
+
 def process_value(expr: Any, server_args: Any) -> Any:
     """A value a worker knows from its server args (rules/layers.toml): an int or bool
     literal, a server-args field, ``a/b`` (integer division of fields) or ``a==N`` (a field,
