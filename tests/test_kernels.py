@@ -327,8 +327,8 @@ def test_fp4_gemm_without_a_forward_call_has_no_flashinfer_verdict(cache):
     unknown = LayerValue("unknown", None, stage="linear", reason="no layer derived at config.json's shapes")
     stopped = replace(_fp4_forward("flashinfer_trtllm"), kernel_calls=(), library_calls=(), forward_stops=(
         "qkv_proj: RuntimeError: NVFP4 JIT kernels require compute capability >= 10.0 at sglang/jit_kernel/nvfp4.py:39",))
-    for linear, said in ((None, "not built (no value for the model's linear layers)"),
-                         (unknown, "not built (no layer derived at config.json's shapes)"),
+    for linear, said in ((None, "reached a mm_fp4 call (their value: none, not built)"),
+                         (unknown, "reached a mm_fp4 call (their value: no layer derived at config.json's shapes)"),
                          (stopped, "no branch of the linear layers' forward reached a mm_fp4 call (qkv_proj: RuntimeError")):
         res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", linear=linear), cache)
         k = res.settings["fp4_gemm_runner_backend"].kernel

@@ -265,9 +265,9 @@ def _layer_call_row(name: str, setting: Setting, res: Resolution,
             if _other_value(name, setting, spec):
                 continue  # another library's value: its own reason (rules/kernels.toml [[other]])
             why = (layer.reason or layer.value or layer.status) if isinstance(layer, LayerValue) else \
-                layer.reason if isinstance(layer, UnknownValue) else "no value for the model's linear layers"
-            return (f"the model's dense linear layers are not built ({why}): no forward of theirs reached "
-                    f"a {named} call, so there is no FlashInfer verdict to read")
+                layer.reason if isinstance(layer, UnknownValue) else "none, not built"
+            return (f"no forward of the model's dense linear layers reached a {named} call (their value: {why}): "
+                    "no FlashInfer verdict to read")
         given = {(path, site): dict(kw) for path, site, kw in layer.library_calls}
         calls = sorted((c for c in layer.kernel_calls if c[0].split(".")[0] in fact.libraries
                         and (not fact.functions or c[1] in fact.functions)), key=lambda c: bool(c[3]))
