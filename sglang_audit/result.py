@@ -104,6 +104,9 @@ class LayerValue:
     # batch, as (module, name, SGLang call site, the undecided branch it sits under or "");
     # the attention kernel level reads their guards as it reads the constructor's imports
     kernel_calls: tuple[tuple[str, str, str, str], ...] = ()
+    # linear (issue 42): why the built layers' forward reached no call when every run of it
+    # stopped (SGLang's raise with its site, or the evaluator's stop): () when some run ended
+    forward_stops: tuple[str, ...] = ()
     # speculative (issue 42): the attention backend classes the worker's construction built on
     # every explored branch (the draft's, DraftBackendFactory's), as (module, class, SGLang's
     # file:line, the arguments as SGLang passed them as in library_calls); read by the
@@ -151,7 +154,8 @@ class LayerValue:
             "data_dependent": list(self.data_dependent), "stage": self.stage, "forks": list(self.forks),
             "draft": self.draft.to_json() if isinstance(self.draft, LayerValue) else None,
         } | ({"tensors": list(self.tensors)} if self.tensors else {}) \
-          | ({"kernel_calls": [list(c) for c in self.kernel_calls]} if self.kernel_calls else {})
+          | ({"kernel_calls": [list(c) for c in self.kernel_calls]} if self.kernel_calls else {}) \
+          | ({"forward_stops": list(self.forward_stops)} if self.forward_stops else {})
 
 
 @dataclass(frozen=True)

@@ -242,10 +242,37 @@ def test_locate_flashinfer_without_pin_or_source_says_how():
 # ---- attached to a resolution: text, JSON, check ----------------------------------------
 
 
-def _resolution(arch: str, major: int, minor: int, fp4: Any, moe: Any = "triton", layer: Any = None) -> Resolution:
+MODELOPT = "sglang/srt/layers/quantization/modelopt_quant.py"
+LLAMA_NVFP4 = "llama-3.1-8b-nvfp4"  # a dense NVFP4 model (fixtures/models)
+
+
+def _fp4_forward(fp4: Any, condition: str = "") -> LayerValue:
+    """The linear stage's value of an NVFP4 checkpoint: ModelOptFp4LinearMethod built, its
+    forward quantizing the activation (FlashInfer's fp4_quantize, backend 'cuda') and then,
+    for a ``flashinfer_*`` runner, calling mm_fp4 with the backend SGLang derives from the
+    runner's name (0.5.23 fp4_utils.py get_flashinfer_backend: the prefix stripped,
+    cutedsl -> cute-dsl) at the fixture's call site; another runner calls sgl-kernel."""
+    quantize = ("flashinfer.fp4_quantize", "cuda", "sglang/srt/layers/quantization/fp4_utils.py:40")
+    if isinstance(fp4, str) and fp4.startswith("flashinfer_"):
+        backend = {"cutedsl": "cute-dsl"}.get(fp4.removeprefix("flashinfer_"), fp4.removeprefix("flashinfer_"))
+        gemm = ("flashinfer.mm_fp4", backend, f"{MODELOPT}:{line_of(MODELOPT, 'flashinfer_fp4_gemm(a, b', SGLANG_SIDE)}")
+    else:
+        gemm = ("sgl_kernel.cutlass_scaled_fp4_mm", "", "sglang/srt/layers/quantization/modelopt_quant.py:180")
+    calls = (quantize, gemm)
+    return LayerValue("resolved", "built: ModelOptFp4LinearMethod (qkv_proj)", "ModelOptFp4LinearMethod", stage="linear",
+                      kernel_calls=tuple((e.rpartition(".")[0], e.rpartition(".")[2], site, condition) for e, _, site in calls),
+                      library_calls=tuple((e, site, (("backend", repr(b)),) if b else ()) for e, b, site in calls))
+
+
+def _resolution(arch: str, major: int, minor: int, fp4: Any, moe: Any = "triton", layer: Any = None,
+                linear: Any = "forward") -> Resolution:
+    """``linear``: the quantization setting's layer value (by default the NVFP4 forward's
+    calls for ``fp4``, ``_fp4_forward``)."""
     settings = {
         "moe_runner_backend": Setting("moe_runner_backend", moe, moe, "resolved", layer=layer),
         "fp4_gemm_runner_backend": Setting("fp4_gemm_runner_backend", fp4, fp4, "resolved"),
+        "quantization": Setting("quantization", "modelopt_fp4", "modelopt_fp4", "resolved",
+                                layer=_fp4_forward(fp4) if linear == "forward" else linear),
     }
     return Resolution(
         source={"version": "0.0.0", "flashinfer": "9.9.9", "origin": "x"}, structure="E?",
@@ -281,6 +308,43 @@ def test_attach_text_json_and_check(cache):
     result = check_resolution(res, ())
     assert result.exit_code("error") == 1
     assert any(r.id == "SGK101" for r in result.rules)
+
+
+@pytest.mark.parametrize(("fp4", "backend", "status"), [
+    ("flashinfer_trtllm", "trtllm", "unsupported"), ("flashinfer_wide", "wide", "supported"),
+    ("flashinfer_cutedsl", "cute-dsl", "unsupported")])
+def test_fp4_gemm_entry_and_backend_are_the_forwards_call(cache, fp4, backend, status):
+    # no row lists mm_fp4: the entry is the forward's GEMM call (not the activation's
+    # fp4_quantize made before it, whose backend is 'cuda'), the backend= the one it passed
+    res = _attach(_resolution("sm120", 12, 0, fp4), cache)
+    k = res.settings["fp4_gemm_runner_backend"].kernel
+    assert (k.status, k.function, k.backend) == (status, "flashinfer.mm_fp4", backend)
+    assert k.call_site == f"{MODELOPT}:{line_of(MODELOPT, 'flashinfer_fp4_gemm(a, b', SGLANG_SIDE)}"
+
+
+def test_fp4_gemm_without_a_forward_call_has_no_flashinfer_verdict(cache):
+    # the layers not built (no forward run), or built and calling no mm_fp4: no listed guess
+    unknown = LayerValue("unknown", None, stage="linear", reason="no layer derived at config.json's shapes")
+    stopped = replace(_fp4_forward("flashinfer_trtllm"), kernel_calls=(), library_calls=(), forward_stops=(
+        "qkv_proj: RuntimeError: NVFP4 JIT kernels require compute capability >= 10.0 at sglang/jit_kernel/nvfp4.py:39",))
+    for linear, said in ((None, "reached a mm_fp4 call (their value: none, not built)"),
+                         (unknown, "reached a mm_fp4 call (their value: no layer derived at config.json's shapes)"),
+                         (stopped, "no branch of the linear layers' forward reached a mm_fp4 call (qkv_proj: RuntimeError")):
+        res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", linear=linear), cache)
+        k = res.settings["fp4_gemm_runner_backend"].kernel
+        assert (k.status, k.function, k.library) == ("unknown", "", "flashinfer") and said in k.reason, k.reason
+        assert "no FlashInfer verdict" in k.reason and kernel_findings(res) == []
+        # a value calling another library keeps that library's reason
+        k = _attach(_resolution("sm120", 12, 0, "cutlass", linear=linear), cache).settings["fp4_gemm_runner_backend"].kernel
+        assert k.library.startswith("sgl-kernel") and "jit_kernel" in k.reason
+    # built, its forward calling another kernel (no mm_fp4) and ending: no FlashInfer question
+    other = replace(_fp4_forward("flashinfer_trtllm"), kernel_calls=(("sgl_kernel", "cutlass_scaled_fp4_mm", "x.py:1", ""),))
+    assert _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", linear=other), cache).settings[
+        "fp4_gemm_runner_backend"].kernel is None
+    # a call on some branches only informs (as the block-FP8 runner's)
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", linear=_fp4_forward("flashinfer_trtllm", "on 1 of 2 branches")), cache)
+    k = res.settings["fp4_gemm_runner_backend"].kernel
+    assert k.status == "unknown" and k.reason.startswith("flashinfer.mm_fp4 is called on 1 of 2 branches only")
 
 
 def test_attach_sm100_supported_gives_no_finding(cache):
@@ -499,21 +563,22 @@ def test_shipped_mapping_is_well_formed():
     for r in spec.kernel:
         assert r.entry.startswith("flashinfer.") and r.model in ("target", "draft")
         assert r.values and r.quantization and r.callers and r.source
-    assert {r.setting for r in spec.kernel} >= {"fp4_gemm_runner_backend", "moe_runner_backend", "speculative_moe_runner_backend"}
-    # the block-FP8 runner's entry is the call the linear stage's forward makes, not a row
-    assert "fp8_gemm_runner_backend" not in {r.setting for r in spec.kernel}
-    assert [(c.setting, c.layer, c.libraries, c.quant_config_key) for c in spec.layer_call] == [
-        ("fp8_gemm_runner_backend", "quantization", ("flashinfer",), "weight_block_size")]
+    assert {r.setting for r in spec.kernel} >= {"moe_runner_backend", "speculative_moe_runner_backend"}
+    # the dense GEMM runners' entries are the calls the linear stage's forward makes, not rows
+    assert not {"fp8_gemm_runner_backend", "fp4_gemm_runner_backend"} & {r.setting for r in spec.kernel}
+    assert sorted((c.setting, c.layer, c.libraries, c.functions, c.quant_config_key) for c in spec.layer_call) == [
+        ("fp4_gemm_runner_backend", "quantization", ("flashinfer",), ("mm_fp4",), ""),
+        ("fp8_gemm_runner_backend", "quantization", ("flashinfer",), (), "weight_block_size")]
 
 
 # ---- real releases ------------------------------------------------------------------------
 
 
-def _real(release: Any, version: str, arch: str, sets: list[str]) -> Resolution:
+def _real(release: Any, version: str, arch: str, sets: list[str], model: str = "qwen3.5-397b-a17b-nvfp4") -> Resolution:
     from sglang_audit.resolve.pipeline import Request
 
     tree = release(version)
-    return shared.resolve(Request(source=str(tree.package_dir), arch=arch, model="qwen3.5-397b-a17b-nvfp4", sets=sets))
+    return shared.resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=sets))
 
 
 def _flashinfer_line(res: Resolution, rel: str, line: int) -> str:
@@ -524,10 +589,15 @@ def _flashinfer_line(res: Resolution, rel: str, line: int) -> str:
 @pytest.mark.real_release
 @pytest.mark.parametrize(("version", "pin"), [("0.5.10", "0.6.7.post2"), ("0.5.23", "0.7.2")])
 def test_real_fp4_trtllm_sm120_unsupported_sm100_supported(release, version, pin):
-    res = _real(release, version, "sm120", ["fp4_gemm_runner_backend=flashinfer_trtllm"])
+    # the entry and backend= are the call the NVFP4 linear layers' forward makes (a dense
+    # model: the linear stage builds its layers), not a listed row
+    res = _real(release, version, "sm120", ["fp4_gemm_runner_backend=flashinfer_trtllm"], LLAMA_NVFP4)
     assert res.kernel_source["version"] == pin
     k = res.settings["fp4_gemm_runner_backend"].kernel
     assert k.status == "unsupported" and k.function == "flashinfer.mm_fp4" and k.backend == "trtllm"
+    # cited at SGLang's call in its fp4_gemm custom op, not at the import
+    file, line = k.call_site.rsplit(":", 1)
+    assert file == MODELOPT and "flashinfer_fp4_gemm(" in (Path(release(version).package_dir).parent / file).read_text().splitlines()[int(line) - 1]
     # the setting's status comes from every level: the kernel's refusal makes it unsupported
     assert res.settings["fp4_gemm_runner_backend"].status == "unsupported"
     layer = k.layers[0]
@@ -537,7 +607,7 @@ def test_real_fp4_trtllm_sm120_unsupported_sm100_supported(release, version, pin
     assert "def _trtllm_gemm_fp4_requirement" in _flashinfer_line(res, layer.file, layer.line + 1)
     assert "SM120 not in _trtllm_gemm_fp4_requirement" in k.reason
     assert any(f.rule_id == "SGK101" and f.setting == "fp4_gemm_runner_backend" for f in kernel_findings(res))
-    res100 = _real(release, version, "sm100", ["fp4_gemm_runner_backend=flashinfer_trtllm"])
+    res100 = _real(release, version, "sm100", ["fp4_gemm_runner_backend=flashinfer_trtllm"], LLAMA_NVFP4)
     assert res100.settings["fp4_gemm_runner_backend"].kernel.status == "supported"
 
 

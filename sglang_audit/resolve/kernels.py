@@ -260,10 +260,22 @@ def _layer_call_row(name: str, setting: Setting, res: Resolution,
             continue
         holder = res.settings.get(fact.layer)
         layer = holder.layer if holder is not None else None
+        named = ", ".join(fact.functions) or f"{'/'.join(fact.libraries)} function"
         if not isinstance(layer, LayerValue) or layer.status != STATUS_RESOLVED:
-            continue
+            if _other_value(name, setting, spec):
+                continue  # another library's value: its own reason (rules/kernels.toml [[other]])
+            why = (layer.reason or layer.value or layer.status) if isinstance(layer, LayerValue) else \
+                layer.reason if isinstance(layer, UnknownValue) else "none, not built"
+            return (f"no forward of the model's dense linear layers reached a {named} call (their value: {why}): "
+                    "no FlashInfer verdict to read")
         given = {(path, site): dict(kw) for path, site, kw in layer.library_calls}
-        calls = sorted((c for c in layer.kernel_calls if c[0].split(".")[0] in fact.libraries), key=lambda c: bool(c[3]))
+        calls = sorted((c for c in layer.kernel_calls if c[0].split(".")[0] in fact.libraries
+                        and (not fact.functions or c[1] in fact.functions)), key=lambda c: bool(c[3]))
+        if not calls and layer.forward_stops and not _other_value(name, setting, spec):
+            # no run of the forward ended: SGLang's code raised (or was not followed) before any
+            # kernel call; the library's declaration of a call never made is no verdict
+            return (f"no branch of the linear layers' forward reached a {named} call "
+                    f"({'; '.join(layer.forward_stops)}): no FlashInfer verdict to read")
         for module, function, site, condition in calls[:1]:
             if isinstance(has, str):
                 return has
@@ -275,6 +287,12 @@ def _layer_call_row(name: str, setting: Setting, res: Resolution,
                             source=f"{fact.source}; called at {site}", quant_config_key=fact.quant_config_key)
             return row, site, condition
     return None
+
+
+def _other_value(name: str, setting: Setting, spec: KernelsFacts) -> bool:
+    """Whether the setting's value is one rules/kernels.toml says calls another library."""
+    value = _value(setting)
+    return any(o.setting == name and value in o.values for o in spec.other)
 
 
 def _quant_config_has(res: Resolution, key: str) -> bool | str:

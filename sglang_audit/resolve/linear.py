@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -87,6 +88,7 @@ MAX_RECORD_PATHS = 16  # paths of the model's constructor explored until one rec
 MAX_LINEAR_PATHS = 64  # branches on unknowns explored while the layers are constructed
 MAX_PREPARE_PATHS = 16  # ... while one layer's weights are prepared (runtime kernel choices, mostly)
 MAX_FORWARD_PATHS = 16  # ... while one layer's forward runs (its kernel calls)
+MAX_FORWARD_STOPS = 3  # why no run of the forward ended, as many shown
 # the forwards' own CPU budget, inside the stage's (0.5.23 Qwen3-4B-FP8, four layers: ~2 s on
 # SM100 flashinfer_trtllm); a run cut by it counts as a branch that may call another kernel
 FORWARD_CPU_SECONDS = 4.0
@@ -226,8 +228,12 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
     fallback the evaluator can only follow into a raise is not seen: 0.5.23's
     flashinfer_deepgemm M >= 32 Triton fallback raises on unknown shapes, and its
     fp8_blockscale_gemm_sm90 call reads as unconditional). The
-    forward runs on the layer as constructed: SGLang chose the GEMM function in the quant method's constructor
-    (0.5.23 fp8.py ``dispatch_w8a8_block_fp8_linear``), the weight preparation rewrites tensors.
+    forward runs on the layer as constructed (SGLang may choose the GEMM function in the
+    constructor, 0.5.23 fp8.py ``dispatch_w8a8_block_fp8_linear``); when no run of it ends, on
+    the layer with its weights prepared (``process_weights_after_loading`` on the same run: the
+    forward reads what it sets, ModelOptFp4LinearMethod.apply's ``layer.input_scale_inv``), a
+    run whose preparation stops counting as one that may take another kernel. When no run of
+    any layer's forward ends, why not is ``forward_stops``.
     Best effort: a forward the evaluator cannot follow adds nothing and never changes the value."""
     lin = spec.linear
     if not lin.forward or not lin.kernel_libraries:
@@ -246,15 +252,22 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
             reached.setdefault((module, name, f"{file}:{line}"), given)
         return NOT_HOOKED
 
-    def run_once(rec: _Recorded, built: dict[Any, Any]) -> Outcome:
+    def run_once(rec: _Recorded, prepare: bool, built: dict[Any, Any]) -> Outcome:
         reached.clear()
-        outcome = _forward_once(interp, spec, server_args, model_config, rec)
+        # the calls of the forward only: the weight preparation's (shuffle_matrix_a) are not the GEMM
+        outcome = _forward_once(interp, spec, server_args, model_config, rec, reached.clear if prepare else None)
         if outcome.status != STATUS_UNSUPPORTED:  # a raise: no call, and no branch SGLang serves
             runs_calls.append(dict(reached))
+        if outcome.status == STATUS_RESOLVED:
+            finished.append(rec.name)
+        elif prepare:
+            stops.setdefault(f"{rec.name}: {outcome.value}")
         return outcome
 
     calls: dict[tuple[str, str, str], str] = {}
     given_of: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {}
+    finished: list[str] = []  # the layers of the runs that ended (a return)
+    stops: dict[str, None] = {}  # why the others did not, in order
     t0, s0, outer = time.process_time(), interp.steps, interp.deadline
 
     def spent() -> bool:
@@ -262,19 +275,33 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
         return (outer is not None and outer()) or interp.steps - s0 > FORWARD_STEPS \
             or time.process_time() - t0 > FORWARD_CPU_SECONDS
 
+    complete = True
     for rec in layers:
         if spent():
+            complete = False
             break  # what was read so far stands: each call's condition is over its own layer's runs
-        runs_calls.clear()
-        with interp.budget(spent), interp.hooked_calls(observe), interp.unwatched_imports():
-            logged = len(interp.logs)
-            explore_layer(interp, spec, functools.partial(run_once, rec), MAX_FORWARD_PATHS)
-            del interp.logs[logged:]
+        # first on the layer as constructed (SGLang may choose the GEMM in the constructor,
+        # 0.5.23 fp8.py:548; the preparation's branches on unknowns would only add runs); when
+        # no run of it ends (the forward reads what the preparation sets: NVFP4's
+        # layer.input_scale_inv), again with the weights prepared
+        for prepare in (False, True):
+            runs_calls.clear()
+            ended = len(finished)
+            with interp.budget(spent), interp.hooked_calls(observe), interp.unwatched_imports():
+                logged = len(interp.logs)
+                explore_layer(interp, spec, functools.partial(run_once, rec, prepare), MAX_FORWARD_PATHS)
+                del interp.logs[logged:]
+            if len(finished) > ended or spent():
+                break
         for key in dict.fromkeys(k for run in runs_calls for k in run):
             on = sum(1 for run in runs_calls if key in run)
             cond = "" if on == len(runs_calls) else f"on {on} of the {len(runs_calls)} explored branches of {rec.name}'s forward that do not raise"
             calls[key] = cond if calls.get(key, cond) else ""
             given_of.setdefault(key, next(run[key] for run in runs_calls if key in run))
+    if not finished and stops and complete:
+        # no run of any layer's forward ended: no kernel it may call is read (0.5.10 on SM90,
+        # SGLang's own NVFP4 activation quantizer raises first, jit_kernel/nvfp4.py:39)
+        value = replace(value, forward_stops=tuple(list(stops)[:MAX_FORWARD_STOPS]))
     if not calls:
         return value
     return replace(value, kernel_calls=tuple((m, n, site, cond) for (m, n, site), cond in calls.items()),
@@ -282,20 +309,30 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
 
 
 def _forward_once(interp: Interpreter, spec: LayersFacts, server_args: Any, model_config: Instance,
-                  rec: _Recorded) -> Outcome:
-    """One run of ``rec``'s quant method's forward on the layer constructed alone."""
+                  rec: _Recorded, forward_begins: Callable[[], None] | None) -> Outcome:
+    """One run of ``rec``'s quant method's forward on the layer constructed alone; with
+    ``forward_begins``, its weights prepared first, and that called when they are."""
     lin = spec.linear
     state = new_state()
     publish_server_args(interp, spec, server_args)
     restore = _logical_groups(interp, spec)
     try:
         with interp.hooked_calls(layer_hook(interp, spec, state, server_args)), interp.hooked_calls(_pure(interp, lin)):
-            qc = model_quant_config(interp, spec.moe, model_config) if rec.derived else None
+            qc = model_quant_config(interp, spec.moe, model_config, spec.model_registry) if rec.derived else None
             layer = _construct(interp, rec, qc)
             method = layer.attrs.get("quant_method")
             width = layer.attrs.get("input_size_per_partition")
             if not isinstance(method, Instance) or not method.cls.lookup(lin.forward)[0] or not _is_int(width):
                 return Outcome(STATUS_UNKNOWN, "no forward to run")
+            if forward_begins is not None and method.cls.lookup("process_weights_after_loading")[0]:
+                # SGLang serves a request with the weights prepared: the forward reads what the
+                # preparation sets (0.5.23 ModelOptFp4LinearMethod.apply: layer.input_scale_inv,
+                # layer.alpha). A preparation that raises or that the evaluator cannot follow is
+                # a run that may take another kernel (unknown)
+                state["method"], state["preparing"] = method.cls.name, True
+                interp.call(interp.getattr(method, "process_weights_after_loading"), [layer], {})
+                state["preparing"] = False
+                forward_begins()
             # (tokens, the layer's input width) in the dtype it was built with; the token count
             # is a forward's, unknown here (as the MoE stage's dispatch input, layers.py)
             tokens = Unknown("the token count of tensor x (not known before a forward)", "forward:x.tokens")
@@ -305,9 +342,15 @@ def _forward_once(interp: Interpreter, spec: LayersFacts, server_args: Any, mode
             return Outcome(STATUS_RESOLVED, "forward")
     except EVALUATION_ENDS as exc:
         end = ending(exc, strict_mode())
+        said = stop_text(interp, end.raised) if end.raised is not None else end.reason
         # a raise (SGLang's, or of a branch no value takes: a type test on an unknown) ends
         # the run; a run the evaluator cannot follow may have taken another kernel
-        return Outcome(STATUS_UNSUPPORTED if end.raised is not None else STATUS_UNKNOWN, end.reason)
+        if state.get("preparing"):
+            # the weights of this branch not prepared as SGLang would (a raise there, SGLang's
+            # or a kernel stand-in's, is the linear stage's value to report): the run may take
+            # another kernel, never one that serves no request
+            return Outcome(STATUS_UNKNOWN, f"weight preparation: {said}")
+        return Outcome(STATUS_UNSUPPORTED if end.raised is not None else STATUS_UNKNOWN, said)
     finally:
         restore()
 
@@ -437,7 +480,7 @@ def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, serv
         building.clear()
         built_with_layers.clear()
         try:
-            qc = model_quant_config(interp, spec.moe, model_config)
+            qc = model_quant_config(interp, spec.moe, model_config, spec.model_registry)
             hf = model_config.attrs.get("hf_config")
             interp.call(BoundMethod(init, Instance(standin)), [hf], {"quant_config": qc, "prefix": ""})
         except _LayerDone:
@@ -524,7 +567,7 @@ def _run_once(interp: Interpreter, role: Role, spec: LayersFacts, layers: list[_
     try:
         with interp.hooked_calls(layer_hook(interp, spec, state, role.server_args)), \
                 interp.hooked_calls(_pure(interp, lin)):
-            qc = model_quant_config(interp, spec.moe, role.model_config) if any(rec.derived for rec in layers) else None
+            qc = model_quant_config(interp, spec.moe, role.model_config, spec.model_registry) if any(rec.derived for rec in layers) else None
             made: list[tuple[str, Instance]] = []
             for rec in layers:
                 # SGLang constructs every layer of the model before it loads any weight
