@@ -347,6 +347,49 @@ def test_fp4_gemm_without_a_forward_call_has_no_flashinfer_verdict(cache):
     assert k.status == "unknown" and k.reason.startswith("flashinfer.mm_fp4 is called on 1 of 2 branches only")
 
 
+UNQUANT_AT = "sglang/srt/layers/quantization/modelopt_quant.py:1925"  # where the fixture's method was made
+
+
+def _unquantized(gaps: tuple[str, ...] = ()) -> LayerValue:
+    """The linear stage's value of a checkpoint whose every dense layer is ignored (Qwen3.5
+    NVFP4: routed experts only): the forward read on all the model builds, none calling mm_fp4."""
+    return LayerValue("unknown", None, stage="linear", reason="not evaluated at config.json's shapes",
+                      forward_scope="the 390 linear layers the model's constructor builds",
+                      layer_methods=(("UnquantizedLinearMethod", 390, UNQUANT_AT),), forward_gaps=gaps)
+
+
+def test_a_gemm_no_layer_of_the_model_calls_is_not_used_and_no_rule_about_it_holds(cache):
+    from sglang_audit.analyses.recommend import _matters
+    from sglang_audit.rules.knownbad import load_rules
+
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", linear=_unquantized()), cache)
+    s = res.settings["fp4_gemm_runner_backend"]
+    k = s.kernel
+    assert (s.effective, s.status, k.status, k.function) == ("flashinfer_trtllm", "resolved", "unknown", "flashinfer.mm_fp4")
+    assert s.unused == k.unused == (
+        "no dense linear layer of this model calls flashinfer.mm_fp4 (no forward of the 390 linear layers the model's "
+        f"constructor builds calls it: they take UnquantizedLinearMethod (390 of them, {UNQUANT_AT}))")
+    data = json.loads(json.dumps(res.to_json()))
+    assert data["settings"]["fp4_gemm_runner_backend"]["kernel"]["unused"] == s.unused
+    assert data["settings"]["quantization"]["layer"]["layer_methods"] == [["UnquantizedLinearMethod", 390, UNQUANT_AT]]
+    assert f"kernel  not used: {s.unused}" in render_resolution(res)
+    # SGA103 (the trtllm FP4 GEMM on SM12x) holds only where a layer calls the GEMM; SGK101 has no verdict
+    rules = [r for r in load_rules() if r.id == "SGA103"]
+    assert not check_resolution(res, rules).findings
+    assert _matters("fp4_gemm_runner_backend", res, Path("/nonexistent")) is False
+    # one construction or forward not followed to its end: unknown, saying which; the rule holds
+    gap = "model.layers.3.self_attn: ValueError: replica_size must be a positive integer at sglang/srt/layers/linear.py:72"
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", linear=_unquantized((gap,))), cache)
+    s = res.settings["fp4_gemm_runner_backend"]
+    assert not s.unused and s.kernel.status == "unknown" and f"not followed to its end: {gap}" in s.kernel.reason
+    assert [f.rule_id for f in check_resolution(res, rules).findings] == ["SGA103"]
+    assert "unused" not in json.loads(json.dumps(res.to_json()))["settings"]["fp4_gemm_runner_backend"]["kernel"]
+    # a layer calling a kernel library (sgl-kernel's cutlass FP4 GEMM) uses the setting
+    other = replace(_unquantized(), kernel_calls=(("sgl_kernel", "cutlass_scaled_fp4_mm", "x.py:1", ""),))
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", linear=other), cache)
+    assert not res.settings["fp4_gemm_runner_backend"].unused
+
+
 def test_attach_sm100_supported_gives_no_finding(cache):
     res = _attach(_resolution("sm100", 10, 0, "flashinfer_trtllm"), cache)
     assert res.settings["fp4_gemm_runner_backend"].kernel.status == "supported"

@@ -51,7 +51,7 @@ from sglang_audit.evaluate.values import (
     ModuleObj,
     Unknown,
 )
-from sglang_audit.factfiles import LayersFacts, LinearFacts, LinearLayer
+from sglang_audit.factfiles import LayerCall, LayersFacts, LinearFacts, LinearLayer
 from sglang_audit.resolve.draft import registry_class
 from sglang_audit.resolve.expected import missing_module
 from sglang_audit.resolve.layer_quant import model_quant_config
@@ -93,6 +93,12 @@ MAX_FORWARD_STOPS = 3  # why no run of the forward ended, as many shown
 # SM100 flashinfer_trtllm); a run cut by it counts as a branch that may call another kernel
 FORWARD_CPU_SECONDS = 4.0
 FORWARD_STEPS = 150_000  # as the attention stage's request-time calls
+# every linear layer the model builds constructed (_whole_model), on its own budget: 0.5.16
+# Qwen3.5-397B-A17B's 446 would take ~760,000 steps (~8 s; its shared experts' constructions
+# ~10,000 each), over a resolution's step bound with what precedes: cut at the step bound (the
+# same cut on every machine), the CPU time a backstop
+WHOLE_MODEL_STEPS = 200_000
+WHOLE_MODEL_CPU_SECONDS = 4.0
 NOT_FOLLOWED = "not followed: "
 # a run whose weight preparation the evaluator could not follow to its end (a kernel library's
 # outside object, ...): listed, never the verdict, while another run of the layer is followed
@@ -132,6 +138,10 @@ def evaluate_linear(interp: Interpreter, server_args: Any, model_config: Any, dr
     if target is not None and target.status == STATUS_RESOLVED and built:
         # last, on its own budget: the kernel calls never change a value, nor take the draft's time
         target = _with_forward(interp, server_args, model_config, spec, built, target)
+    if _asked_entries(model_config, target):
+        # a kernel runner setting's entry (rules/kernels.toml [[layer_call]]) no built layer
+        # called: whether any layer of the model calls it is read on all the model builds
+        target = _whole_model(interp, server_args, model_config, spec, target)
     if draft is None:
         return {SETTING: target} if target is not None else {}
     if target is None:
@@ -216,7 +226,7 @@ def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec
 
 
 def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance, spec: LayersFacts,
-                  layers: list[_Recorded], value: LayerValue) -> LayerValue:
+                  layers: list[_Recorded], value: LayerValue, unended: list[str] | None = None) -> LayerValue:
     """``value`` with the kernel-library calls the built layers' forward makes
     (``LayerValue.kernel_calls``; the string keywords SGLang passes each, ``backend="trtllm"``,
     in ``library_calls``): each layer is constructed alone and its quant method's forward
@@ -233,7 +243,8 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
     the layer with its weights prepared (``process_weights_after_loading`` on the same run: the
     forward reads what it sets, ModelOptFp4LinearMethod.apply's ``layer.input_scale_inv``), a
     run whose preparation stops counting as one that may take another kernel. When no run of
-    any layer's forward ends, why not is ``forward_stops``.
+    any layer's forward ends, why not is ``forward_stops``. ``unended`` receives why a layer's
+    forward was not followed to its end on any run (its name and the stops), or the budget.
     Best effort: a forward the evaluator cannot follow adds nothing and never changes the value."""
     lin = spec.linear
     if not lin.forward or not lin.kernel_libraries:
@@ -262,12 +273,16 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
             finished.append(rec.name)
         elif prepare:
             stops.setdefault(f"{rec.name}: {outcome.value}")
+        if outcome.status == STATUS_UNKNOWN:
+            # a run the evaluator could not follow: it may have called another kernel
+            not_followed.setdefault(f"{rec.name}: {outcome.value}")
         return outcome
 
     calls: dict[tuple[str, str, str], str] = {}
     given_of: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {}
     finished: list[str] = []  # the layers of the runs that ended (a return)
     stops: dict[str, None] = {}  # why the others did not, in order
+    not_followed: dict[str, None] = {}  # runs the evaluator could not follow to their end
     t0, s0, outer = time.process_time(), interp.steps, interp.deadline
 
     def spent() -> bool:
@@ -280,19 +295,31 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
         if spent():
             complete = False
             break  # what was read so far stands: each call's condition is over its own layer's runs
+        explored_all = True
         # first on the layer as constructed (SGLang may choose the GEMM in the constructor,
         # 0.5.23 fp8.py:548; the preparation's branches on unknowns would only add runs); when
         # no run of it ends (the forward reads what the preparation sets: NVFP4's
         # layer.input_scale_inv), again with the weights prepared
         for prepare in (False, True):
             runs_calls.clear()
+            not_followed.clear()  # the attempt kept is the last one
             ended = len(finished)
             with interp.budget(spent), interp.hooked_calls(observe), interp.unwatched_imports():
                 logged = len(interp.logs)
-                explore_layer(interp, spec, functools.partial(run_once, rec, prepare), MAX_FORWARD_PATHS)
+                explored_all = explore_layer(interp, spec, functools.partial(run_once, rec, prepare),
+                                             MAX_FORWARD_PATHS).complete
                 del interp.logs[logged:]
             if len(finished) > ended or spent():
                 break
+        if unended is not None and (rec.name not in finished or not explored_all or not_followed):
+            # no run of its forward ended, a run not followed, or branches beyond the bound: a
+            # call may be missed
+            why = list(dict.fromkeys(s for s in (*not_followed, *stops) if s.startswith(f"{rec.name}: ")))
+            unended.append("; ".join(why[:MAX_FORWARD_STOPS]) if why else
+                           f"{rec.name}: its forward beyond {MAX_FORWARD_PATHS} branches" if rec.name in finished
+                           else f"{rec.name}: no run of its forward ended")
+    if unended is not None and not complete:
+        unended.append(f"the forwards' budget ({FORWARD_STEPS:,} steps, {FORWARD_CPU_SECONDS:g} s) spent before every layer's ran")
         for key in dict.fromkeys(k for run in runs_calls for k in run):
             on = sum(1 for run in runs_calls if key in run)
             cond = "" if on == len(runs_calls) else f"on {on} of the {len(runs_calls)} explored branches of {rec.name}'s forward that do not raise"
@@ -306,6 +333,125 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
         return value
     return replace(value, kernel_calls=tuple((m, n, site, cond) for (m, n, site), cond in calls.items()),
                    library_calls=tuple((f"{m}.{n}", site, given_of[(m, n, site)]) for m, n, site in calls))
+
+
+def _asked_entries(model_config: Any, value: LayerValue | None) -> list[LayerCall]:
+    """The kernel runners' entries (rules/kernels.toml ``[[layer_call]]`` of this stage's
+    setting) the target's quantization may reach and the built layers' forward did not call."""
+    quant = model_config.attrs.get("quantization") if isinstance(model_config, Instance) else None
+    if not isinstance(quant, str) or (value is not None and value.status == STATUS_UNSUPPORTED):
+        return []  # SGLang refuses the layers: no forward is served
+    hf = model_config.attrs.get("hf_config")
+    qcfg = hf.attrs.get("quantization_config") if isinstance(hf, HFConfig) else None
+    facts = [f for f in factfiles.kernels().layer_call if f.layer == SETTING and quant in f.quantization
+             # a fact that holds only for checkpoints setting a key (block FP8: weight_block_size)
+             and (not f.quant_config_key or not isinstance(qcfg, dict) or qcfg.get(f.quant_config_key) is not None)]
+    return [f for f in facts if value is None or not value.calls_into(f.libraries, f.functions)]
+
+
+def _whole_model(interp: Interpreter, server_args: Any, model_config: Instance, spec: LayersFacts,
+                 value: LayerValue | None) -> LayerValue | None:
+    """``value`` with the forward read on every dense linear layer the target model's own
+    constructor builds (``LayerValue.forward_scope``), not only the ones its value speaks for:
+    the constructor is evaluated to its end, every ``LinearBase`` it constructs recorded under
+    its full prefix (``_record(whole=True)``); the layers are constructed (each constructor
+    runs the quant config's ``get_quant_method``: ``is_layer_skipped`` on the prefix), grouped
+    by class, linear method and partition sizes, and the forward of one of each group runs
+    (``_with_forward``): a layer's forward reads nothing of its prefix but what its method
+    holds. The linear methods taken, with where each was made, are ``layer_methods``; what was
+    not followed to its end (a construction, a layer's forward, the budget) is
+    ``forward_gaps``: with none, a kernel entry no forward called is one no layer of the model
+    calls (``LayerValue.calls_into``). The value's status and verdict never change."""
+    gaps: list[str] = []
+    stopped: list[str] = []
+    recorded = _record(interp, spec, model_config, server_args, stopped=stopped, whole=True)
+    layers = recorded if isinstance(recorded, list) else []
+    if isinstance(recorded, str):
+        gaps.append(recorded)
+    gaps += [f"{s} (its linear layers, if any, not built)" for s in stopped]
+    if gaps:
+        layers = []  # the answer is unknown already: no layer constructed for it
+    groups: dict[tuple[Any, ...], list[_Recorded]] = {}
+    made_at: dict[str, str] = {}  # a linear method class -> where it was instantiated
+    t0, s0, outer = time.process_time(), interp.steps, interp.deadline
+
+    def spent() -> bool:
+        return (outer is not None and outer()) or interp.steps - s0 > WHOLE_MODEL_STEPS \
+            or time.process_time() - t0 > WHOLE_MODEL_CPU_SECONDS
+
+    for rec in layers:
+        if spent():
+            gaps.append(f"the layers' construction beyond its budget ({WHOLE_MODEL_STEPS:,} steps, "
+                        f"{WHOLE_MODEL_CPU_SECONDS:g} s): {rec.name} and the layers after it not constructed")
+            break
+        # each layer on its own branches (SGLang builds them in one model; the branches of one
+        # layer's constructor on unknowns do not depend on another's)
+        with interp.budget(spent):
+            explored = explore_layer(interp, spec, functools.partial(_method_once, interp, spec, server_args, rec, made_at),
+                                     MAX_PREPARE_PATHS)
+        served = [o for o, _ in explored.outcomes if o.status != STATUS_UNSUPPORTED]  # a raise serves no request
+        methods = {o.value for o in served}
+        if not explored.complete or len(methods) != 1 or any(o.status != STATUS_RESOLVED for o in served):
+            raised = sorted({o.value for o, _ in explored.outcomes if o.status == STATUS_UNSUPPORTED})
+            said = "; ".join(sorted(methods)[:2]) or f"raises on every branch ({'; '.join(raised[:2])})"
+            gaps.append(f"{rec.name}'s construction: {said}" + ("" if explored.complete else f" (beyond {MAX_PREPARE_PATHS} branches)"))
+            continue
+        groups.setdefault((rec.cls.name, *served[0].runner.split("|")), []).append(rec)
+    scope = f"the {len(recorded)} linear layers the model's constructor builds" if isinstance(recorded, list) \
+        else "the linear layers the model's constructor builds"
+    base = value if value is not None else LayerValue(STATUS_UNKNOWN, None, stage="linear", reason=(
+        "the target model's dense linear layers are not evaluated (no layer derived at config.json's shapes: "
+        "rules/layers.toml [linear]); only their linear methods and forwards are read, on the model's own construction"))
+    if not layers or gaps:
+        shown = (*gaps[:MAX_FORWARD_STOPS], *((f"and {len(gaps) - MAX_FORWARD_STOPS} more",) if len(gaps) > MAX_FORWARD_STOPS else ()))
+        return replace(base, forward_scope=scope, forward_gaps=shown)
+    reps = [members[0] for members in groups.values()]
+    unended: list[str] = []
+    read = _with_forward(interp, server_args, model_config, spec, reps, replace(base, kernel_calls=(), library_calls=()),
+                         unended)
+    counts: dict[str, int] = {}
+    for (_, method, *_rest), members in groups.items():
+        counts[method] = counts.get(method, 0) + len(members)
+    calls = dict.fromkeys((*base.kernel_calls, *read.kernel_calls))
+    given = dict.fromkeys((*base.library_calls, *read.library_calls))
+    return replace(base, kernel_calls=tuple(calls), library_calls=tuple(given), forward_scope=scope,
+                   forward_gaps=tuple(unended),
+                   layer_methods=tuple((m, n, made_at.get(m, "")) for m, n in counts.items()))
+
+
+def _method_once(interp: Interpreter, spec: LayersFacts, server_args: Any, rec: _Recorded,
+                 made_at: dict[str, str], built: dict[Any, Any]) -> Outcome:
+    """One run constructing ``rec`` as the model constructed it: its linear method's class
+    (the value), with its partition sizes (``runner``: the group key); ``made_at`` gets where
+    each method was instantiated (the quant config's ``get_quant_method`` return)."""
+    state = new_state()
+    publish_server_args(interp, spec, server_args)
+    restore = _logical_groups(interp, spec)
+    sites: dict[str, str] = {}
+
+    def observe(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if func.__class__ is Class and func.name not in sites:
+            file, line = interp.call_site()
+            sites[func.name] = f"{file}:{line}"
+        return NOT_HOOKED
+
+    try:
+        with interp.hooked_calls(layer_hook(interp, spec, state, server_args)), interp.hooked_calls(_pure(interp, spec.linear)), \
+                interp.hooked_calls(observe):
+            layer = _construct(interp, rec, None)
+        method = layer.attrs.get("quant_method")
+        if not isinstance(method, Instance):
+            return Outcome(STATUS_UNKNOWN, f"the linear layer left no quant method ({method!r})")
+        made_at.setdefault(method.cls.name, sites.get(method.cls.name, ""))
+        sizes = (repr(layer.attrs.get("input_size_per_partition")), repr(layer.attrs.get("output_size_per_partition")))
+        return Outcome(STATUS_RESOLVED, method.cls.name, runner="|".join((method.cls.name, *sizes)))
+    except EVALUATION_ENDS as exc:
+        end = ending(exc, strict_mode())
+        if end.raised is not None:
+            return Outcome(STATUS_UNSUPPORTED, stop_text(interp, end.raised))
+        return Outcome(STATUS_UNKNOWN, end.reason)
+    finally:
+        restore()
 
 
 def _forward_once(interp: Interpreter, spec: LayersFacts, server_args: Any, model_config: Instance,
@@ -407,7 +553,7 @@ def _arg(expr: str, dims: dict[str, int]) -> Any:
 
 
 def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, server_args: Any,
-            draft: bool = False, stopped: list[str] | None = None) -> list[_Recorded] | str:
+            draft: bool = False, stopped: list[str] | None = None, whole: bool = False) -> list[_Recorded] | str:
     """The linear layers the model class's ``__init__`` constructs for its first decoder layer
     (prefix matching ``[linear] first_layer``), in order, with the arguments it passes; the
     evaluation stops when a second decoder layer begins (``next_layer``). Its own unknown
@@ -420,7 +566,9 @@ def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, serv
     being built around it) as one already built that constructed linear layers is the next
     decoder layer (DeepSeek's ``make_layers``, an MTP ``ModuleList``); a draft with one layer
     is evaluated to its end. ``stopped`` receives the model-package constructions that stopped
-    on the path that recorded (their linear layers, if any, are not built)."""
+    on the path that recorded (their linear layers, if any, are not built). ``whole``: every
+    linear layer the constructor builds, under its full prefix, the constructor evaluated to
+    its end (``_whole_model``)."""
     lin, reg = spec.linear, spec.model_registry
     first, following = re.compile(lin.first_layer), re.compile(lin.next_layer)
     state = new_state()
@@ -446,7 +594,7 @@ def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, serv
         ok, body_init = func.lookup("__init__")
         if func.is_subclass_of(linear_base) and isinstance(body_init, Function):
             prefix = bound_argument(body_init, args, kwargs, "prefix")
-            if draft:
+            if draft or whole:
                 name = prefix if isinstance(prefix, str) and prefix else func.name
                 recorded.append(_Recorded(name, func, tuple(args), tuple(kwargs.items())))
                 return Instance(unevaluated(func))
