@@ -373,6 +373,8 @@ def test_a_gemm_no_layer_of_the_model_calls_is_not_used_and_no_rule_about_it_hol
     assert data["settings"]["fp4_gemm_runner_backend"]["kernel"]["unused"] == s.unused
     assert data["settings"]["quantization"]["layer"]["layer_methods"] == [["UnquantizedLinearMethod", 390, UNQUANT_AT]]
     assert f"kernel  not used: {s.unused}" in render_resolution(res)
+    from sglang_audit.render.html import _kernel_view
+    assert {k: v for k, v in (_kernel_view(s) or {}).items() if k in ("status", "reason")} == {"status": "not used", "reason": s.unused}
     # SGA103 (the trtllm FP4 GEMM on SM12x) holds only where a layer calls the GEMM; SGK101 has no verdict
     rules = [r for r in load_rules() if r.id == "SGA103"]
     assert not check_resolution(res, rules).findings
@@ -643,6 +645,8 @@ def test_real_fp4_trtllm_sm120_unsupported_sm100_supported(release, version, pin
     assert file == MODELOPT and "flashinfer_fp4_gemm(" in (Path(release(version).package_dir).parent / file).read_text().splitlines()[int(line) - 1]
     # the setting's status comes from every level: the kernel's refusal makes it unsupported
     assert res.settings["fp4_gemm_runner_backend"].status == "unsupported"
+    # its layers call the GEMM: used, and the whole model is not read for it (issue 42)
+    assert not res.settings["fp4_gemm_runner_backend"].unused and not res.settings["quantization"].layer.forward_scope
     layer = k.layers[0]
     assert layer.file == GEMM and layer.function == "_trtllm_gemm_fp4_requirement"
     # the cited line is the decorator as written in the pinned version
@@ -652,6 +656,21 @@ def test_real_fp4_trtllm_sm120_unsupported_sm100_supported(release, version, pin
     assert any(f.rule_id == "SGK101" and f.setting == "fp4_gemm_runner_backend" for f in kernel_findings(res))
     res100 = _real(release, version, "sm100", ["fp4_gemm_runner_backend=flashinfer_trtllm"], LLAMA_NVFP4)
     assert res100.settings["fp4_gemm_runner_backend"].kernel.status == "supported"
+
+
+@pytest.mark.real_release
+def test_real_0523_seed_fp4_gemm_use_is_read_on_the_whole_model_and_names_what_stops_it(release):
+    """Qwen3.5-397B-A17B-NVFP4 quantizes only its routed experts (config.json's ignore keeps
+    attention, GDN and shared experts BF16): whether any layer calls mm_fp4 is read on the
+    model's own construction; on 0.5.23 three constructions are not followed to their end, so it
+    is not decided (never "not used" on a guess) and the kernel says which."""
+    res = _real(release, "0.5.23", "sm120", ["tp_size=8"])
+    s = res.settings["fp4_gemm_runner_backend"]
+    layer = res.settings["quantization"].layer
+    assert layer.stage == "linear" and layer.forward_scope.endswith("linear layers the model's constructor builds")
+    assert layer.forward_gaps[0].startswith("Qwen3_5GatedDeltaNet: analysis bound reached: call depth over 150 at "
+                                            "_resolve_linear_group (evaluation stopped at sglang/srt/layers/linear.py:")
+    assert not s.unused and s.kernel.status == "unknown" and "not followed to its end: Qwen3_5GatedDeltaNet" in s.kernel.reason
 
 
 @pytest.mark.real_release

@@ -18,7 +18,13 @@ decided by known values is SGLang's verdict on the ``quantization`` setting (e.g
 unknowns are explored and joined as the MoE stage joins them. Once the layers resolve, each
 quant method's forward runs on an abstract input and the kernel-library functions it calls are
 noted (``LayerValue.kernel_calls``, issue 42): the kernel level reads the FP8 GEMM runner's
-FlashInfer call from them (``kernels.py``, ``rules/kernels.toml [[layer_call]]``).
+FlashInfer call from them (``kernels.py``, ``rules/kernels.toml [[layer_call]]``). When a
+kernel runner's entry was called by none, the same forward is read on every linear layer the
+model's constructor builds (``_whole_model``): no call there is the derived fact "not used".
+
+Why this module is long: its three readings (the value's layers, their forward, the whole
+model's) share one recording of the model's constructor, one construction of a layer and one
+forward run; split, each would need the others' private helpers.
 """
 
 from __future__ import annotations
@@ -141,7 +147,7 @@ def evaluate_linear(interp: Interpreter, server_args: Any, model_config: Any, dr
     if _asked_entries(model_config, target):
         # a kernel runner setting's entry (rules/kernels.toml [[layer_call]]) no built layer
         # called: whether any layer of the model calls it is read on all the model builds
-        target = _whole_model(interp, server_args, model_config, spec, target)
+        target = _whole_model(interp, server_args, model_config, spec, target, draft_config)
     if draft is None:
         return {SETTING: target} if target is not None else {}
     if target is None:
@@ -350,7 +356,7 @@ def _asked_entries(model_config: Any, value: LayerValue | None) -> list[LayerCal
 
 
 def _whole_model(interp: Interpreter, server_args: Any, model_config: Instance, spec: LayersFacts,
-                 value: LayerValue | None) -> LayerValue | None:
+                 value: LayerValue | None, draft_config: Any = None) -> LayerValue:
     """``value`` with the forward read on every dense linear layer the target model's own
     constructor builds (``LayerValue.forward_scope``), not only the ones its value speaks for:
     the constructor is evaluated to its end, every ``LinearBase`` it constructs recorded under
@@ -364,6 +370,15 @@ def _whole_model(interp: Interpreter, server_args: Any, model_config: Instance, 
     calls (``LayerValue.calls_into``). The value's status and verdict never change."""
     gaps: list[str] = []
     stopped: list[str] = []
+    base = value if value is not None else LayerValue(STATUS_UNKNOWN, None, stage="linear", reason=(
+        "the target model's dense linear layers are not evaluated (no layer derived at config.json's shapes: "
+        "rules/layers.toml [linear]); only their linear methods and forwards are read, on the model's own construction"))
+    hf = model_config.attrs.get("hf_config")
+    if isinstance(draft_config, Instance) and draft_config.attrs.get("hf_config") is hf:
+        # the draft's ModelConfig holds the target's config object, rewritten for the draft
+        # (0.5.10 NEXTN: architectures -> Qwen3_5ForCausalLMMTP): the target's class is not known here
+        return replace(base, forward_scope="the linear layers the model's constructor builds", forward_gaps=(
+            f"not read: the draft's ModelConfig shares the target's config, its architectures now {architecture(model_config)!r}",))
     recorded = _record(interp, spec, model_config, server_args, stopped=stopped, whole=True)
     layers = recorded if isinstance(recorded, list) else []
     if isinstance(recorded, str):
@@ -399,9 +414,6 @@ def _whole_model(interp: Interpreter, server_args: Any, model_config: Instance, 
         groups.setdefault((rec.cls.name, *served[0].runner.split("|")), []).append(rec)
     scope = f"the {len(recorded)} linear layers the model's constructor builds" if isinstance(recorded, list) \
         else "the linear layers the model's constructor builds"
-    base = value if value is not None else LayerValue(STATUS_UNKNOWN, None, stage="linear", reason=(
-        "the target model's dense linear layers are not evaluated (no layer derived at config.json's shapes: "
-        "rules/layers.toml [linear]); only their linear methods and forwards are read, on the model's own construction"))
     if not layers or gaps:
         shown = (*gaps[:MAX_FORWARD_STOPS], *((f"and {len(gaps) - MAX_FORWARD_STOPS} more",) if len(gaps) > MAX_FORWARD_STOPS else ()))
         return replace(base, forward_scope=scope, forward_gaps=shown)
