@@ -36,6 +36,7 @@ from sglang_audit.resolve.kernelmemo import KernelMemo, Reads
 from sglang_audit.result import KERNEL_UNKNOWN as UNKNOWN
 from sglang_audit.result import (
     STATUS_RESOLVED,
+    STATUS_UNSUPPORTED,
     KernelVerdict,
     LayerValue,
     Resolution,
@@ -286,6 +287,8 @@ def _layer_call_row(name: str, setting: Setting, res: Resolution,
             entry = f"{fact.libraries[0]}.{fact.functions[0]}" if fact.functions else fact.libraries[0]
             return Unused(entry, f"no dense linear layer of this model calls {entry} ({never})")
         if not isinstance(layer, LayerValue) or layer.status != STATUS_RESOLVED:
+            if isinstance(layer, LayerValue) and layer.status == STATUS_UNSUPPORTED:
+                continue  # SGLang refuses the layers (their value says where): no call to read
             if _other_value(name, setting, spec):
                 continue  # another library's value: its own reason (rules/kernels.toml [[other]])
             why = (layer.reason or layer.value or layer.status) if isinstance(layer, LayerValue) else \

@@ -324,13 +324,13 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
             unended.append("; ".join(why[:MAX_FORWARD_STOPS]) if why else
                            f"{rec.name}: its forward beyond {MAX_FORWARD_PATHS} branches" if rec.name in finished
                            else f"{rec.name}: no run of its forward ended")
-    if unended is not None and not complete:
-        unended.append(f"the forwards' budget ({FORWARD_STEPS:,} steps, {FORWARD_CPU_SECONDS:g} s) spent before every layer's ran")
         for key in dict.fromkeys(k for run in runs_calls for k in run):
             on = sum(1 for run in runs_calls if key in run)
             cond = "" if on == len(runs_calls) else f"on {on} of the {len(runs_calls)} explored branches of {rec.name}'s forward that do not raise"
             calls[key] = cond if calls.get(key, cond) else ""
             given_of.setdefault(key, next(run[key] for run in runs_calls if key in run))
+    if unended is not None and not complete:
+        unended.append(f"the forwards' budget ({FORWARD_STEPS:,} steps, {FORWARD_CPU_SECONDS:g} s) spent before every layer's ran")
     if not finished and stops and complete:
         # no run of any layer's forward ended: no kernel it may call is read (0.5.10 on SM90,
         # SGLang's own NVFP4 activation quantizer raises first, jit_kernel/nvfp4.py:39)
