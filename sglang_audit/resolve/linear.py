@@ -144,7 +144,7 @@ def evaluate_linear(interp: Interpreter, server_args: Any, model_config: Any, dr
     if target is not None and target.status == STATUS_RESOLVED and built:
         # last, on its own budget: the kernel calls never change a value, nor take the draft's time
         target = _with_forward(interp, server_args, model_config, spec, built, target)
-    if _asked_entries(model_config, target):
+    if _asked_entries(model_config, target) and interp.find_module_file(spec.linear.module) is not None:
         # a kernel runner setting's entry (rules/kernels.toml [[layer_call]]) no built layer
         # called: whether any layer of the model calls it is read on all the model builds
         target = _whole_model(interp, server_args, model_config, spec, target, draft_config)
