@@ -494,6 +494,9 @@ class LayerCall:
     quantization: tuple[str, ...]  # the target's ModelConfig.quantization values
     source: str  # why the call is that setting's
     quant_config_key: str = ""  # as KernelRow's: the target checkpoint must set it
+    # the called functions that are the setting's (mm_fp4, not the activation's fp4_quantize
+    # the same forward calls first); empty: the forward's first call into `libraries`
+    functions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,17 @@ class LayerValue:
     # knew them (resolve/kernelargs.py), as (module.name, call site, ((keyword or "", encoded),
     # ...)); the kernel level runs the library's guards with them; not printed
     kernel_call_args: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
+    # linear (issue 42): why the built layers' forward reached no call when every run of it
+    # stopped (SGLang's raise with its site, or the evaluator's stop): () when some run ended
+    forward_stops: tuple[str, ...] = ()
+    # linear (issue 42): what the forward was read on when it was read on every dense linear
+    # layer the model's own constructor builds ("the 390 linear layers X.__init__ builds"; ""
+    # when only on the layers the value speaks for), the linear methods they took as (method
+    # class, layers, where it was instantiated), and what of that was not followed to its end
+    # (a construction, a layer's forward, the budget): see ``calls_into``
+    forward_scope: str = ""
+    layer_methods: tuple[tuple[str, int, str], ...] = ()
+    forward_gaps: tuple[str, ...] = ()
     # speculative (issue 42): the attention backend classes the worker's construction built on
     # every explored branch (the draft's, DraftBackendFactory's), as (module, class, SGLang's
     # file:line, the arguments as SGLang passed them as in library_calls); read by the
@@ -124,6 +135,19 @@ class LayerValue:
     def what(self) -> str:
         """What was built, as every output names it (the stage's construction)."""
         return built_what(self.stage)
+
+    def calls_into(self, libraries: tuple[str, ...], functions: tuple[str, ...] = ()) -> bool:
+        """Whether a forward read called one of ``functions`` (any, when empty) of ``libraries``."""
+        return any(m.split(".")[0] in libraries and (not functions or n in functions) for m, n, _s, _c in self.kernel_calls)
+
+    def never_calls(self, libraries: tuple[str, ...], functions: tuple[str, ...] = ()) -> str:
+        """The derived fact (issue 42): "" unless the forward was read on every dense linear
+        layer the model builds, each followed to its end, and none called one of ``functions``
+        of ``libraries``; then what decided it: the linear methods the layers took, and where."""
+        if not self.forward_scope or self.forward_gaps or self.calls_into(libraries, functions):
+            return ""
+        methods = ", ".join(f"{m} ({n} of them{f', {at}' if at else ''})" for m, n, at in self.layer_methods)
+        return f"no forward of {self.forward_scope} calls it: they take {methods}"
 
     @property
     def unsettled_absences(self) -> tuple[str, ...]:
@@ -161,7 +185,10 @@ class LayerValue:
             "data_dependent": list(self.data_dependent), "stage": self.stage, "forks": list(self.forks),
             "draft": self.draft.to_json() if isinstance(self.draft, LayerValue) else None,
         } | ({"tensors": list(self.tensors)} if self.tensors else {}) \
-          | ({"kernel_calls": [list(c) for c in self.kernel_calls]} if self.kernel_calls else {})
+          | ({"kernel_calls": [list(c) for c in self.kernel_calls]} if self.kernel_calls else {}) \
+          | ({"forward_stops": list(self.forward_stops)} if self.forward_stops else {}) \
+          | ({"forward_scope": self.forward_scope, "forward_gaps": list(self.forward_gaps),
+              "layer_methods": [list(m) for m in self.layer_methods]} if self.forward_scope else {})
 
 
 @dataclass(frozen=True)
@@ -220,12 +247,16 @@ class KernelVerdict:
     layers: tuple[KernelLayer, ...] = ()
     conditions: tuple[str, ...] = ()  # call-time conditions not evaluated (shapes, dtypes), as written
     call_site: str = ""  # the SGLang file:line that imports the entry
+    # issue 42: no layer of the model calls the entry (LayerValue.never_calls): why, with the
+    # evidence; the library's declaration is then no question (status unknown, never read)
+    unused: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "library": self.library, "version": self.version,
                 "function": self.function, "backend": self.backend, "reason": self.reason,
                 "layers": [layer.to_json() for layer in self.layers],
-                "conditions": list(self.conditions), "call_site": self.call_site}
+                "conditions": list(self.conditions), "call_site": self.call_site} \
+            | ({"unused": self.unused} if self.unused else {})
 
 
 @dataclass(frozen=True)
@@ -274,6 +305,13 @@ class Setting:
         verdict leaves the status: the kernel line says why (prebuilt cubins, call-time shapes)."""
         status = STATUS_UNSUPPORTED if verdict.status == KERNEL_UNSUPPORTED and self.status == STATUS_RESOLVED else self.status
         return replace(self, kernel=verdict, status=status)
+
+    @property
+    def unused(self) -> str:
+        """Why no layer of the model calls this setting's kernel (its value is still what
+        ServerArgs resolved): the derived fact every command reads (recommend drops the field,
+        a known-bad rule about it holds nowhere, the renderers say it); "" when some layer may."""
+        return self.kernel.unused if self.kernel is not None else ""
 
     @property
     def applied(self) -> tuple[ChainStep, ...]:

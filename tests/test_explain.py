@@ -225,7 +225,12 @@ def _stages_resolved(monkeypatch, log) -> None:
     monkeypatch.setattr(Resolver, "resolve", spied)
 
 
-@pytest.mark.parametrize(("field", "stages"), [("fp4_gemm_runner_backend", []), ("moe_runner_backend", ["moe", "moe_draft"])])
+# the FP4 GEMM's kernel is read off the linear stage's forward (rules/kernels.toml [[layer_call]]),
+# the last stage: every stage runs for its forced choices
+ALL_STAGES = ["moe", "moe_draft", "attention", "spec_worker", "linear"]
+
+
+@pytest.mark.parametrize(("field", "stages"), [("fp4_gemm_runner_backend", ALL_STAGES), ("moe_runner_backend", ["moe", "moe_draft"])])
 def test_forced_choices_build_only_the_layers_their_outcome_reads(fixture_req, monkeypatch, field, stages, process_log):
     _stages_resolved(monkeypatch, process_log)
     exp = explain(replace(fixture_req("sm120", "deepseek-r1-nvfp4"), use_cache=False), field)
@@ -242,12 +247,12 @@ def test_a_rule_reading_another_settings_layer_keeps_that_stage(tmp_path, monkey
     # (0.5.23 moe/utils.py _default_speculative_moe_runner_backend): built with it again
     assert ex.layer_stages_read("moe_runner_backend", frozenset()) == ("moe", "moe_draft")
     assert ex.layer_stages_read("moe_runner_backend", frozenset({"attention_backend"})) == ("moe", "moe_draft", "attention")
-    assert ex.layer_stages_read("fp4_gemm_runner_backend", frozenset({"moe_runner_backend"})) == ("moe",)
+    assert ex.layer_stages_read("fp4_gemm_runner_backend", frozenset({"moe_runner_backend"})) == tuple(ALL_STAGES)
     # a later stage runs on what the earlier ones left: it is never built without them
     assert ex.layer_stages_read("speculative_moe_runner_backend", frozenset()) == ("moe", "moe_draft")
     # the speculative worker builds the draft's attention backends with the same choice
     assert ex.layer_stages_read("attention_backend", frozenset()) == ("moe", "moe_draft", "attention", "spec_worker")
-    assert ex.layer_stages_read("fp4_gemm_runner_backend", frozenset({"attention_backend"})) == ("moe", "moe_draft", "attention")
+    assert ex.layer_stages_read("fp4_gemm_runner_backend", frozenset({"attention_backend"})) == tuple(ALL_STAGES)
     # the shipped rule files: only their `when` counts (examples name layer facts as inputs)
     rules = tmp_path / "known-bad"
     rules.mkdir()

@@ -242,10 +242,37 @@ def test_locate_flashinfer_without_pin_or_source_says_how():
 # ---- attached to a resolution: text, JSON, check ----------------------------------------
 
 
-def _resolution(arch: str, major: int, minor: int, fp4: Any, moe: Any = "triton", layer: Any = None) -> Resolution:
+MODELOPT = "sglang/srt/layers/quantization/modelopt_quant.py"
+LLAMA_NVFP4 = "llama-3.1-8b-nvfp4"  # a dense NVFP4 model (fixtures/models)
+
+
+def _fp4_forward(fp4: Any, condition: str = "") -> LayerValue:
+    """The linear stage's value of an NVFP4 checkpoint: ModelOptFp4LinearMethod built, its
+    forward quantizing the activation (FlashInfer's fp4_quantize, backend 'cuda') and then,
+    for a ``flashinfer_*`` runner, calling mm_fp4 with the backend SGLang derives from the
+    runner's name (0.5.23 fp4_utils.py get_flashinfer_backend: the prefix stripped,
+    cutedsl -> cute-dsl) at the fixture's call site; another runner calls sgl-kernel."""
+    quantize = ("flashinfer.fp4_quantize", "cuda", "sglang/srt/layers/quantization/fp4_utils.py:40")
+    if isinstance(fp4, str) and fp4.startswith("flashinfer_"):
+        backend = {"cutedsl": "cute-dsl"}.get(fp4.removeprefix("flashinfer_"), fp4.removeprefix("flashinfer_"))
+        gemm = ("flashinfer.mm_fp4", backend, f"{MODELOPT}:{line_of(MODELOPT, 'flashinfer_fp4_gemm(a, b', SGLANG_SIDE)}")
+    else:
+        gemm = ("sgl_kernel.cutlass_scaled_fp4_mm", "", "sglang/srt/layers/quantization/modelopt_quant.py:180")
+    calls = (quantize, gemm)
+    return LayerValue("resolved", "built: ModelOptFp4LinearMethod (qkv_proj)", "ModelOptFp4LinearMethod", stage="linear",
+                      kernel_calls=tuple((e.rpartition(".")[0], e.rpartition(".")[2], site, condition) for e, _, site in calls),
+                      library_calls=tuple((e, site, (("backend", repr(b)),) if b else ()) for e, b, site in calls))
+
+
+def _resolution(arch: str, major: int, minor: int, fp4: Any, moe: Any = "triton", layer: Any = None,
+                linear: Any = "forward") -> Resolution:
+    """``linear``: the quantization setting's layer value (by default the NVFP4 forward's
+    calls for ``fp4``, ``_fp4_forward``)."""
     settings = {
         "moe_runner_backend": Setting("moe_runner_backend", moe, moe, "resolved", layer=layer),
         "fp4_gemm_runner_backend": Setting("fp4_gemm_runner_backend", fp4, fp4, "resolved"),
+        "quantization": Setting("quantization", "modelopt_fp4", "modelopt_fp4", "resolved",
+                                layer=_fp4_forward(fp4) if linear == "forward" else linear),
     }
     return Resolution(
         source={"version": "0.0.0", "flashinfer": "9.9.9", "origin": "x"}, structure="E?",
@@ -281,6 +308,88 @@ def test_attach_text_json_and_check(cache):
     result = check_resolution(res, ())
     assert result.exit_code("error") == 1
     assert any(r.id == "SGK101" for r in result.rules)
+
+
+@pytest.mark.parametrize(("fp4", "backend", "status"), [
+    ("flashinfer_trtllm", "trtllm", "unsupported"), ("flashinfer_wide", "wide", "supported"),
+    ("flashinfer_cutedsl", "cute-dsl", "unsupported")])
+def test_fp4_gemm_entry_and_backend_are_the_forwards_call(cache, fp4, backend, status):
+    # no row lists mm_fp4: the entry is the forward's GEMM call (not the activation's
+    # fp4_quantize made before it, whose backend is 'cuda'), the backend= the one it passed
+    res = _attach(_resolution("sm120", 12, 0, fp4), cache)
+    k = res.settings["fp4_gemm_runner_backend"].kernel
+    assert (k.status, k.function, k.backend) == (status, "flashinfer.mm_fp4", backend)
+    assert k.call_site == f"{MODELOPT}:{line_of(MODELOPT, 'flashinfer_fp4_gemm(a, b', SGLANG_SIDE)}"
+
+
+def test_fp4_gemm_without_a_forward_call_has_no_flashinfer_verdict(cache):
+    # the layers not built (no forward run), or built and calling no mm_fp4: no listed guess
+    unknown = LayerValue("unknown", None, stage="linear", reason="no layer derived at config.json's shapes")
+    stopped = replace(_fp4_forward("flashinfer_trtllm"), kernel_calls=(), library_calls=(), forward_stops=(
+        "qkv_proj: RuntimeError: NVFP4 JIT kernels require compute capability >= 10.0 at sglang/jit_kernel/nvfp4.py:39",))
+    for linear, said in ((None, "reached a mm_fp4 call (their value: none, not built)"),
+                         (unknown, "reached a mm_fp4 call (their value: no layer derived at config.json's shapes)"),
+                         (stopped, "no branch of the linear layers' forward reached a mm_fp4 call (qkv_proj: RuntimeError")):
+        res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", linear=linear), cache)
+        k = res.settings["fp4_gemm_runner_backend"].kernel
+        assert (k.status, k.function, k.library) == ("unknown", "", "flashinfer") and said in k.reason, k.reason
+        assert "no FlashInfer verdict" in k.reason and kernel_findings(res) == []
+        # a value calling another library keeps that library's reason
+        k = _attach(_resolution("sm120", 12, 0, "cutlass", linear=linear), cache).settings["fp4_gemm_runner_backend"].kernel
+        assert k.library.startswith("sgl-kernel") and "jit_kernel" in k.reason
+    # built, its forward calling another kernel (no mm_fp4) and ending: no FlashInfer question
+    other = replace(_fp4_forward("flashinfer_trtllm"), kernel_calls=(("sgl_kernel", "cutlass_scaled_fp4_mm", "x.py:1", ""),))
+    assert _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", linear=other), cache).settings[
+        "fp4_gemm_runner_backend"].kernel is None
+    # a call on some branches only informs (as the block-FP8 runner's)
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", linear=_fp4_forward("flashinfer_trtllm", "on 1 of 2 branches")), cache)
+    k = res.settings["fp4_gemm_runner_backend"].kernel
+    assert k.status == "unknown" and k.reason.startswith("flashinfer.mm_fp4 is called on 1 of 2 branches only")
+
+
+UNQUANT_AT = "sglang/srt/layers/quantization/modelopt_quant.py:1925"  # where the fixture's method was made
+
+
+def _unquantized(gaps: tuple[str, ...] = ()) -> LayerValue:
+    """The linear stage's value of a checkpoint whose every dense layer is ignored (Qwen3.5
+    NVFP4: routed experts only): the forward read on all the model builds, none calling mm_fp4."""
+    return LayerValue("unknown", None, stage="linear", reason="not evaluated at config.json's shapes",
+                      forward_scope="the 390 linear layers the model's constructor builds",
+                      layer_methods=(("UnquantizedLinearMethod", 390, UNQUANT_AT),), forward_gaps=gaps)
+
+
+def test_a_gemm_no_layer_of_the_model_calls_is_not_used_and_no_rule_about_it_holds(cache):
+    from sglang_audit.analyses.recommend import _matters
+    from sglang_audit.rules.knownbad import load_rules
+
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", linear=_unquantized()), cache)
+    s = res.settings["fp4_gemm_runner_backend"]
+    k = s.kernel
+    assert (s.effective, s.status, k.status, k.function) == ("flashinfer_trtllm", "resolved", "unknown", "flashinfer.mm_fp4")
+    assert s.unused == k.unused == (
+        "no dense linear layer of this model calls flashinfer.mm_fp4 (no forward of the 390 linear layers the model's "
+        f"constructor builds calls it: they take UnquantizedLinearMethod (390 of them, {UNQUANT_AT}))")
+    data = json.loads(json.dumps(res.to_json()))
+    assert data["settings"]["fp4_gemm_runner_backend"]["kernel"]["unused"] == s.unused
+    assert data["settings"]["quantization"]["layer"]["layer_methods"] == [["UnquantizedLinearMethod", 390, UNQUANT_AT]]
+    assert f"kernel  not used: {s.unused}" in render_resolution(res)
+    from sglang_audit.render.html import _kernel_view
+    assert {k: v for k, v in (_kernel_view(s) or {}).items() if k in ("status", "reason")} == {"status": "not used", "reason": s.unused}
+    # SGA103 (the trtllm FP4 GEMM on SM12x) holds only where a layer calls the GEMM; SGK101 has no verdict
+    rules = [r for r in load_rules() if r.id == "SGA103"]
+    assert not check_resolution(res, rules).findings
+    assert _matters("fp4_gemm_runner_backend", res, Path("/nonexistent")) is False
+    # one construction or forward not followed to its end: unknown, saying which; the rule holds
+    gap = "model.layers.3.self_attn: ValueError: replica_size must be a positive integer at sglang/srt/layers/linear.py:72"
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", linear=_unquantized((gap,))), cache)
+    s = res.settings["fp4_gemm_runner_backend"]
+    assert not s.unused and s.kernel.status == "unknown" and f"not followed to its end: {gap}" in s.kernel.reason
+    assert [f.rule_id for f in check_resolution(res, rules).findings] == ["SGA103"]
+    assert "unused" not in json.loads(json.dumps(res.to_json()))["settings"]["fp4_gemm_runner_backend"]["kernel"]
+    # a layer calling a kernel library (sgl-kernel's cutlass FP4 GEMM) uses the setting
+    other = replace(_unquantized(), kernel_calls=(("sgl_kernel", "cutlass_scaled_fp4_mm", "x.py:1", ""),))
+    res = _attach(_resolution("sm120", 12, 0, "flashinfer_trtllm", linear=other), cache)
+    assert not res.settings["fp4_gemm_runner_backend"].unused
 
 
 def test_attach_sm100_supported_gives_no_finding(cache):
@@ -499,21 +608,22 @@ def test_shipped_mapping_is_well_formed():
     for r in spec.kernel:
         assert r.entry.startswith("flashinfer.") and r.model in ("target", "draft")
         assert r.values and r.quantization and r.callers and r.source
-    assert {r.setting for r in spec.kernel} >= {"fp4_gemm_runner_backend", "moe_runner_backend", "speculative_moe_runner_backend"}
-    # the block-FP8 runner's entry is the call the linear stage's forward makes, not a row
-    assert "fp8_gemm_runner_backend" not in {r.setting for r in spec.kernel}
-    assert [(c.setting, c.layer, c.libraries, c.quant_config_key) for c in spec.layer_call] == [
-        ("fp8_gemm_runner_backend", "quantization", ("flashinfer",), "weight_block_size")]
+    assert {r.setting for r in spec.kernel} >= {"moe_runner_backend", "speculative_moe_runner_backend"}
+    # the dense GEMM runners' entries are the calls the linear stage's forward makes, not rows
+    assert not {"fp8_gemm_runner_backend", "fp4_gemm_runner_backend"} & {r.setting for r in spec.kernel}
+    assert sorted((c.setting, c.layer, c.libraries, c.functions, c.quant_config_key) for c in spec.layer_call) == [
+        ("fp4_gemm_runner_backend", "quantization", ("flashinfer",), ("mm_fp4",), ""),
+        ("fp8_gemm_runner_backend", "quantization", ("flashinfer",), (), "weight_block_size")]
 
 
 # ---- real releases ------------------------------------------------------------------------
 
 
-def _real(release: Any, version: str, arch: str, sets: list[str]) -> Resolution:
+def _real(release: Any, version: str, arch: str, sets: list[str], model: str = "qwen3.5-397b-a17b-nvfp4") -> Resolution:
     from sglang_audit.resolve.pipeline import Request
 
     tree = release(version)
-    return shared.resolve(Request(source=str(tree.package_dir), arch=arch, model="qwen3.5-397b-a17b-nvfp4", sets=sets))
+    return shared.resolve(Request(source=str(tree.package_dir), arch=arch, model=model, sets=sets))
 
 
 def _flashinfer_line(res: Resolution, rel: str, line: int) -> str:
@@ -524,12 +634,19 @@ def _flashinfer_line(res: Resolution, rel: str, line: int) -> str:
 @pytest.mark.real_release
 @pytest.mark.parametrize(("version", "pin"), [("0.5.10", "0.6.7.post2"), ("0.5.23", "0.7.2")])
 def test_real_fp4_trtllm_sm120_unsupported_sm100_supported(release, version, pin):
-    res = _real(release, version, "sm120", ["fp4_gemm_runner_backend=flashinfer_trtllm"])
+    # the entry and backend= are the call the NVFP4 linear layers' forward makes (a dense
+    # model: the linear stage builds its layers), not a listed row
+    res = _real(release, version, "sm120", ["fp4_gemm_runner_backend=flashinfer_trtllm"], LLAMA_NVFP4)
     assert res.kernel_source["version"] == pin
     k = res.settings["fp4_gemm_runner_backend"].kernel
     assert k.status == "unsupported" and k.function == "flashinfer.mm_fp4" and k.backend == "trtllm"
+    # cited at SGLang's call in its fp4_gemm custom op, not at the import
+    file, line = k.call_site.rsplit(":", 1)
+    assert file == MODELOPT and "flashinfer_fp4_gemm(" in (Path(release(version).package_dir).parent / file).read_text().splitlines()[int(line) - 1]
     # the setting's status comes from every level: the kernel's refusal makes it unsupported
     assert res.settings["fp4_gemm_runner_backend"].status == "unsupported"
+    # its layers call the GEMM: used, and the whole model is not read for it (issue 42)
+    assert not res.settings["fp4_gemm_runner_backend"].unused and not res.settings["quantization"].layer.forward_scope
     layer = k.layers[0]
     assert layer.file == GEMM and layer.function == "_trtllm_gemm_fp4_requirement"
     # the cited line is the decorator as written in the pinned version
@@ -537,8 +654,23 @@ def test_real_fp4_trtllm_sm120_unsupported_sm100_supported(release, version, pin
     assert "def _trtllm_gemm_fp4_requirement" in _flashinfer_line(res, layer.file, layer.line + 1)
     assert "SM120 not in _trtllm_gemm_fp4_requirement" in k.reason
     assert any(f.rule_id == "SGK101" and f.setting == "fp4_gemm_runner_backend" for f in kernel_findings(res))
-    res100 = _real(release, version, "sm100", ["fp4_gemm_runner_backend=flashinfer_trtllm"])
+    res100 = _real(release, version, "sm100", ["fp4_gemm_runner_backend=flashinfer_trtllm"], LLAMA_NVFP4)
     assert res100.settings["fp4_gemm_runner_backend"].kernel.status == "supported"
+
+
+@pytest.mark.real_release
+def test_real_0523_seed_fp4_gemm_use_is_read_on_the_whole_model_and_names_what_stops_it(release):
+    """Qwen3.5-397B-A17B-NVFP4 quantizes only its routed experts (config.json's ignore keeps
+    attention, GDN and shared experts BF16): whether any layer calls mm_fp4 is read on the
+    model's own construction; on 0.5.23 three constructions are not followed to their end, so it
+    is not decided (never "not used" on a guess) and the kernel says which."""
+    res = _real(release, "0.5.23", "sm120", ["tp_size=8"])
+    s = res.settings["fp4_gemm_runner_backend"]
+    layer = res.settings["quantization"].layer
+    assert layer.stage == "linear" and layer.forward_scope.endswith("linear layers the model's constructor builds")
+    assert layer.forward_gaps[0].startswith("Qwen3_5GatedDeltaNet: analysis bound reached: call depth over 150 at "
+                                            "_resolve_linear_group (evaluation stopped at sglang/srt/layers/linear.py:")
+    assert not s.unused and s.kernel.status == "unknown" and "not followed to its end: Qwen3_5GatedDeltaNet" in s.kernel.reason
 
 
 @pytest.mark.real_release
@@ -569,7 +701,10 @@ def test_real_field_reference_deployment_has_no_unsupported_kernel(release):
     kernels = {name: s.kernel for name, s in res.settings.items() if s.kernel is not None}
     assert set(kernels) >= {"moe_runner_backend", "speculative_moe_runner_backend", "fp4_gemm_runner_backend"}
     assert all(k.status != "unsupported" for k in kernels.values())
-    assert kernels["fp4_gemm_runner_backend"].status == "supported"
+    # the FP4 GEMM: no forward reaches mm_fp4 (only the routed experts are NVFP4), and whether
+    # any layer calls it is not decided here (the whole model not read: its gap is named)
+    fp4 = kernels["fp4_gemm_runner_backend"]
+    assert fp4.status == "unknown" and not fp4.unused and "not followed to its end: not read: the draft's ModelConfig" in fp4.reason
     assert kernels["moe_runner_backend"].status == "supported"
     assert kernels["moe_runner_backend"].layers[0].function == "gen_cutlass_fused_moe_sm120_module"
     assert not any(f.rule_id == "SGK101" for f in check_resolution(res, ()).findings)
@@ -581,8 +716,8 @@ def test_real_explain_shows_the_kernel_of_each_forced_choice(release):
     from sglang_audit.resolve.pipeline import Request
 
     tree = release("0.5.10")
-    exp = explain(Request(source=str(tree.package_dir), arch="sm120", model="qwen3.5-397b-a17b-nvfp4"),
-                  "fp4_gemm_runner_backend")
+    # a dense NVFP4 model: its linear layers' forward calls mm_fp4 (Qwen3.5's layers do not)
+    exp = explain(Request(source=str(tree.package_dir), arch="sm120", model=LLAMA_NVFP4), "fp4_gemm_runner_backend")
     by = {c.choice: c for c in exp.choices}
     # SGLang's checks pass (the hand-written rule SGA103 already knows it is bad) ...
     assert by["flashinfer_trtllm"].outcome == "known_bad" and by["flashinfer_trtllm"].known_bad[0][0] == "SGA103"
@@ -597,11 +732,10 @@ def test_real_cli_check_and_flashinfer_source_none(release):
     from clirun import cli
 
     pkg = str(release("0.5.23").package_dir)
-    code, out, _ = cli("check", "-s", pkg, "-a", "sm120", "-m", "qwen3.5-397b-a17b-nvfp4",
-                       "--set", "fp4_gemm_runner_backend=flashinfer_trtllm")
+    code, out, _ = cli("check", "-s", pkg, "-a", "sm120", "-m", LLAMA_NVFP4, "--set", "fp4_gemm_runner_backend=flashinfer_trtllm")
     assert code == 1 and "ERROR   SGK101 kernel-unsupported-on-device" in out
     assert "flashinfer 0.7.2 declares flashinfer.mm_fp4 backend 'trtllm' unsupported on sm120" in out
-    code, out, _ = cli("resolve", "-s", pkg, "-a", "sm120", "-m", "qwen3.5-397b-a17b-nvfp4",
+    code, out, _ = cli("resolve", "-s", pkg, "-a", "sm120", "-m", LLAMA_NVFP4,
                        "--set", "fp4_gemm_runner_backend=flashinfer_trtllm", "--flashinfer-source", "none")
     assert "kernel library read: flashinfer not read: not read (--flashinfer-source none" in out
     assert "kernel  unknown: flashinfer.mm_fp4 backend 'trtllm'  (flashinfer)" in out

@@ -88,10 +88,40 @@ def test_layers_the_checkpoint_leaves_unquantized_take_sglangs_own_skip():
     assert v.value == "ValueError: Detected some but not all shards of model.layers.0.mlp.gate_up_proj are quantized."
 
 
+def test_a_runner_entry_no_built_layer_called_is_read_on_every_layer_the_model_builds():
+    # every dense layer ignored: the forwards of the layers built at config.json's shapes call no
+    # FlashInfer GEMM (rules/kernels.toml [[layer_call]] fp8_gemm_runner_backend), so the
+    # model's own constructor is followed to its end: its 8 layers (2 decoder layers), each
+    # constructed (is_layer_skipped on its prefix), the forward of one of each kind run
+    every = [f"model.layers.{i}.{n}" for i in range(2) for n in (
+        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
+        "mlp.down_proj")]
+    v = _linear(2, {**BLOCK, "ignored_layers": every})
+    assert (v.status, v.value) == ("resolved", "built: UnquantizedLinearMethod (qkv_proj, o_proj, gate_up_proj, down_proj)")
+    assert (v.forward_scope, v.forward_gaps, v.kernel_calls) == ("the 8 linear layers the model's constructor builds", (), ())
+    made = f"{FP8}:{_line(FP8, 'return UnquantizedLinearMethod()')}"
+    assert v.layer_methods == (("UnquantizedLinearMethod", 8, made),)
+    assert v.never_calls(("flashinfer",)) == (
+        f"no forward of the 8 linear layers the model's constructor builds calls it: they take UnquantizedLinearMethod "
+        f"(8 of them, {made})")
+    # layer 1's MLP quantized: its method's forward is not one the fixture can run (no apply):
+    # not followed to its end, so nothing is decided
+    v = _linear(2, {**BLOCK, "ignored_layers": [p for p in every if not p.startswith("model.layers.1.mlp")]})
+    assert v.forward_gaps == ("model.layers.1.mlp.gate_up_proj: no forward to run", "model.layers.1.mlp.down_proj: no forward to run")
+    assert v.never_calls(("flashinfer",)) == "" and dict((m, n) for m, n, _ in v.layer_methods) == {
+        "UnquantizedLinearMethod": 6, "Fp8LinearMethod": 2}
+
+
 def test_no_value_for_an_unquantized_model_nor_for_shapes_the_rules_do_not_derive():
     assert _linear(4, BLOCK, quant=None) is None
-    # MLA attention and routed experts: neither the standard projections nor a dense MLP
-    assert _linear(4, BLOCK, {**DENSE, "kv_lora_rank": 512, "n_routed_experts": 8}) is None
+    # MLA attention and routed experts: neither the standard projections nor a dense MLP. The
+    # FP8 GEMM runner's entry is then read on what the model's constructor builds: at TP 4 the
+    # MLP shard (320) is SGLang's refusal, so nothing is decided (the value's verdict stays unknown)
+    v = _linear(4, BLOCK, {**DENSE, "kv_lora_rank": 512, "n_routed_experts": 8})
+    assert (v.status, v.value, v.forward_scope) == ("unknown", None, "the 8 linear layers the model's constructor builds")
+    assert v.forward_gaps[0] == ("model.layers.0.mlp.gate_up_proj's construction: raises on every branch (ValueError: "
+                                 "Weight output_partition_size = 320 is not divisible by weight quantization block_n = 128. "
+                                 f"at {FP8}:{_line(FP8, 'if output_partition_size % block_n != 0:') + 1})")
 
 
 @pytest.mark.real_release

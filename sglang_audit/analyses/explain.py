@@ -562,10 +562,15 @@ def layer_stages_read(field: str, named: frozenset[str]) -> tuple[str, ...]:
     they published), so only the stages after it are left out. A choice's outcome reads the
     field's setting, the rejections, the rules' findings on the field (``_classify``) and what
     the stages building with the field again end with; building any other later layers (the
-    attention backend is ~1/6 of a 0.5.23 resolution) changes none."""
+    attention backend is ~1/6 of a 0.5.23 resolution) changes none. A kernel runner whose
+    kernel is read off another setting's layers (rules/kernels.toml ``[[layer_call]]``: the FP4
+    and FP8 GEMMs off the linear stage's forward) needs that stage too."""
+    from sglang_audit import factfiles
+
+    via = {f.layer for f in factfiles.kernels().layer_call if f.setting == field}
     order = list(LAYER_STAGES)
     read = [i for i, (name, names) in enumerate(LAYER_STAGES.items())
-            if field in names or named.intersection(names) or field in STAGE_READS[name]]
+            if field in names or named.intersection(names) or via.intersection(names) or field in STAGE_READS[name]]
     return tuple(order[: read[-1] + 1]) if read else ()
 
 

@@ -433,6 +433,9 @@ def _matters(field_name: str, base: Resolution, model_dir: Path) -> bool:
     """A field is explored when the model uses it: MoE runners for a model with experts,
     FP4/FP8 GEMM for checkpoints of that precision."""
     quant = " ".join(str(q).lower() for q in (base.model.quantization, base.model.config_quant_method) if q)
+    setting = base.settings.get(field_name)
+    if setting is not None and setting.unused:
+        return False  # no layer of this model calls its kernel (issue 42): not a knob
     if field_name == MOE:
         return _has_experts(model_dir)
     if field_name == FP4:
@@ -501,6 +504,9 @@ def _recommend(request: Request, cache: SourceCache, lines: tuple[BenchLine, ...
     fields = tuple(f for f in EXPLORED if f in base.settings and base.settings[f].present
                    and table.by_dest.get(f) is not None and table.by_dest[f].choices
                    and _matters(f, base, prep.target.model.path))
+    # a field no layer of this model uses (issue 42) is said once, not enumerated
+    notes += [f"{f}: not explored, {base.settings[f].unused}" for f in EXPLORED
+              if f in base.settings and base.settings[f].present and base.settings[f].unused]
     if "attention" in explore:
         fields = (*fields, *_attention_fields(base, table))
     spec = base.settings.get("speculative_algorithm")

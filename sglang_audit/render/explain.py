@@ -180,7 +180,8 @@ def _choice_lines(c: ChoiceOutcome, width: int, device: str) -> list[str]:
     if c.kernel is not None:
         k = c.kernel
         what = f" {k.function or k.library}" + (f" backend {k.backend!r}" if k.backend else "")
-        lines.append(f"  {'':{width}}    kernel {k.status}:{what} — {_clip(k.reason, 240)}")
+        said = f"not used:{what} — {_clip(k.unused, 240)}" if k.unused else f"{k.status}:{what} — {_clip(k.reason, 240)}"
+        lines.append(f"  {'':{width}}    kernel {said}")
     for r in c.conditional:
         lines.append(f"  {'':{width}}    rejected when {' and '.join(r.when)}: {r.exception}: {_clip(r.message)} ({r.file}:{r.line})")
     return lines

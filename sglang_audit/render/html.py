@@ -665,8 +665,10 @@ def _kernel_view(s: Setting) -> dict[str, Any] | None:
     if k is None:
         return None
     return {
-        "status": k.status, "what": (k.function or k.library) + (f" backend {k.backend!r}" if k.backend else ""),
-        "library": f"{k.library} {k.version}" if k.version else k.library, "reason": k.reason,
+        # no layer of the model calls it (Setting.unused): said instead of the library's status
+        "status": "not used" if k.unused else k.status,
+        "what": (k.function or k.library) + (f" backend {k.backend!r}" if k.backend else ""),
+        "library": f"{k.library} {k.version}" if k.version else k.library, "reason": k.unused or k.reason,
         "call_site": k.call_site,
         "layers": [f"{x.mechanism}: {x.function} says {x.says}{'' if x.enforced else ' (declared; not a check the call runs)'}: "
                    f"{x.detail} ({x.file}:{x.line})" for x in k.layers],

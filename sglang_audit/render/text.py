@@ -325,6 +325,8 @@ def _kernel_lines(s: Setting, width: int, verbose: bool) -> list[str]:
     assert k is not None
     pad = f"{'':{width}}    "
     lib = f"{k.library} {k.version}" if k.version else k.library
+    if k.unused:  # no layer of the model calls it: the library's declaration is no question
+        return [f"{pad}kernel  not used: {k.unused}"]
     if k.function:
         what = k.function + (f" backend {k.backend!r}" if k.backend else "")
         out = [f"{pad}kernel  {k.status}: {what}  ({lib})"]

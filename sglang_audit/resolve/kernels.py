@@ -26,7 +26,7 @@ This module decides which settings ask and attaches the verdicts; reading FlashI
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from sglang_audit.resolve.kernelmemo import KernelMemo, Reads
 from sglang_audit.result import KERNEL_UNKNOWN as UNKNOWN
 from sglang_audit.result import (
     STATUS_RESOLVED,
+    STATUS_UNSUPPORTED,
     KernelVerdict,
     LayerValue,
     Resolution,
@@ -91,10 +92,15 @@ def attach(
     wanted: dict[str, tuple[str, KernelRow | OtherKernel | None, str]] = {}  # setting -> (kind, row, reason)
     # setting -> (call site, condition) of its derived row's call (the layers' forward)
     called: dict[str, tuple[str, str]] = {}
+    unused: dict[str, str] = {}  # setting -> why no layer of the model calls its entry
     for name, setting in res.settings.items():
         if not setting.present:
             continue
         derived = _layer_call_row(name, setting, res, spec)
+        if isinstance(derived, Unused):
+            wanted[name] = ("unused", None, derived.entry)
+            unused[name] = derived.why
+            continue
         if isinstance(derived, str):
             wanted[name] = ("unknown", None, derived)
             continue
@@ -153,6 +159,9 @@ def attach(
                     through_runner = layer.code.startswith("MoeRunner(")
                     site = layer.code.rsplit(" at ", 1)[1] if through_runner and " at " in layer.code else layer.site
                     verdict = replace(verdict, call_site=site) if not through_runner or " at " in layer.code else verdict
+        elif kind == "unused":
+            verdict = KernelVerdict(UNKNOWN, reason.split(".")[0], None, reason, "", f"not used: {unused[name]}",
+                                    unused=unused[name])
         else:
             entry = row.entry if isinstance(row, KernelRow) else ""
             library = row.library if isinstance(row, OtherKernel) else "flashinfer"
@@ -242,15 +251,23 @@ def _classify(name: str, setting: Setting, res: Resolution,
     return None  # a value that calls no kernel library listed in rules/kernels.toml
 
 
+@dataclass(frozen=True)
+class Unused:
+    """No layer of the model calls the setting's entry (``LayerValue.never_calls``)."""
+    entry: str  # "flashinfer.mm_fp4"
+    why: str
+
+
 def _layer_call_row(name: str, setting: Setting, res: Resolution,
-                    spec: KernelsFacts) -> tuple[KernelRow, str, str] | str | None:
+                    spec: KernelsFacts) -> tuple[KernelRow, str, str] | Unused | str | None:
     """The row of the kernel-library call the built layers' forward made for ``name``
     (``[[layer_call]]``: the linear stage's ``kernel_calls`` on the ``layer`` setting's value),
     with its call site and condition: the entry as SGLang called it, the ``backend=`` it
     passed; a call made on every branch that returns first, else one made on some (a fallback
     on the token count elsewhere: its verdict only informs, ``attach``). None when no resolved
     layer value holds such a call; a string (unknown, why) when
-    whether the checkpoint reaches the setting's dispatch is not known (``quant_config_key``)."""
+    whether the checkpoint reaches the setting's dispatch is not known (``quant_config_key``);
+    ``Unused`` when the forward was read on every layer the model builds and none calls it."""
     quant = res.model.quantization
     for fact in spec.layer_call:
         if fact.setting != name or quant not in fact.quantization:
@@ -260,10 +277,32 @@ def _layer_call_row(name: str, setting: Setting, res: Resolution,
             continue
         holder = res.settings.get(fact.layer)
         layer = holder.layer if holder is not None else None
+        named = ", ".join(fact.functions) or f"{'/'.join(fact.libraries)} function"
+        # only where the forwards read call no kernel library at all and the value is not one
+        # that calls another library ([[other]]): a layer served by another kernel of the
+        # setting (sgl-kernel's cutlass FP4 GEMM) uses the setting, whatever FlashInfer's entry
+        never = layer.never_calls(fact.libraries, fact.functions) \
+            if isinstance(layer, LayerValue) and not layer.kernel_calls and not _other_value(name, setting, spec) else ""
+        if never and not isinstance(has, str):
+            entry = f"{fact.libraries[0]}.{fact.functions[0]}" if fact.functions else fact.libraries[0]
+            return Unused(entry, f"no dense linear layer of this model calls {entry} ({never})")
         if not isinstance(layer, LayerValue) or layer.status != STATUS_RESOLVED:
-            continue
+            if isinstance(layer, LayerValue) and layer.status == STATUS_UNSUPPORTED:
+                continue  # SGLang refuses the layers (their value says where): no call to read
+            if _other_value(name, setting, spec):
+                continue  # another library's value: its own reason (rules/kernels.toml [[other]])
+            why = (layer.reason or layer.value or layer.status) if isinstance(layer, LayerValue) else \
+                layer.reason if isinstance(layer, UnknownValue) else "none, not built"
+            return (f"no forward of the model's dense linear layers reached a {named} call (their value: {why}"
+                    f"{_gaps(layer)}): no FlashInfer verdict to read")
         given = {(path, site): dict(kw) for path, site, kw in layer.library_calls}
-        calls = sorted((c for c in layer.kernel_calls if c[0].split(".")[0] in fact.libraries), key=lambda c: bool(c[3]))
+        calls = sorted((c for c in layer.kernel_calls if c[0].split(".")[0] in fact.libraries
+                        and (not fact.functions or c[1] in fact.functions)), key=lambda c: bool(c[3]))
+        if not calls and layer.forward_stops and not _other_value(name, setting, spec):
+            # no run of the forward ended: SGLang's code raised (or was not followed) before any
+            # kernel call; the library's declaration of a call never made is no verdict
+            return (f"no branch of the linear layers' forward reached a {named} call "
+                    f"({'; '.join(layer.forward_stops)}): no FlashInfer verdict to read")
         for module, function, site, condition in calls[:1]:
             if isinstance(has, str):
                 return has
@@ -275,6 +314,19 @@ def _layer_call_row(name: str, setting: Setting, res: Resolution,
                             source=f"{fact.source}; called at {site}", quant_config_key=fact.quant_config_key)
             return row, site, condition
     return None
+
+
+def _gaps(layer: Any) -> str:
+    """Why the forward read on every layer the model builds decides nothing (LayerValue.forward_gaps)."""
+    if not isinstance(layer, LayerValue) or not layer.forward_scope or not layer.forward_gaps:
+        return ""
+    return f"; on {layer.forward_scope}, not followed to its end: {'; '.join(layer.forward_gaps)}"
+
+
+def _other_value(name: str, setting: Setting, spec: KernelsFacts) -> bool:
+    """Whether the setting's value is one rules/kernels.toml says calls another library."""
+    value = _value(setting)
+    return any(o.setting == name and value in o.values for o in spec.other)
 
 
 def _quant_config_has(res: Resolution, key: str) -> bool | str:

@@ -12,16 +12,18 @@ from typing import Any
 
 from sglang_audit.evaluate.interpreter import Frame, Interpreter, Unmodelled
 from sglang_audit.evaluate.values import Function, HFConfig, Instance, ModuleObj, Scope, Unknown
-from sglang_audit.factfiles import MoeLayerFacts
+from sglang_audit.factfiles import ModelRegistryFacts, MoeLayerFacts
 from sglang_audit.frontend import ir
 from sglang_audit.inputs.modeldir import HF_QUANT_CONFIG, model_checkpoint
 
 
-def model_quant_config(interp: Interpreter, moe: MoeLayerFacts, model_config: Instance) -> Any:
+def model_quant_config(interp: Interpreter, moe: MoeLayerFacts, model_config: Instance,
+                       registry: ModelRegistryFacts | None = None) -> Any:
     """The quant config the model loader hands the model with this ModelConfig: None for an
     unquantized model; the class the release's registry maps ``quantization`` to
     (``[moe] quant_registry_function``), its ``from_config`` evaluated on the model's
-    quantization config, then ``loader_quant_config``."""
+    quantization config (with the model class's ``packed_modules_mapping`` when ``registry``
+    finds the class: ``with_packed_modules``), then ``loader_quant_config``."""
     quant = model_config.attrs.get("quantization")
     if quant is None:
         return None
@@ -35,8 +37,34 @@ def model_quant_config(interp: Interpreter, moe: MoeLayerFacts, model_config: In
         cfg = cfg.attrs
     if not isinstance(cfg, dict):
         cfg = quant_config_file(interp, cls, model_config)
+    if registry is not None:
+        cfg = with_packed_modules(interp, registry, model_config, cfg)
     qc = interp.call(interp.getattr(cls, "from_config"), [cfg], {})
     return loader_quant_config(interp, moe, model_config, qc)
+
+
+def with_packed_modules(interp: Interpreter, registry: ModelRegistryFacts, model_config: Instance,
+                        cfg: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` as the model loader hands it to ``from_config``: with the model class's
+    ``packed_modules_mapping`` (``{}`` when the class declares none), which 0.5.10-0.5.23
+    model_loader/weight_utils.py get_quant_config writes into the quantization config
+    (``hf_quant_config["packed_modules_mapping"] = packed_modules_mapping``, from
+    ``getattr(model_class, "packed_modules_mapping", {})`` in loader.py); ModelOpt's
+    ``is_layer_skipped`` iterates it (0.5.23 quantization/utils.py:84). A class the registry
+    does not give leaves ``cfg`` as read: the mapping is then not known to the config, and a
+    use of it stops the evaluation (unknown), never a guessed mapping. A copy: the
+    ModelConfig's dict is shared with the other stages."""
+    if "packed_modules_mapping" in cfg:
+        return cfg
+    from sglang_audit.resolve.draft import registry_class
+    from sglang_audit.resolve.layerstage import architecture
+
+    try:
+        model_cls = registry_class(interp, registry, architecture(model_config))
+    except Unmodelled:
+        return cfg
+    found, mapping = model_cls.lookup("packed_modules_mapping")
+    return {**cfg, "packed_modules_mapping": mapping if found else {}}
 
 
 def quant_config_file(interp: Interpreter, cls: Any, model_config: Instance) -> dict[str, Any]:

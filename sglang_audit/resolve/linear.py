@@ -18,7 +18,13 @@ decided by known values is SGLang's verdict on the ``quantization`` setting (e.g
 unknowns are explored and joined as the MoE stage joins them. Once the layers resolve, each
 quant method's forward runs on an abstract input and the kernel-library functions it calls are
 noted (``LayerValue.kernel_calls``, issue 42): the kernel level reads the FP8 GEMM runner's
-FlashInfer call from them (``kernels.py``, ``rules/kernels.toml [[layer_call]]``).
+FlashInfer call from them (``kernels.py``, ``rules/kernels.toml [[layer_call]]``). When a
+kernel runner's entry was called by none, the same forward is read on every linear layer the
+model's constructor builds (``_whole_model``): no call there is the derived fact "not used".
+
+Why this module is long: its three readings (the value's layers, their forward, the whole
+model's) share one recording of the model's constructor, one construction of a layer and one
+forward run; split, each would need the others' private helpers.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import functools
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,7 +57,7 @@ from sglang_audit.evaluate.values import (
     ModuleObj,
     Unknown,
 )
-from sglang_audit.factfiles import LayersFacts, LinearFacts, LinearLayer
+from sglang_audit.factfiles import LayerCall, LayersFacts, LinearFacts, LinearLayer
 from sglang_audit.resolve.draft import registry_class
 from sglang_audit.resolve.expected import missing_module
 from sglang_audit.resolve.layer_quant import model_quant_config
@@ -87,10 +94,17 @@ MAX_RECORD_PATHS = 16  # paths of the model's constructor explored until one rec
 MAX_LINEAR_PATHS = 64  # branches on unknowns explored while the layers are constructed
 MAX_PREPARE_PATHS = 16  # ... while one layer's weights are prepared (runtime kernel choices, mostly)
 MAX_FORWARD_PATHS = 16  # ... while one layer's forward runs (its kernel calls)
+MAX_FORWARD_STOPS = 3  # why no run of the forward ended, as many shown
 # the forwards' own CPU budget, inside the stage's (0.5.23 Qwen3-4B-FP8, four layers: ~2 s on
 # SM100 flashinfer_trtllm); a run cut by it counts as a branch that may call another kernel
 FORWARD_CPU_SECONDS = 4.0
 FORWARD_STEPS = 150_000  # as the attention stage's request-time calls
+# every linear layer the model builds constructed (_whole_model), on its own budget: 0.5.16
+# Qwen3.5-397B-A17B's 446 would take ~760,000 steps (~8 s; its shared experts' constructions
+# ~10,000 each), over a resolution's step bound with what precedes: cut at the step bound (the
+# same cut on every machine), the CPU time a backstop
+WHOLE_MODEL_STEPS = 200_000
+WHOLE_MODEL_CPU_SECONDS = 4.0
 NOT_FOLLOWED = "not followed: "
 # a run whose weight preparation the evaluator could not follow to its end (a kernel library's
 # outside object, ...): listed, never the verdict, while another run of the layer is followed
@@ -130,6 +144,10 @@ def evaluate_linear(interp: Interpreter, server_args: Any, model_config: Any, dr
     if target is not None and target.status == STATUS_RESOLVED and built:
         # last, on its own budget: the kernel calls never change a value, nor take the draft's time
         target = _with_forward(interp, server_args, model_config, spec, built, target)
+    if _asked_entries(model_config, target) and interp.find_module_file(spec.linear.module) is not None:
+        # a kernel runner setting's entry (rules/kernels.toml [[layer_call]]) no built layer
+        # called: whether any layer of the model calls it is read on all the model builds
+        target = _whole_model(interp, server_args, model_config, spec, target, draft_config)
     if draft is None:
         return {SETTING: target} if target is not None else {}
     if target is None:
@@ -214,7 +232,7 @@ def _target_value(interp: Interpreter, server_args: Any, model_config: Any, spec
 
 
 def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance, spec: LayersFacts,
-                  layers: list[_Recorded], value: LayerValue) -> LayerValue:
+                  layers: list[_Recorded], value: LayerValue, unended: list[str] | None = None) -> LayerValue:
     """``value`` with the kernel-library calls the built layers' forward makes
     (``LayerValue.kernel_calls``; the string keywords SGLang passes each, ``backend="trtllm"``,
     in ``library_calls``): each layer is constructed alone and its quant method's forward
@@ -226,8 +244,13 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
     fallback the evaluator can only follow into a raise is not seen: 0.5.23's
     flashinfer_deepgemm M >= 32 Triton fallback raises on unknown shapes, and its
     fp8_blockscale_gemm_sm90 call reads as unconditional). The
-    forward runs on the layer as constructed: SGLang chose the GEMM function in the quant method's constructor
-    (0.5.23 fp8.py ``dispatch_w8a8_block_fp8_linear``), the weight preparation rewrites tensors.
+    forward runs on the layer as constructed (SGLang may choose the GEMM function in the
+    constructor, 0.5.23 fp8.py ``dispatch_w8a8_block_fp8_linear``); when no run of it ends, on
+    the layer with its weights prepared (``process_weights_after_loading`` on the same run: the
+    forward reads what it sets, ModelOptFp4LinearMethod.apply's ``layer.input_scale_inv``), a
+    run whose preparation stops counting as one that may take another kernel. When no run of
+    any layer's forward ends, why not is ``forward_stops``. ``unended`` receives why a layer's
+    forward was not followed to its end on any run (its name and the stops), or the budget.
     Best effort: a forward the evaluator cannot follow adds nothing and never changes the value."""
     lin = spec.linear
     if not lin.forward or not lin.kernel_libraries:
@@ -246,15 +269,26 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
             reached.setdefault((module, name, f"{file}:{line}"), given)
         return NOT_HOOKED
 
-    def run_once(rec: _Recorded, built: dict[Any, Any]) -> Outcome:
+    def run_once(rec: _Recorded, prepare: bool, built: dict[Any, Any]) -> Outcome:
         reached.clear()
-        outcome = _forward_once(interp, spec, server_args, model_config, rec)
+        # the calls of the forward only: the weight preparation's (shuffle_matrix_a) are not the GEMM
+        outcome = _forward_once(interp, spec, server_args, model_config, rec, reached.clear if prepare else None)
         if outcome.status != STATUS_UNSUPPORTED:  # a raise: no call, and no branch SGLang serves
             runs_calls.append(dict(reached))
+        if outcome.status == STATUS_RESOLVED:
+            finished.append(rec.name)
+        elif prepare:
+            stops.setdefault(f"{rec.name}: {outcome.value}")
+        if outcome.status == STATUS_UNKNOWN:
+            # a run the evaluator could not follow: it may have called another kernel
+            not_followed.setdefault(f"{rec.name}: {outcome.value}")
         return outcome
 
     calls: dict[tuple[str, str, str], str] = {}
     given_of: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {}
+    finished: list[str] = []  # the layers of the runs that ended (a return)
+    stops: dict[str, None] = {}  # why the others did not, in order
+    not_followed: dict[str, None] = {}  # runs the evaluator could not follow to their end
     t0, s0, outer = time.process_time(), interp.steps, interp.deadline
 
     def spent() -> bool:
@@ -262,40 +296,201 @@ def _with_forward(interp: Interpreter, server_args: Any, model_config: Instance,
         return (outer is not None and outer()) or interp.steps - s0 > FORWARD_STEPS \
             or time.process_time() - t0 > FORWARD_CPU_SECONDS
 
+    complete = True
     for rec in layers:
         if spent():
+            complete = False
             break  # what was read so far stands: each call's condition is over its own layer's runs
-        runs_calls.clear()
-        with interp.budget(spent), interp.hooked_calls(observe), interp.unwatched_imports():
-            logged = len(interp.logs)
-            explore_layer(interp, spec, functools.partial(run_once, rec), MAX_FORWARD_PATHS)
-            del interp.logs[logged:]
+        explored_all = True
+        # first on the layer as constructed (SGLang may choose the GEMM in the constructor,
+        # 0.5.23 fp8.py:548; the preparation's branches on unknowns would only add runs); when
+        # no run of it ends (the forward reads what the preparation sets: NVFP4's
+        # layer.input_scale_inv), again with the weights prepared
+        for prepare in (False, True):
+            runs_calls.clear()
+            not_followed.clear()  # the attempt kept is the last one
+            ended = len(finished)
+            with interp.budget(spent), interp.hooked_calls(observe), interp.unwatched_imports():
+                logged = len(interp.logs)
+                explored_all = explore_layer(interp, spec, functools.partial(run_once, rec, prepare),
+                                             MAX_FORWARD_PATHS).complete
+                del interp.logs[logged:]
+            if len(finished) > ended or spent():
+                break
+        if unended is not None and (rec.name not in finished or not explored_all or not_followed):
+            # no run of its forward ended, a run not followed, or branches beyond the bound: a
+            # call may be missed
+            why = list(dict.fromkeys(s for s in (*not_followed, *stops) if s.startswith(f"{rec.name}: ")))
+            unended.append("; ".join(why[:MAX_FORWARD_STOPS]) if why else
+                           f"{rec.name}: its forward beyond {MAX_FORWARD_PATHS} branches" if rec.name in finished
+                           else f"{rec.name}: no run of its forward ended")
         for key in dict.fromkeys(k for run in runs_calls for k in run):
             on = sum(1 for run in runs_calls if key in run)
             cond = "" if on == len(runs_calls) else f"on {on} of the {len(runs_calls)} explored branches of {rec.name}'s forward that do not raise"
             calls[key] = cond if calls.get(key, cond) else ""
             given_of.setdefault(key, next(run[key] for run in runs_calls if key in run))
+    if unended is not None and not complete:
+        unended.append(f"the forwards' budget ({FORWARD_STEPS:,} steps, {FORWARD_CPU_SECONDS:g} s) spent before every layer's ran")
+    if not finished and stops and complete:
+        # no run of any layer's forward ended: no kernel it may call is read (0.5.10 on SM90,
+        # SGLang's own NVFP4 activation quantizer raises first, jit_kernel/nvfp4.py:39)
+        value = replace(value, forward_stops=tuple(list(stops)[:MAX_FORWARD_STOPS]))
     if not calls:
         return value
     return replace(value, kernel_calls=tuple((m, n, site, cond) for (m, n, site), cond in calls.items()),
                    library_calls=tuple((f"{m}.{n}", site, given_of[(m, n, site)]) for m, n, site in calls))
 
 
+def _asked_entries(model_config: Any, value: LayerValue | None) -> list[LayerCall]:
+    """The kernel runners' entries (rules/kernels.toml ``[[layer_call]]`` of this stage's
+    setting) the target's quantization may reach and the built layers' forward did not call."""
+    quant = model_config.attrs.get("quantization") if isinstance(model_config, Instance) else None
+    if not isinstance(quant, str) or (value is not None and value.status == STATUS_UNSUPPORTED):
+        return []  # SGLang refuses the layers: no forward is served
+    hf = model_config.attrs.get("hf_config")
+    qcfg = hf.attrs.get("quantization_config") if isinstance(hf, HFConfig) else None
+    facts = [f for f in factfiles.kernels().layer_call if f.layer == SETTING and quant in f.quantization
+             # a fact that holds only for checkpoints setting a key (block FP8: weight_block_size)
+             and (not f.quant_config_key or not isinstance(qcfg, dict) or qcfg.get(f.quant_config_key) is not None)]
+    return [f for f in facts if value is None or not value.calls_into(f.libraries, f.functions)]
+
+
+def _whole_model(interp: Interpreter, server_args: Any, model_config: Instance, spec: LayersFacts,
+                 value: LayerValue | None, draft_config: Any = None) -> LayerValue:
+    """``value`` with the forward read on every dense linear layer the target model's own
+    constructor builds (``LayerValue.forward_scope``), not only the ones its value speaks for:
+    the constructor is evaluated to its end, every ``LinearBase`` it constructs recorded under
+    its full prefix (``_record(whole=True)``); the layers are constructed (each constructor
+    runs the quant config's ``get_quant_method``: ``is_layer_skipped`` on the prefix), grouped
+    by class, linear method and partition sizes, and the forward of one of each group runs
+    (``_with_forward``): a layer's forward reads nothing of its prefix but what its method
+    holds. The linear methods taken, with where each was made, are ``layer_methods``; what was
+    not followed to its end (a construction, a layer's forward, the budget) is
+    ``forward_gaps``: with none, a kernel entry no forward called is one no layer of the model
+    calls (``LayerValue.calls_into``). The value's status and verdict never change."""
+    gaps: list[str] = []
+    stopped: list[str] = []
+    base = value if value is not None else LayerValue(STATUS_UNKNOWN, None, stage="linear", reason=(
+        "the target model's dense linear layers are not evaluated (no layer derived at config.json's shapes: "
+        "rules/layers.toml [linear]); only their linear methods and forwards are read, on the model's own construction"))
+    hf = model_config.attrs.get("hf_config")
+    if isinstance(draft_config, Instance) and draft_config.attrs.get("hf_config") is hf:
+        # the draft's ModelConfig holds the target's config object, rewritten for the draft
+        # (0.5.10 NEXTN: architectures -> Qwen3_5ForCausalLMMTP): the target's class is not known here
+        return replace(base, forward_scope="the linear layers the model's constructor builds", forward_gaps=(
+            f"not read: the draft's ModelConfig shares the target's config, its architectures now {architecture(model_config)!r}",))
+    recorded = _record(interp, spec, model_config, server_args, stopped=stopped, whole=True)
+    layers = recorded if isinstance(recorded, list) else []
+    if isinstance(recorded, str):
+        gaps.append(recorded)
+    gaps += [f"{s} (its linear layers, if any, not built)" for s in stopped]
+    if gaps:
+        layers = []  # the answer is unknown already: no layer constructed for it
+    groups: dict[tuple[Any, ...], list[_Recorded]] = {}
+    made_at: dict[str, str] = {}  # a linear method class -> where it was instantiated
+    t0, s0, outer = time.process_time(), interp.steps, interp.deadline
+
+    def spent() -> bool:
+        return (outer is not None and outer()) or interp.steps - s0 > WHOLE_MODEL_STEPS \
+            or time.process_time() - t0 > WHOLE_MODEL_CPU_SECONDS
+
+    for rec in layers:
+        if spent():
+            gaps.append(f"the layers' construction beyond its budget ({WHOLE_MODEL_STEPS:,} steps, "
+                        f"{WHOLE_MODEL_CPU_SECONDS:g} s): {rec.name} and the layers after it not constructed")
+            break
+        # each layer on its own branches (SGLang builds them in one model; the branches of one
+        # layer's constructor on unknowns do not depend on another's)
+        with interp.budget(spent):
+            explored = explore_layer(interp, spec, functools.partial(_method_once, interp, spec, server_args, rec, made_at),
+                                     MAX_PREPARE_PATHS)
+        served = [o for o, _ in explored.outcomes if o.status != STATUS_UNSUPPORTED]  # a raise serves no request
+        methods = {o.value for o in served}
+        if not explored.complete or len(methods) != 1 or any(o.status != STATUS_RESOLVED for o in served):
+            raised = sorted({o.value for o, _ in explored.outcomes if o.status == STATUS_UNSUPPORTED})
+            said = "; ".join(sorted(methods)[:2]) or f"raises on every branch ({'; '.join(raised[:2])})"
+            gaps.append(f"{rec.name}'s construction: {said}" + ("" if explored.complete else f" (beyond {MAX_PREPARE_PATHS} branches)"))
+            continue
+        groups.setdefault((rec.cls.name, *served[0].runner.split("|")), []).append(rec)
+    scope = f"the {len(recorded)} linear layers the model's constructor builds" if isinstance(recorded, list) \
+        else "the linear layers the model's constructor builds"
+    if not layers or gaps:
+        shown = (*gaps[:MAX_FORWARD_STOPS], *((f"and {len(gaps) - MAX_FORWARD_STOPS} more",) if len(gaps) > MAX_FORWARD_STOPS else ()))
+        return replace(base, forward_scope=scope, forward_gaps=shown)
+    reps = [members[0] for members in groups.values()]
+    unended: list[str] = []
+    read = _with_forward(interp, server_args, model_config, spec, reps, replace(base, kernel_calls=(), library_calls=()),
+                         unended)
+    counts: dict[str, int] = {}
+    for (_, method, *_rest), members in groups.items():
+        counts[method] = counts.get(method, 0) + len(members)
+    calls = dict.fromkeys((*base.kernel_calls, *read.kernel_calls))
+    given = dict.fromkeys((*base.library_calls, *read.library_calls))
+    return replace(base, kernel_calls=tuple(calls), library_calls=tuple(given), forward_scope=scope,
+                   forward_gaps=tuple(unended),
+                   layer_methods=tuple((m, n, made_at.get(m, "")) for m, n in counts.items()))
+
+
+def _method_once(interp: Interpreter, spec: LayersFacts, server_args: Any, rec: _Recorded,
+                 made_at: dict[str, str], built: dict[Any, Any]) -> Outcome:
+    """One run constructing ``rec`` as the model constructed it: its linear method's class
+    (the value), with its partition sizes (``runner``: the group key); ``made_at`` gets where
+    each method was instantiated (the quant config's ``get_quant_method`` return)."""
+    state = new_state()
+    publish_server_args(interp, spec, server_args)
+    restore = _logical_groups(interp, spec)
+    sites: dict[str, str] = {}
+
+    def observe(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if func.__class__ is Class and func.name not in sites:
+            file, line = interp.call_site()
+            sites[func.name] = f"{file}:{line}"
+        return NOT_HOOKED
+
+    try:
+        with interp.hooked_calls(layer_hook(interp, spec, state, server_args)), interp.hooked_calls(_pure(interp, spec.linear)), \
+                interp.hooked_calls(observe):
+            layer = _construct(interp, rec, None)
+        method = layer.attrs.get("quant_method")
+        if not isinstance(method, Instance):
+            return Outcome(STATUS_UNKNOWN, f"the linear layer left no quant method ({method!r})")
+        made_at.setdefault(method.cls.name, sites.get(method.cls.name, ""))
+        sizes = (repr(layer.attrs.get("input_size_per_partition")), repr(layer.attrs.get("output_size_per_partition")))
+        return Outcome(STATUS_RESOLVED, method.cls.name, runner="|".join((method.cls.name, *sizes)))
+    except EVALUATION_ENDS as exc:
+        end = ending(exc, strict_mode())
+        if end.raised is not None:
+            return Outcome(STATUS_UNSUPPORTED, stop_text(interp, end.raised))
+        return Outcome(STATUS_UNKNOWN, end.reason)
+    finally:
+        restore()
+
+
 def _forward_once(interp: Interpreter, spec: LayersFacts, server_args: Any, model_config: Instance,
-                  rec: _Recorded) -> Outcome:
-    """One run of ``rec``'s quant method's forward on the layer constructed alone."""
+                  rec: _Recorded, forward_begins: Callable[[], None] | None) -> Outcome:
+    """One run of ``rec``'s quant method's forward on the layer constructed alone; with
+    ``forward_begins``, its weights prepared first, and that called when they are."""
     lin = spec.linear
     state = new_state()
     publish_server_args(interp, spec, server_args)
     restore = _logical_groups(interp, spec)
     try:
         with interp.hooked_calls(layer_hook(interp, spec, state, server_args)), interp.hooked_calls(_pure(interp, lin)):
-            qc = model_quant_config(interp, spec.moe, model_config) if rec.derived else None
+            qc = model_quant_config(interp, spec.moe, model_config, spec.model_registry) if rec.derived else None
             layer = _construct(interp, rec, qc)
             method = layer.attrs.get("quant_method")
             width = layer.attrs.get("input_size_per_partition")
             if not isinstance(method, Instance) or not method.cls.lookup(lin.forward)[0] or not _is_int(width):
                 return Outcome(STATUS_UNKNOWN, "no forward to run")
+            if forward_begins is not None and method.cls.lookup("process_weights_after_loading")[0]:
+                # SGLang serves a request with the weights prepared: the forward reads what the
+                # preparation sets (0.5.23 ModelOptFp4LinearMethod.apply: layer.input_scale_inv,
+                # layer.alpha). A preparation that raises or that the evaluator cannot follow is
+                # a run that may take another kernel (unknown)
+                state["method"], state["preparing"] = method.cls.name, True
+                interp.call(interp.getattr(method, "process_weights_after_loading"), [layer], {})
+                state["preparing"] = False
+                forward_begins()
             # (tokens, the layer's input width) in the dtype it was built with; the token count
             # is a forward's, unknown here (as the MoE stage's dispatch input, layers.py)
             tokens = Unknown("the token count of tensor x (not known before a forward)", "forward:x.tokens")
@@ -305,9 +500,15 @@ def _forward_once(interp: Interpreter, spec: LayersFacts, server_args: Any, mode
             return Outcome(STATUS_RESOLVED, "forward")
     except EVALUATION_ENDS as exc:
         end = ending(exc, strict_mode())
+        said = stop_text(interp, end.raised) if end.raised is not None else end.reason
         # a raise (SGLang's, or of a branch no value takes: a type test on an unknown) ends
         # the run; a run the evaluator cannot follow may have taken another kernel
-        return Outcome(STATUS_UNSUPPORTED if end.raised is not None else STATUS_UNKNOWN, end.reason)
+        if state.get("preparing"):
+            # the weights of this branch not prepared as SGLang would (a raise there, SGLang's
+            # or a kernel stand-in's, is the linear stage's value to report): the run may take
+            # another kernel, never one that serves no request
+            return Outcome(STATUS_UNKNOWN, f"weight preparation: {said}")
+        return Outcome(STATUS_UNSUPPORTED if end.raised is not None else STATUS_UNKNOWN, said)
     finally:
         restore()
 
@@ -364,7 +565,7 @@ def _arg(expr: str, dims: dict[str, int]) -> Any:
 
 
 def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, server_args: Any,
-            draft: bool = False, stopped: list[str] | None = None) -> list[_Recorded] | str:
+            draft: bool = False, stopped: list[str] | None = None, whole: bool = False) -> list[_Recorded] | str:
     """The linear layers the model class's ``__init__`` constructs for its first decoder layer
     (prefix matching ``[linear] first_layer``), in order, with the arguments it passes; the
     evaluation stops when a second decoder layer begins (``next_layer``). Its own unknown
@@ -377,7 +578,9 @@ def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, serv
     being built around it) as one already built that constructed linear layers is the next
     decoder layer (DeepSeek's ``make_layers``, an MTP ``ModuleList``); a draft with one layer
     is evaluated to its end. ``stopped`` receives the model-package constructions that stopped
-    on the path that recorded (their linear layers, if any, are not built)."""
+    on the path that recorded (their linear layers, if any, are not built). ``whole``: every
+    linear layer the constructor builds, under its full prefix, the constructor evaluated to
+    its end (``_whole_model``)."""
     lin, reg = spec.linear, spec.model_registry
     first, following = re.compile(lin.first_layer), re.compile(lin.next_layer)
     state = new_state()
@@ -403,7 +606,7 @@ def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, serv
         ok, body_init = func.lookup("__init__")
         if func.is_subclass_of(linear_base) and isinstance(body_init, Function):
             prefix = bound_argument(body_init, args, kwargs, "prefix")
-            if draft:
+            if draft or whole:
                 name = prefix if isinstance(prefix, str) and prefix else func.name
                 recorded.append(_Recorded(name, func, tuple(args), tuple(kwargs.items())))
                 return Instance(unevaluated(func))
@@ -437,7 +640,7 @@ def _record(interp: Interpreter, spec: LayersFacts, model_config: Instance, serv
         building.clear()
         built_with_layers.clear()
         try:
-            qc = model_quant_config(interp, spec.moe, model_config)
+            qc = model_quant_config(interp, spec.moe, model_config, spec.model_registry)
             hf = model_config.attrs.get("hf_config")
             interp.call(BoundMethod(init, Instance(standin)), [hf], {"quant_config": qc, "prefix": ""})
         except _LayerDone:
@@ -524,7 +727,7 @@ def _run_once(interp: Interpreter, role: Role, spec: LayersFacts, layers: list[_
     try:
         with interp.hooked_calls(layer_hook(interp, spec, state, role.server_args)), \
                 interp.hooked_calls(_pure(interp, lin)):
-            qc = model_quant_config(interp, spec.moe, role.model_config) if any(rec.derived for rec in layers) else None
+            qc = model_quant_config(interp, spec.moe, role.model_config, spec.model_registry) if any(rec.derived for rec in layers) else None
             made: list[tuple[str, Instance]] = []
             for rec in layers:
                 # SGLang constructs every layer of the model before it loads any weight

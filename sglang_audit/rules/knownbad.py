@@ -503,6 +503,10 @@ def check_resolution(res: Resolution, rules: Iterable[Rule]) -> CheckResult:
         for subject in rule.subjects:
             if dense and subject in moe_only:
                 continue  # a rule about MoE layers holds only where the model builds them
+            if subject is not None and subject in res.settings and res.settings[subject].unused:
+                # a rule about a kernel runner holds only where a layer of the model calls its
+                # kernel (Setting.unused: none does, issue 42)
+                continue
             unknown: dict[str, str] = {}
             outcome = evaluate(rule.when, facts, rule, subject, unknown)
             if outcome is None:
