@@ -105,8 +105,3 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     moved = {id(item) for _, _, item in versioned}
     items[:] = [item for item in items if id(item) not in moved] + [item for _, _, item in sorted(versioned, key=lambda t: (t[0], t[1]))]
-    # then the longest tests first (marker `long`; a stable sort keeps the rest as above): xdist
-    # hands the rest out as workers free up, so no worker ends the run alone on a 3-minute test
-    # (eighth session: the 0.5.23 recommend tests, last by release, ran back to back at the end
-    # of one worker, which finished 165 s after the other)
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -239,7 +239,7 @@ def test_only_flags_that_come_back_exactly_are_kept(checkout):
 
 
 @pytest.mark.real_release
-@pytest.mark.parametrize("version", ["0.5.10", pytest.param("0.5.23", marks=pytest.mark.long)])
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.23"])
 def test_a_resolution_after_others_on_a_shared_cache_equals_a_fresh_one(release, version):
     # what a shared SourceCache keeps between resolutions (the flag table per device, the
     # IR indexes of resolve/layers.py and resolve/attention.py) must not leak from one target

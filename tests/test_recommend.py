@@ -100,7 +100,7 @@ def by_id(cands) -> dict:
 
 
 @pytest.mark.real_release
-@pytest.mark.parametrize("version", ["0.5.10", pytest.param("0.5.23", marks=pytest.mark.long)])
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.23"])
 def test_sm120_qwen35_nextn_rejects_what_fails_and_keeps_the_field_config(release, version):
     rec = run(release, version, "sm120", "qwen3.5-397b-a17b-nvfp4", NEXTN)
     assert rec.fields == (MOE, FP4, DRAFT)  # the release declares --speculative-moe-runner-backend
@@ -159,7 +159,7 @@ def test_0510_sm120_fp4_between_the_viable_is_decided_by_sglangs_auto(release):
 
 
 @pytest.mark.real_release
-@pytest.mark.parametrize("version", ["0.5.10", pytest.param("0.5.23", marks=pytest.mark.long)])
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.23"])
 def test_sm100_deepseek_r1_trtllm_moe_is_viable_and_ranked_with_its_source(release, version):
     rec = run(release, version, "sm100", "deepseek-r1-nvfp4", ["tp_size=8"])
     trt = [c for c in rec.viable if c.value(MOE) == "flashinfer_trtllm"]

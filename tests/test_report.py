@@ -462,7 +462,6 @@ def test_a_setting_whose_layers_fail_is_not_unknown_and_not_accepted(checkout):
 
 
 @pytest.mark.real_release
-@pytest.mark.long
 def test_real_0523_forced_choices_say_the_layers_fail(release):
     """`explain` says "the MoE layers built with it fail"; the report's "If you force it"
     table said "unknown" for the same choices, and "1 unknown" counted the unsupported row."""
